@@ -1,0 +1,55 @@
+# Every target sets up what it needs: a virtualenv from uv.lock and the
+# upstream control-plane binaries, cached outside the repo.
+CACHE ?= $(HOME)/.cache/trainium-dra
+UV_VERSION := 0.13.8
+UV := $(CACHE)/uv-$(UV_VERSION)/bin/uv
+VENV := .venv
+PY := $(VENV)/bin/python
+BIN_DIR_FILE := build/bin-dir
+WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
+
+.PHONY: venv binaries test lint unit demo demo-stop bench-sim bench-controller bench-node clean
+
+$(UV):
+	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
+	$(CACHE)/uv-$(UV_VERSION)/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --quiet
+	touch $@
+
+venv: $(VENV)/.synced
+
+binaries:
+	@mkdir -p build
+	hack/build-binaries.sh > $(BIN_DIR_FILE)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# Unit tests only: no control plane needed.
+unit: venv
+	$(PY) -m pytest -m "not integration"
+
+test: venv lint binaries
+	$(WITH_BINARIES) $(PY) -m pytest
+
+demo: venv binaries
+	$(WITH_BINARIES) $(VENV)/bin/trainium-dra controlplane up
+
+demo-stop: venv
+	$(VENV)/bin/trainium-dra controlplane down
+
+bench-sim: venv
+	$(PY) -m benchmarks.sim
+
+bench-controller: venv binaries
+	$(WITH_BINARIES) $(PY) -m benchmarks.controller
+
+bench-node: venv binaries
+	$(WITH_BINARIES) $(PY) -m benchmarks.node
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Kubernetes side of trainium-dra: controller, node plugin and local cluster."""

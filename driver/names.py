@@ -1,0 +1,19 @@
+"""Names shared by the controller and the node daemon."""
+
+from typing import Final
+
+DEFAULT_DRIVER_NAME: Final = "trainium.sim.dev"
+"""DRA driver name; configurable so the simulator can run beside a real driver."""
+
+API_GROUP: Final = "trainium.sim.dev"
+"""Group of the UltraServer CRD and of the opaque claim configuration."""
+
+API_VERSION: Final = "v1alpha1"
+
+DEVICE_KINDS: Final = ("core", "chip", "server", "ultraserver")
+"""Device kinds published per rack, smallest first."""
+
+
+def device_class_name(kind: str | None = None, driver: str = DEFAULT_DRIVER_NAME) -> str:
+    """`<kind>.<driver>` for one kind, or the driver name itself for any device."""
+    return driver if kind is None else f"{kind}.{driver}"

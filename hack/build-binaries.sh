@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Builds the upstream control-plane binaries from their Go modules into a
+# cache outside the repo, keyed by version; binaries already there are kept.
+#   K8S_VERSION   Kubernetes version (default: the one pinned in hack/k8s/go.mod)
+#   ETCD_VERSION  etcd version (default: the one pinned in hack/etcd/go.mod)
+#   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
+# Prints the directory holding the binaries on its last line.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+pinned() { go mod edit -json "$2" | python3 -c 'import json, sys; print(next(r["Version"] for r in json.load(sys.stdin)["Require"] if r["Path"] == sys.argv[1]))' "$1"; }
+k8s_version=${K8S_VERSION:-$(pinned k8s.io/kubernetes "$here/k8s/go.mod")}
+etcd_version=${ETCD_VERSION:-$(pinned go.etcd.io/etcd/server/v3 "$here/etcd/go.mod")}
+cache=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}
+out="$cache/k8s/$k8s_version"
+mkdir -p "$out"
+
+log() { echo "build-binaries: $*" >&2; }
+
+# A module directory for the requested version: the committed one when it
+# matches, else a copy whose staging replaces are regenerated from that
+# version's own go.mod.
+k8s_module() {
+  if [ "$k8s_version" = "$(pinned k8s.io/kubernetes "$here/k8s/go.mod")" ]; then
+    echo "$here/k8s"
+    return
+  fi
+  local dir minor
+  dir=$(mktemp -d)
+  minor=${k8s_version#v1.}
+  printf 'module trainium-dra/hack/k8s\n\ngo 1.26.0\n' > "$dir/go.mod"
+  (
+    cd "$dir"
+    go mod edit -require="k8s.io/kubernetes@$k8s_version"
+    go mod download -json "k8s.io/kubernetes@$k8s_version" >/dev/null
+    local upstream
+    upstream=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$k8s_version.mod
+    for staged in $(awk '/=> \.\/staging/ {print $1}' "$upstream"); do
+      go mod edit -replace="$staged=$staged@v0.$minor"
+    done
+    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$k8s_version" \
+      "k8s.io/kubernetes/cmd/kube-scheduler@$k8s_version" \
+      "k8s.io/kubernetes/cmd/kube-controller-manager@$k8s_version" >&2
+  )
+  echo "$dir"
+}
+
+build_k8s() {
+  local missing=()
+  for cmd in kube-apiserver kube-scheduler kube-controller-manager; do
+    [ -x "$out/$cmd" ] || missing+=("$cmd")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  local module minor ldflags pkg
+  module=$(k8s_module)
+  minor=${k8s_version#v1.}
+  minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  for cmd in "${missing[@]}"; do
+    log "building $cmd $k8s_version (first time only; several minutes)"
+    (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" \
+      -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
+    mv "$out/$cmd.tmp" "$out/$cmd"
+  done
+}
+
+build_etcd() {
+  local bin="$out/etcd-$etcd_version"
+  [ -x "$bin" ] && return 0
+  log "building etcd $etcd_version (first time only)"
+  (
+    cd "$here/etcd"
+    if [ "$etcd_version" != "$(pinned go.etcd.io/etcd/server/v3 go.mod)" ]; then
+      local dir
+      dir=$(mktemp -d)
+      cp go.mod go.sum main.go "$dir/"
+      cd "$dir"
+      go get "go.etcd.io/etcd/server/v3@$etcd_version" >&2
+      go mod tidy >&2
+    fi
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin.tmp" .
+  )
+  mv "$bin.tmp" "$bin"
+}
+
+build_etcd
+build_k8s
+echo "$out"

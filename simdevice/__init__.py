@@ -1,0 +1,1 @@
+"""Simulated AWS Trainium hardware; imports nothing from Kubernetes."""
