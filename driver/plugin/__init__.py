@@ -1,0 +1,1 @@
+"""The node daemon: kubelet DRA plugin, CDI, checkpoint, workload API and metrics."""
