@@ -46,8 +46,10 @@ def write_report(name: str, command: str, results: dict[str, Any], markdown: str
     )
     page = PAGE.read_text() if PAGE.exists() else PAGE_HEADER
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-    page = pattern.sub(lambda _: section, page) if pattern.search(page) else (
-        page.rstrip("\n") + "\n\n" + section + "\n"
+    page = (
+        pattern.sub(lambda _: section, page)
+        if pattern.search(page)
+        else (page.rstrip("\n") + "\n\n" + section + "\n")
     )
     PAGE.parent.mkdir(parents=True, exist_ok=True)
     PAGE.write_text(page)

@@ -1,0 +1,1 @@
+"""The embedded local cluster: real control-plane binaries run as local processes."""

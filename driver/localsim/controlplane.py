@@ -1,0 +1,457 @@
+"""A real Kubernetes control plane as local processes: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler on loopback ports.
+
+The command lines are pure functions of a `ControlPlaneConfig`; `ControlPlane`
+starts the processes, waits until each is ready and stops them all again.
+Every child gets a parent-death signal, so none outlives the process that
+started it, even when that process is killed.
+"""
+
+import contextlib
+import ctypes
+import datetime
+import functools
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import yaml
+from kubernetes import client as k8s
+
+from driver.localsim.binaries import Binaries
+from driver.localsim.certs import CertFiles, write_certs
+
+DRA_FEATURE_GATES: Mapping[str, bool] = {
+    "DRAPartitionableDevices": True,
+    "DRAConsumableCapacity": True,
+    "DRADeviceTaints": True,
+    "DRADeviceTaintRules": True,
+    "DRADeviceBindingConditions": True,
+    "DRAResourceClaimDeviceStatus": True,
+}
+"""Gates the driver's features need; the same set goes to every component."""
+
+RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true"
+"""DeviceTaintRules are served only in resource.k8s.io/v1beta2 in 1.36."""
+
+CONTROLLERS = (
+    "resourceclaim-controller",
+    "device-taint-eviction-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+)
+"""Controllers the driver relies on; notably no node-lifecycle controller, so
+fake Nodes stay Ready without a kubelet."""
+
+ADMIN_USER = "admin"
+SCHEDULER_USER = "system:kube-scheduler"
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+
+START_TIMEOUT = 120.0
+STOP_TIMEOUT = 15.0
+
+PR_SET_PDEATHSIG = 1
+
+
+class ControlPlaneError(RuntimeError):
+    """A component did not start; the message carries the tail of its log."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+
+    @classmethod
+    def pick(cls) -> "Ports":
+        return cls(free_port(), free_port(), free_port(), free_port(), free_port())
+
+
+@dataclass(frozen=True)
+class ControlPlaneConfig:
+    """Everything the command lines depend on."""
+
+    workdir: Path
+    ports: Ports
+    feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(DRA_FEATURE_GATES))
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    @property
+    def certs(self) -> CertFiles:
+        pki = self.workdir / "pki"
+        return CertFiles(
+            ca_cert=pki / "ca.crt",
+            serving_cert=pki / "apiserver.crt",
+            serving_key=pki / "apiserver.key",
+            sa_public_key=pki / "sa.pub",
+            sa_private_key=pki / "sa.key",
+        )
+
+    @property
+    def token_file(self) -> Path:
+        return self.workdir / "tokens.csv"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig users and tests use."""
+        return self.workdir / "kubeconfig"
+
+    def component_kubeconfig(self, component: str) -> Path:
+        return self.workdir / f"{component}.kubeconfig"
+
+
+def feature_gates_flag(gates: Mapping[str, bool]) -> str:
+    return "--feature-gates=" + ",".join(f"{k}={str(v).lower()}" for k, v in sorted(gates.items()))
+
+
+def etcd_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
+    peer = f"http://127.0.0.1:{config.ports.etcd_peer}"
+    client_url = f"http://127.0.0.1:{config.ports.etcd_client}"
+    return [
+        str(binary),
+        "--name=local",
+        f"--data-dir={config.workdir / 'etcd'}",
+        f"--listen-client-urls={client_url}",
+        f"--advertise-client-urls={client_url}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=local={peer}",
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+    ]
+
+
+def apiserver_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
+    certs = config.certs
+    return [
+        str(binary),
+        f"--etcd-servers=http://127.0.0.1:{config.ports.etcd_client}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={config.ports.apiserver}",
+        f"--tls-cert-file={certs.serving_cert}",
+        f"--tls-private-key-file={certs.serving_key}",
+        f"--client-ca-file={certs.ca_cert}",
+        f"--token-auth-file={config.token_file}",
+        "--authorization-mode=RBAC",
+        f"--service-account-key-file={certs.sa_public_key}",
+        f"--service-account-signing-key-file={certs.sa_private_key}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        "--allow-privileged=true",
+        "--endpoint-reconciler-type=none",
+        "--profiling=false",
+        f"--runtime-config={RUNTIME_CONFIG}",
+        feature_gates_flag(config.feature_gates),
+    ]
+
+
+def _delegated_auth_args(kubeconfig: Path) -> list[str]:
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        "--leader-elect=false",
+        "--profiling=false",
+    ]
+
+
+def controller_manager_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
+    return [
+        str(binary),
+        *_delegated_auth_args(config.component_kubeconfig("controller-manager")),
+        f"--secure-port={config.ports.controller_manager}",
+        f"--controllers={','.join(CONTROLLERS)}",
+        "--use-service-account-credentials=false",
+        f"--service-account-private-key-file={config.certs.sa_private_key}",
+        feature_gates_flag(config.feature_gates),
+    ]
+
+
+def scheduler_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
+    return [
+        str(binary),
+        *_delegated_auth_args(config.component_kubeconfig("scheduler")),
+        f"--secure-port={config.ports.scheduler}",
+        feature_gates_flag(config.feature_gates),
+    ]
+
+
+def kubeconfig_document(url: str, ca_file: Path, user: str, token: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "local", "cluster": {"server": url, "certificate-authority": str(ca_file)}}
+        ],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+        "current-context": "local",
+    }
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGKILL it when its parent dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class Component:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    log: IO[bytes]
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+class ControlPlane:
+    """A running control plane, or one attached to by its kubeconfig."""
+
+    def __init__(self, config: ControlPlaneConfig, binaries: Binaries | None = None) -> None:
+        self.config = config
+        self.binaries = binaries
+        self.components: list[Component] = []
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.config.kubeconfig
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(
+        cls,
+        workdir: Path,
+        feature_gates: Mapping[str, bool] | None = None,
+        binaries: Binaries | None = None,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> Iterator["ControlPlane"]:
+        """Start a control plane in `workdir`, yield it, stop it whatever happens."""
+        gates = {**DRA_FEATURE_GATES, **(feature_gates or {})}
+        config = ControlPlaneConfig(workdir=workdir, ports=Ports.pick(), feature_gates=gates)
+        plane = cls(config, binaries or Binaries.locate())
+        try:
+            plane.start(on_progress or (lambda _: None))
+            yield plane
+        finally:
+            plane.stop()
+
+    @classmethod
+    def attach(cls, kubeconfig: Path) -> "ControlPlane":
+        """Use a control plane that is already running (e.g. `trainium-dra controlplane up`)."""
+        server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+        port = int(server.rsplit(":", 1)[1])
+        config = ControlPlaneConfig(workdir=kubeconfig.parent, ports=Ports(0, 0, port, 0, 0))
+        return cls(config)
+
+    def start(self, on_progress: Callable[[str], None]) -> None:
+        if self.binaries is None:
+            raise ControlPlaneError("an attached control plane cannot be started")
+        cfg, bins = self.config, self.binaries
+        cfg.workdir.mkdir(parents=True, exist_ok=True)
+        (cfg.workdir / "logs").mkdir(exist_ok=True)
+        write_certs(cfg.workdir / "pki")
+        self._write_credentials()
+        try:
+            on_progress("starting etcd")
+            etcd = self._spawn("etcd", etcd_args(cfg, bins.etcd))
+            self._wait(
+                etcd, lambda: self._http_ok(f"http://127.0.0.1:{cfg.ports.etcd_client}/health")
+            )
+            on_progress("starting kube-apiserver")
+            apiserver = self._spawn("kube-apiserver", apiserver_args(cfg, bins.kube_apiserver))
+            self._wait(apiserver, lambda: self._http_ok(f"{cfg.url}/readyz", auth=True))
+            on_progress("starting kube-controller-manager and kube-scheduler")
+            manager = self._spawn(
+                "kube-controller-manager",
+                controller_manager_args(cfg, bins.kube_controller_manager),
+            )
+            scheduler = self._spawn("kube-scheduler", scheduler_args(cfg, bins.kube_scheduler))
+            for component, port in (
+                (manager, cfg.ports.controller_manager),
+                (scheduler, cfg.ports.scheduler),
+            ):
+                healthz = f"https://127.0.0.1:{port}/healthz"
+                self._wait(component, functools.partial(self._http_ok, healthz))
+            on_progress("control plane ready")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop every component, newest first."""
+        while self.components:
+            self.components.pop().stop()
+
+    def __enter__(self) -> "ControlPlane":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _write_credentials(self) -> None:
+        cfg = self.config
+        users = {
+            ADMIN_USER: ("admin", "system:masters"),
+            SCHEDULER_USER: ("scheduler", ""),
+            CONTROLLER_MANAGER_USER: ("controller-manager", "system:masters"),
+        }
+        rows, tokens = [], {}
+        for user, (component, groups) in users.items():
+            token = secrets.token_hex(16)
+            tokens[component] = (user, token)
+            rows.append(f'{token},{user},{component},"{groups}"')
+        cfg.token_file.write_text("\n".join(rows) + "\n")
+        cfg.token_file.chmod(0o600)
+        for component, (user, token) in tokens.items():
+            path = cfg.kubeconfig if component == "admin" else cfg.component_kubeconfig(component)
+            document = kubeconfig_document(cfg.url, cfg.certs.ca_cert, user, token)
+            path.write_text(yaml.safe_dump(document))
+            path.chmod(0o600)
+
+    def _spawn(self, name: str, args: list[str]) -> Component:
+        log_path = self.config.workdir / "logs" / f"{name}.log"
+        log = log_path.open("ab")
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            # Components are only started from the thread that owns the
+            # control plane, so the pre-exec hook cannot race other threads.
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )
+        component = Component(name, process, log_path, log)
+        self.components.append(component)
+        return component
+
+    def _wait(self, component: Component, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if component.process.poll() is not None:
+                raise ControlPlaneError(
+                    f"{component.name} exited with code {component.process.returncode}; "
+                    f"log {component.log_path}:\n{component.log_tail()}"
+                )
+            if ready():
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(
+            f"{component.name} not ready after {START_TIMEOUT:.0f}s; "
+            f"log {component.log_path}:\n{component.log_tail()}"
+        )
+
+    def _admin_token(self) -> str:
+        token: str = yaml.safe_load(self.kubeconfig.read_text())["users"][0]["user"]["token"]
+        return token
+
+    def _http_ok(self, url: str, auth: bool = False) -> bool:
+        headers = {"Authorization": f"Bearer {self._admin_token()}"} if auth else {}
+        try:
+            # Loopback health probes of components whose serving certs are
+            # self-signed by the component itself.
+            response = httpx.get(url, headers=headers, verify=False, timeout=2.0)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def api_client(self) -> k8s.ApiClient:
+        """A new client authenticated as the cluster admin."""
+        configuration = k8s.Configuration()
+        configuration.host = self.config.url
+        configuration.ssl_ca_cert = str(self.config.certs.ca_cert)
+        configuration.api_key = {"authorization": f"Bearer {self._admin_token()}"}
+        return k8s.ApiClient(configuration)
+
+    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this control plane; raises on a non-zero exit."""
+        kubectl = self.binaries.kubectl if self.binaries else Binaries.locate().kubectl
+        return subprocess.run(
+            [str(kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+
+    def create_node(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        """A Node that looks Ready to the scheduler; nothing runs its pods."""
+        with self.api_client() as api:
+            core = k8s.CoreV1Api(api)
+            core.create_node(
+                {
+                    "metadata": {
+                        "name": name,
+                        "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+                    }
+                }
+            )
+            core.patch_node_status(name, {"status": fake_node_status()})
+
+    def delete_node(self, name: str) -> None:
+        with self.api_client() as api:
+            k8s.CoreV1Api(api).delete_node(name)
+
+
+def fake_node_status() -> dict[str, Any]:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "1100"}
+    return {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "simulated node",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ],
+    }
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

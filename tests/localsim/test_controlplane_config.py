@@ -1,0 +1,85 @@
+"""Unit tests of the pure parts of the harness: versions and command lines."""
+
+import json
+import subprocess
+from pathlib import Path
+
+from driver.localsim import binaries
+from driver.localsim.controlplane import (
+    CONTROLLERS,
+    DRA_FEATURE_GATES,
+    ControlPlaneConfig,
+    Ports,
+    apiserver_args,
+    controller_manager_args,
+    feature_gates_flag,
+    scheduler_args,
+)
+
+HACK = Path(__file__).resolve().parents[2] / "hack"
+
+
+def required_version(module_dir: Path, path: str) -> str:
+    listing = subprocess.run(
+        ["go", "mod", "edit", "-json"], cwd=module_dir, capture_output=True, text=True, check=True
+    )
+    requires = json.loads(listing.stdout)["Require"]
+    version: str = next(r["Version"] for r in requires if r["Path"] == path)
+    return version
+
+
+def test_default_versions_match_the_go_modules() -> None:
+    assert required_version(HACK / "k8s", "k8s.io/kubernetes") == binaries.K8S_VERSION
+    assert required_version(HACK / "etcd", "go.etcd.io/etcd/server/v3") == binaries.ETCD_VERSION
+
+
+def test_every_staging_module_is_replaced_with_the_matching_version() -> None:
+    listing = subprocess.run(
+        ["go", "mod", "edit", "-json"], cwd=HACK / "k8s", capture_output=True, text=True, check=True
+    )
+    replaces = {r["Old"]["Path"]: r["New"] for r in json.loads(listing.stdout)["Replace"]}
+    staging_version = "v0." + binaries.K8S_VERSION.removeprefix("v1.")
+    for module in (
+        "k8s.io/api",
+        "k8s.io/apimachinery",
+        "k8s.io/client-go",
+        "k8s.io/component-base",
+        "k8s.io/dynamic-resource-allocation",
+        "k8s.io/kubelet",
+    ):
+        assert replaces[module] == {"Path": module, "Version": staging_version}
+
+
+def config(tmp_path: Path, **gates: bool) -> ControlPlaneConfig:
+    return ControlPlaneConfig(tmp_path, Ports(1, 2, 3, 4, 5), {**DRA_FEATURE_GATES, **gates})
+
+
+def test_all_components_get_the_same_feature_gates(tmp_path: Path) -> None:
+    cfg = config(tmp_path, DRAPartitionableDevices=False)
+    flag = feature_gates_flag(cfg.feature_gates)
+    assert "DRAPartitionableDevices=false" in flag
+    assert "DRADeviceTaintRules=true" in flag
+    for args in (
+        apiserver_args(cfg, Path("a")),
+        controller_manager_args(cfg, Path("c")),
+        scheduler_args(cfg, Path("s")),
+    ):
+        assert flag in args
+
+
+def test_apiserver_serves_the_v1beta2_taint_rules_and_skips_node_admission(tmp_path: Path) -> None:
+    args = apiserver_args(config(tmp_path), Path("kube-apiserver"))
+    assert "--runtime-config=resource.k8s.io/v1beta2=true" in args
+    assert "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition" in args
+    assert "--secure-port=3" in args and "--bind-address=127.0.0.1" in args
+
+
+def test_controller_manager_runs_the_dra_controllers_but_no_node_lifecycle(tmp_path: Path) -> None:
+    args = controller_manager_args(config(tmp_path), Path("kcm"))
+    controllers = (
+        next(a for a in args if a.startswith("--controllers=")).split("=", 1)[1].split(",")
+    )
+    assert set(controllers) == set(CONTROLLERS)
+    assert "resourceclaim-controller" in controllers
+    assert "device-taint-eviction-controller" in controllers
+    assert not any("lifecycle" in c for c in controllers)
