@@ -56,8 +56,8 @@ def compile_protos(out_dir: Path, proto_dir: Path, files: tuple[str, ...]) -> No
 def generate(force: bool = False) -> Path:
     """Write the modules into GEN_DIR atomically; safe when processes race."""
     GEN_DIR.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = GEN_DIR.parent / ".gen.lock"
-    with lock_path.open("w") as lock:
+    lock = os.open(PROTO_DIR, os.O_RDONLY | os.O_DIRECTORY)  # flock the protos dir: no lock file
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not force and is_current():
             return GEN_DIR
@@ -72,4 +72,6 @@ def generate(force: bool = False) -> Path:
             shutil.rmtree(old, ignore_errors=True)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        os.close(lock)
     return GEN_DIR

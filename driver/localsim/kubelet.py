@@ -1,0 +1,212 @@
+"""A kubelet stand-in for DRA drivers: the calls a kubelet makes, in its order.
+
+It discovers the plugin through `<root>/plugins_registry`, calls GetInfo,
+checks what the kubelet checks (type, name, endpoint, supported versions),
+answers NotifyRegistrationStatus, then calls NodePrepareResources /
+NodeUnprepareResources on the advertised DRA socket (v1, else v1beta1) and
+can follow the NodeWatchResources health stream. For pods it reads the claims
+the way the kubelet does (status.resourceClaimStatuses, reservedFor), and
+`container_edits` resolves CDI device ids as a container runtime would.
+"""
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from driver.plugin import kubeletapi, kubeletclient
+
+RPC_TIMEOUT = 45.0
+
+
+class KubeletError(RuntimeError):
+    """What the kubelet would log and report as a pod event."""
+
+
+@dataclass(frozen=True)
+class Registered:
+    socket: Path  # the registration socket it came from
+    endpoint: Path  # the DRA socket
+    version: str  # "v1" or "v1beta1"
+
+
+@dataclass(frozen=True)
+class PreparedClaim:
+    uid: str
+    devices: list[dict[str, Any]]  # request_names, pool_name, device_name, cdi_device_ids
+
+
+@dataclass
+class ContainerEdits:
+    env: dict[str, str] = field(default_factory=dict)
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+
+
+class KubeletStandIn:
+    def __init__(self, kubelet_root: Path, driver: str) -> None:
+        self.root = kubelet_root
+        self.driver = driver
+        self.plugin: Registered | None = None
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.root / "plugins_registry"
+
+    def candidate_sockets(self) -> list[Path]:
+        """Registration sockets in the registry, newest first (rolling updates)."""
+        if not self.registry_dir.is_dir():
+            return []
+        found = [p for p in self.registry_dir.iterdir() if p.name.endswith(".sock")]
+        return sorted(found, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+    def register(self, timeout: float = 30.0) -> Registered:
+        """Wait for the driver's registration socket and register it, as the kubelet does."""
+        deadline = time.monotonic() + timeout
+        last_error = "no registration socket in " + str(self.registry_dir)
+        while time.monotonic() < deadline:
+            for sock in self.candidate_sockets():
+                try:
+                    self.plugin = self._register(sock)
+                    return self.plugin
+                except KubeletError as err:
+                    last_error = str(err)
+            time.sleep(0.05)
+        raise KubeletError(f"driver {self.driver} did not register: {last_error}")
+
+    def _register(self, sock: Path) -> Registered:
+        with kubeletclient.channel(sock) as ch:
+            try:
+                info = kubeletclient.get_info(ch, RPC_TIMEOUT)
+            except Exception as err:
+                raise KubeletError(f"GetInfo on {sock}: {err}") from err
+            problem = validate_info(info, self.driver)
+            if problem:
+                kubeletclient.notify_registration(ch, False, problem, RPC_TIMEOUT)
+                raise KubeletError(f"{sock}: {problem}")
+            kubeletclient.notify_registration(ch, True, "", RPC_TIMEOUT)
+        versions = list(info.supported_versions)
+        version = "v1" if "v1.DRAPlugin" in versions else "v1beta1"
+        return Registered(sock, Path(info.endpoint), version)
+
+    def _plugin(self) -> Registered:
+        if self.plugin is None:
+            raise KubeletError(f"driver {self.driver} is not registered; call register() first")
+        return self.plugin
+
+    def prepare(self, claims: Sequence[tuple[str, str, str]]) -> dict[str, PreparedClaim]:
+        """NodePrepareResources for (namespace, uid, name); KubeletError on any claim error."""
+        plugin = self._plugin()
+        with kubeletclient.channel(plugin.endpoint) as ch:
+            response = kubeletclient.node_prepare(ch, claims, RPC_TIMEOUT, plugin.version)
+        out: dict[str, PreparedClaim] = {}
+        errors = []
+        for _, uid, name in claims:
+            if uid not in response.claims:
+                errors.append(f"claim {name}: driver returned no result for UID {uid}")
+                continue
+            result = response.claims[uid]
+            if result.error:
+                errors.append(f"claim {name}: {result.error}")
+                continue
+            out[uid] = PreparedClaim(
+                uid,
+                [
+                    {
+                        "request_names": list(d.request_names),
+                        "pool_name": d.pool_name,
+                        "device_name": d.device_name,
+                        "cdi_device_ids": list(d.cdi_device_ids),
+                    }
+                    for d in result.devices
+                ],
+            )
+        if errors:
+            raise KubeletError("NodePrepareResources: " + "; ".join(errors))
+        return out
+
+    def unprepare(self, claims: Sequence[tuple[str, str, str]]) -> None:
+        plugin = self._plugin()
+        with kubeletclient.channel(plugin.endpoint) as ch:
+            response = kubeletclient.node_unprepare(ch, claims, RPC_TIMEOUT, plugin.version)
+        errors = [
+            f"claim {name}: {response.claims[uid].error}"
+            for _, uid, name in claims
+            if uid not in response.claims or response.claims[uid].error
+        ]
+        if errors:
+            raise KubeletError("NodeUnprepareResources: " + "; ".join(errors))
+
+    def pod_claims(
+        self, api: client.ApiClient, pod: Mapping[str, Any]
+    ) -> list[tuple[str, str, str]]:
+        """(namespace, uid, name) of the pod's claims of this driver, checked like the kubelet."""
+        resource = client.ResourceV1Api(api)
+        namespace = pod["metadata"]["namespace"]
+        statuses = {
+            s["name"]: s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        refs = []
+        for entry in pod["spec"].get("resourceClaims") or []:
+            name = statuses.get(entry["name"]) or entry.get("resourceClaimName")
+            if not name:
+                raise KubeletError(f"pod claim {entry['name']}: no ResourceClaim generated yet")
+            claim = api.sanitize_for_serialization(
+                resource.read_namespaced_resource_claim(name, namespace)
+            )
+            reserved = (claim.get("status") or {}).get("reservedFor") or []
+            if not any(r.get("uid") == pod["metadata"]["uid"] for r in reserved):
+                raise KubeletError(f"claim {name}: not reserved for pod {pod['metadata']['name']}")
+            results = ((claim["status"].get("allocation") or {}).get("devices") or {}).get(
+                "results"
+            ) or []
+            if any(r.get("driver") == self.driver for r in results):
+                refs.append((namespace, claim["metadata"]["uid"], name))
+        return refs
+
+    def watch_health(self) -> Any:
+        """The NodeWatchResources stream; call `.cancel()` on it when done."""
+        plugin = self._plugin()
+        ch = kubeletclient.channel(plugin.endpoint)
+        return kubeletclient.watch_health(ch)
+
+
+def validate_info(info: Any, driver: str) -> str:
+    """What the kubelet refuses in PluginInfo ("" when acceptable)."""
+    if info.type != kubeletapi.PLUGIN_TYPE:
+        return f"type {info.type!r} is not {kubeletapi.PLUGIN_TYPE}"
+    if info.name != driver:
+        return f"name {info.name!r} is not the expected driver {driver!r}"
+    if not Path(info.endpoint).is_socket():
+        return f"endpoint {info.endpoint!r} is not a socket"
+    versions = set(info.supported_versions)
+    if not versions & {"v1.DRAPlugin", "v1beta1.DRAPlugin"}:
+        return f"supported_versions {sorted(versions)} has no DRA version the kubelet speaks"
+    return ""
+
+
+def container_edits(cdi_dir: Path, device_ids: Sequence[str]) -> ContainerEdits:
+    """Resolve fully qualified CDI device ids against the specs in `cdi_dir`, as a runtime does."""
+    specs = [json.loads(p.read_text()) for p in sorted(cdi_dir.glob("*.json"))]
+    edits = ContainerEdits()
+    for device_id in device_ids:
+        kind, _, name = device_id.partition("=")
+        matches = [
+            d
+            for spec in specs
+            if spec.get("kind") == kind
+            for d in spec.get("devices") or []
+            if d.get("name") == name
+        ]
+        if len(matches) != 1:
+            raise KubeletError(f"CDI device {device_id}: {len(matches)} definitions in {cdi_dir}")
+        container = matches[0].get("containerEdits") or {}
+        for item in container.get("env") or []:
+            key, _, value = item.partition("=")
+            edits.env[key] = value
+        edits.mounts.extend(container.get("mounts") or [])
+    return edits

@@ -1,0 +1,92 @@
+"""CDI specs for prepared claims: what the container runtime injects.
+
+One CDI device per claim, named by the claim UID, carrying the claim's core
+list (`NEURON_RT_VISIBLE_CORES`, host-global logical ids), its LNC, and mounts
+for the node's workload API socket and the claim's token file.
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from driver.plugin.atomicfile import remove_durably, write_atomic
+
+CDI_VERSION = "0.6.0"
+CDI_CLASS = "claim"
+CONTAINER_RUNTIME_DIR = "/var/run/trainium-dra"
+CONTAINER_WORKLOAD_SOCKET = f"{CONTAINER_RUNTIME_DIR}/workload.sock"
+CONTAINER_TOKEN_FILE = f"{CONTAINER_RUNTIME_DIR}/token"
+
+
+@dataclass(frozen=True)
+class ClaimEdits:
+    """The inputs of one claim's CDI device."""
+
+    claim_uid: str
+    visible_cores: Sequence[int]
+    lnc: int
+    workload_socket: Path
+    token_file: Path
+    node_name: str
+    ultraserver: str
+    server_index: int
+
+
+def cdi_kind(driver: str) -> str:
+    """`k8s.<driver>/claim`: the vendor is the driver name, one class for claims."""
+    return f"k8s.{driver}/{CDI_CLASS}"
+
+
+def cdi_device_id(driver: str, claim_uid: str) -> str:
+    """The fully qualified CDI device name the kubelet hands to the runtime."""
+    return f"{cdi_kind(driver)}={claim_uid}"
+
+
+def spec_path(cdi_dir: Path, driver: str, claim_uid: str) -> Path:
+    """`<cdi dir>/k8s.<driver>-claim_<uid>.json`: one file per claim."""
+    return cdi_dir / f"k8s.{driver}-{CDI_CLASS}_{claim_uid}.json"
+
+
+def claim_spec(driver: str, edits: ClaimEdits) -> dict[str, Any]:
+    """The CDI spec document for one claim (pure)."""
+    env = [
+        f"NEURON_RT_VISIBLE_CORES={','.join(map(str, edits.visible_cores))}",
+        f"NEURON_LOGICAL_NC_CONFIG={edits.lnc}",
+        f"TRAINIUM_DRA_CLAIM_UID={edits.claim_uid}",
+        f"TRAINIUM_DRA_WORKLOAD_SOCKET={CONTAINER_WORKLOAD_SOCKET}",
+        f"TRAINIUM_DRA_TOKEN_FILE={CONTAINER_TOKEN_FILE}",
+        f"TRAINIUM_DRA_NODE={edits.node_name}",
+        f"TRAINIUM_DRA_ULTRASERVER={edits.ultraserver}",
+        f"TRAINIUM_DRA_SERVER_INDEX={edits.server_index}",
+    ]
+    mounts = [
+        {
+            "hostPath": str(edits.workload_socket),
+            "containerPath": CONTAINER_WORKLOAD_SOCKET,
+            "options": ["rbind", "rw"],
+        },
+        {
+            "hostPath": str(edits.token_file),
+            "containerPath": CONTAINER_TOKEN_FILE,
+            "options": ["rbind", "ro"],
+        },
+    ]
+    return {
+        "cdiVersion": CDI_VERSION,
+        "kind": cdi_kind(driver),
+        "devices": [{"name": edits.claim_uid, "containerEdits": {"env": env, "mounts": mounts}}],
+    }
+
+
+def write_spec(cdi_dir: Path, driver: str, edits: ClaimEdits) -> Path:
+    """Write the claim's spec atomically; returns its path."""
+    path = spec_path(cdi_dir, driver, edits.claim_uid)
+    body = json.dumps(claim_spec(driver, edits), indent=2, sort_keys=True) + "\n"
+    write_atomic(path, body.encode(), mode=0o644)
+    return path
+
+
+def remove_spec(cdi_dir: Path, driver: str, claim_uid: str) -> bool:
+    return remove_durably(spec_path(cdi_dir, driver, claim_uid))

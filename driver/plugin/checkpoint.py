@@ -1,0 +1,109 @@
+"""The node daemon's record of prepared claims, one JSON file per node.
+
+Written atomically with a SHA-256 checksum over its claims so a torn or edited
+file is refused instead of trusted. Each claim is recorded as
+`PrepareStarted` before any file is written for it and `PrepareCompleted`
+after, so a daemon killed between any two steps knows which cores it holds
+and which files may exist.
+"""
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from driver.plugin.atomicfile import write_atomic
+from simdevice.topology import CoreRange
+
+FORMAT_VERSION = 1
+PREPARE_STARTED = "PrepareStarted"
+PREPARE_COMPLETED = "PrepareCompleted"
+
+
+class CheckpointError(RuntimeError):
+    """The checkpoint file is unreadable, of an unknown version or fails its checksum."""
+
+
+@dataclass(frozen=True)
+class DeviceRecord:
+    request: str
+    pool: str
+    device: str
+    kind: str
+    ranges: list[list[int]]  # [chip, start, count] per range
+    share_id: str | None = None
+
+    def core_ranges(self) -> list[CoreRange]:
+        return [CoreRange(chip, start, count) for chip, start, count in self.ranges]
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    uid: str
+    namespace: str
+    name: str
+    state: str
+    lnc: int
+    visible_cores: list[int]
+    devices: list[DeviceRecord]
+    token_sha256: str = ""
+
+    def physical_cores(self) -> set[tuple[int, int]]:
+        return {
+            (r.chip, core) for d in self.devices for r in d.core_ranges() for core in r.physical()
+        }
+
+
+def checksum(claims: Mapping[str, Any]) -> str:
+    canonical = json.dumps(claims, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def encode(claims: Mapping[str, ClaimRecord]) -> bytes:
+    body = {uid: asdict(record) for uid, record in sorted(claims.items())}
+    doc = {"version": FORMAT_VERSION, "checksum": checksum(body), "claims": body}
+    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+def decode(data: bytes, path: Path) -> dict[str, ClaimRecord]:
+    try:
+        doc = json.loads(data)
+    except ValueError as err:
+        raise CheckpointError(f"{path}: not JSON ({err}); move it aside to start empty") from err
+    if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: version must be {FORMAT_VERSION}; written by another release?"
+        )
+    claims = doc.get("claims")
+    if not isinstance(claims, dict) or doc.get("checksum") != checksum(claims):
+        raise CheckpointError(f"{path}: checksum mismatch, the file is damaged; move it aside")
+    return {
+        uid: ClaimRecord(
+            **{k: v for k, v in record.items() if k != "devices"},
+            devices=[DeviceRecord(**d) for d in record["devices"]],
+        )
+        for uid, record in claims.items()
+    }
+
+
+class Checkpoint:
+    """The file plus its in-memory copy; callers serialise mutations."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.claims: dict[str, ClaimRecord] = (
+            decode(path.read_bytes(), path) if path.exists() else {}
+        )
+
+    def put(self, record: ClaimRecord) -> None:
+        self._store({**self.claims, record.uid: record})
+
+    def drop(self, uid: str) -> None:
+        if uid in self.claims:
+            self._store({k: v for k, v in self.claims.items() if k != uid})
+
+    def _store(self, claims: dict[str, ClaimRecord]) -> None:
+        write_atomic(self.path, encode(claims), mode=0o600)
+        self.claims = claims

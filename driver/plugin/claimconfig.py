@@ -1,0 +1,101 @@
+"""Opaque claim configuration of this driver: `NeuronConfig` and `UltraServerConfig`.
+
+Pure validation: a parameters object in, a `DeviceConfig` out, or a
+`ConfigError` whose message starts with the path of the offending field and
+says the fix. The node daemon validates every config of a claim before it
+writes anything, so a bad config never leaves half-prepared state.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from driver.names import API_GROUP, API_VERSION
+from simdevice.topology import VALID_LNC
+
+API_GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
+NEURON_CONFIG = "NeuronConfig"
+ULTRASERVER_CONFIG = "UltraServerConfig"
+KINDS = (NEURON_CONFIG, ULTRASERVER_CONFIG)
+FIELDS = {
+    NEURON_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
+    ULTRASERVER_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
+}
+
+
+class ConfigError(ValueError):
+    """Invalid opaque configuration; the message starts with the field path."""
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """What a config asks of the devices it applies to."""
+
+    kind: str
+    logical_neuron_core: int | None  # None: the default for the device
+
+
+def parse_config(parameters: Any, where: str) -> DeviceConfig:
+    """Validate one opaque `parameters` object found at `where`."""
+    if not isinstance(parameters, Mapping):
+        raise ConfigError(
+            f"{where}: must be an object with apiVersion {API_GROUP_VERSION!r} and kind "
+            f"one of {', '.join(KINDS)}, got {type(parameters).__name__}"
+        )
+    api_version = parameters.get("apiVersion")
+    if api_version != API_GROUP_VERSION:
+        raise ConfigError(f"{where}.apiVersion: must be {API_GROUP_VERSION!r}, got {api_version!r}")
+    kind = parameters.get("kind")
+    if kind not in KINDS:
+        raise ConfigError(f"{where}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
+    unknown = sorted(str(key) for key in parameters if key not in FIELDS[kind])
+    if unknown:
+        raise ConfigError(
+            f"{where}.{unknown[0]}: unknown field of {kind}; allowed fields are "
+            f"{', '.join(FIELDS[kind])}"
+        )
+    lnc = parameters.get("logicalNeuronCore")
+    if lnc is not None and (isinstance(lnc, bool) or lnc not in VALID_LNC):
+        raise ConfigError(
+            f"{where}.logicalNeuronCore: must be one of {', '.join(map(str, VALID_LNC))}, "
+            f"got {lnc!r}"
+        )
+    return DeviceConfig(kind=kind, logical_neuron_core=lnc)
+
+
+def request_matches(config_requests: Sequence[str], request: str) -> bool:
+    """Whether a config listing `config_requests` applies to result `request`.
+
+    An empty list applies to every request; `main` applies to its subrequests
+    `main/sub` (prioritized lists).
+    """
+    if not config_requests:
+        return True
+    parent = request.split("/", 1)[0]
+    return request in config_requests or parent in config_requests
+
+
+def configs_by_request(
+    allocation_devices: Mapping[str, Any], driver: str, requests: Sequence[str]
+) -> dict[str, list[DeviceConfig]]:
+    """Every config of this driver that applies to each request, in precedence order.
+
+    Class configs come before claim configs and later entries override earlier
+    ones, as the allocation lists them. Every config of this driver is
+    validated, even one that matches no request, so errors never hide.
+    """
+    result: dict[str, list[DeviceConfig]] = {request: [] for request in requests}
+    entries = allocation_devices.get("config") or []
+    ordered = sorted(
+        enumerate(entries), key=lambda item: 0 if item[1].get("source") == "FromClass" else 1
+    )
+    for index, entry in ordered:
+        opaque = entry.get("opaque") or {}
+        if opaque.get("driver") != driver:
+            continue
+        where = f"status.allocation.devices.config[{index}].opaque.parameters"
+        parsed = parse_config(opaque.get("parameters"), where)
+        for request in requests:
+            if request_matches(entry.get("requests") or [], request):
+                result[request].append(parsed)
+    return result

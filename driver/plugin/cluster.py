@@ -1,0 +1,82 @@
+"""What the node daemon reads from the apiserver: claims and ResourceSlice devices.
+
+Responses are read as plain JSON (no client models) because prepare only
+needs a few fields and the models cost more than the request.
+"""
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kubernetes import client
+
+from driver.plugin.devices import Attributes, device_attributes
+
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+
+
+class ClusterReader(Protocol):
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def attributes(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Attributes]: ...
+
+
+class ApiReader:
+    """Claims by GET; slice devices from a cache refreshed when stale or on a miss."""
+
+    def __init__(self, api: client.ApiClient, driver: str, cache_seconds: float = 5.0) -> None:
+        self.api = api
+        self.driver = driver
+        self.cache_seconds = cache_seconds
+        self._lock = threading.Lock()
+        self._index: dict[tuple[str, str], Attributes] = {}
+        self._listed_at = float("-inf")
+        self.clock: Callable[[], float] = time.monotonic
+
+    def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
+        response = self.api.call_api(
+            path,
+            "GET",
+            query_params=query or [],
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
+        return json.loads(response.data)
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            claim: dict[str, Any] = self._get(
+                f"{RESOURCE_API}/namespaces/{namespace}/resourceclaims/{name}"
+            )
+        except client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        return claim
+
+    def _refresh(self) -> None:
+        items: list[dict[str, Any]] = []
+        cont = ""
+        while True:
+            query = [("fieldSelector", f"spec.driver={self.driver}"), ("limit", "500")]
+            if cont:
+                query.append(("continue", cont))
+            page = self._get(f"{RESOURCE_API}/resourceslices", query)
+            items.extend(page.get("items") or [])
+            cont = (page.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                break
+        self._index = device_attributes(items, self.driver)
+        self._listed_at = self.clock()
+
+    def attributes(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Attributes]:
+        """Attributes of the named (pool, device) pairs that exist."""
+        with self._lock:
+            stale = self.clock() - self._listed_at > self.cache_seconds
+            if stale or not keys <= self._index.keys():
+                self._refresh()
+            return {key: self._index[key] for key in keys if key in self._index}

@@ -1,0 +1,88 @@
+"""Device health of one node: which prepared devices sit on unhealthy chips.
+
+`device_health` is pure (checkpoint records + chip health in, device states
+out); `HealthMonitor` keeps the latest list with a version number so the
+NodeWatchResources streams and the controller's health report wake on change.
+"""
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from driver.plugin.checkpoint import ClaimRecord
+
+
+@dataclass(frozen=True)
+class ChipState:
+    """A chip's health as the node reports it."""
+
+    state: str  # "healthy" | "degraded" | "failed"
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceState:
+    pool: str
+    device: str
+    healthy: bool
+    message: str
+    since: float  # wall-clock seconds of the last change
+
+
+def device_health(
+    records: Iterable[ClaimRecord],
+    chips: Mapping[int, ChipState],
+    previous: Mapping[tuple[str, str], DeviceState],
+    now: float,
+) -> list[DeviceState]:
+    """Every prepared device; unhealthy when any of its chips has failed."""
+    states: dict[tuple[str, str], DeviceState] = {}
+    for record in records:
+        for device in record.devices:
+            used = sorted({chip for chip, _, _ in device.ranges})
+            bad = [c for c in used if chips.get(c, ChipState("healthy")).state == "failed"]
+            degraded = [c for c in used if chips.get(c, ChipState("healthy")).state == "degraded"]
+            notes = [f"chip {c} failed: {chips[c].reason}" for c in bad]
+            notes += [f"chip {c} degraded: {chips[c].reason}" for c in degraded]
+            key = (device.pool, device.device)
+            healthy, message = not bad, "; ".join(notes)
+            before = previous.get(key)
+            same = before is not None and (before.healthy, before.message) == (healthy, message)
+            since = before.since if same and before is not None else now
+            states[key] = DeviceState(device.pool, device.device, healthy, message, since)
+    return [states[key] for key in sorted(states)]
+
+
+class HealthMonitor:
+    """The latest device states of one node, versioned; waiters wake on change."""
+
+    def __init__(self, timeout_seconds: int) -> None:
+        self.timeout_seconds = timeout_seconds
+        self._cond = threading.Condition()
+        self._version = 0
+        self._devices: list[DeviceState] = []
+
+    @property
+    def devices(self) -> list[DeviceState]:
+        with self._cond:
+            return list(self._devices)
+
+    def by_key(self) -> dict[tuple[str, str], DeviceState]:
+        return {(d.pool, d.device): d for d in self.devices}
+
+    def update(self, devices: list[DeviceState]) -> bool:
+        """Store `devices`; True (and waiters woken) when anything changed."""
+        with self._cond:
+            if devices == self._devices:
+                return False
+            self._devices = list(devices)
+            self._version += 1
+            self._cond.notify_all()
+            return True
+
+    def wait_change(self, seen: int, timeout: float) -> tuple[int, list[DeviceState] | None]:
+        """The states once their version differs from `seen`; None on timeout."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._version != seen, timeout):
+                return seen, None
+            return self._version, list(self._devices)

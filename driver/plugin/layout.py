@@ -1,0 +1,57 @@
+"""Where one simulated node's files live (pure path arithmetic).
+
+Kubelet protocol paths follow the kubelet's conventions under its root dir;
+the rest sit under the daemon's state dir, one subdirectory per node.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    kubelet_root: Path
+    driver: str
+    state_dir: Path  # this node's own state directory
+    cdi_dir: Path
+    pod_uid: str = ""  # set during rolling updates: sockets get unique names
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.kubelet_root / "plugins_registry"
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.kubelet_root / "plugins" / self.driver
+
+    @property
+    def registration_socket(self) -> Path:
+        """`<driver>-reg.sock`, or `<driver>-<podUID>-reg.sock` for rolling updates."""
+        infix = f"-{self.pod_uid}" if self.pod_uid else ""
+        return self.registry_dir / f"{self.driver}{infix}-reg.sock"
+
+    @property
+    def dra_socket(self) -> Path:
+        """`dra.sock`, or `dra-<podUID>.sock` so old and new pods never share a path."""
+        suffix = f"-{self.pod_uid}" if self.pod_uid else ""
+        return self.plugin_dir / f"dra{suffix}.sock"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.state_dir / "checkpoint.json"
+
+    @property
+    def workload_socket(self) -> Path:
+        return self.state_dir / "workload.sock"
+
+    @property
+    def claims_dir(self) -> Path:
+        return self.state_dir / "claims"
+
+    def token_file(self, claim_uid: str) -> Path:
+        return self.claims_dir / claim_uid / "token"
+
+
+def node_path(template: str, node: str) -> Path:
+    """Expand `{node}` in a path flag so one process can host many nodes."""
+    return Path(template.replace("{node}", node))

@@ -1,0 +1,50 @@
+"""Kubelet plugin sockets: private permissions, registration last, clean removal.
+
+Both sockets are bound inside the driver's own plugin directory (0750), made
+0660, and only then is the registration socket renamed into the kubelet's
+plugins_registry: the kubelet never sees a registration socket whose DRA
+endpoint is not already serving, nor a socket with loose permissions.
+"""
+
+import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from driver.plugin.layout import NodeLayout
+
+SOCKET_MODE = 0o660
+DIR_MODE = 0o750
+
+
+def prepare_dirs(layout: NodeLayout) -> None:
+    """Create the plugin dir (ours: forced to 0750) and the registry dir if missing."""
+    layout.plugin_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(layout.plugin_dir, DIR_MODE)
+    layout.registry_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+
+def serve(
+    handlers: list[grpc.GenericRpcHandler[Any, Any]], bind_path: Path, workers: int
+) -> grpc.Server:
+    """Start a gRPC server on a fresh unix socket at `bind_path`, mode 0660."""
+    with contextlib.suppress(FileNotFoundError):
+        bind_path.unlink()
+    server = grpc.server(ThreadPoolExecutor(max_workers=workers), handlers=handlers)
+    server.add_insecure_port(f"unix:{bind_path}")
+    server.start()
+    os.chmod(bind_path, SOCKET_MODE)
+    return server
+
+
+def publish(bound: Path, public: Path) -> None:
+    """Move a bound socket to where the kubelet watches (same filesystem)."""
+    os.replace(bound, public)
+
+
+def remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

@@ -1,0 +1,93 @@
+"""Checkpoint, CDI spec and socket layout: the files the daemon leaves on a node."""
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from driver.localsim.kubelet import container_edits
+from driver.plugin import cdi
+from driver.plugin.atomicfile import write_atomic
+from driver.plugin.checkpoint import (
+    PREPARE_COMPLETED,
+    Checkpoint,
+    CheckpointError,
+    ClaimRecord,
+    DeviceRecord,
+)
+from driver.plugin.layout import NodeLayout, node_path
+
+
+def record(uid: str) -> ClaimRecord:
+    device = DeviceRecord("req", "rack-a", "s1-chip0", "chip", [[0, 0, 8]])
+    return ClaimRecord(uid, "ns", "c", PREPARE_COMPLETED, 2, [0, 1, 2, 3], [device], "ab")
+
+
+def test_checkpoint_round_trip_and_cores(tmp_path: Path) -> None:
+    cp = Checkpoint(tmp_path / "checkpoint.json")
+    cp.put(record("u1"))
+    cp.put(record("u2"))
+    cp.drop("u2")
+    again = Checkpoint(tmp_path / "checkpoint.json")
+    assert again.claims == {"u1": record("u1")}
+    assert again.claims["u1"].physical_cores() == {(0, c) for c in range(8)}
+    assert stat.S_IMODE((tmp_path / "checkpoint.json").stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.json"]  # no temp files left
+
+
+def test_damaged_checkpoint_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    Checkpoint(path).put(record("u1"))
+    doc = json.loads(path.read_text())
+    doc["claims"]["u1"]["visible_cores"] = [7]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError, match="checksum mismatch"):
+        Checkpoint(path)
+    path.write_text('{"version": 1, "claims": ')
+    with pytest.raises(CheckpointError, match="not JSON"):
+        Checkpoint(path)
+
+
+def test_atomic_write_replaces_content(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    write_atomic(target, b"one")
+    write_atomic(target, b"two", mode=0o600)
+    assert target.read_bytes() == b"two"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
+    edits = cdi.ClaimEdits(
+        claim_uid="uid-1",
+        visible_cores=[8, 9],
+        lnc=2,
+        workload_socket=tmp_path / "workload.sock",
+        token_file=tmp_path / "claims/uid-1/token",
+        node_name="node-1",
+        ultraserver="rack-a",
+        server_index=1,
+    )
+    path = cdi.write_spec(tmp_path, "trainium.sim.dev", edits)
+    assert path.name == "k8s.trainium.sim.dev-claim_uid-1.json"
+    doc = json.loads(path.read_text())
+    assert doc["cdiVersion"] == cdi.CDI_VERSION
+    resolved = container_edits(tmp_path, [cdi.cdi_device_id("trainium.sim.dev", "uid-1")])
+    assert resolved.env["NEURON_RT_VISIBLE_CORES"] == "8,9"
+    assert resolved.env["NEURON_LOGICAL_NC_CONFIG"] == "2"
+    assert {m["containerPath"] for m in resolved.mounts} == {
+        cdi.CONTAINER_WORKLOAD_SOCKET,
+        cdi.CONTAINER_TOKEN_FILE,
+    }
+    assert cdi.remove_spec(tmp_path, "trainium.sim.dev", "uid-1")
+    assert not path.exists()
+
+
+def test_socket_names_follow_the_kubelet_conventions(tmp_path: Path) -> None:
+    plain = NodeLayout(tmp_path, "trainium.sim.dev", tmp_path / "state", tmp_path / "cdi")
+    assert plain.registration_socket == tmp_path / "plugins_registry/trainium.sim.dev-reg.sock"
+    assert plain.dra_socket == tmp_path / "plugins/trainium.sim.dev/dra.sock"
+    rolling = NodeLayout(tmp_path, "trainium.sim.dev", tmp_path, tmp_path, pod_uid="p-1")
+    assert rolling.registration_socket.name == "trainium.sim.dev-p-1-reg.sock"
+    assert rolling.dra_socket.name == "dra-p-1.sock"
+    assert node_path("/sim/{node}/kubelet", "n3") == Path("/sim/n3/kubelet")
