@@ -17,6 +17,10 @@ from driver.plugin.devices import Attributes, device_attributes
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 
 
+class ApiError(RuntimeError):
+    """The apiserver refused a read."""
+
+
 class ClusterReader(Protocol):
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
@@ -36,26 +40,26 @@ class ApiReader:
         self.clock: Callable[[], float] = time.monotonic
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
-        response = self.api.call_api(
-            path,
+        """GET `path` as JSON; None on 404, ApiError on any other failure."""
+        method, url, headers, _, _ = self.api.param_serialize(
             "GET",
+            path,
             query_params=query or [],
             header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
         )
-        return json.loads(response.data)
+        response = self.api.call_api(method, url, header_params=headers, _request_timeout=30)
+        body = response.read()
+        if response.status == 404:
+            return None
+        if response.status >= 400:
+            raise ApiError(f"GET {path}: HTTP {response.status}: {body[:300]!r}")
+        return json.loads(body)
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            claim: dict[str, Any] = self._get(
-                f"{RESOURCE_API}/namespaces/{namespace}/resourceclaims/{name}"
-            )
-        except client.ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+        claim: dict[str, Any] | None = self._get(
+            f"{RESOURCE_API}/namespaces/{namespace}/resourceclaims/{name}"
+        )
         return claim
 
     def _refresh(self) -> None:
@@ -65,7 +69,7 @@ class ApiReader:
             query = [("fieldSelector", f"spec.driver={self.driver}"), ("limit", "500")]
             if cont:
                 query.append(("continue", cont))
-            page = self._get(f"{RESOURCE_API}/resourceslices", query)
+            page = self._get(f"{RESOURCE_API}/resourceslices", query) or {}
             items.extend(page.get("items") or [])
             cont = (page.get("metadata") or {}).get("continue") or ""
             if not cont:
