@@ -1,0 +1,592 @@
+"""The instruction set of a simulated NeuronCore and the builder kernels use.
+
+A program is columnar (one list per instruction field) so timing can be
+computed from the descriptors with numpy, without a Python object per
+instruction. Buffers live in HBM, SBUF or PSUM; views of them are bounds
+checked when an instruction is built, so a bad kernel fails at build time.
+Dependencies between the five in-order queues are semaphores: an instruction
+may signal one semaphore on completion and wait for others to reach a value.
+"""
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+PARTITIONS = 128  # SBUF/PSUM partitions and the systolic array's edge
+PSUM_BANKS = 8
+PSUM_BANK_BYTES = 2048  # per partition
+MOVING_FREE_MAX = 512  # MultiplyMoving free size
+
+
+class ProgramError(ValueError):
+    """A program that cannot run; the message starts with the offending field."""
+
+
+class CapacityError(ProgramError):
+    """SBUF or PSUM overflow: the program asks for more on-chip memory than there is."""
+
+
+class Queue(IntEnum):
+    """The five in-order instruction queues of a core."""
+
+    TENSOR = 0
+    VECTOR = 1
+    SCALAR = 2
+    GPSIMD = 3
+    SYNC = 4  # Sync/DMA: triggers DMA transfers
+
+
+QUEUE_NAMES: tuple[str, ...] = ("tensor", "vector", "scalar", "gpsimd", "sync")
+
+
+class Op(IntEnum):
+    DMA_LOAD = 0  # HBM -> SBUF
+    DMA_STORE = 1  # SBUF -> HBM
+    DMA_ACCUMULATE = 2  # HBM -> SBUF, read-add-write into SBUF
+    LOAD_STATIONARY = 3
+    MULTIPLY_MOVING = 4
+    TRANSPOSE = 5  # on the PE array, into PSUM
+    TENSOR_TENSOR = 6  # elementwise a (op) b
+    TENSOR_SCALAR = 7  # elementwise a (op) per-partition scalar
+    ACTIVATION = 8  # func(scale * a + bias)
+    REDUCE = 9  # along the free axis -> [P, 1]
+    COPY = 10  # copy/cast, e.g. PSUM -> SBUF
+    NOP = 11  # a semaphore-only instruction
+
+
+# Storage and matmul data types: bytes per element and matmul cycles per moving
+# column relative to BF16 (the PE array does 4x the work per cycle for MX types
+# and 1/4 for FP32).
+DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4")
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "mxfp8": 1.0 + 1.0 / 32,  # one E8M0 scale per 32 elements
+    "mxfp4": 0.5 + 1.0 / 32,
+}
+DTYPE_CODE: dict[str, int] = {name: i for i, name in enumerate(DTYPES)}
+# BF16-equivalent FLOPs per FLOP, as AWS counts utilization.
+BF16_EQUIVALENT: dict[str, float] = {
+    "fp32": 4.0,
+    "tf32": 1.0,
+    "bf16": 1.0,
+    "fp16": 1.0,
+    "fp8": 0.5,
+    "mxfp8": 0.25,
+    "mxfp4": 0.25,
+}
+# Structured sparsity k:m (k non-zeros of every m along the contraction).
+SPARSITY: tuple[str, ...] = ("dense", "4:16", "4:12", "4:8", "2:8", "2:4", "1:4", "1:2")
+SPARSITY_CODE: dict[str, int] = {name: i for i, name in enumerate(SPARSITY)}
+
+ALU_OPS: tuple[str, ...] = ("add", "subtract", "multiply", "max", "min", "divide")
+ACTIVATIONS: tuple[str, ...] = (
+    "identity",
+    "exp",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "gelu",
+    "silu",
+    "square",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+)
+REDUCE_OPS: tuple[str, ...] = ("sum", "max")
+TRANSCENDENTAL: frozenset[str] = frozenset(
+    {"exp", "tanh", "sigmoid", "gelu", "silu", "sqrt", "rsqrt", "reciprocal"}
+)
+
+MEMORIES: tuple[str, ...] = ("hbm", "sbuf", "psum")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A 2-D tensor: [partitions, free] on chip, [rows, cols] in HBM."""
+
+    name: str
+    memory: str
+    rows: int
+    cols: int
+    dtype: str
+    offset: int = 0  # byte offset inside each partition (SBUF/PSUM)
+
+    @property
+    def bytes_per_row(self) -> int:
+        return round(self.cols * DTYPE_BYTES[self.dtype])
+
+    def __getitem__(self, key: tuple[slice, slice]) -> "View":
+        rows, cols = key
+        r0, r1, _ = rows.indices(self.rows)
+        c0, c1, _ = cols.indices(self.cols)
+        for name, lo, hi, limit, start, stop in (
+            ("rows", r0, r1, self.rows, rows.start, rows.stop),
+            ("cols", c0, c1, self.cols, cols.start, cols.stop),
+        ):
+            if (start is not None and not 0 <= start < limit) or (
+                stop is not None and not 0 < stop <= limit
+            ):
+                raise ProgramError(
+                    f"{name}: [{start}:{stop}] is outside {self.name} ({limit} {name}); "
+                    "no silent wrap-around"
+                )
+            if hi <= lo:
+                raise ProgramError(f"{name}: empty slice [{start}:{stop}] of {self.name}")
+        return View(self, r0, r1, c0, c1)
+
+    def all(self) -> "View":
+        return View(self, 0, self.rows, 0, self.cols)
+
+
+@dataclass(frozen=True)
+class View:
+    buffer: Buffer
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+
+    @property
+    def rows(self) -> int:
+        return self.r1 - self.r0
+
+    @property
+    def cols(self) -> int:
+        return self.c1 - self.c0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.cols)
+
+    @property
+    def nbytes(self) -> float:
+        return self.rows * self.cols * DTYPE_BYTES[self.buffer.dtype]
+
+
+@dataclass(frozen=True)
+class Token:
+    """A semaphore value to wait for: `semaphore` has been signalled `value` times."""
+
+    semaphore: str
+    value: int
+
+
+@dataclass
+class Program:
+    """Columnar instruction stream plus the buffers it uses.
+
+    `a`, `b` are numeric descriptors whose meaning depends on the op (see
+    simdevice.timing): DMA bytes and bytes per partition, matmul moving free
+    size and stationary columns, elementwise free size and cost class.
+    """
+
+    name: str
+    queue: list[int] = field(default_factory=list)
+    op: list[int] = field(default_factory=list)
+    a: list[float] = field(default_factory=list)
+    b: list[float] = field(default_factory=list)
+    flops: list[float] = field(default_factory=list)  # BF16-equivalent FLOPs
+    waits: list[tuple[tuple[int, int], ...]] = field(default_factory=list)  # (sem id, value)
+    signal: list[int] = field(default_factory=list)  # sem id or -1
+    operands: list[tuple[Any, ...]] = field(default_factory=list)  # for the data path
+    semaphores: list[str] = field(default_factory=list)
+    buffers: dict[str, Buffer] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+    def sbuf_bytes_per_partition(self) -> int:
+        return sum(b.bytes_per_row for b in self.buffers.values() if b.memory == "sbuf")
+
+    def psum_bytes_per_partition(self) -> int:
+        return sum(b.bytes_per_row for b in self.buffers.values() if b.memory == "psum")
+
+    def hbm_bytes(self) -> int:
+        return sum(b.rows * b.bytes_per_row for b in self.buffers.values() if b.memory == "hbm")
+
+
+class ProgramBuilder:
+    """Emit instructions for one core. Every emit may `wait` for tokens and
+    `signal` a semaphore; it returns the token of that signal (or None)."""
+
+    def __init__(self, name: str) -> None:
+        self.program = Program(name)
+        self._sem_ids: dict[str, int] = {}
+        self._sem_counts: list[int] = []
+        self._sem_queue: list[int] = []
+        self._sbuf_offset = 0
+        self._psum_offset = 0
+        self._stationary: View | None = None
+
+    # -- buffers -------------------------------------------------------------
+    def _buffer(self, name: str, memory: str, rows: int, cols: int, dtype: str) -> Buffer:
+        if name in self.program.buffers:
+            raise ProgramError(f"name: buffer {name!r} is declared twice; use unique names")
+        if dtype not in DTYPE_BYTES:
+            raise ProgramError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+        if rows < 1 or cols < 1:
+            raise ProgramError(f"shape: {name} must have rows and cols >= 1, got {rows}x{cols}")
+        if memory != "hbm" and rows > PARTITIONS:
+            raise ProgramError(
+                f"partitions: {name} has {rows} partitions; on-chip buffers have at most "
+                f"{PARTITIONS}"
+            )
+        offset = 0
+        buf = Buffer(name, memory, rows, cols, dtype)
+        if memory == "sbuf":
+            offset, self._sbuf_offset = self._sbuf_offset, self._sbuf_offset + buf.bytes_per_row
+        elif memory == "psum":
+            offset, self._psum_offset = self._psum_offset, self._psum_offset + buf.bytes_per_row
+        buf = Buffer(name, memory, rows, cols, dtype, offset)
+        self.program.buffers[name] = buf
+        return buf
+
+    def hbm(self, name: str, rows: int, cols: int, dtype: str = "bf16") -> Buffer:
+        return self._buffer(name, "hbm", rows, cols, dtype)
+
+    def sbuf(self, name: str, partitions: int, free: int, dtype: str = "bf16") -> Buffer:
+        return self._buffer(name, "sbuf", partitions, free, dtype)
+
+    def psum(self, name: str, partitions: int, free: int) -> Buffer:
+        """PSUM accumulates in FP32."""
+        return self._buffer(name, "psum", partitions, free, "fp32")
+
+    # -- emission ------------------------------------------------------------
+    def _emit(  # noqa: PLR0917 - private, called positionally by every op
+        self,
+        queue: Queue,
+        op: Op,
+        a: float,
+        b: float,
+        flops: float,
+        operands: tuple[Any, ...],
+        wait: tuple[Token | None, ...],
+        signal: str | None,
+    ) -> Token | None:
+        p = self.program
+        waits = []
+        for token in wait:
+            if token is None:
+                continue
+            sem = self._sem_ids.get(token.semaphore)
+            if sem is None or token.value > self._sem_counts[sem]:
+                raise ProgramError(
+                    f"wait: semaphore {token.semaphore!r} is never signalled {token.value} "
+                    "times before this instruction; wait only for tokens already emitted"
+                )
+            waits.append((sem, token.value))
+        sem_id = -1
+        result = None
+        if signal is not None:
+            sem_id = self._sem_ids.setdefault(signal, len(self._sem_ids))
+            if sem_id == len(self._sem_counts):
+                self._sem_counts.append(0)
+                self._sem_queue.append(int(queue))
+                p.semaphores.append(signal)
+            elif self._sem_queue[sem_id] != queue:
+                raise ProgramError(
+                    f"signal: semaphore {signal!r} is signalled from the "
+                    f"{QUEUE_NAMES[self._sem_queue[sem_id]]} queue already; use one "
+                    "semaphore per producing queue"
+                )
+            self._sem_counts[sem_id] += 1
+            result = Token(signal, self._sem_counts[sem_id])
+        p.queue.append(int(queue))
+        p.op.append(int(op))
+        p.a.append(a)
+        p.b.append(b)
+        p.flops.append(flops)
+        p.waits.append(tuple(waits))
+        p.signal.append(sem_id)
+        p.operands.append(operands)
+        return result
+
+    @staticmethod
+    def _same_shape(field_name: str, x: View, y: View) -> None:
+        if x.shape != y.shape:
+            raise ProgramError(f"{field_name}: shapes differ, {x.shape} vs {y.shape}")
+
+    @staticmethod
+    def _on_chip(field_name: str, v: View, memories: tuple[str, ...] = ("sbuf", "psum")) -> None:
+        if v.buffer.memory not in memories:
+            raise ProgramError(
+                f"{field_name}: {v.buffer.name} is in {v.buffer.memory}; "
+                f"expected {' or '.join(memories)}"
+            )
+
+    def dma(
+        self,
+        dst: View,
+        src: View,
+        *,
+        accumulate: bool = False,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """Move a tile between HBM and SBUF (either way); `accumulate` adds into SBUF."""
+        self._same_shape("dst", dst, src)
+        if dst.buffer.dtype != src.buffer.dtype:
+            raise ProgramError(
+                f"dtype: DMA copies bytes; {src.buffer.name} is {src.buffer.dtype} but "
+                f"{dst.buffer.name} is {dst.buffer.dtype}"
+            )
+        kinds = (src.buffer.memory, dst.buffer.memory)
+        if kinds == ("hbm", "sbuf"):
+            op = Op.DMA_ACCUMULATE if accumulate else Op.DMA_LOAD
+        elif kinds == ("sbuf", "hbm") and not accumulate:
+            op = Op.DMA_STORE
+        else:
+            raise ProgramError(
+                f"dst: DMA runs HBM->SBUF (optionally accumulating) or SBUF->HBM, "
+                f"not {kinds[0]}->{kinds[1]}"
+            )
+        on_chip = dst if op != Op.DMA_STORE else src
+        per_partition = on_chip.cols * DTYPE_BYTES[on_chip.buffer.dtype]
+        return self._emit(Queue.SYNC, op, dst.nbytes, per_partition, 0.0, (dst, src), wait, signal)
+
+    def load_stationary(
+        self,
+        stationary: View,
+        *,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """Load weights [K<=128, M<=128] into the PE array (pipelined behind the
+        previous MultiplyMoving, so it adds no queue time of its own)."""
+        self._on_chip("stationary", stationary, ("sbuf",))
+        if stationary.cols > PARTITIONS:
+            raise ProgramError(f"stationary: {stationary.cols} columns > {PARTITIONS}")
+        self._stationary = stationary
+        return self._emit(
+            Queue.TENSOR,
+            Op.LOAD_STATIONARY,
+            0.0,
+            stationary.cols,
+            0.0,
+            (stationary,),
+            wait,
+            signal,
+        )
+
+    def multiply_moving(
+        self,
+        dst: View,
+        moving: View,
+        *,
+        dtype: str = "bf16",
+        sparsity: str = "dense",
+        accumulate: bool = False,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] with the last LoadStationary."""
+        self._on_chip("moving", moving, ("sbuf",))
+        self._on_chip("dst", dst, ("psum",))
+        if dtype not in BF16_EQUIVALENT:
+            raise ProgramError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+        if sparsity not in SPARSITY_CODE:
+            raise ProgramError(f"sparsity: {sparsity!r} is not one of {', '.join(SPARSITY)}")
+        stationary = self._stationary
+        if stationary is None:
+            raise ProgramError("stationary: multiply_moving needs a load_stationary before it")
+        k, m = stationary.shape
+        if moving.rows != k:
+            raise ProgramError(
+                f"moving: {moving.rows} partitions do not match the stationary's {k}"
+            )
+        n = moving.cols
+        if n > MOVING_FREE_MAX:
+            raise ProgramError(f"moving: free size {n} > {MOVING_FREE_MAX}; split the tile")
+        if dst.shape != (m, n):
+            raise ProgramError(f"dst: shape {dst.shape} should be {(m, n)}")
+        if dst.c0 // (PSUM_BANK_BYTES // 4) != (dst.c1 - 1) // (PSUM_BANK_BYTES // 4):
+            raise ProgramError(
+                f"dst: columns [{dst.c0}, {dst.c1}) cross a PSUM bank "
+                f"({PSUM_BANK_BYTES // 4} FP32 per partition); align the tile to a bank"
+            )
+        # Count the FLOPs the array really does: the non-zeros of a sparse tile.
+        density = 1.0
+        if sparsity != "dense":
+            nonzero, group = (int(x) for x in sparsity.split(":"))
+            density = nonzero / group
+        flops = 2.0 * k * m * n * density * BF16_EQUIVALENT[dtype]
+        return self._emit(
+            Queue.TENSOR,
+            Op.MULTIPLY_MOVING,
+            float(n),
+            float(DTYPE_CODE[dtype] * 16 + SPARSITY_CODE[sparsity]),
+            flops,
+            (dst, moving, stationary, dtype, sparsity, accumulate),
+            wait,
+            signal,
+        )
+
+    def transpose(
+        self,
+        dst: View,
+        src: View,
+        *,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """dst[F, P] = src[P, F].T on the PE array (an identity matmul), into PSUM."""
+        self._on_chip("src", src, ("sbuf",))
+        self._on_chip("dst", dst, ("psum",))
+        if dst.shape != (src.cols, src.rows):
+            raise ProgramError(f"dst: shape {dst.shape} should be {(src.cols, src.rows)}")
+        if src.cols > PARTITIONS:
+            raise ProgramError(f"src: {src.cols} columns > {PARTITIONS}")
+        self._stationary = None  # the identity now occupies the PE array
+        return self._emit(
+            Queue.TENSOR,
+            Op.TRANSPOSE,
+            float(src.rows),
+            float(DTYPE_CODE["bf16"] * 16),
+            0.0,
+            (dst, src),
+            wait,
+            signal,
+        )
+
+    def _elementwise(  # noqa: PLR0917
+        self,
+        queue: Queue,
+        op: Op,
+        dst: View,
+        free: int,
+        transcendental: bool,
+        operands: tuple[Any, ...],
+        wait: tuple[Token | None, ...],
+        signal: str | None,
+    ) -> Token | None:
+        if queue in (Queue.TENSOR, Queue.SYNC):
+            raise ProgramError("queue: elementwise ops run on the vector, scalar or gpsimd queue")
+        self._on_chip("dst", dst)
+        for v in operands:
+            if isinstance(v, View):
+                self._on_chip("src", v)
+        return self._emit(
+            queue, op, float(free), 1.0 if transcendental else 0.0, 0.0, operands, wait, signal
+        )
+
+    def tensor_tensor(
+        self,
+        dst: View,
+        a: View,
+        b: View,
+        alu: str,
+        *,
+        queue: Queue = Queue.VECTOR,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        if alu not in ALU_OPS:
+            raise ProgramError(f"alu: {alu!r} is not one of {', '.join(ALU_OPS)}")
+        self._same_shape("a", dst, a)
+        self._same_shape("b", dst, b)
+        return self._elementwise(
+            queue, Op.TENSOR_TENSOR, dst, dst.cols, False, (dst, a, b, alu), wait, signal
+        )
+
+    def tensor_scalar(
+        self,
+        dst: View,
+        a: View,
+        scalar: View | float,
+        alu: str,
+        *,
+        queue: Queue = Queue.VECTOR,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """dst = a (alu) scalar, the scalar a number or a per-partition [P, 1] column."""
+        if alu not in ALU_OPS:
+            raise ProgramError(f"alu: {alu!r} is not one of {', '.join(ALU_OPS)}")
+        self._same_shape("a", dst, a)
+        if isinstance(scalar, View) and scalar.shape != (dst.rows, 1):
+            raise ProgramError(f"scalar: shape {scalar.shape} should be {(dst.rows, 1)}")
+        return self._elementwise(
+            queue, Op.TENSOR_SCALAR, dst, dst.cols, False, (dst, a, scalar, alu), wait, signal
+        )
+
+    def activation(
+        self,
+        dst: View,
+        src: View,
+        func: str,
+        *,
+        scale: View | float = 1.0,
+        bias: View | float = 0.0,
+        queue: Queue = Queue.SCALAR,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """dst = func(scale * src + bias); scale and bias may be [P, 1] columns."""
+        if func not in ACTIVATIONS:
+            raise ProgramError(f"func: {func!r} is not one of {', '.join(ACTIVATIONS)}")
+        self._same_shape("src", dst, src)
+        for name, v in (("scale", scale), ("bias", bias)):
+            if isinstance(v, View) and v.shape != (dst.rows, 1):
+                raise ProgramError(f"{name}: shape {v.shape} should be {(dst.rows, 1)}")
+        # The scalar engine's lookup tables make transcendentals as cheap as
+        # arithmetic there; the vector engine computes them at 1/4 the rate.
+        transcendental = func in TRANSCENDENTAL and queue != Queue.SCALAR
+        return self._elementwise(
+            queue,
+            Op.ACTIVATION,
+            dst,
+            dst.cols,
+            transcendental,
+            (dst, src, func, scale, bias),
+            wait,
+            signal,
+        )
+
+    def reduce(
+        self,
+        dst: View,
+        src: View,
+        reduce_op: str,
+        *,
+        queue: Queue = Queue.VECTOR,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """dst[P, 1] = reduce(src[P, F]) along the free axis."""
+        if reduce_op not in REDUCE_OPS:
+            raise ProgramError(f"reduce_op: {reduce_op!r} is not one of {', '.join(REDUCE_OPS)}")
+        if dst.shape != (src.rows, 1):
+            raise ProgramError(f"dst: shape {dst.shape} should be {(src.rows, 1)}")
+        return self._elementwise(
+            queue, Op.REDUCE, dst, src.cols, False, (dst, src, reduce_op), wait, signal
+        )
+
+    def copy(
+        self,
+        dst: View,
+        src: View,
+        *,
+        queue: Queue = Queue.VECTOR,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """Copy (and cast to dst's dtype), e.g. evacuate PSUM into SBUF."""
+        self._same_shape("src", dst, src)
+        return self._elementwise(queue, Op.COPY, dst, dst.cols, False, (dst, src), wait, signal)
+
+    def barrier(
+        self,
+        queue: Queue,
+        *,
+        wait: tuple[Token | None, ...] = (),
+        signal: str | None = None,
+    ) -> Token | None:
+        """A zero-cost instruction: wait for tokens and/or signal on `queue`."""
+        return self._emit(queue, Op.NOP, 0.0, 0.0, 0.0, (), wait, signal)
+
+    def build(self) -> Program:
+        return self.program

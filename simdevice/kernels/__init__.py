@@ -1,0 +1,1 @@
+"""Kernels: programs for one core, built with simdevice.isa.ProgramBuilder."""

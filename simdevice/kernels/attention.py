@@ -1,0 +1,125 @@
+"""One attention head on one core: O = softmax(Q K^T / sqrt(d)) V.
+
+Q and K are stored transposed in HBM (qT, kT: [d, S]) so the head dimension
+lands on the partitions for the score matmul. Per 128-query tile: scores in
+512-key chunks through two PSUM banks (scaled on the way out by the scalar
+engine), a row softmax, then P V with P transposed 128 keys at a time on the
+PE array, and the 1/sum normalisation applied while evacuating O.
+"""
+
+import math
+
+from simdevice.isa import MOVING_FREE_MAX, PARTITIONS, Program, ProgramBuilder, ProgramError, Token
+
+MAX_SEQ = 4096
+
+
+def attention(seq: int, head_dim: int, dtype: str = "bf16") -> Program:
+    if not 1 <= seq <= MAX_SEQ:
+        raise ProgramError(f"seq: must be in [1, {MAX_SEQ}] for one core, got {seq}")
+    if not 1 <= head_dim <= PARTITIONS:
+        raise ProgramError(f"head_dim: must be in [1, {PARTITIONS}], got {head_dim}")
+    if dtype not in ("bf16", "fp16"):
+        raise ProgramError(f"dtype: attention takes bf16 or fp16, got {dtype!r}")
+    s, d = seq, head_dim
+    pb = ProgramBuilder(f"attention-{s}x{d}-{dtype}")
+    q_t, k_t = pb.hbm("qT", d, s, dtype), pb.hbm("kT", d, s, dtype)
+    v, o = pb.hbm("v", s, d, dtype), pb.hbm("o", s, d, dtype)
+    key_chunks = -(-s // PARTITIONS)
+    q_sb, k_sb = pb.sbuf("qT_sb", d, s, dtype), pb.sbuf("kT_sb", d, s, dtype)
+    v_sb = pb.sbuf("v_sb", PARTITIONS, key_chunks * d, dtype)
+    scores = [pb.sbuf(f"scores{i}", PARTITIONS, s, "fp32") for i in range(2)]
+    probs = [pb.sbuf(f"probs{i}", PARTITIONS, s, dtype) for i in range(2)]
+    p_t = [pb.sbuf(f"pT{i}", PARTITIONS, PARTITIONS, dtype) for i in range(2)]
+    out = [pb.sbuf(f"out{i}", PARTITIONS, d, dtype) for i in range(2)]
+    row_max = [pb.sbuf(f"max{i}", PARTITIONS, 1, "fp32") for i in range(2)]
+    row_sum = [pb.sbuf(f"sum{i}", PARTITIONS, 1, "fp32") for i in range(2)]
+    ps_s = [pb.psum(f"ps_scores{i}", PARTITIONS, MOVING_FREE_MAX) for i in range(2)]
+    ps_t = [pb.psum(f"ps_t{i}", PARTITIONS, PARTITIONS) for i in range(2)]
+    ps_o = [pb.psum(f"ps_o{i}", PARTITIONS, d) for i in range(2)]
+
+    loads = [pb.dma(q_sb.all(), q_t.all(), signal="ld"), pb.dma(k_sb.all(), k_t.all(), signal="ld")]
+    for j in range(key_chunks):
+        nk = min(PARTITIONS, s - j * PARTITIONS)
+        loads.append(
+            pb.dma(
+                v_sb[0:nk, j * d : (j + 1) * d],
+                v[j * PARTITIONS : j * PARTITIONS + nk, 0:d],
+                signal="ld",
+            )
+        )
+    loaded = loads[-1]
+    scale = 1.0 / math.sqrt(d)
+    ps_s_free: list[Token | None] = [None, None]
+    ps_t_free: list[Token | None] = [None, None]
+    p_t_free: list[Token | None] = [None, None]
+    slot_free: list[Token | None] = [None, None]  # store of the tile that last used a slot
+    chunk = 0
+    pair = 0
+    for tile, q0 in enumerate(range(0, s, PARTITIONS)):
+        nq = min(PARTITIONS, s - q0)
+        slot = tile % 2
+        sc, pr, mx, sm = scores[slot], probs[slot], row_max[slot], row_sum[slot]
+        t: Token | None = None
+        for c0 in range(0, s, MOVING_FREE_MAX):
+            nk = min(MOVING_FREE_MAX, s - c0)
+            bank = chunk % 2
+            chunk += 1
+            pb.load_stationary(q_sb[0:d, q0 : q0 + nq], wait=(loaded,))
+            mm = pb.multiply_moving(
+                ps_s[bank][0:nq, 0:nk],
+                k_sb[0:d, c0 : c0 + nk],
+                dtype=dtype,
+                wait=(ps_s_free[bank],),
+                signal="mm",
+            )
+            t = pb.activation(
+                sc[0:nq, c0 : c0 + nk],
+                ps_s[bank][0:nq, 0:nk],
+                "identity",
+                scale=scale,
+                wait=(mm, slot_free[slot]),
+                signal="s",
+            )
+            ps_s_free[bank] = t
+        sv, pv = sc[0:nq, 0:s], pr[0:nq, 0:s]
+        t = pb.reduce(mx[0:nq, 0:1], sv, "max", wait=(t,), signal="v")
+        t = pb.tensor_scalar(mx[0:nq, 0:1], mx[0:nq, 0:1], -1.0, "multiply", wait=(t,), signal="v")
+        probs_ready = pb.activation(pv, sv, "exp", bias=mx[0:nq, 0:1], wait=(t,), signal="s")
+        summed = pb.reduce(sm[0:nq, 0:1], pv, "sum", wait=(probs_ready,), signal="v")
+        mm = None
+        for j in range(key_chunks):
+            nk = min(PARTITIONS, s - j * PARTITIONS)
+            bank = pair % 2
+            pair += 1
+            tr = pb.transpose(
+                ps_t[bank][0:nk, 0:nq],
+                pr[0:nq, j * PARTITIONS : j * PARTITIONS + nk],
+                wait=(probs_ready, ps_t_free[bank]),
+                signal="mm",
+            )
+            cp = pb.copy(
+                p_t[bank][0:nk, 0:nq], ps_t[bank][0:nk, 0:nq], wait=(tr, p_t_free[bank]), signal="v"
+            )
+            ps_t_free[bank] = cp
+            pb.load_stationary(p_t[bank][0:nk, 0:nq], wait=(cp,))
+            mm = pb.multiply_moving(
+                ps_o[slot][0:nq, 0:d],
+                v_sb[0:nk, j * d : (j + 1) * d],
+                dtype=dtype,
+                accumulate=j > 0,
+                wait=(slot_free[slot],),
+                signal="mm",
+            )
+            p_t_free[bank] = mm
+        rcp = pb.activation(sm[0:nq, 0:1], sm[0:nq, 0:1], "reciprocal", wait=(summed,), signal="s")
+        t = pb.tensor_scalar(
+            out[slot][0:nq, 0:d],
+            ps_o[slot][0:nq, 0:d],
+            sm[0:nq, 0:1],
+            "multiply",
+            wait=(mm, rcp),
+            signal="v",
+        )
+        slot_free[slot] = pb.dma(o[q0 : q0 + nq, 0:d], out[slot][0:nq, 0:d], wait=(t,), signal="st")
+    return pb.build()

@@ -1,0 +1,146 @@
+"""Tiled GEMM on one core: C[M, N] = A[M, K] @ B[K, N].
+
+A is stored transposed in HBM (aT[K, M]) so its tiles land with K on the
+partitions, as the stationary operand needs. Rows are processed in blocks of
+512 (four 128-row stationary tiles share every streamed B tile); the A block
+is double-buffered, B tiles rotate through three SBUF buffers, and the eight
+PSUM banks form two sets of four so one set accumulates while the other is
+evacuated. Stores are emitted after the next tile's first loads so the in-order
+Sync queue keeps prefetching.
+"""
+
+from simdevice.isa import (
+    MOVING_FREE_MAX,
+    PARTITIONS,
+    Program,
+    ProgramBuilder,
+    ProgramError,
+    Queue,
+    Token,
+    View,
+)
+
+BLOCK_ROWS = 4 * PARTITIONS
+B_BUFFERS = 8
+A_DOUBLE_BUFFER_LIMIT = 96 * 1024  # bytes per partition for two A blocks
+
+STORAGE_DTYPE = {
+    "fp32": "fp32",
+    "tf32": "fp32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp8": "fp8",
+    "mxfp8": "mxfp8",
+    "mxfp4": "mxfp4",
+}
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def output_dtype(dtype: str) -> str:
+    return "fp32" if dtype in ("fp32", "tf32") else "bf16"
+
+
+def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -> Program:
+    for name, value in (("m", m), ("n", n), ("k", k)):
+        if value < 1:
+            raise ProgramError(f"{name}: must be >= 1, got {value}")
+    if dtype not in STORAGE_DTYPE:
+        raise ProgramError(f"dtype: {dtype!r} is not one of {', '.join(STORAGE_DTYPE)}")
+    sdt = STORAGE_DTYPE[dtype]
+    out_dt = output_dtype(dtype)
+    pb = ProgramBuilder(f"gemm-{m}x{n}x{k}-{dtype}-{sparsity}")
+    a_t = pb.hbm("aT", k, m, sdt)
+    b = pb.hbm("b", k, n, sdt)
+    c = pb.hbm("c", m, n, out_dt)
+
+    k_tiles = _ceil_div(k, PARTITIONS)
+    block_cols = k_tiles * BLOCK_ROWS
+    a_row_bytes = block_cols * (4 if sdt == "fp32" else 2)
+    a_buffers = 2 if 2 * a_row_bytes <= A_DOUBLE_BUFFER_LIMIT else 1
+    a_blk = [pb.sbuf(f"a{i}", PARTITIONS, block_cols, sdt) for i in range(a_buffers)]
+    b_buf = [pb.sbuf(f"b{i}", PARTITIONS, MOVING_FREE_MAX, sdt) for i in range(B_BUFFERS)]
+    banks = [pb.psum(f"acc{i}", PARTITIONS, MOVING_FREE_MAX) for i in range(8)]
+    c_buf = [pb.sbuf(f"c{i}", PARTITIONS, MOVING_FREE_MAX, out_dt) for i in range(8)]
+
+    last_mm: Token | None = None
+    a_free: list[Token | None] = [None] * a_buffers  # last MM that read each A buffer
+    b_free: list[Token | None] = [None] * B_BUFFERS
+    bank_free: list[Token | None] = [None] * 8  # evacuation that drained each bank
+    c_free: list[Token | None] = [None] * 8  # store that drained each C buffer
+    pending: list[tuple[View, View, Token | None, int]] = []
+    b_count = 0
+    tile_count = 0
+
+    def flush() -> None:
+        for dst, src, ev, slot in pending:
+            c_free[slot] = pb.dma(dst, src, wait=(ev,), signal="st")
+        pending.clear()
+
+    for block, row0 in enumerate(range(0, m, BLOCK_ROWS)):
+        rows = min(BLOCK_ROWS, m - row0)
+        m_tiles = _ceil_div(rows, PARTITIONS)
+        abuf = a_blk[block % a_buffers]
+        a_tokens = []
+        for ki in range(k_tiles):
+            kk = min(PARTITIONS, k - ki * PARTITIONS)
+            col = ki * BLOCK_ROWS
+            a_tokens.append(
+                pb.dma(
+                    abuf[0:kk, col : col + rows],
+                    a_t[ki * PARTITIONS : ki * PARTITIONS + kk, row0 : row0 + rows],
+                    wait=(a_free[block % a_buffers],),
+                    signal="ld",
+                )
+            )
+        for col0 in range(0, n, MOVING_FREE_MAX):
+            nn = min(MOVING_FREE_MAX, n - col0)
+            bank_set = (tile_count % 2) * 4
+            tile_count += 1
+            for ki in range(k_tiles):
+                kk = min(PARTITIONS, k - ki * PARTITIONS)
+                slot = b_count % B_BUFFERS
+                b_count += 1
+                b_tok = pb.dma(
+                    b_buf[slot][0:kk, 0:nn],
+                    b[ki * PARTITIONS : ki * PARTITIONS + kk, col0 : col0 + nn],
+                    wait=(b_free[slot],),
+                    signal="ld",
+                )
+                if ki == min(B_BUFFERS, k_tiles) - 1:
+                    flush()
+                for mi in range(m_tiles):
+                    mm_rows = min(PARTITIONS, rows - mi * PARTITIONS)
+                    col = ki * BLOCK_ROWS + mi * PARTITIONS
+                    pb.load_stationary(abuf[0:kk, col : col + mm_rows], wait=(a_tokens[ki],))
+                    bank = bank_set + mi
+                    last_mm = pb.multiply_moving(
+                        banks[bank][0:mm_rows, 0:nn],
+                        b_buf[slot][0:kk, 0:nn],
+                        dtype=dtype,
+                        sparsity=sparsity,
+                        accumulate=ki > 0,
+                        wait=(b_tok, bank_free[bank] if ki == 0 else None),
+                        signal="mm",
+                    )
+                b_free[slot] = last_mm
+            for mi in range(m_tiles):
+                mm_rows = min(PARTITIONS, rows - mi * PARTITIONS)
+                bank = bank_set + mi
+                ev = pb.copy(
+                    c_buf[bank][0:mm_rows, 0:nn],
+                    banks[bank][0:mm_rows, 0:nn],
+                    queue=Queue.VECTOR,
+                    wait=(last_mm, c_free[bank]),
+                    signal="ev",
+                )
+                bank_free[bank] = ev
+                r = row0 + mi * PARTITIONS
+                pending.append(
+                    (c[r : r + mm_rows, col0 : col0 + nn], c_buf[bank][0:mm_rows, 0:nn], ev, bank)
+                )
+        a_free[block % a_buffers] = last_mm
+    flush()
+    return pb.build()

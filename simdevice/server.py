@@ -1,0 +1,479 @@
+"""One simulated server (a node): its chips and cores, the jobs running on
+them, faults, and telemetry.
+
+Simulated time follows the clock: `advance(now)` runs the model up to `now`,
+so a job lasts the time its plan says. Only the public entry points read the
+clock; everything below them takes explicit times. A job progresses at the
+rate of its plan, re-planned when the HBM bandwidth share of its chips changes
+(several cores streaming at once); a hung core stalls its job.
+"""
+
+import itertools
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from simdevice.faults import Fault, FaultError, FaultKind
+from simdevice.isa import QUEUE_NAMES
+from simdevice.telemetry import ChipHealth, ChipTelemetry, CoreTelemetry, ServerTelemetry
+from simdevice.timing import core_dma_bandwidth, core_timing
+from simdevice.topology import ChipPlace, RackSpec, chip_places
+from simdevice.workloads import Plan, Workload, WorkloadError, plan
+
+JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
+TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+KEEP_FINISHED = 1000  # terminal jobs remembered per server
+LATENCY_SAMPLES = 256  # per core
+UTILIZATION_TAU = 1.0  # seconds, the averaging time constant of utilization
+
+
+class JobNotFoundError(KeyError):
+    """No job with that id on this server."""
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    id: str
+    kind: str
+    cores: tuple[tuple[int, int], ...]  # (local chip, physical core)
+    state: str  # one of JOB_STATES
+    progress: float  # 0..1
+    submitted: float
+    started: float | None
+    finished: float | None
+    error: str | None
+    spec: dict[str, object]  # the workload, defaults filled in
+    duration: float  # seconds the job takes at its current HBM share
+    utilization: float  # the job's average BF16-equivalent FLOPs over BF16 peak
+
+
+@dataclass
+class _Job:
+    id: str
+    workload: Workload
+    cores: tuple[tuple[int, int], ...]
+    chips: frozenset[int]
+    submitted: float
+    plan: Plan
+    state: str = "queued"
+    done: float = 0.0
+    started: float | None = None
+    finished: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class _Core:
+    job: str | None = None
+    busy_seconds: list[float] = field(default_factory=lambda: [0.0] * len(QUEUE_NAMES))
+    engine_busy: list[float] = field(default_factory=lambda: [0.0] * len(QUEUE_NAMES))
+    utilization: float = 0.0
+    flops: float = 0.0
+    dma_bytes: float = 0.0
+    completed: int = 0
+    failed: int = 0
+    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
+
+
+@dataclass
+class _Chip:
+    ecc: dict[str, int] = field(
+        default_factory=lambda: {k.value: 0 for k in FaultKind if k.value.startswith("ecc-")}
+    )
+    link_bytes: float = 0.0
+
+
+class ServerSim:
+    """The chips of server `server` of a rack of `spec`."""
+
+    def __init__(
+        self, spec: RackSpec, server: int, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if not 0 <= server < spec.servers:
+            raise ValueError(f"server: must be in [0, {spec.servers}), got {server}")
+        self.spec = spec
+        self.server = server
+        self._clock = clock
+        self._now = clock()
+        places = chip_places(spec)
+        self.chips: list[ChipPlace] = [p for p in places if p.server == server]
+        self._cores = {
+            (c, k): _Core() for c in range(spec.chips_per_server) for k in range(spec.chip.cores)
+        }
+        self._chips = [_Chip() for _ in range(spec.chips_per_server)]
+        self._jobs: dict[str, _Job] = {}
+        self._queue: list[str] = []
+        self._running: list[str] = []
+        self._faults: set[Fault] = set()
+        self._ids = itertools.count(1)
+        self._peak = core_timing(spec.chip).peak_flops("bf16")
+        self._core_dma = core_dma_bandwidth(spec.chip)
+
+    # -- public entry points (read the clock) --------------------------------
+    def submit(self, workload: Workload, cores: Sequence[tuple[int, int]]) -> str:
+        """Queue `workload` on `cores` ((local chip, physical core) pairs); returns its id."""
+        now = self._tick()
+        picked = self._check_cores(cores)
+        chips = frozenset(c for c, _ in picked)
+        job_plan = self._plan(workload, picked, chips, self._share_if_alone(picked))
+        job = _Job(f"job-{next(self._ids)}", workload, picked, chips, now, job_plan)
+        self._jobs[job.id] = job
+        self._queue.append(job.id)
+        self._run_until(now)
+        return job.id
+
+    def job(self, job_id: str) -> JobInfo:
+        self._tick()
+        return self._info(self._get(job_id))
+
+    def jobs(self) -> list[JobInfo]:
+        self._tick()
+        return [self._info(j) for j in self._jobs.values()]
+
+    def cancel(self, job_id: str) -> JobInfo:
+        now = self._tick()
+        job = self._get(job_id)
+        if job.state not in TERMINAL:
+            self._finish(job, now, "cancelled", None)
+            self._run_until(now)
+        return self._info(job)
+
+    def advance(self, now: float | None = None) -> None:
+        """Run the model up to `now` (default: the clock)."""
+        self._run_until(self._clock() if now is None else now)
+
+    def inject(self, fault: Fault) -> None:
+        now = self._tick()
+        self._check_fault(fault)
+        self._faults.add(fault)
+        chip = self._chips[fault.chip]
+        if fault.ecc:
+            chip.ecc[fault.kind.value] += 1
+        for job_id in list(self._running):
+            job = self._jobs[job_id]
+            reason = self._fault_fails(fault, job)
+            if reason:
+                self._finish(job, now, "failed", reason)
+        self._run_until(now)
+
+    def clear(self, fault: Fault) -> None:
+        now = self._tick()
+        self._check_fault(fault)
+        self._faults.discard(fault)
+        self._run_until(now)
+
+    def chip_health(self) -> dict[int, ChipHealth]:
+        self._tick()
+        return {c: self._health(c) for c in range(self.spec.chips_per_server)}
+
+    def telemetry(self) -> ServerTelemetry:
+        now = self._tick()
+        hbm = [0] * self.spec.chips_per_server
+        sbuf: dict[tuple[int, int], int] = {}
+        for job_id in self._running:
+            job = self._jobs[job_id]
+            for place in job.cores:
+                hbm[place[0]] += job.plan.compute.hbm_bytes
+                sbuf[place] = job.plan.compute.sbuf_bytes
+        hung = self._hung_cores()
+        cores = tuple(
+            CoreTelemetry(
+                chip=c,
+                core=k,
+                utilization=st.utilization,
+                engine_busy=dict(zip(QUEUE_NAMES, st.engine_busy, strict=True)),
+                busy_seconds=dict(zip(QUEUE_NAMES, st.busy_seconds, strict=True)),
+                flops=st.flops,
+                sbuf_bytes_used=sbuf.get((c, k), 0),
+                dma_bytes=st.dma_bytes,
+                jobs_completed=st.completed,
+                jobs_failed=st.failed,
+                latencies=tuple(st.latencies),
+                job=st.job,
+                hung=(c, k) in hung,
+            )
+            for (c, k), st in self._cores.items()
+        )
+        chips = tuple(
+            ChipTelemetry(
+                chip=c,
+                hbm_bytes_used=min(hbm[c], self.spec.chip.hbm_bytes),
+                hbm_bytes_total=self.spec.chip.hbm_bytes,
+                ecc=dict(st.ecc),
+                link_bytes=st.link_bytes,
+                health=self._health(c),
+            )
+            for c, st in enumerate(self._chips)
+        )
+        return ServerTelemetry(now, self.server, self.spec.generation, cores, chips)
+
+    # -- the model (explicit times) ------------------------------------------
+    def _tick(self) -> float:
+        self._run_until(self._clock())
+        return self._now
+
+    def _run_until(self, now: float) -> None:
+        """Start what can start, then move time forward job completion by job
+        completion until `now`."""
+        now = max(now, self._now)
+        while True:
+            self._start_queued()
+            rates = self._rates()
+            ends = {}
+            for job_id, (rate, _) in rates.items():
+                if rate > 0:
+                    ends[job_id] = self._now + (1.0 - self._jobs[job_id].done) / rate
+            t_next = min([now, *ends.values()])
+            self._accrue(rates, t_next - self._now)
+            self._now = t_next
+            finished = [j for j, end in ends.items() if end <= t_next]
+            for job_id in finished:
+                self._finish(self._jobs[job_id], self._now, "succeeded", None)
+            if not finished and t_next >= now:
+                return
+
+    def _start_queued(self) -> None:
+        """Jobs start in submission order per core: a job whose cores are free
+        starts unless an earlier queued job is waiting for one of them."""
+        waiting: set[tuple[int, int]] = set()
+        for job_id in list(self._queue):
+            job = self._jobs[job_id]
+            free = all(self._cores[p].job is None for p in job.cores)
+            if not free or waiting.intersection(job.cores):
+                waiting.update(job.cores)
+                continue
+            self._queue.remove(job_id)
+            reason = self._start_blocker(job)
+            if reason:
+                self._finish(job, self._now, "failed", reason)
+                continue
+            job.state, job.started = "running", self._now
+            self._running.append(job_id)
+            for p in job.cores:
+                self._cores[p].job = job_id
+            if job.plan.duration <= 0:
+                job.done = 1.0
+
+    def _rates(self) -> dict[str, tuple[float, Plan]]:
+        """Progress per second of every running job under the current HBM shares."""
+        hung = self._hung_cores()
+        streaming = [0] * self.spec.chips_per_server
+        stalled = set()
+        for job_id in self._running:
+            job = self._jobs[job_id]
+            if hung.intersection(job.cores):
+                stalled.add(job_id)
+                continue
+            for c, _ in job.cores:
+                streaming[c] += 1
+        rates = {}
+        for job_id in self._running:
+            job = self._jobs[job_id]
+            if job_id in stalled:
+                rates[job_id] = (0.0, job.plan)
+                continue
+            busiest = max(streaming[c] for c in job.chips)
+            share = self._bandwidth(busiest)
+            job.plan = self._plan(job.workload, job.cores, job.chips, share)
+            duration = job.plan.duration
+            rates[job_id] = (1.0 / duration if duration > 0 else math.inf, job.plan)
+        return rates
+
+    def _accrue(self, rates: dict[str, tuple[float, Plan]], dt: float) -> None:
+        """Move progress and the telemetry counters over `dt` seconds."""
+        if dt <= 0:
+            return
+        decay = math.exp(-dt / UTILIZATION_TAU)
+        active: dict[tuple[int, int], tuple[float, Plan]] = {}
+        for job_id, (rate, job_plan) in rates.items():
+            job = self._jobs[job_id]
+            if rate == math.inf:
+                continue
+            job.done = min(1.0, job.done + rate * dt)
+            for p in job.cores:
+                active[p] = (rate, job_plan)
+            if rate > 0 and job_plan.comm_bytes:
+                for c in job.chips:
+                    self._chips[c].link_bytes += (
+                        rate * dt * job_plan.iterations * job_plan.comm_bytes
+                    )
+        for place, st in self._cores.items():
+            util = 0.0
+            busy = [0.0] * len(QUEUE_NAMES)
+            if place in active:
+                rate, job_plan = active[place]
+                work = rate * job_plan.iterations  # iterations per second
+                st.flops += work * job_plan.compute.flops * dt
+                st.dma_bytes += work * job_plan.compute.dma_bytes * dt
+                util = work * job_plan.compute.flops / self._peak
+                busy = [work * b for b in job_plan.compute.busy]
+                for q, b in enumerate(busy):
+                    st.busy_seconds[q] += b * dt
+            st.utilization = util + (st.utilization - util) * decay
+            st.engine_busy = [
+                b + (e - b) * decay for b, e in zip(busy, st.engine_busy, strict=True)
+            ]
+
+    def _finish(self, job: _Job, now: float, state: str, error: str | None) -> None:
+        if job.id in self._queue:
+            self._queue.remove(job.id)
+        if job.id in self._running:
+            self._running.remove(job.id)
+            for p in job.cores:
+                self._cores[p].job = None
+        job.state, job.finished, job.error = state, now, error
+        if state == "succeeded":
+            job.done = 1.0
+        for p in job.cores:
+            st = self._cores[p]
+            if state == "succeeded":
+                st.completed += 1
+                st.latencies.append(now - job.submitted)
+            elif state == "failed":
+                st.failed += 1
+        self._forget_old_jobs()
+
+    def _forget_old_jobs(self) -> None:
+        terminal = [j for j, job in self._jobs.items() if job.state in TERMINAL]
+        for job_id in terminal[: max(0, len(terminal) - KEEP_FINISHED)]:
+            del self._jobs[job_id]
+
+    # -- helpers ---------------------------------------------------------------
+    def _bandwidth(self, streaming_cores: int) -> float | None:
+        """A core's HBM share when `streaming_cores` cores of its chip stream;
+        None when its own DMA engines are the tighter bound."""
+        share = self.spec.chip.hbm_bandwidth / max(1, streaming_cores)
+        return None if share >= self._core_dma else share
+
+    def _share_if_alone(self, cores: tuple[tuple[int, int], ...]) -> float | None:
+        per_chip: dict[int, int] = {}
+        for c, _ in cores:
+            per_chip[c] = per_chip.get(c, 0) + 1
+        return self._bandwidth(max(per_chip.values()))
+
+    def _plan(
+        self,
+        workload: Workload,
+        cores: tuple[tuple[int, int], ...],
+        chips: frozenset[int],
+        share: float | None,
+    ) -> Plan:
+        return plan(workload, self.spec, len(cores), len(chips), share)
+
+    def _check_cores(self, cores: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+        picked = []
+        for entry in cores:
+            if (
+                not isinstance(entry, tuple | list)
+                or len(entry) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in entry)
+            ):
+                raise WorkloadError(f"cores: {entry!r} is not a (chip, core) pair of integers")
+            chip, core = int(entry[0]), int(entry[1])
+            if not 0 <= chip < self.spec.chips_per_server:
+                last = self.spec.chips_per_server - 1
+                raise WorkloadError(f"cores: chip {chip} is not on this server (0..{last})")
+            if not 0 <= core < self.spec.chip.cores:
+                raise WorkloadError(
+                    f"cores: core {core} is not on a chip (0..{self.spec.chip.cores - 1})"
+                )
+            picked.append((chip, core))
+        if not picked:
+            raise WorkloadError("cores: give at least one (chip, core) pair")
+        if len(set(picked)) != len(picked):
+            raise WorkloadError("cores: a core is listed twice")
+        return tuple(sorted(picked))
+
+    def _check_fault(self, fault: Fault) -> None:
+        if not 0 <= fault.chip < self.spec.chips_per_server:
+            raise FaultError(
+                f"chip: {fault.chip} is not on this server (0..{self.spec.chips_per_server - 1})"
+            )
+        if fault.core is not None and not 0 <= fault.core < self.spec.chip.cores:
+            raise FaultError(f"core: {fault.core} is not on a chip (0..{self.spec.chip.cores - 1})")
+
+    def _get(self, job_id: str) -> _Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise JobNotFoundError(job_id)
+        return job
+
+    def _hung_cores(self) -> set[tuple[int, int]]:
+        return {
+            (f.chip, f.core)
+            for f in self._faults
+            if f.kind == FaultKind.CORE_HANG and f.core is not None
+        }
+
+    @staticmethod
+    def _fault_fails(fault: Fault, job: _Job) -> str | None:
+        """Why `fault` fails running `job`, if it does."""
+        if fault.chip not in job.chips:
+            return None
+        if fault.kind == FaultKind.ECC_UNCORRECTED_HBM:
+            return f"uncorrected HBM ECC error on chip {fault.chip}"
+        if fault.kind == FaultKind.ECC_UNCORRECTED_SRAM and (
+            fault.core is None or (fault.chip, fault.core) in job.cores
+        ):
+            where = "" if fault.core is None else f" core {fault.core}"
+            return f"uncorrected SRAM ECC error on chip {fault.chip}{where}"
+        if fault.kind == FaultKind.LINK_DOWN and job.workload.communicates:
+            return f"NeuronLink down on chip {fault.chip}"
+        return None
+
+    def _start_blocker(self, job: _Job) -> str | None:
+        """A fault that makes `job` fail as soon as it starts."""
+        for fault in sorted(self._faults, key=lambda f: (f.chip, f.kind.value, f.core or 0)):
+            if fault.uncorrected and fault.chip in job.chips:
+                return f"chip {fault.chip} has failed: {self._health(fault.chip).reason}"
+            if fault.kind == FaultKind.LINK_DOWN:
+                reason = self._fault_fails(fault, job)
+                if reason:
+                    return reason
+        return None
+
+    def _health(self, chip: int) -> ChipHealth:
+        faults = sorted(
+            (f for f in self._faults if f.chip == chip), key=lambda f: (f.kind.value, f.core or 0)
+        )
+        failed = [f for f in faults if f.uncorrected]
+        if failed:
+            return ChipHealth("failed", "; ".join(_describe(f) for f in failed))
+        degraded = [f for f in faults if f.kind in (FaultKind.CORE_HANG, FaultKind.LINK_DOWN)]
+        if degraded:
+            return ChipHealth("degraded", "; ".join(_describe(f) for f in degraded))
+        return ChipHealth("healthy", "")
+
+    def _info(self, job: _Job) -> JobInfo:
+        compute = job.plan.compute
+        duration = job.plan.duration
+        util = (
+            job.plan.iterations * compute.flops / (self._peak * duration) if duration > 0 else 0.0
+        )
+        return JobInfo(
+            id=job.id,
+            kind=job.workload.kind,
+            cores=job.cores,
+            state=job.state,
+            progress=job.done,
+            submitted=job.submitted,
+            started=job.started,
+            finished=job.finished,
+            error=job.error,
+            spec=job.workload.spec(),
+            duration=duration,
+            utilization=util,
+        )
+
+
+def _describe(fault: Fault) -> str:
+    texts = {
+        FaultKind.ECC_UNCORRECTED_HBM: "uncorrected HBM ECC error",
+        FaultKind.ECC_UNCORRECTED_SRAM: "uncorrected SRAM ECC error",
+        FaultKind.CORE_HANG: "core hung",
+        FaultKind.LINK_DOWN: "NeuronLink down",
+    }
+    where = "" if fault.core is None else f" (core {fault.core})"
+    return texts.get(fault.kind, fault.kind.value) + where

@@ -1,0 +1,317 @@
+"""Workloads users submit (JSON-able specs) and what they cost on a set of cores.
+
+`parse_workload` validates a spec; `plan` turns a workload placed on n cores
+of m chips into per-core program timings plus a communication phase. Work is
+split evenly over the cores (rows of a GEMM or row-wise op, heads of
+attention, data parallel tokens of a training step); every core runs the same
+program, so one core's timing stands for all. Timings are pure functions of
+their arguments and are cached, so a rack of identical jobs is timed once.
+"""
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from simdevice.collectives import collective_time
+from simdevice.isa import DTYPES, SPARSITY, Program, ProgramError
+from simdevice.kernels.attention import attention
+from simdevice.kernels.gemm import BLOCK_ROWS, gemm
+from simdevice.kernels.rowwise import layernorm, softmax
+from simdevice.timing import ProgramTiming, combine, time_program
+from simdevice.topology import ChipSpec, RackSpec
+
+KINDS: tuple[str, ...] = (
+    "gemm",
+    "softmax",
+    "layernorm",
+    "attention",
+    "train-step",
+    "all-reduce",
+    "all-gather",
+)
+MAX_ITERATIONS = 10**9
+
+
+class WorkloadError(ValueError):
+    """A workload spec that cannot run; the message starts with the field."""
+
+
+@dataclass(frozen=True)
+class _Field:
+    kind: type
+    default: Any  # _REQUIRED when the field must be given
+    choices: tuple[Any, ...] = ()
+    minimum: int = 1
+
+
+_REQUIRED = object()
+_ITER = _Field(int, 1)
+FIELDS: dict[str, dict[str, _Field]] = {
+    "gemm": {
+        "m": _Field(int, _REQUIRED),
+        "n": _Field(int, _REQUIRED),
+        "k": _Field(int, _REQUIRED),
+        "dtype": _Field(str, "bf16", DTYPES),
+        "sparsity": _Field(str, "dense", SPARSITY),
+        "iterations": _ITER,
+    },
+    "softmax": {
+        "rows": _Field(int, _REQUIRED),
+        "cols": _Field(int, _REQUIRED),
+        "dtype": _Field(str, "fp32", ("fp32", "bf16")),
+        "iterations": _ITER,
+    },
+    "layernorm": {
+        "rows": _Field(int, _REQUIRED),
+        "cols": _Field(int, _REQUIRED),
+        "dtype": _Field(str, "fp32", ("fp32", "bf16")),
+        "iterations": _ITER,
+    },
+    "attention": {
+        "seq": _Field(int, _REQUIRED),
+        "head_dim": _Field(int, 128),
+        "heads": _Field(int, 1),
+        "batch": _Field(int, 1),
+        "dtype": _Field(str, "bf16", ("bf16", "fp16")),
+        "iterations": _ITER,
+    },
+    "train-step": {
+        "hidden": _Field(int, _REQUIRED),
+        "seq": _Field(int, _REQUIRED),
+        "batch": _Field(int, 1),
+        "layers": _Field(int, 1),
+        "heads": _Field(int, 0, minimum=0),  # 0: hidden // 128
+        "dtype": _Field(str, "bf16", ("bf16", "fp16")),
+        "chips": _Field(int, 0, minimum=0),  # data-parallel chips; 0: the job's chips
+        "iterations": _ITER,
+    },
+    "all-reduce": {
+        "bytes": _Field(int, _REQUIRED),
+        "chips": _Field(int, 0, minimum=0),
+        "iterations": _ITER,
+    },
+    "all-gather": {
+        "bytes": _Field(int, _REQUIRED),
+        "chips": _Field(int, 0, minimum=0),
+        "iterations": _ITER,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A validated workload: its kind and every parameter, defaults filled in."""
+
+    kind: str
+    params: tuple[tuple[str, Any], ...]
+
+    def __getitem__(self, name: str) -> Any:
+        return dict(self.params)[name]
+
+    @property
+    def iterations(self) -> int:
+        value: int = self["iterations"]
+        return value
+
+    @property
+    def communicates(self) -> bool:
+        """Does it move data between chips (and so needs the chip's links)?"""
+        return self.kind in ("train-step", "all-reduce", "all-gather")
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": self.kind, **dict(self.params)}
+
+
+def parse_workload(spec: Mapping[str, Any]) -> Workload:
+    """Validate a JSON-able spec such as
+    {"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "iterations": 10}."""
+    if not isinstance(spec, Mapping):
+        raise WorkloadError(f"spec: must be a mapping, got {type(spec).__name__}")
+    kind = spec.get("kind")
+    if kind not in FIELDS:
+        raise WorkloadError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+    fields = FIELDS[kind]
+    unknown = sorted(set(spec) - set(fields) - {"kind"})
+    if unknown:
+        raise WorkloadError(
+            f"{unknown[0]}: not a field of {kind}; valid fields: {', '.join(fields)}"
+        )
+    params = []
+    for name, f in fields.items():
+        value = spec.get(name, f.default)
+        if value is _REQUIRED:
+            raise WorkloadError(f"{name}: required for {kind}")
+        if f.kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise WorkloadError(f"{name}: must be an integer, got {value!r}")
+            limit = MAX_ITERATIONS if name == "iterations" else 1 << 40
+            if not f.minimum <= value <= limit:
+                raise WorkloadError(f"{name}: must be in [{f.minimum}, {limit}], got {value}")
+        elif not isinstance(value, str):
+            raise WorkloadError(f"{name}: must be a string, got {value!r}")
+        if f.choices and value not in f.choices:
+            raise WorkloadError(f"{name}: {value!r} is not one of {', '.join(f.choices)}")
+        params.append((name, value))
+    workload = Workload(kind, tuple(params))
+    _check_shape(workload)
+    return workload
+
+
+def _check_shape(w: Workload) -> None:
+    if w.kind == "attention" and w["head_dim"] > 128:
+        raise WorkloadError(f"head_dim: at most 128, got {w['head_dim']}")
+    if w.kind == "train-step":
+        heads = w["heads"] or max(1, w["hidden"] // 128)
+        if w["hidden"] % heads:
+            raise WorkloadError(f"heads: {heads} does not divide hidden={w['hidden']}")
+        if w["hidden"] // heads > 128:
+            raise WorkloadError(f"heads: head size {w['hidden'] // heads} > 128; use more heads")
+        if w["hidden"] > 8192:
+            raise WorkloadError(f"hidden: at most 8192 per core, got {w['hidden']}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One iteration on each core (compute) then between chips (comm)."""
+
+    compute: ProgramTiming
+    comm: float  # seconds of inter-chip communication per iteration
+    comm_bytes: float  # bytes each chip sends per iteration
+    iterations: int
+
+    @property
+    def iteration_time(self) -> float:
+        return self.compute.duration + self.comm
+
+    @property
+    def duration(self) -> float:
+        return self.iterations * self.iteration_time
+
+
+_IDLE = ProgramTiming(0.0, 0, (0.0,) * 5, 0.0, 0.0, 0, 0, 0)
+
+
+@lru_cache(maxsize=4096)
+def _timed(
+    builder: Callable[..., Program],
+    args: tuple[Any, ...],
+    chip: ChipSpec,
+    dma_bandwidth: float | None,
+) -> ProgramTiming:
+    return time_program(builder(*args), chip, dma_bandwidth)
+
+
+def gemm_timing(
+    m: int,
+    n: int,
+    k: int,
+    *,
+    dtype: str,
+    sparsity: str,
+    chip: ChipSpec,
+    dma_bandwidth: float | None = None,
+) -> ProgramTiming:
+    """GEMM timing; past two row blocks the steady state is extrapolated: every
+    further 512-row block costs what the second block did."""
+    full, rest = divmod(m, BLOCK_ROWS)
+    if full <= 2:
+        return _timed(gemm, (m, n, k, dtype, sparsity), chip, dma_bandwidth)
+    one = _timed(gemm, (BLOCK_ROWS, n, k, dtype, sparsity), chip, dma_bandwidth)
+    two = _timed(gemm, (2 * BLOCK_ROWS, n, k, dtype, sparsity), chip, dma_bandwidth)
+    base = _timed(gemm, (2 * BLOCK_ROWS + rest, n, k, dtype, sparsity), chip, dma_bandwidth)
+    return combine([(base, 1.0), (two, full - 2), (one, -(full - 2))])
+
+
+def _share(total: int, parts: int) -> int:
+    return max(1, math.ceil(total / parts))
+
+
+@lru_cache(maxsize=1024)
+def plan(
+    workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None = None
+) -> Plan:
+    """What `workload` costs on `cores` cores spread over `chips` chips, each core
+    drawing at most `dma_bandwidth` bytes/s from HBM."""
+    if cores < 1 or chips < 1:
+        raise WorkloadError(f"cores: need at least one core on one chip, got {cores} on {chips}")
+    w, chip = workload, spec.chip
+    try:
+        if w.kind == "gemm":
+            compute = gemm_timing(
+                _share(w["m"], cores),
+                w["n"],
+                w["k"],
+                dtype=w["dtype"],
+                sparsity=w["sparsity"],
+                chip=chip,
+                dma_bandwidth=dma_bandwidth,
+            )
+        elif w.kind in ("softmax", "layernorm"):
+            builder = softmax if w.kind == "softmax" else layernorm
+            compute = _timed(
+                builder, (_share(w["rows"], cores), w["cols"], w["dtype"]), chip, dma_bandwidth
+            )
+        elif w.kind == "attention":
+            head = _timed(attention, (w["seq"], w["head_dim"], w["dtype"]), chip, dma_bandwidth)
+            compute = combine([(head, _share(w["heads"] * w["batch"], cores))])
+        elif w.kind == "train-step":
+            return _plan_train_step(w, spec, cores, chips, dma_bandwidth)
+        else:
+            participants = w["chips"] or chips
+            coll = _collective(w.kind, spec, participants, w["bytes"])
+            return Plan(_IDLE, coll[0], coll[1], w.iterations)
+    except ProgramError as err:
+        raise WorkloadError(str(err)) from err
+    return Plan(compute, 0.0, 0.0, w.iterations)
+
+
+def _collective(kind: str, spec: RackSpec, chips: int, nbytes: float) -> tuple[float, float]:
+    try:
+        t = collective_time(kind, spec, chips, nbytes)
+    except ValueError as err:
+        raise WorkloadError(str(err)) from err
+    return t.duration, t.bytes_per_chip
+
+
+def train_step_gemms(tokens: int, hidden: int) -> list[tuple[int, int, int]]:
+    """(m, n, k) of one transformer layer's GEMMs: forward, then the input and
+    weight gradients of the backward pass (QKV, output projection, MLP up, down)."""
+    t, h, f = tokens, hidden, 4 * hidden
+    forward = [(t, 3 * h, h), (t, h, h), (t, f, h), (t, h, f)]
+    input_grads = [(t, h, 3 * h), (t, h, h), (t, h, f), (t, f, h)]
+    weight_grads = [(h, 3 * h, t), (h, h, t), (h, f, t), (f, h, t)]
+    return forward + input_grads + weight_grads
+
+
+def _plan_train_step(
+    w: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None
+) -> Plan:
+    """Data parallel: every core runs a whole layer stack on its own `seq * batch`
+    tokens; the backward of attention is counted as twice its forward and
+    layernorm's as once more its forward. Gradients (12 h^2 BF16 values per
+    layer) are all-reduced over the data-parallel chips after the step."""
+    chip = spec.chip
+    h, tokens = w["hidden"], w["seq"] * w["batch"]
+    heads = w["heads"] or max(1, h // 128)
+    parts: list[tuple[ProgramTiming, float]] = [
+        (
+            gemm_timing(
+                m, n, k, dtype=w["dtype"], sparsity="dense", chip=chip, dma_bandwidth=dma_bandwidth
+            ),
+            1.0,
+        )
+        for m, n, k in train_step_gemms(tokens, h)
+    ]
+    seq = min(w["seq"], 4096)
+    head = _timed(attention, (seq, h // heads, w["dtype"]), chip, dma_bandwidth)
+    parts.append((head, 3.0 * heads * w["batch"] * w["seq"] / seq))
+    norm = _timed(layernorm, (tokens, h, "bf16"), chip, dma_bandwidth)
+    parts.append((norm, 4.0))
+    layer = combine(parts)
+    compute = combine([(layer, float(w["layers"]))])
+    participants = w["chips"] or chips
+    grad_bytes = 12.0 * h * h * 2 * w["layers"]
+    comm, sent = _collective("all-reduce", spec, participants, grad_bytes)
+    return Plan(compute, comm, sent, w.iterations)
