@@ -4,6 +4,8 @@ Messages come from the generated modules; the method tables are written here
 so no generated service code is needed.
 """
 
+from __future__ import annotations
+
 import logging
 import threading
 from collections.abc import Iterator

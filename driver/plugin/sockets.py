@@ -6,6 +6,8 @@ plugins_registry: the kubelet never sees a registration socket whose DRA
 endpoint is not already serving, nor a socket with loose permissions.
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +20,19 @@ from driver.plugin.layout import NodeLayout
 
 SOCKET_MODE = 0o660
 DIR_MODE = 0o750
+MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes including the terminating NUL
+
+
+class SocketPathError(ValueError):
+    """A socket path longer than unix sockets allow."""
+
+
+def check_length(path: Path) -> None:
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise SocketPathError(
+            f"kubelet-root: socket path {path} has {len(os.fsencode(path))} bytes, more than "
+            f"the {MAX_SOCKET_PATH} a unix socket allows; shorten --kubelet-root or --state-dir"
+        )
 
 
 def prepare_dirs(layout: NodeLayout) -> None:
@@ -31,6 +46,7 @@ def serve(
     handlers: list[grpc.GenericRpcHandler[Any, Any]], bind_path: Path, workers: int
 ) -> grpc.Server:
     """Start a gRPC server on a fresh unix socket at `bind_path`, mode 0660."""
+    check_length(bind_path)
     with contextlib.suppress(FileNotFoundError):
         bind_path.unlink()
     server = grpc.server(ThreadPoolExecutor(max_workers=workers), handlers=handlers)

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s
@@ -215,13 +216,21 @@ class Rack:
         )
         return found
 
-    def delete_pod_and_claim(self, pod: str, claim: str) -> None:
-        with suppress(k8s.ApiException):
-            k8s.CoreV1Api(self.api).delete_namespaced_pod(pod, NAMESPACE, grace_period_seconds=0)
-        wait_for(f"pod {pod} to go", lambda: not self._exists_pod(pod))
+    def delete_claim(self, claim: str, *pods: str) -> None:
+        """Delete the pods, wait until they are gone, then the claim."""
+        for pod in pods:
+            with suppress(k8s.ApiException):
+                k8s.CoreV1Api(self.api).delete_namespaced_pod(
+                    pod, NAMESPACE, grace_period_seconds=0
+                )
+        for pod in pods:
+            wait_for(f"pod {pod} to go", partial(self._gone_pod, pod))
         with suppress(k8s.ApiException):
             k8s.ResourceV1Api(self.api).delete_namespaced_resource_claim(claim, NAMESPACE)
         wait_for(f"claim {claim} to go", lambda: not self._exists_claim(claim))
+
+    def _gone_pod(self, name: str) -> bool:
+        return not self._exists_pod(name)
 
     def _exists_pod(self, name: str) -> bool:
         try:

@@ -1,0 +1,77 @@
+"""The node's NodeDeviceHealth object: the controller's input for device taints.
+
+One cluster-scoped object per node, named after it and written only by that
+node's daemon (CRD in charts/trainium-dra/crds, read by driver/controller/health.py).
+Unhealthy chips are listed; recovery removes them from the list.
+"""
+
+import datetime
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+
+from driver.names import API_GROUP, API_VERSION
+from driver.plugin.devices import NodePlace
+from driver.plugin.health import ChipState
+
+log = logging.getLogger(__name__)
+PLURAL = "nodedevicehealths"
+KIND = "NodeDeviceHealth"
+
+
+def reason_word(text: str, state: str) -> str:
+    """A short CamelCase reason (the CRD allows 63 characters) from free text."""
+    words = re.findall(r"[A-Za-z0-9]+", text) or [state]
+    return "".join(w[:1].upper() + w[1:] for w in words)[:63]
+
+
+def report_object(
+    node: str, chips: Mapping[int, ChipState], now: datetime.datetime
+) -> dict[str, Any]:
+    """The whole NodeDeviceHealth object for `node` (pure)."""
+    entries = [
+        {
+            "chip": chip,
+            "state": state.state,
+            "reason": reason_word(state.reason, state.state),
+            "message": state.reason[:1024],
+        }
+        for chip, state in sorted(chips.items())
+        if state.state != "healthy"
+    ]
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": KIND,
+        "metadata": {"name": node},
+        "spec": {
+            "nodeName": node,
+            "reportedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "devices": entries,
+        },
+    }
+
+
+class HealthReporter:
+    """Writes each node's object on every health change (create, else replace)."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.objects = client.CustomObjectsApi(api)
+
+    def __call__(self, place: NodePlace, chips: dict[int, ChipState]) -> None:
+        body = report_object(place.node_name, chips, datetime.datetime.now(datetime.UTC))
+        try:
+            current = self.objects.get_cluster_custom_object(
+                API_GROUP, API_VERSION, PLURAL, place.node_name
+            )
+        except client.ApiException as err:
+            if err.status != 404:
+                raise
+            self.objects.create_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, body)
+            return
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        self.objects.replace_cluster_custom_object(
+            API_GROUP, API_VERSION, PLURAL, place.node_name, body
+        )

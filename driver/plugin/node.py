@@ -1,0 +1,194 @@
+"""One simulated node: its server, sockets, gRPC services, workload API and health loop.
+
+Several `SimNode`s can live in one process (a whole rack), each with its own
+kubelet root, state dir and sockets.
+"""
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import uvicorn
+
+from driver.plugin import grpcapi, sockets
+from driver.plugin.checkpoint import Checkpoint
+from driver.plugin.cluster import ClusterReader
+from driver.plugin.devices import NodePlace
+from driver.plugin.health import ChipState, HealthMonitor, device_health
+from driver.plugin.layout import NodeLayout
+from driver.plugin.metrics import DriverMetrics
+from driver.plugin.prepare import NodeState, Preparer, ensure_dirs
+from driver.plugin.simhost import SimHost
+from driver.plugin.telemetry import NodeInfo
+from driver.plugin.workload import create_app
+from simdevice.telemetry import ServerTelemetry
+
+log = logging.getLogger(__name__)
+
+HealthSink = Callable[[NodePlace, dict[int, ChipState]], None]
+"""Receives a node's chip health whenever it changes (the controller's health path)."""
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    grpc_workers: int = 4
+    health_interval: float = 0.5
+    health_timeout: int = 30
+    workload_tcp: tuple[str, int] | None = None
+
+
+def unix_listener(path: Path) -> socket.socket:
+    """A listening unix socket at `path` with mode 0660 (bound before anyone can connect)."""
+    sockets.check_length(path)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    path.chmod(sockets.SOCKET_MODE)
+    sock.listen(128)
+    return sock
+
+
+def tcp_listener(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+class SimNode:
+    def __init__(
+        self,
+        *,
+        driver: str,
+        place: NodePlace,
+        layout: NodeLayout,
+        reader: ClusterReader,
+        metrics: DriverMetrics,
+        options: NodeOptions,
+        health_sink: HealthSink | None = None,
+    ) -> None:
+        self.driver = driver
+        self.place = place
+        self.layout = layout
+        self.options = options
+        self.health_sink = health_sink
+        ensure_dirs(layout)
+        self.sim = SimHost(place.rack, place.server_index)
+        self.state = NodeState(Checkpoint(layout.checkpoint))
+        self.monitor = HealthMonitor(options.health_timeout)
+        self.registration = grpcapi.RegistrationState()
+        self.preparer = Preparer(
+            driver=driver,
+            place=place,
+            layout=layout,
+            reader=reader,
+            state=self.state,
+            metrics=metrics,
+            release_claim=self.sim.release,
+        )
+        metrics.set_prepared(place.node_name, len(self.state.checkpoint.claims))
+        self.stopping = threading.Event()
+        self._servers: list[grpc.Server] = []
+        self._threads: list[threading.Thread] = []
+        self._http: uvicorn.Server | None = None
+        self._reported_chips: dict[int, ChipState] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.place.node_name
+
+    def info(self) -> NodeInfo:
+        rack = self.place.rack
+        return NodeInfo(
+            self.name, self.place.ultraserver, rack.generation, rack.chip.name, rack.chip.cores
+        )
+
+    def telemetry(self) -> ServerTelemetry:
+        return self.sim.telemetry()
+
+    def start(self) -> None:
+        """DRA socket first, then the registration socket, then workload API and health."""
+        layout = self.layout
+        sockets.prepare_dirs(layout)
+        handlers = grpcapi.dra_handlers(self.preparer, self.monitor, self.stopping)
+        self._servers.append(sockets.serve(handlers, layout.dra_socket, self.options.grpc_workers))
+        registration = grpcapi.registration_handler(
+            self.driver, str(layout.dra_socket), self.registration
+        )
+        staging = layout.plugin_dir / ".reg.sock"
+        sockets.check_length(layout.registration_socket)
+        self._servers.append(sockets.serve([registration], staging, 2))
+        sockets.publish(staging, layout.registration_socket)
+        self._start_workload_api()
+        self._spawn(self._health_loop, "health")
+        self._spawn(self._reconcile, "reconcile")
+        log.info("node %s serving on %s", self.name, layout.dra_socket)
+
+    def _spawn(self, target: Callable[[], None], what: str) -> None:
+        thread = threading.Thread(target=target, name=f"{self.name}-{what}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _start_workload_api(self) -> None:
+        app = create_app(self.name, self.state, self.sim, self.place.rack.chip.cores)
+        listeners = [unix_listener(self.layout.workload_socket)]
+        if self.options.workload_tcp:
+            listeners.append(tcp_listener(*self.options.workload_tcp))
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        self._http = uvicorn.Server(config)
+        http = self._http
+        self._spawn(lambda: http.run(sockets=listeners), "workload-api")
+        self.workload_tcp_port = listeners[-1].getsockname()[1] if len(listeners) > 1 else None
+
+    def _reconcile(self) -> None:
+        try:
+            gone = self.preparer.reconcile()
+        except Exception:
+            log.exception("node %s: checking checkpointed claims against the apiserver", self.name)
+            return
+        if gone:
+            log.info("node %s: unprepared stale claims %s", self.name, gone)
+
+    def check_health(self) -> bool:
+        """Recompute health now; True when the devices' health changed.
+
+        The sink is retried on the next check until it has accepted the change.
+        """
+        chips = {index: ChipState(h.state, h.reason) for index, h in self.sim.chip_health().items()}
+        devices = device_health(
+            self.state.checkpoint.claims.values(), chips, self.monitor.by_key(), time.time()
+        )
+        changed = self.monitor.update(devices)
+        if self.health_sink is not None and chips != self._reported_chips:
+            self.health_sink(self.place, chips)
+            self._reported_chips = chips
+        return changed
+
+    def _health_loop(self) -> None:
+        while not self.stopping.wait(self.options.health_interval):
+            try:
+                self.check_health()
+            except Exception:
+                log.exception("node %s: health check", self.name)
+
+    def stop(self) -> None:
+        """Registration socket first (the kubelet drops us), then everything else."""
+        self.stopping.set()
+        sockets.remove(self.layout.registration_socket)
+        for server in reversed(self._servers):
+            server.stop(grace=1.0).wait()
+        sockets.remove(self.layout.dra_socket)
+        sockets.remove(self.layout.plugin_dir / ".reg.sock")
+        if self._http is not None:
+            self._http.should_exit = True
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+        sockets.remove(self.layout.workload_socket)

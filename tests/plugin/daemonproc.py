@@ -1,0 +1,125 @@
+"""The node daemon as a real subprocess (`python -m driver.cli node ...`)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from driver.localsim.kubelet import KubeletStandIn
+from driver.plugin.layout import NodeLayout
+from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def short_tmpdir() -> Iterator[Path]:
+    """A scratch dir short enough for unix socket paths (107 bytes), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="pt-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class Daemon:
+    def __init__(self, workdir: Path, kubeconfig: Path, failpoint: str = "") -> None:
+        self.workdir = workdir
+        self.kubeconfig = kubeconfig
+        self.failpoint = failpoint
+        self.proc: subprocess.Popen[str] | None = None
+        self.http_port = 0
+        self.stderr: list[str] = []
+
+    def args(self) -> list[str]:
+        nodes = [arg for i, n in enumerate(NODES) for arg in ("--node", f"{n}={i}")]
+        return [
+            sys.executable,
+            "-m",
+            "driver.cli",
+            "node",
+            "--driver-name",
+            DRIVER,
+            *nodes,
+            "--ultraserver",
+            RACK_ID,
+            "--kubelet-root",
+            str(self.workdir / "{node}" / "kubelet"),
+            "--state-dir",
+            str(self.workdir / "{node}" / "state"),
+            "--cdi-dir",
+            str(self.workdir / "{node}" / "cdi"),
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--http-address",
+            "127.0.0.1:0",
+            "--health-interval",
+            "0.2",
+            "--slice-cache-seconds",
+            "0",
+        ]
+
+    def start(self, timeout: float = 60.0) -> "Daemon":
+        env = {**os.environ, "TRAINIUM_DRA_FAILPOINT": self.failpoint}
+        self.stderr = []
+        self.proc = subprocess.Popen(
+            self.args(), cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+        )
+        ready = threading.Event()
+        proc = self.proc
+
+        def read() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                self.stderr.append(line)
+                if line.startswith("ready http="):
+                    self.http_port = int(line.split()[1].split("=")[1])
+                    ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.1):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError("daemon did not start:\n" + "".join(self.stderr[-40:]))
+        return self
+
+    def layout(self, node: str) -> NodeLayout:
+        base = self.workdir / node
+        return NodeLayout(base / "kubelet", DRIVER, base / "state", base / "cdi")
+
+    def kubelet(self, node: str) -> KubeletStandIn:
+        kubelet = KubeletStandIn(self.workdir / node / "kubelet", DRIVER)
+        kubelet.register()
+        return kubelet
+
+    def http(self, method: str, path: str, json: object = None) -> httpx.Response:
+        url = f"http://127.0.0.1:{self.http_port}{path}"
+        return httpx.request(method, url, json=json, timeout=10.0)
+
+    def wait_dead(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal the daemon and wait; returns its exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.proc = None
+        return code

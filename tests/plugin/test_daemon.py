@@ -1,0 +1,250 @@
+"""The node daemon against claims the real scheduler allocated, through the kubelet stand-in."""
+
+import json
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from driver.localsim.controlplane import ControlPlane
+from driver.localsim.kubelet import KubeletError, container_edits
+from driver.plugin import kubeletapi
+from driver.plugin.checkpoint import Checkpoint
+from driver.plugin.devices import device_attributes
+from simdevice.topology import CoreRange
+from tests.plugin.daemonproc import Daemon, short_tmpdir
+from tests.plugin.rackfixture import DRIVER, NODES, RACK, Rack, published_rack, slices, wait_for
+
+pytestmark = pytest.mark.integration
+
+NEURON = {"apiVersion": "trainium.sim.dev/v1alpha1", "kind": "NeuronConfig"}
+ATTRS = device_attributes(slices(), DRIVER)
+HEALTH_CRD = (
+    Path(__file__).resolve().parents[2]
+    / "charts/trainium-dra/crds/nodedevicehealths.trainium.sim.dev.yaml"
+)
+
+
+def attr(name: str) -> str:
+    return f'device.attributes["{DRIVER}"].{name}'
+
+
+@pytest.fixture(scope="module")
+def rack(control_plane: ControlPlane) -> Iterator[Rack]:
+    with published_rack(control_plane) as published:
+        yield published
+
+
+@pytest.fixture(scope="module")
+def daemon(
+    control_plane: ControlPlane, rack: Rack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Daemon]:
+    with short_tmpdir() as workdir:
+        running = Daemon(workdir, control_plane.kubeconfig).start()
+        yield running
+        assert running.stop() == 0
+
+
+def expected_cores(device: str, lnc: int) -> list[int]:
+    a = ATTRS[("plugintest-rack", device)]
+    core_range = CoreRange(int(a["chipIndex"]), int(a["coreStart"]), int(a["coreCount"]))
+    return core_range.visible_cores(lnc, RACK.chip.cores)
+
+
+def prepare_pod(daemon: Daemon, rack: Rack, pod_name: str) -> tuple[str, dict[str, Any], Any]:
+    pod = rack.bound_pod(pod_name)
+    node = pod["spec"]["nodeName"]
+    kubelet = daemon.kubelet(node)
+    refs = kubelet.pod_claims(rack.api, pod)
+    prepared = kubelet.prepare(refs)
+    return node, pod, (kubelet, refs, prepared)
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        found = dict(
+            part.split("=", 1) for part in line[len(name) + 1 : line.index("}")].split(",")
+        )
+        if all(found.get(k) == f'"{v}"' for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no sample {name}{labels}")
+
+
+def test_sockets_registration_and_probes(daemon: Daemon) -> None:
+    for node in NODES:
+        layout = daemon.layout(node)
+        assert stat.S_IMODE(layout.dra_socket.stat().st_mode) == 0o660
+        assert stat.S_IMODE(layout.registration_socket.stat().st_mode) == 0o660
+        assert stat.S_IMODE(layout.plugin_dir.stat().st_mode) == 0o750
+        assert stat.S_IMODE(layout.state_dir.stat().st_mode) == 0o750
+    assert daemon.http("GET", "/healthz").status_code == 200
+    assert daemon.http("GET", "/readyz").status_code == 503  # nobody registered yet
+    plugins = [daemon.kubelet(node).plugin for node in NODES]
+    assert [p.version if p else "" for p in plugins] == ["v1", "v1"]
+    for plugin, node in zip(plugins, NODES, strict=True):
+        assert plugin is not None and plugin.endpoint == daemon.layout(node).dra_socket
+    ready = daemon.http("GET", "/readyz")
+    assert ready.status_code == 200, ready.text
+    assert set(ready.json()) == set(NODES)
+
+
+def test_prepare_run_and_unprepare_a_core_partition(daemon: Daemon, rack: Rack) -> None:
+    rack.create_claim(
+        "part", selector=f"{attr('coreCount')} == 2", config={**NEURON, "logicalNeuronCore": 1}
+    )
+    rack.create_pod("part-pod", "part")
+    node, _, (kubelet, refs, prepared) = prepare_pod(daemon, rack, "part-pod")
+    layout = daemon.layout(node)
+    (uid,) = prepared
+    (device,) = prepared[uid].devices
+    cores = expected_cores(device["device_name"], 1)
+    edits = container_edits(layout.cdi_dir, device["cdi_device_ids"])
+    assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, cores))
+    assert edits.env["NEURON_LOGICAL_NC_CONFIG"] == "1"
+    mounts = {m["containerPath"]: Path(m["hostPath"]) for m in edits.mounts}
+    token = mounts[edits.env["TRAINIUM_DRA_TOKEN_FILE"]].read_text()
+    socket_path = mounts[edits.env["TRAINIUM_DRA_WORKLOAD_SOCKET"]]
+    assert kubelet.prepare(refs).keys() == {uid}  # idempotent
+
+    api = httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path)), base_url="http://node")
+    auth = {"Authorization": f"Bearer {token}"}
+    assert api.get(f"/v1/claims/{uid}/jobs").status_code == 401
+    assert (
+        api.get(f"/v1/claims/{uid}/jobs", headers={"Authorization": "Bearer x"}).status_code == 403
+    )
+    outside = [c for c in range(RACK.chip.cores * RACK.chips_per_server) if c not in cores][:1]
+    gemm = {"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "iterations": 20000}
+    refused = api.post(
+        f"/v1/claims/{uid}/jobs", headers=auth, json={"workload": gemm, "cores": outside}
+    )
+    assert refused.status_code == 403 and "cores" in refused.json()["detail"]
+    job = api.post(f"/v1/claims/{uid}/jobs", headers=auth, json={"workload": gemm})
+    assert job.status_code == 201, job.text
+    assert api.get("/openapi.json").json()["info"]["title"].startswith("trainium-dra workload API")
+
+    def busy() -> dict[int, float] | None:
+        text = daemon.http("GET", "/metrics").text
+        values = {
+            c: metric(text, "neuroncore_utilization_ratio", node=node, neuroncore=str(c))
+            for c in range(RACK.chip.cores * RACK.chips_per_server)
+        }
+        return values if all(values[c] > 0.05 for c in cores) else None
+
+    values = wait_for("utilization on the claim's cores", busy, timeout=20)
+    assert {c for c, v in values.items() if v > 0} == set(cores)
+    cancelled = api.delete(f"/v1/claims/{uid}/jobs/{job.json()['id']}", headers=auth)
+    assert cancelled.json()["state"] == "cancelled"
+
+    kubelet.unprepare(refs)
+    assert list(layout.cdi_dir.iterdir()) == []
+    assert not layout.token_file(uid).parent.exists()
+    assert Checkpoint(layout.checkpoint).claims == {}
+    assert api.get(f"/v1/claims/{uid}/jobs", headers=auth).status_code == 404
+    metrics = daemon.http("GET", "/metrics").text
+    assert metric(metrics, "trainium_dra_node_prepared_claims", node=node) == 0
+    assert metric(metrics, "trainium_dra_node_requests_total", node=node, operation="prepare") >= 2
+    rack.delete_claim("part", "part-pod")
+
+
+def test_ultraserver_claim_is_prepared_on_every_node(daemon: Daemon, rack: Rack) -> None:
+    rack.create_claim("whole", selector=f'{attr("resourceType")} == "ultraserver"')
+    for i, node in enumerate(NODES):
+        rack.create_pod(f"whole-{i}", "whole", node=node)
+    for i, node in enumerate(NODES):
+        got, _, (kubelet, refs, prepared) = prepare_pod(daemon, rack, f"whole-{i}")
+        assert got == node
+        (uid,) = prepared
+        edits = container_edits(
+            daemon.layout(node).cdi_dir, prepared[uid].devices[0]["cdi_device_ids"]
+        )
+        per_chip = RACK.chip.cores // 2
+        assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(
+            map(str, range(RACK.chips_per_server * per_chip))
+        )
+        assert edits.env["TRAINIUM_DRA_SERVER_INDEX"] == str(i)
+        kubelet.unprepare(refs)
+    rack.delete_claim("whole", *(f"whole-{i}" for i in range(len(NODES))))
+
+
+def test_bad_config_is_refused_and_nothing_is_written(daemon: Daemon, rack: Rack) -> None:
+    rack.create_claim(
+        "badlnc", selector=f"{attr('coreCount')} == 2", config={**NEURON, "logicalNeuronCore": 4}
+    )
+    rack.create_pod("badlnc-pod", "badlnc")
+    pod = rack.bound_pod("badlnc-pod")
+    node = pod["spec"]["nodeName"]
+    kubelet = daemon.kubelet(node)
+    with pytest.raises(
+        KubeletError, match=r"status.allocation.devices.config: logicalNeuronCore=4"
+    ):
+        kubelet.prepare(kubelet.pod_claims(rack.api, pod))
+    layout = daemon.layout(node)
+    assert list(layout.cdi_dir.iterdir()) == []
+    assert Checkpoint(layout.checkpoint).claims == {}
+    rack.delete_claim("badlnc", "badlnc-pod")
+
+
+def test_32_single_core_devices(daemon: Daemon, rack: Rack) -> None:
+    rack.create_claim("many", count=32, selector=f"{attr('coreCount')} == 1")
+    rack.create_pod("many-pod", "many")
+    node, _, (kubelet, refs, prepared) = prepare_pod(daemon, rack, "many-pod")
+    (uid,) = prepared
+    assert len(prepared[uid].devices) == 32
+    ids = prepared[uid].devices[0]["cdi_device_ids"]
+    edits = container_edits(daemon.layout(node).cdi_dir, ids)
+    assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, range(32)))
+    kubelet.unprepare(refs)
+    rack.delete_claim("many", "many-pod")
+
+
+def test_fault_reaches_health_stream_and_report_and_clears(
+    daemon: Daemon, rack: Rack, control_plane: ControlPlane
+) -> None:
+    control_plane.kubectl("apply", "-f", str(HEALTH_CRD))
+    rack.create_claim("sick", selector=f'{attr("resourceType")} == "chip"')
+    rack.create_pod("sick-pod", "sick")
+    node, _, (kubelet, refs, prepared) = prepare_pod(daemon, rack, "sick-pod")
+    (uid,) = prepared
+    device = prepared[uid].devices[0]["device_name"]
+    chip = int(ATTRS[("plugintest-rack", device)]["chipIndex"])
+    stream = kubelet.watch_health()
+    health = kubeletapi.health
+
+    def next_state() -> int:
+        for update in stream:
+            states = {d.device.device_name: d.health for d in update.devices}
+            if device in states:
+                return int(states[device])
+        raise AssertionError("health stream ended")
+
+    assert next_state() == health.HEALTHY
+    fault = {"node": node, "kind": "ecc-uncorrected-hbm", "chip": chip}
+    started = time.monotonic()
+    assert daemon.http("POST", "/sim/v1/faults", json=fault).status_code == 200
+    assert next_state() == health.UNHEALTHY
+    assert time.monotonic() - started < 5
+
+    def reported(state: str) -> bool:
+        out = control_plane.kubectl("get", "nodedevicehealths", node, "-o", "json").stdout
+        entries = json.loads(out)["spec"].get("devices") or []
+        return (
+            any(e["chip"] == chip and e["state"] == state for e in entries)
+            if state
+            else not entries
+        )
+
+    wait_for("failed chip in NodeDeviceHealth", lambda: reported("failed"), timeout=10)
+    assert daemon.http("DELETE", "/sim/v1/faults", json=fault).status_code == 200
+    assert next_state() == health.HEALTHY
+    wait_for("recovery in NodeDeviceHealth", lambda: reported(""), timeout=10)
+    stream.cancel()
+    kubelet.unprepare(refs)
+    rack.delete_claim("sick", "sick-pod")
+    for n in NODES:
+        control_plane.kubectl("delete", "nodedevicehealths", n, "--ignore-not-found")
