@@ -1,0 +1,135 @@
+"""Workload specs, per-core plans and the collective model."""
+
+from typing import Any
+
+import pytest
+
+from simdevice.collectives import collective_time
+from simdevice.kernels.gemm import gemm
+from simdevice.timing import time_program
+from simdevice.topology import rack_spec
+from simdevice.workloads import (
+    KINDS,
+    WorkloadError,
+    gemm_timing,
+    parse_workload,
+    plan,
+)
+
+GEN2 = rack_spec("trn3-gen2")
+TRN2 = rack_spec("trn2")
+
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "gemm": {"kind": "gemm", "m": 1024, "n": 1024, "k": 1024, "dtype": "bf16", "iterations": 10},
+    "softmax": {"kind": "softmax", "rows": 1024, "cols": 1024},
+    "layernorm": {"kind": "layernorm", "rows": 1024, "cols": 1024},
+    "attention": {"kind": "attention", "seq": 512, "head_dim": 64, "heads": 8},
+    "train-step": {"kind": "train-step", "hidden": 512, "seq": 256, "layers": 2, "chips": 8},
+    "all-reduce": {"kind": "all-reduce", "bytes": 1 << 26},
+    "all-gather": {"kind": "all-gather", "bytes": 1 << 26, "chips": 144},
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_parses_and_plans(kind: str) -> None:
+    w = parse_workload(EXAMPLES[kind])
+    assert w.kind == kind
+    assert w.spec()["kind"] == kind
+    p = plan(w, GEN2, 8, 2)
+    assert p.duration > 0
+    assert p.iterations == EXAMPLES[kind].get("iterations", 1)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"kind": "matmul"}, "kind"),
+        ({"kind": "gemm", "m": 1, "n": 1}, "k"),
+        ({"kind": "gemm", "m": 0, "n": 1, "k": 1}, "m"),
+        ({"kind": "gemm", "m": 1, "n": 1, "k": 1, "dtype": "int8"}, "dtype"),
+        ({"kind": "gemm", "m": 1, "n": 1, "k": 1, "sparsity": "3:4"}, "sparsity"),
+        ({"kind": "gemm", "m": 1, "n": 1, "k": 1, "iterations": 0}, "iterations"),
+        ({"kind": "gemm", "m": "8", "n": 1, "k": 1}, "m"),
+        ({"kind": "gemm", "m": True, "n": 1, "k": 1}, "m"),
+        ({"kind": "gemm", "m": 1, "n": 1, "k": 1, "colour": "red"}, "colour"),
+        ({"kind": "attention", "seq": 128, "head_dim": 256}, "head_dim"),
+        ({"kind": "train-step", "hidden": 1000, "seq": 8, "heads": 3}, "heads"),
+        ({"kind": "softmax", "rows": 8, "cols": 8, "dtype": "fp8"}, "dtype"),
+    ],
+)
+def test_bad_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(WorkloadError, match=rf"^{field}: "):
+        parse_workload(spec)
+
+
+def test_defaults_are_filled_in() -> None:
+    w = parse_workload({"kind": "gemm", "m": 8, "n": 8, "k": 8})
+    assert w.spec() == {
+        "kind": "gemm",
+        "m": 8,
+        "n": 8,
+        "k": 8,
+        "dtype": "bf16",
+        "sparsity": "dense",
+        "iterations": 1,
+    }
+
+
+def test_shapes_a_core_cannot_hold_are_refused_at_plan_time() -> None:
+    w = parse_workload({"kind": "softmax", "rows": 128, "cols": 100_000})
+    with pytest.raises(WorkloadError, match=r"^cols: "):
+        plan(w, GEN2, 1, 1)
+
+
+def test_more_cores_take_less_time() -> None:
+    w = parse_workload({"kind": "gemm", "m": 4096, "n": 2048, "k": 2048})
+    assert plan(w, GEN2, 8, 1).duration < plan(w, GEN2, 2, 1).duration / 3
+
+
+def test_gemm_extrapolation_matches_the_full_program() -> None:
+    """Past two 512-row blocks the steady state is extrapolated; it stays within
+    1% of timing the whole program."""
+    chip = GEN2.chip
+    full = time_program(gemm(2560 + 100, 1024, 1024), chip)
+    fast = gemm_timing(2560 + 100, 1024, 1024, dtype="bf16", sparsity="dense", chip=chip)
+    assert fast.duration == pytest.approx(full.duration, rel=0.01)
+    assert fast.flops == pytest.approx(full.flops, rel=1e-9)
+
+
+def test_collectives_cross_more_switch_levels_between_servers() -> None:
+    inside = collective_time("all-reduce", GEN2, 4, 0)
+    across = collective_time("all-reduce", GEN2, 8, 0)
+    assert (inside.levels, across.levels) == (1, 2)
+    assert across.duration / across.steps > inside.duration / inside.steps
+
+
+def test_collective_bandwidth_term() -> None:
+    nbytes = 1 << 30
+    t = collective_time("all-reduce", GEN2, 144, nbytes)
+    assert t.bytes_per_chip == pytest.approx(2 * 143 / 144 * nbytes)
+    assert t.duration > t.bytes_per_chip / GEN2.chip.link_bandwidth
+    ag = collective_time("all-gather", GEN2, 144, nbytes)
+    assert ag.duration < t.duration
+    assert (
+        collective_time("all-reduce", TRN2, 16, nbytes).duration
+        > collective_time("all-reduce", rack_spec("trn3-gen1"), 16, nbytes).duration
+    )  # NeuronLink-v3 is half as fast
+    assert collective_time("all-gather", GEN2, 1, nbytes).duration == 0
+
+
+def test_collective_chips_must_fit_the_rack() -> None:
+    w = parse_workload({"kind": "all-reduce", "bytes": 1024, "chips": 145})
+    with pytest.raises(WorkloadError, match=r"^chips: "):
+        plan(w, GEN2, 1, 1)
+
+
+def test_train_step_has_a_communication_phase() -> None:
+    w = parse_workload({"kind": "train-step", "hidden": 1024, "seq": 512, "chips": 144})
+    p = plan(w, GEN2, 32, 4)
+    assert p.comm > 0 and p.comm_bytes == pytest.approx(2 * 143 / 144 * 12 * 1024**2 * 2)
+    alone = plan(parse_workload({**w.spec(), "chips": 1}), GEN2, 32, 4)
+    assert alone.comm == 0
+    assert p.compute == alone.compute
+    # forward + backward = 3x the forward GEMM FLOPs (plus attention and norms)
+    gemm_flops = 3 * 2 * 512 * 1024 * 12 * 1024
+    assert gemm_flops < p.compute.flops < 1.3 * gemm_flops
