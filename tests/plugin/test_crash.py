@@ -1,0 +1,137 @@
+"""SIGKILL the daemon (a real subprocess) at every step of prepare and unprepare.
+
+After each crash the daemon restarts from its checkpoint and the kubelet
+stand-in retries, as the kubelet does: the claim ends up prepared exactly once
+with the right cores, and unprepare leaves no file, record or core behind.
+"""
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from driver.localsim.controlplane import ControlPlane
+from driver.localsim.kubelet import container_edits
+from driver.plugin.checkpoint import PREPARE_COMPLETED, Checkpoint
+from driver.plugin.failpoints import PREPARE_POINTS, UNPREPARE_POINTS
+from tests.plugin.daemonproc import Daemon, short_tmpdir
+from tests.plugin.rackfixture import DRIVER, Rack, published_rack, wait_for
+
+pytestmark = pytest.mark.integration
+
+CLAIM, POD = "crash", "crash-pod"
+CHIP = f'device.attributes["{DRIVER}"].resourceType == "chip"'
+
+
+@pytest.fixture(scope="module")
+def rack(control_plane: ControlPlane) -> Iterator[Rack]:
+    with published_rack(control_plane) as published:
+        yield published
+
+
+@pytest.fixture(scope="module")
+def allocated(rack: Rack) -> tuple[Rack, dict[str, Any]]:
+    """One chip claim the real scheduler allocated, reserved for its pod."""
+    rack.create_claim(CLAIM, selector=CHIP)
+    rack.create_pod(POD, CLAIM)
+    return rack, rack.bound_pod(POD)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    with short_tmpdir() as path:
+        yield path
+
+
+def assert_clean(daemon: Daemon, node: str) -> None:
+    layout = daemon.layout(node)
+    assert list(layout.cdi_dir.iterdir()) == []
+    assert list(layout.claims_dir.iterdir()) == []
+    assert Checkpoint(layout.checkpoint).claims == {}
+
+
+def assert_prepared_once(daemon: Daemon, node: str, uid: str, cdi_ids: list[str]) -> None:
+    layout = daemon.layout(node)
+    claims = Checkpoint(layout.checkpoint).claims
+    assert list(claims) == [uid]
+    assert claims[uid].state == PREPARE_COMPLETED
+    cores = claims[uid].physical_cores()
+    assert len(cores) == 8 and len({chip for chip, _ in cores}) == 1
+    assert len(list(layout.cdi_dir.iterdir())) == 1
+    env = container_edits(layout.cdi_dir, cdi_ids).env
+    assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, claims[uid].visible_cores))
+
+
+def crash(daemon: Daemon, call: Any) -> None:
+    """Run `call`; the daemon must die of SIGKILL at its failpoint while serving it."""
+    with pytest.raises(grpc.RpcError):
+        call()
+    assert daemon.wait_dead() == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("point", PREPARE_POINTS)
+def test_crash_during_prepare(
+    point: str, allocated: tuple[Rack, dict[str, Any]], control_plane: ControlPlane, workdir: Path
+) -> None:
+    rack, pod = allocated
+    node = pod["spec"]["nodeName"]
+    first = Daemon(workdir, control_plane.kubeconfig, failpoint=point).start()
+    kubelet = first.kubelet(node)
+    refs = kubelet.pod_claims(rack.api, pod)
+    crash(first, lambda: kubelet.prepare(refs))
+    second = Daemon(workdir, control_plane.kubeconfig).start()
+    try:
+        kubelet = second.kubelet(node)
+        prepared = kubelet.prepare(refs)
+        (uid,) = prepared
+        assert_prepared_once(second, node, uid, prepared[uid].devices[0]["cdi_device_ids"])
+        kubelet.unprepare(refs)
+        assert_clean(second, node)
+    finally:
+        assert second.stop() == 0
+
+
+@pytest.mark.parametrize("point", UNPREPARE_POINTS)
+def test_crash_during_unprepare(
+    point: str, allocated: tuple[Rack, dict[str, Any]], control_plane: ControlPlane, workdir: Path
+) -> None:
+    rack, pod = allocated
+    node = pod["spec"]["nodeName"]
+    first = Daemon(workdir, control_plane.kubeconfig, failpoint=point).start()
+    kubelet = first.kubelet(node)
+    refs = kubelet.pod_claims(rack.api, pod)
+    kubelet.prepare(refs)
+    crash(first, lambda: kubelet.unprepare(refs))
+    second = Daemon(workdir, control_plane.kubeconfig).start()
+    try:
+        second.kubelet(node).unprepare(refs)
+        assert_clean(second, node)
+    finally:
+        assert second.stop() == 0
+
+
+def test_claim_deleted_while_daemon_is_down_is_cleaned_on_restart(
+    rack: Rack, control_plane: ControlPlane, workdir: Path
+) -> None:
+    rack.create_claim("gone", selector=CHIP)
+    rack.create_pod("gone-pod", "gone")
+    pod = rack.bound_pod("gone-pod")
+    node = pod["spec"]["nodeName"]
+    first = Daemon(workdir, control_plane.kubeconfig, failpoint="prepare-after-cdi").start()
+    kubelet = first.kubelet(node)
+    crash(first, lambda: kubelet.prepare(kubelet.pod_claims(rack.api, pod)))
+    assert len(list(first.layout(node).cdi_dir.iterdir())) == 1
+    rack.delete_claim("gone", "gone-pod")
+    second = Daemon(workdir, control_plane.kubeconfig).start()
+    try:
+        wait_for(
+            "stale claim to be unprepared",
+            lambda: not Checkpoint(second.layout(node).checkpoint).claims,
+            timeout=20,
+        )
+        assert_clean(second, node)
+    finally:
+        assert second.stop() == 0
