@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 PARTITIONS = 128  # SBUF/PSUM partitions and the systolic array's edge
 PSUM_BANKS = 8
 PSUM_BANK_BYTES = 2048  # per partition
@@ -175,6 +178,17 @@ class Token:
     value: int
 
 
+@dataclass(frozen=True)
+class Columns:
+    """The numeric instruction fields as numpy arrays."""
+
+    queue: npt.NDArray[np.int64]
+    op: npt.NDArray[np.int64]
+    a: npt.NDArray[np.float64]
+    b: npt.NDArray[np.float64]
+    flops: npt.NDArray[np.float64]
+
+
 @dataclass
 class Program:
     """Columnar instruction stream plus the buffers it uses.
@@ -196,8 +210,22 @@ class Program:
     semaphores: list[str] = field(default_factory=list)
     buffers: dict[str, Buffer] = field(default_factory=dict)
 
+    _columns: Columns | None = field(default=None, repr=False, compare=False)
+
     def __len__(self) -> int:
         return len(self.op)
+
+    def columns(self) -> Columns:
+        """numpy views of the descriptors, made once the program stops growing."""
+        if self._columns is None or len(self._columns.op) != len(self.op):
+            self._columns = Columns(
+                queue=np.asarray(self.queue, dtype=np.int64),
+                op=np.asarray(self.op, dtype=np.int64),
+                a=np.asarray(self.a, dtype=np.float64),
+                b=np.asarray(self.b, dtype=np.float64),
+                flops=np.asarray(self.flops, dtype=np.float64),
+            )
+        return self._columns
 
     def sbuf_bytes_per_partition(self) -> int:
         return sum(b.bytes_per_row for b in self.buffers.values() if b.memory == "sbuf")

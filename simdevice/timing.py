@@ -165,9 +165,8 @@ def durations(
     bandwidth = peak_dma if dma_bandwidth is None else min(peak_dma, dma_bandwidth)
     if bandwidth <= 0:
         raise ProgramError(f"dma_bandwidth: must be > 0, got {dma_bandwidth}")
-    op = np.asarray(program.op, dtype=np.int64)
-    a = np.asarray(program.a, dtype=np.float64)
-    b = np.asarray(program.b, dtype=np.float64)
+    cols = program.columns()
+    op, a, b = cols.op, cols.a, cols.b
     busy = np.zeros(len(op))
     latency = np.zeros(len(op))
 
@@ -211,23 +210,26 @@ def simulate(
     check_capacity(program, chip)
     busy_s, latency_s = durations(program, chip, dma_bandwidth)
     n = len(program)
-    busy = busy_s.tolist()
-    latency = latency_s.tolist()
-    queues = program.queue
-    waits = program.waits
-    signals = program.signal
-    start = [0.0] * n
-    end = [0.0] * n
     sem_times: list[list[float]] = [[] for _ in program.semaphores]
     free = [0.0] * len(Queue)
-    last = [0.0] * len(Queue)
     sync = int(Queue.SYNC)
+    sync_last = 0.0  # Sync/DMA completions stay in order
     outstanding = core_timing(chip).dma_outstanding
     in_flight: list[float] = []  # completion times of the Sync queue, in order
-    for i in range(n):
-        q = queues[i]
+    starts: list[float] = []
+    ends: list[float] = []
+    add_start, add_end = starts.append, ends.append
+    signal_at = [times.append for times in sem_times]
+    for q, waits, sig, busy, latency in zip(
+        program.queue,
+        program.waits,
+        program.signal,
+        busy_s.tolist(),
+        latency_s.tolist(),
+        strict=True,
+    ):
         s = free[q]
-        for sem, value in waits[i]:
+        for sem, value in waits:
             e = sem_times[sem][value - 1]
             if e > s:  # noqa: PLR1730 - the hot loop; a call to max() costs more
                 s = e
@@ -236,35 +238,34 @@ def simulate(
                 e = in_flight[-outstanding]
                 if e > s:  # noqa: PLR1730
                     s = e
-            free[q] = s + busy[i]
-            e = free[q] + latency[i]
-            if e < last[q]:  # noqa: PLR1730
-                e = last[q]
+            free[q] = s + busy
+            e = free[q] + latency
+            if e < sync_last:  # noqa: PLR1730
+                e = sync_last
+            sync_last = e
             in_flight.append(e)
         else:
-            e = s + busy[i]
+            e = s + busy
             free[q] = e
-        last[q] = e
-        start[i] = s
-        end[i] = e
-        sig = signals[i]
+        add_start(s)
+        add_end(e)
         if sig >= 0:
-            sem_times[sig].append(e)
+            signal_at[sig](e)
+    last = [*free[:sync], sync_last]
     duration = max(last) if n else 0.0
-    queue_arr = np.asarray(queues, dtype=np.int64)
-    busy_per_queue = np.bincount(queue_arr, weights=busy_s, minlength=len(Queue))
-    op = np.asarray(program.op, dtype=np.int64)
+    cols = program.columns()
+    busy_per_queue = np.bincount(cols.queue, weights=busy_s, minlength=len(Queue))
     timing = ProgramTiming(
         duration=duration,
         instructions=n,
         busy=tuple(float(x) for x in busy_per_queue),
-        flops=float(np.sum(program.flops)),
-        dma_bytes=float(np.sum(np.asarray(program.a)[op <= Op.DMA_ACCUMULATE])),
+        flops=float(cols.flops.sum()),
+        dma_bytes=float(cols.a[cols.op <= Op.DMA_ACCUMULATE].sum()),
         sbuf_bytes=program.sbuf_bytes_per_partition() * PARTITIONS,
         psum_bytes=program.psum_bytes_per_partition() * PARTITIONS,
         hbm_bytes=program.hbm_bytes(),
     )
-    return timing, np.asarray(start), np.asarray(end)
+    return timing, np.asarray(starts), np.asarray(ends)
 
 
 def time_program(
