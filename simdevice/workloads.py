@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from simdevice.collectives import collective_time
-from simdevice.isa import DTYPES, SPARSITY, Program, ProgramError
+from simdevice.isa import DTYPES, MOVING_FREE_MAX, SPARSITY, Program, ProgramError
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import BLOCK_ROWS, gemm
 from simdevice.kernels.rowwise import layernorm, softmax
@@ -203,6 +203,17 @@ def _timed(
     return time_program(builder(*args), chip, dma_bandwidth)
 
 
+def _extrapolated(total: int, unit: int, timed: Callable[[int], ProgramTiming]) -> ProgramTiming:
+    """Timing of `total` along one loop dimension of `unit`-sized steps: past
+    three full steps the steady state is extrapolated, every further step
+    costing what the third one did (exact once the pipeline is periodic)."""
+    full, rest = divmod(total, unit)
+    if full <= 3:
+        return timed(total)
+    two, three = timed(2 * unit), timed(3 * unit)
+    return combine([(timed(2 * unit + rest), 1.0), (three, full - 2), (two, -(full - 2))])
+
+
 def gemm_timing(
     m: int,
     n: int,
@@ -213,15 +224,17 @@ def gemm_timing(
     chip: ChipSpec,
     dma_bandwidth: float | None = None,
 ) -> ProgramTiming:
-    """GEMM timing; past two row blocks the steady state is extrapolated: every
-    further 512-row block costs what the second block did."""
-    full, rest = divmod(m, BLOCK_ROWS)
-    if full <= 2:
-        return _timed(gemm, (m, n, k, dtype, sparsity), chip, dma_bandwidth)
-    one = _timed(gemm, (BLOCK_ROWS, n, k, dtype, sparsity), chip, dma_bandwidth)
-    two = _timed(gemm, (2 * BLOCK_ROWS, n, k, dtype, sparsity), chip, dma_bandwidth)
-    base = _timed(gemm, (2 * BLOCK_ROWS + rest, n, k, dtype, sparsity), chip, dma_bandwidth)
-    return combine([(base, 1.0), (two, full - 2), (one, -(full - 2))])
+    """GEMM timing from small programs: extrapolated over 512-row blocks and
+    over 512-column tiles, so planning a large GEMM stays cheap."""
+
+    def rows(mm: int) -> ProgramTiming:
+        return _extrapolated(
+            n,
+            MOVING_FREE_MAX,
+            lambda nn: _timed(gemm, (mm, nn, k, dtype, sparsity), chip, dma_bandwidth),
+        )
+
+    return _extrapolated(m, BLOCK_ROWS, rows)
 
 
 def _share(total: int, parts: int) -> int:
