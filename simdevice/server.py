@@ -15,6 +15,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from simdevice.faults import Fault, FaultError, FaultKind
 from simdevice.isa import QUEUE_NAMES
 from simdevice.telemetry import ChipHealth, ChipTelemetry, CoreTelemetry, ServerTelemetry
@@ -57,6 +60,8 @@ class _Job:
     chips: frozenset[int]
     submitted: float
     plan: Plan
+    rows: npt.NDArray[np.intp]  # counter rows of its cores
+    plans: dict[float | None, Plan] = field(default_factory=dict)  # by HBM share
     state: str = "queued"
     done: float = 0.0
     started: float | None = None
@@ -66,15 +71,60 @@ class _Job:
 
 @dataclass
 class _Core:
+    """Per-core job bookkeeping; the rate counters live in _Counters."""
+
     job: str | None = None
-    busy_seconds: list[float] = field(default_factory=lambda: [0.0] * len(QUEUE_NAMES))
-    engine_busy: list[float] = field(default_factory=lambda: [0.0] * len(QUEUE_NAMES))
-    utilization: float = 0.0
-    flops: float = 0.0
-    dma_bytes: float = 0.0
     completed: int = 0
     failed: int = 0
     latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
+
+
+class _Counters:
+    """Telemetry counters of every core of a server as arrays (row = core).
+
+    Between events every core runs at constant rates, so the counters are
+    settled lazily: only when rates change or someone reads them, in a few
+    vector operations whatever the number of cores.
+    """
+
+    def __init__(self, cores: int, since: float) -> None:
+        engines = len(QUEUE_NAMES)
+        self.since = since
+        self.utilization = np.zeros(cores)
+        self.engine_busy = np.zeros((cores, engines))
+        self.busy_seconds = np.zeros((cores, engines))
+        self.flops = np.zeros(cores)
+        self.dma_bytes = np.zeros(cores)
+        self._util_rate = np.zeros(cores)  # what utilization tends to
+        self._busy_rate = np.zeros((cores, engines))
+        self._flops_rate = np.zeros(cores)
+        self._dma_rate = np.zeros(cores)
+
+    def settle(self, now: float) -> None:
+        dt = now - self.since
+        if dt <= 0:
+            return
+        self.busy_seconds += self._busy_rate * dt
+        self.flops += self._flops_rate * dt
+        self.dma_bytes += self._dma_rate * dt
+        decay = math.exp(-dt / UTILIZATION_TAU)
+        self.utilization = self._util_rate + (self.utilization - self._util_rate) * decay
+        self.engine_busy = self._busy_rate + (self.engine_busy - self._busy_rate) * decay
+        self.since = now
+
+    def set_rates(
+        self, jobs: list[tuple[npt.NDArray[np.intp], float, Plan]], peak: float, now: float
+    ) -> None:
+        """From `now` on, each job's core rows run its plan at `work` iterations/s."""
+        self.settle(now)
+        for rate in (self._util_rate, self._busy_rate, self._flops_rate, self._dma_rate):
+            rate.fill(0.0)
+        for rows, work, job_plan in jobs:
+            compute = job_plan.compute
+            self._util_rate[rows] = work * compute.flops / peak
+            self._busy_rate[rows] = np.asarray(compute.busy) * work
+            self._flops_rate[rows] = work * compute.flops
+            self._dma_rate[rows] = work * compute.dma_bytes
 
 
 @dataclass
@@ -102,6 +152,9 @@ class ServerSim:
         self._cores = {
             (c, k): _Core() for c in range(spec.chips_per_server) for k in range(spec.chip.cores)
         }
+        self._row = {place: row for row, place in enumerate(self._cores)}
+        self._counters = _Counters(len(self._cores), self._now)
+        self._rate_key: tuple[tuple[str, float], ...] = ()
         self._chips = [_Chip() for _ in range(spec.chips_per_server)]
         self._jobs: dict[str, _Job] = {}
         self._queue: list[str] = []
@@ -118,7 +171,8 @@ class ServerSim:
         picked = self._check_cores(cores)
         chips = frozenset(c for c, _ in picked)
         job_plan = self._plan(workload, picked, chips, self._share_if_alone(picked))
-        job = _Job(f"job-{next(self._ids)}", workload, picked, chips, now, job_plan)
+        rows = np.asarray([self._row[p] for p in picked], dtype=np.intp)
+        job = _Job(f"job-{next(self._ids)}", workload, picked, chips, now, job_plan, rows)
         self._jobs[job.id] = job
         self._queue.append(job.id)
         self._run_until(now)
@@ -178,23 +232,25 @@ class ServerSim:
                 hbm[place[0]] += job.plan.compute.hbm_bytes
                 sbuf[place] = job.plan.compute.sbuf_bytes
         hung = self._hung_cores()
+        n = self._counters
+        n.settle(now)
         cores = tuple(
             CoreTelemetry(
                 chip=c,
                 core=k,
-                utilization=st.utilization,
-                engine_busy=dict(zip(QUEUE_NAMES, st.engine_busy, strict=True)),
-                busy_seconds=dict(zip(QUEUE_NAMES, st.busy_seconds, strict=True)),
-                flops=st.flops,
+                utilization=float(n.utilization[row]),
+                engine_busy=dict(zip(QUEUE_NAMES, n.engine_busy[row].tolist(), strict=True)),
+                busy_seconds=dict(zip(QUEUE_NAMES, n.busy_seconds[row].tolist(), strict=True)),
+                flops=float(n.flops[row]),
                 sbuf_bytes_used=sbuf.get((c, k), 0),
-                dma_bytes=st.dma_bytes,
+                dma_bytes=float(n.dma_bytes[row]),
                 jobs_completed=st.completed,
                 jobs_failed=st.failed,
                 latencies=tuple(st.latencies),
                 job=st.job,
                 hung=(c, k) in hung,
             )
-            for (c, k), st in self._cores.items()
+            for row, ((c, k), st) in enumerate(self._cores.items())
         )
         chips = tuple(
             ChipTelemetry(
@@ -276,45 +332,35 @@ class ServerSim:
                 continue
             busiest = max(streaming[c] for c in job.chips)
             share = self._bandwidth(busiest)
-            job.plan = self._plan(job.workload, job.cores, job.chips, share)
+            if share not in job.plans:
+                job.plans[share] = self._plan(job.workload, job.cores, job.chips, share)
+            job.plan = job.plans[share]
             duration = job.plan.duration
             rates[job_id] = (1.0 / duration if duration > 0 else math.inf, job.plan)
         return rates
 
     def _accrue(self, rates: dict[str, tuple[float, Plan]], dt: float) -> None:
-        """Move progress and the telemetry counters over `dt` seconds."""
+        """Move progress over `dt` seconds; the counters only when rates change."""
+        key = tuple((job_id, rate) for job_id, (rate, _) in rates.items())
+        if key != self._rate_key:
+            running = [
+                (self._jobs[job_id].rows, rate * job_plan.iterations, job_plan)
+                for job_id, (rate, job_plan) in rates.items()
+                if 0 < rate < math.inf
+            ]
+            self._counters.set_rates(running, self._peak, self._now)
+            self._rate_key = key
         if dt <= 0:
             return
-        decay = math.exp(-dt / UTILIZATION_TAU)
-        active: dict[tuple[int, int], tuple[float, Plan]] = {}
         for job_id, (rate, job_plan) in rates.items():
-            job = self._jobs[job_id]
             if rate == math.inf:
                 continue
+            job = self._jobs[job_id]
             job.done = min(1.0, job.done + rate * dt)
-            for p in job.cores:
-                active[p] = (rate, job_plan)
             if rate > 0 and job_plan.comm_bytes:
+                sent = rate * dt * job_plan.iterations * job_plan.comm_bytes
                 for c in job.chips:
-                    self._chips[c].link_bytes += (
-                        rate * dt * job_plan.iterations * job_plan.comm_bytes
-                    )
-        for place, st in self._cores.items():
-            util = 0.0
-            busy = [0.0] * len(QUEUE_NAMES)
-            if place in active:
-                rate, job_plan = active[place]
-                work = rate * job_plan.iterations  # iterations per second
-                st.flops += work * job_plan.compute.flops * dt
-                st.dma_bytes += work * job_plan.compute.dma_bytes * dt
-                util = work * job_plan.compute.flops / self._peak
-                busy = [work * b for b in job_plan.compute.busy]
-                for q, b in enumerate(busy):
-                    st.busy_seconds[q] += b * dt
-            st.utilization = util + (st.utilization - util) * decay
-            st.engine_busy = [
-                b + (e - b) * decay for b, e in zip(busy, st.engine_busy, strict=True)
-            ]
+                    self._chips[c].link_bytes += sent
 
     def _finish(self, job: _Job, now: float, state: str, error: str | None) -> None:
         if job.id in self._queue:

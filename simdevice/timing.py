@@ -216,9 +216,9 @@ def simulate(
     sync_last = 0.0  # Sync/DMA completions stay in order
     outstanding = core_timing(chip).dma_outstanding
     in_flight: list[float] = []  # completion times of the Sync queue, in order
-    starts: list[float] = []
+    sync_starts: list[float] = []  # other queues start at end - busy
     ends: list[float] = []
-    add_start, add_end = starts.append, ends.append
+    add_end = ends.append
     signal_at = [times.append for times in sem_times]
     for q, waits, sig, busy, latency in zip(
         program.queue,
@@ -244,10 +244,10 @@ def simulate(
                 e = sync_last
             sync_last = e
             in_flight.append(e)
+            sync_starts.append(s)
         else:
             e = s + busy
             free[q] = e
-        add_start(s)
         add_end(e)
         if sig >= 0:
             signal_at[sig](e)
@@ -265,7 +265,10 @@ def simulate(
         psum_bytes=program.psum_bytes_per_partition() * PARTITIONS,
         hbm_bytes=program.hbm_bytes(),
     )
-    return timing, np.asarray(starts), np.asarray(ends)
+    end = np.asarray(ends)
+    start = end - busy_s
+    start[cols.queue == sync] = sync_starts
+    return timing, start, end
 
 
 def time_program(
