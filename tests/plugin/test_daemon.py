@@ -4,6 +4,7 @@ import json
 import stat
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.kubelet import KubeletError, container_edits
-from driver.plugin import kubeletapi
+from driver.plugin import kubeletapi, kubeletclient
 from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.devices import device_attributes
 from simdevice.topology import CoreRange
@@ -47,6 +48,10 @@ def daemon(
         running = Daemon(workdir, control_plane.kubeconfig).start()
         yield running
         assert running.stop() == 0
+        for node in NODES:  # SIGTERM removed every socket
+            layout = running.layout(node)
+            sockets = (layout.registration_socket, layout.dra_socket, layout.workload_socket)
+            assert not any(path.exists() for path in sockets)
 
 
 def expected_cores(device: str, lnc: int) -> list[int]:
@@ -138,6 +143,9 @@ def test_prepare_run_and_unprepare_a_core_partition(daemon: Daemon, rack: Rack) 
 
     values = wait_for("utilization on the claim's cores", busy, timeout=20)
     assert {c for c, v in values.items() if v > 0} == set(cores)
+    text = daemon.http("GET", "/metrics").text
+    labels = {"node": node, "neuroncore": str(cores[0]), "engine": "tensor"}
+    assert metric(text, "neuroncore_engine_utilization_ratio", **labels) > 0
     cancelled = api.delete(f"/v1/claims/{uid}/jobs/{job.json()['id']}", headers=auth)
     assert cancelled.json()["state"] == "cancelled"
 
@@ -199,6 +207,13 @@ def test_32_single_core_devices(daemon: Daemon, rack: Rack) -> None:
     ids = prepared[uid].devices[0]["cdi_device_ids"]
     edits = container_edits(daemon.layout(node).cdi_dir, ids)
     assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, range(32)))
+    assert kubelet.plugin is not None
+    with kubeletclient.channel(kubelet.plugin.endpoint) as ch:
+        beta = kubeletclient.node_prepare(ch, refs, 30.0, version="v1beta1").claims[uid]
+    assert beta.error == ""
+    assert sorted(d.device_name for d in beta.devices) == sorted(
+        d["device_name"] for d in prepared[uid].devices
+    )
     kubelet.unprepare(refs)
     rack.delete_claim("many", "many-pod")
 
@@ -248,3 +263,29 @@ def test_fault_reaches_health_stream_and_report_and_clears(
     rack.delete_claim("sick", "sick-pod")
     for n in NODES:
         control_plane.kubectl("delete", "nodedevicehealths", n, "--ignore-not-found")
+
+
+def test_concurrent_prepares_hand_out_each_core_once(daemon: Daemon, rack: Rack) -> None:
+    names = ("conc-a", "conc-b")
+    for name in names:
+        rack.create_claim(name, count=4, selector=f"{attr('coreCount')} == 1")
+        rack.create_pod(f"{name}-pod", name, node=NODES[0])
+    kubelet = daemon.kubelet(NODES[0])
+    refs = [
+        ref for name in names for ref in kubelet.pod_claims(rack.api, rack.bound_pod(f"{name}-pod"))
+    ]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(
+            pool.map(lambda i: kubelet.prepare(refs[i % 2 :] + refs[: i % 2]), range(16))
+        )
+    assert all(answer == answers[0] for answer in answers)
+    claims = Checkpoint(daemon.layout(NODES[0]).checkpoint).claims
+    assert set(claims) == {uid for _, uid, _ in refs}
+    a, b = (claims[uid].physical_cores() for _, uid, _ in refs)
+    assert len(a) == len(b) == 4 and not a & b
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda _: kubelet.unprepare(refs), range(8)))
+    assert Checkpoint(daemon.layout(NODES[0]).checkpoint).claims == {}
+    assert list(daemon.layout(NODES[0]).cdi_dir.iterdir()) == []
+    for name in names:
+        rack.delete_claim(name, f"{name}-pod")
