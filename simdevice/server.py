@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from simdevice.checks import NumericsResult, check, too_large
 from simdevice.faults import Fault, FaultError, FaultKind
 from simdevice.isa import QUEUE_NAMES
 from simdevice.telemetry import ChipHealth, ChipTelemetry, CoreTelemetry, ServerTelemetry
 from simdevice.timing import core_dma_bandwidth, core_timing
 from simdevice.topology import ChipPlace, RackSpec, chip_places
-from simdevice.workloads import Plan, Workload, WorkloadError, plan
+from simdevice.workloads import Plan, Workload, WorkloadError, core_shape, plan
 
 JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
@@ -50,6 +51,8 @@ class JobInfo:
     spec: dict[str, object]  # the workload, defaults filled in
     duration: float  # seconds the job takes at its current HBM share
     utilization: float  # the job's average BF16-equivalent FLOPs over BF16 peak
+    # with "numerics": true, once succeeded: one core's result against float64
+    numerics: dict[str, float | bool] | None = None
 
 
 @dataclass
@@ -62,6 +65,7 @@ class _Job:
     plan: Plan
     rows: npt.NDArray[np.intp]  # counter rows of its cores
     plans: dict[float | None, Plan] = field(default_factory=dict)  # by HBM share
+    numerics: NumericsResult | None = None
     state: str = "queued"
     done: float = 0.0
     started: float | None = None
@@ -173,6 +177,7 @@ class ServerSim:
         job_plan = self._plan(workload, picked, chips, self._share_if_alone(picked))
         rows = np.asarray([self._row[p] for p in picked], dtype=np.intp)
         job = _Job(f"job-{next(self._ids)}", workload, picked, chips, now, job_plan, rows)
+        job.numerics = _numerics(workload, len(picked))
         self._jobs[job.id] = job
         self._queue.append(job.id)
         self._run_until(now)
@@ -511,7 +516,23 @@ class ServerSim:
             spec=job.workload.spec(),
             duration=duration,
             utilization=util,
+            numerics=job.numerics.as_dict()
+            if job.numerics is not None and job.state == "succeeded"
+            else None,
         )
+
+
+def _numerics(workload: Workload, cores: int) -> NumericsResult | None:
+    """Run the data path of one core's share when the workload asks for it."""
+    params = dict(workload.params)
+    if not params.get("numerics"):
+        return None
+    shape = core_shape(workload, cores)
+    reason = too_large(workload.kind, shape)
+    if reason:
+        raise WorkloadError(f"numerics: the data path takes {reason}; turn numerics off")
+    shape.pop("heads", None)
+    return check(workload.kind, shape, params["dtype"], params.get("sparsity", "dense"))
 
 
 def _describe(fault: Fault) -> str:

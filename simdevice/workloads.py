@@ -48,6 +48,9 @@ class _Field:
 
 _REQUIRED = object()
 _ITER = _Field(int, 1)
+# Run one core's program through the numpy data path and report its error
+# against float64 (small shapes only; see simdevice.checks).
+_NUMERICS = _Field(bool, False)
 FIELDS: dict[str, dict[str, _Field]] = {
     "gemm": {
         "m": _Field(int, _REQUIRED),
@@ -56,18 +59,21 @@ FIELDS: dict[str, dict[str, _Field]] = {
         "dtype": _Field(str, "bf16", DTYPES),
         "sparsity": _Field(str, "dense", SPARSITY),
         "iterations": _ITER,
+        "numerics": _NUMERICS,
     },
     "softmax": {
         "rows": _Field(int, _REQUIRED),
         "cols": _Field(int, _REQUIRED),
         "dtype": _Field(str, "fp32", ("fp32", "bf16")),
         "iterations": _ITER,
+        "numerics": _NUMERICS,
     },
     "layernorm": {
         "rows": _Field(int, _REQUIRED),
         "cols": _Field(int, _REQUIRED),
         "dtype": _Field(str, "fp32", ("fp32", "bf16")),
         "iterations": _ITER,
+        "numerics": _NUMERICS,
     },
     "attention": {
         "seq": _Field(int, _REQUIRED),
@@ -76,6 +82,7 @@ FIELDS: dict[str, dict[str, _Field]] = {
         "batch": _Field(int, 1),
         "dtype": _Field(str, "bf16", ("bf16", "fp16")),
         "iterations": _ITER,
+        "numerics": _NUMERICS,
     },
     "train-step": {
         "hidden": _Field(int, _REQUIRED),
@@ -149,7 +156,9 @@ def parse_workload(spec: Mapping[str, Any]) -> Workload:
             limit = MAX_ITERATIONS if name == "iterations" else 1 << 40
             if not f.minimum <= value <= limit:
                 raise WorkloadError(f"{name}: must be in [{f.minimum}, {limit}], got {value}")
-        elif not isinstance(value, str):
+        elif f.kind is bool and not isinstance(value, bool):
+            raise WorkloadError(f"{name}: must be true or false, got {value!r}")
+        elif f.kind is str and not isinstance(value, str):
             raise WorkloadError(f"{name}: must be a string, got {value!r}")
         if f.choices and value not in f.choices:
             raise WorkloadError(f"{name}: {value!r} is not one of {', '.join(f.choices)}")
@@ -241,6 +250,19 @@ def _share(total: int, parts: int) -> int:
     return max(1, math.ceil(total / parts))
 
 
+def core_shape(workload: Workload, cores: int) -> dict[str, int]:
+    """The problem one of `cores` cores works on (the work is split evenly)."""
+    w = workload
+    if w.kind == "gemm":
+        return {"m": _share(w["m"], cores), "n": w["n"], "k": w["k"]}
+    if w.kind in ("softmax", "layernorm"):
+        return {"rows": _share(w["rows"], cores), "cols": w["cols"]}
+    if w.kind == "attention":
+        heads = _share(w["heads"] * w["batch"], cores)
+        return {"seq": w["seq"], "head_dim": w["head_dim"], "heads": heads}
+    raise WorkloadError(f"kind: {w.kind} has no single-core shape")
+
+
 @lru_cache(maxsize=1024)
 def plan(
     workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None = None
@@ -252,10 +274,11 @@ def plan(
     w, chip = workload, spec.chip
     try:
         if w.kind == "gemm":
+            shape = core_shape(w, cores)
             compute = gemm_timing(
-                _share(w["m"], cores),
-                w["n"],
-                w["k"],
+                shape["m"],
+                shape["n"],
+                shape["k"],
                 dtype=w["dtype"],
                 sparsity=w["sparsity"],
                 chip=chip,
@@ -263,12 +286,13 @@ def plan(
             )
         elif w.kind in ("softmax", "layernorm"):
             builder = softmax if w.kind == "softmax" else layernorm
+            shape = core_shape(w, cores)
             compute = _timed(
-                builder, (_share(w["rows"], cores), w["cols"], w["dtype"]), chip, dma_bandwidth
+                builder, (shape["rows"], shape["cols"], w["dtype"]), chip, dma_bandwidth
             )
         elif w.kind == "attention":
             head = _timed(attention, (w["seq"], w["head_dim"], w["dtype"]), chip, dma_bandwidth)
-            compute = combine([(head, _share(w["heads"] * w["batch"], cores))])
+            compute = combine([(head, core_shape(w, cores)["heads"])])
         elif w.kind == "train-step":
             return _plan_train_step(w, spec, cores, chips, dma_bandwidth)
         else:

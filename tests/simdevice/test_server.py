@@ -236,3 +236,23 @@ def test_a_rack_of_servers_in_one_process(clock: FakeClock) -> None:
     clock.now += durations.pop() * 1.001
     assert all(s.job(j).state == "succeeded" for s, j in zip(rack, ids, strict=True))
     assert sum(len(s.telemetry().cores) for s in rack) == 1152
+
+
+def test_numerics_on_request(sim: ServerSim, clock: FakeClock) -> None:
+    spec = {"kind": "gemm", "m": 256, "n": 512, "k": 256, "dtype": "mxfp8", "numerics": True}
+    job_id = sim.submit(parse_workload(spec), [(0, 0), (0, 1)])
+    assert sim.job(job_id).numerics is None  # not before it has run
+    clock.now += 1.0
+    report = sim.job(job_id).numerics
+    assert report is not None and report["ok"] is True
+    assert 1e-3 < float(report["relative_error"]) <= float(report["tolerance"])
+    plain = sim.submit(parse_workload({**spec, "numerics": False}), [(0, 2)])
+    clock.now += 1.0
+    assert sim.job(plain).numerics is None
+
+
+def test_numerics_refuse_shapes_too_large_for_the_data_path(sim: ServerSim) -> None:
+    spec = {"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "numerics": True}
+    with pytest.raises(WorkloadError, match=r"^numerics: "):
+        sim.submit(parse_workload(spec), [(0, 0)])
+    assert sim.jobs() == []

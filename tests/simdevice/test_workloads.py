@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from simdevice.checks import check
 from simdevice.collectives import collective_time
 from simdevice.kernels.gemm import gemm
 from simdevice.timing import time_program
@@ -72,6 +73,7 @@ def test_defaults_are_filled_in() -> None:
         "dtype": "bf16",
         "sparsity": "dense",
         "iterations": 1,
+        "numerics": False,
     }
 
 
@@ -134,3 +136,30 @@ def test_train_step_has_a_communication_phase() -> None:
     # forward + backward = 3x the forward GEMM FLOPs (plus attention and norms)
     gemm_flops = 3 * 2 * 512 * 1024 * 12 * 1024
     assert gemm_flops < p.compute.flops < 1.3 * gemm_flops
+
+
+def test_numerics_flag_must_be_a_boolean() -> None:
+    with pytest.raises(WorkloadError, match=r"^numerics: "):
+        parse_workload({"kind": "softmax", "rows": 8, "cols": 8, "numerics": "yes"})
+    with pytest.raises(WorkloadError, match=r"^numerics: "):
+        parse_workload({"kind": "all-reduce", "bytes": 8, "numerics": True})
+
+
+@pytest.mark.parametrize(
+    ("kind", "shape", "dtype"),
+    [
+        ("gemm", {"m": 200, "n": 300, "k": 150}, "bf16"),
+        ("softmax", {"rows": 150, "cols": 256}, "bf16"),
+        ("layernorm", {"rows": 150, "cols": 256}, "fp32"),
+        ("attention", {"seq": 160, "head_dim": 32}, "bf16"),
+    ],
+)
+def test_checks_compare_one_core_with_float64(kind: str, shape: dict[str, int], dtype: str) -> None:
+    result = check(kind, shape, dtype)
+    assert result.ok
+    assert 0 < result.relative_error <= result.tolerance
+    assert check(kind, shape, dtype) == result  # seeded: the same inputs every time
+
+
+def test_sparse_gemm_check_uses_the_pruned_weights() -> None:
+    assert check("gemm", {"m": 128, "n": 128, "k": 128}, "fp32", "2:4").relative_error < 1e-6
