@@ -104,8 +104,6 @@ TRANSCENDENTAL: frozenset[str] = frozenset(
     {"exp", "tanh", "sigmoid", "gelu", "silu", "sqrt", "rsqrt", "reciprocal"}
 )
 
-MEMORIES: tuple[str, ...] = ("hbm", "sbuf", "psum")
-
 
 @dataclass(frozen=True)
 class Buffer:

@@ -10,8 +10,10 @@ Sync queue keeps prefetching.
 """
 
 from simdevice.isa import (
+    DTYPE_BYTES,
     MOVING_FREE_MAX,
     PARTITIONS,
+    PSUM_BANKS,
     Program,
     ProgramBuilder,
     ProgramError,
@@ -58,18 +60,18 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
 
     k_tiles = _ceil_div(k, PARTITIONS)
     block_cols = k_tiles * BLOCK_ROWS
-    a_row_bytes = block_cols * (4 if sdt == "fp32" else 2)
+    a_row_bytes = block_cols * DTYPE_BYTES[sdt]
     a_buffers = 2 if 2 * a_row_bytes <= A_DOUBLE_BUFFER_LIMIT else 1
     a_blk = [pb.sbuf(f"a{i}", PARTITIONS, block_cols, sdt) for i in range(a_buffers)]
     b_buf = [pb.sbuf(f"b{i}", PARTITIONS, MOVING_FREE_MAX, sdt) for i in range(B_BUFFERS)]
-    banks = [pb.psum(f"acc{i}", PARTITIONS, MOVING_FREE_MAX) for i in range(8)]
-    c_buf = [pb.sbuf(f"c{i}", PARTITIONS, MOVING_FREE_MAX, out_dt) for i in range(8)]
+    banks = [pb.psum(f"acc{i}", PARTITIONS, MOVING_FREE_MAX) for i in range(PSUM_BANKS)]
+    c_buf = [pb.sbuf(f"c{i}", PARTITIONS, MOVING_FREE_MAX, out_dt) for i in range(PSUM_BANKS)]
 
     last_mm: Token | None = None
     a_free: list[Token | None] = [None] * a_buffers  # last MM that read each A buffer
     b_free: list[Token | None] = [None] * B_BUFFERS
-    bank_free: list[Token | None] = [None] * 8  # evacuation that drained each bank
-    c_free: list[Token | None] = [None] * 8  # store that drained each C buffer
+    bank_free: list[Token | None] = [None] * PSUM_BANKS  # evacuation that drained each bank
+    c_free: list[Token | None] = [None] * PSUM_BANKS  # store that drained each C buffer
     pending: list[tuple[View, View, Token | None, int]] = []
     b_count = 0
     tile_count = 0
@@ -97,7 +99,7 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
             )
         for col0 in range(0, n, MOVING_FREE_MAX):
             nn = min(MOVING_FREE_MAX, n - col0)
-            bank_set = (tile_count % 2) * 4
+            bank_set = (tile_count % 2) * (PSUM_BANKS // 2)
             tile_count += 1
             for ki in range(k_tiles):
                 kk = min(PARTITIONS, k - ki * PARTITIONS)
