@@ -93,9 +93,21 @@ class Checkpoint:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.claims: dict[str, ClaimRecord] = (
-            decode(path.read_bytes(), path) if path.exists() else {}
-        )
+        self.claims: dict[str, ClaimRecord] = {}
+        self._stamp: tuple[int, int, int] | None = None
+        self.reload()
+
+    def reload(self) -> None:
+        """Re-read the file if another writer (a rolling-update twin) replaced it."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self.claims, self._stamp = {}, None
+            return
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp != self._stamp:
+            self.claims = decode(self.path.read_bytes(), self.path)
+            self._stamp = stamp
 
     def put(self, record: ClaimRecord) -> None:
         self._store({**self.claims, record.uid: record})
@@ -107,3 +119,5 @@ class Checkpoint:
     def _store(self, claims: dict[str, ClaimRecord]) -> None:
         write_atomic(self.path, encode(claims), mode=0o600)
         self.claims = claims
+        st = self.path.stat()
+        self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -8,14 +8,16 @@ reverse and tolerates any prefix having happened, so a daemon killed between
 any two steps converges when the kubelet retries.
 """
 
+import fcntl
 import hashlib
 import os
 import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 from driver.plugin import cdi, failpoints
 from driver.plugin.atomicfile import fsync_dir, write_atomic
@@ -54,12 +56,29 @@ class PrepareResult:
     error: str = ""
 
 
-@dataclass
 class NodeState:
-    """The node's checkpoint and the lock that serialises changes to it."""
+    """The node's checkpoint and the lock that serialises changes to it.
 
-    checkpoint: Checkpoint
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    The lock is a thread lock plus an flock on `<checkpoint>.lock`, so the old
+    and the new daemon of a rolling update (same state dir, different pod UID)
+    never interleave; the checkpoint is re-read whenever the lock is taken.
+    """
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.checkpoint = checkpoint
+        self._thread_lock = threading.Lock()
+        self._lock_file = checkpoint.path.with_name(checkpoint.path.name + ".lock")
+
+    @contextmanager
+    def locked(self) -> Iterator[Checkpoint]:
+        with self._thread_lock:
+            fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self.checkpoint.reload()
+                yield self.checkpoint
+            finally:
+                os.close(fd)
 
     def held_cores(self, except_uid: str = "") -> dict[tuple[int, int], str]:
         return {
@@ -181,7 +200,7 @@ class Preparer:
             if r.get("driver") == self.driver
         }
         plan = plan_claim(claim, self.reader.attributes(keys), self.place, self.driver)
-        with self.state.lock:
+        with self.state.locked():
             return self._write(ref, plan)
 
     def _write(self, ref: ClaimRef, plan: ClaimPlan) -> PrepareResult:
@@ -236,7 +255,7 @@ class Preparer:
         return self._result(done)
 
     def _unprepare_one(self, uid: str) -> None:
-        with self.state.lock:
+        with self.state.locked():
             self.release_claim(uid)
             failpoints.reached("unprepare-after-jobs-cancelled")
             cdi.remove_spec(self.layout.cdi_dir, self.driver, uid)

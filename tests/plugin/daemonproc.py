@@ -32,8 +32,11 @@ def short_tmpdir() -> Iterator[Path]:
 
 
 class Daemon:
-    def __init__(self, workdir: Path, kubeconfig: Path, failpoint: str = "") -> None:
+    def __init__(
+        self, workdir: Path, kubeconfig: Path, failpoint: str = "", pod_uid: str = ""
+    ) -> None:
         self.workdir = workdir
+        self.pod_uid = pod_uid
         self.kubeconfig = kubeconfig
         self.failpoint = failpoint
         self.proc: subprocess.Popen[str] | None = None
@@ -66,10 +69,12 @@ class Daemon:
             "0.2",
             "--slice-cache-seconds",
             "0",
+            "--pod-uid",
+            self.pod_uid,
         ]
 
     def start(self, timeout: float = 60.0) -> "Daemon":
-        env = {**os.environ, "TRAINIUM_DRA_FAILPOINT": self.failpoint}
+        env = {**os.environ, "TRAINIUM_DRA_FAILPOINT": self.failpoint, "POD_UID": ""}
         self.stderr = []
         self.proc = subprocess.Popen(
             self.args(), cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
@@ -95,7 +100,7 @@ class Daemon:
 
     def layout(self, node: str) -> NodeLayout:
         base = self.workdir / node
-        return NodeLayout(base / "kubelet", DRIVER, base / "state", base / "cdi")
+        return NodeLayout(base / "kubelet", DRIVER, base / "state", base / "cdi", self.pod_uid)
 
     def kubelet(self, node: str) -> KubeletStandIn:
         kubelet = KubeletStandIn(self.workdir / node / "kubelet", DRIVER)

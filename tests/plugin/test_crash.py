@@ -135,3 +135,32 @@ def test_claim_deleted_while_daemon_is_down_is_cleaned_on_restart(
         assert_clean(second, node)
     finally:
         assert second.stop() == 0
+
+
+def test_rolling_update_hands_claims_to_the_new_pod(
+    allocated: tuple[Rack, dict[str, Any]], control_plane: ControlPlane, workdir: Path
+) -> None:
+    rack, pod = allocated
+    node = pod["spec"]["nodeName"]
+    old = Daemon(workdir, control_plane.kubeconfig).start()
+    kubelet = old.kubelet(node)
+    refs = kubelet.pod_claims(rack.api, pod)
+    kubelet.prepare(refs)
+    new = Daemon(workdir, control_plane.kubeconfig, pod_uid="pod-2").start()
+    try:
+        old_sockets = (old.layout(node).registration_socket, old.layout(node).dra_socket)
+        new_sockets = (new.layout(node).registration_socket, new.layout(node).dra_socket)
+        assert new_sockets[0].name == f"{DRIVER}-pod-2-reg.sock"
+        assert new_sockets[1].name == "dra-pod-2.sock"
+        assert all(p.is_socket() for p in old_sockets + new_sockets)
+        assert old.stop() == 0
+        assert not any(p.exists() for p in old_sockets)
+        assert all(p.is_socket() for p in new_sockets)
+        plugin = kubelet.register()
+        assert plugin.endpoint == new_sockets[1]
+        kubelet.prepare(refs)  # the new pod sees the old pod's checkpoint: nothing doubled
+        assert len(Checkpoint(new.layout(node).checkpoint).claims) == 1
+        kubelet.unprepare(refs)
+        assert_clean(new, node)
+    finally:
+        assert new.stop() == 0
