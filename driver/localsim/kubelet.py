@@ -168,6 +168,41 @@ class KubeletStandIn:
                 refs.append((namespace, claim["metadata"]["uid"], name))
         return refs
 
+    def start_pod(
+        self, api: client.ApiClient, pod: Mapping[str, Any], cdi_dir: Path
+    ) -> dict[str, ContainerEdits]:
+        """Prepare the pod's claims and resolve each container's CDI devices, as the
+        kubelet and the container runtime do before starting the containers."""
+        refs = self.pod_claims(api, pod)
+        prepared = self.prepare(refs)
+        statuses = {
+            s["name"]: s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        by_name = {name: uid for _, uid, name in refs}
+        pod_claims = {
+            entry["name"]: statuses.get(entry["name"]) or entry.get("resourceClaimName")
+            for entry in pod["spec"].get("resourceClaims") or []
+        }
+        edits: dict[str, ContainerEdits] = {}
+        for container in pod["spec"]["containers"]:
+            ids: list[str] = []
+            for use in (container.get("resources") or {}).get("claims") or []:
+                uid = by_name.get(pod_claims.get(use["name"]) or "")
+                if uid is None:
+                    continue
+                for device in prepared[uid].devices:
+                    wanted = use.get("request")
+                    if wanted and wanted not in device["request_names"]:
+                        continue
+                    ids.extend(i for i in device["cdi_device_ids"] if i not in ids)
+            edits[container["name"]] = container_edits(cdi_dir, ids)
+        return edits
+
+    def stop_pod(self, api: client.ApiClient, pod: Mapping[str, Any]) -> None:
+        """Unprepare the pod's claims, as the kubelet does once its containers are gone."""
+        self.unprepare(self.pod_claims(api, pod))
+
     def watch_health(self) -> Any:
         """The NodeWatchResources stream; call `.cancel()` on it when done."""
         plugin = self._plugin()

@@ -165,18 +165,17 @@ def test_ultraserver_claim_is_prepared_on_every_node(daemon: Daemon, rack: Rack)
     for i, node in enumerate(NODES):
         rack.create_pod(f"whole-{i}", "whole", node=node)
     for i, node in enumerate(NODES):
-        got, _, (kubelet, refs, prepared) = prepare_pod(daemon, rack, f"whole-{i}")
-        assert got == node
-        (uid,) = prepared
-        edits = container_edits(
-            daemon.layout(node).cdi_dir, prepared[uid].devices[0]["cdi_device_ids"]
-        )
+        pod = rack.bound_pod(f"whole-{i}")
+        assert pod["spec"]["nodeName"] == node
+        kubelet = daemon.kubelet(node)
+        edits = kubelet.start_pod(rack.api, pod, daemon.layout(node).cdi_dir)["main"]
         per_chip = RACK.chip.cores // 2
         assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(
             map(str, range(RACK.chips_per_server * per_chip))
         )
         assert edits.env["TRAINIUM_DRA_SERVER_INDEX"] == str(i)
-        kubelet.unprepare(refs)
+        kubelet.stop_pod(rack.api, pod)
+        assert list(daemon.layout(node).cdi_dir.iterdir()) == []
     rack.delete_claim("whole", *(f"whole-{i}" for i in range(len(NODES))))
 
 
