@@ -1,4 +1,6 @@
-"""The daemon's HTTP endpoint: /metrics, /healthz (liveness), /readyz (readiness)."""
+"""The daemon's HTTP endpoint: /metrics, /healthz (liveness), /readyz (readiness),
+and the simulator's controls: /sim/v1/nodes (where each node listens) and
+/sim/v1/faults (inject or clear hardware faults)."""
 
 import json
 import threading
@@ -13,6 +15,7 @@ from driver.plugin.node import SimNode
 from simdevice.faults import FAULT_KINDS, Fault, FaultKind
 
 FAULTS_PATH = "/sim/v1/faults"
+NODES_PATH = "/sim/v1/nodes"
 
 
 class StatusServer:
@@ -29,6 +32,9 @@ class StatusServer:
                     ok, details = probes.report(owner.nodes, self.path == "/readyz")
                     body = json.dumps(details, sort_keys=True).encode()
                     ctype, code = "application/json", 200 if ok else 503
+                elif self.path == NODES_PATH:
+                    body = json.dumps([n.describe() for n in owner.nodes], sort_keys=True).encode()
+                    ctype, code = "application/json", 200
                 else:
                     body, ctype, code = b"not found\n", "text/plain", 404
                 self.send_response(code)

@@ -99,6 +99,7 @@ class SimNode:
         self._servers: list[grpc.Server] = []
         self._threads: list[threading.Thread] = []
         self._http: uvicorn.Server | None = None
+        self.workload_tcp_port: int | None = None
         self._reported_chips: dict[int, ChipState] | None = None
 
     @property
@@ -147,6 +148,23 @@ class SimNode:
         http = self._http
         self._spawn(lambda: http.run(sockets=listeners), "workload-api")
         self.workload_tcp_port = listeners[-1].getsockname()[1] if len(listeners) > 1 else None
+        if self.workload_tcp_port is not None:
+            log.info("node %s: workload API on TCP port %d", self.name, self.workload_tcp_port)
+
+    def describe(self) -> dict[str, object]:
+        """What a client needs to reach this node (served at /sim/v1/nodes)."""
+        return {
+            "name": self.name,
+            "ultraserver": self.place.ultraserver,
+            "serverIndex": self.place.server_index,
+            "registrationSocket": str(self.layout.registration_socket),
+            "draSocket": str(self.layout.dra_socket),
+            "workloadSocket": str(self.layout.workload_socket),
+            "workloadTcpPort": self.workload_tcp_port,
+            "registered": self.registration.registered,
+            "preparedClaims": sorted(self.state.checkpoint.claims),
+            "chips": {str(c): h.state for c, h in self.sim.chip_health().items()},
+        }
 
     def _reconcile(self) -> None:
         try:

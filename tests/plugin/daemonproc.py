@@ -71,6 +71,8 @@ class Daemon:
             "0",
             "--pod-uid",
             self.pod_uid,
+            "--workload-tcp",
+            "127.0.0.1:0",
         ]
 
     def start(self, timeout: float = 60.0) -> "Daemon":

@@ -97,6 +97,13 @@ def test_sockets_registration_and_probes(daemon: Daemon) -> None:
     ready = daemon.http("GET", "/readyz")
     assert ready.status_code == 200, ready.text
     assert set(ready.json()) == set(NODES)
+    described = daemon.http("GET", "/sim/v1/nodes").json()
+    assert [(d["name"], d["serverIndex"], d["registered"]) for d in described] == [
+        (node, i, True) for i, node in enumerate(NODES)
+    ]
+    for d in described:  # the optional TCP listener serves the same API
+        spec = httpx.get(f"http://127.0.0.1:{d['workloadTcpPort']}/openapi.json").json()
+        assert d["name"] in spec["info"]["title"]
 
 
 def test_prepare_run_and_unprepare_a_core_partition(daemon: Daemon, rack: Rack) -> None:
