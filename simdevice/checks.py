@@ -13,8 +13,8 @@ import numpy.typing as npt
 
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import gemm
-from simdevice.kernels.rowwise import layernorm, softmax
-from simdevice.numerics import execute, sparsify
+from simdevice.kernels.rowwise import elementwise, layernorm, softmax
+from simdevice.numerics import ACTIVATION_FUNCS, execute, sparsify, store
 
 F64 = npt.NDArray[np.float64]
 
@@ -55,7 +55,10 @@ def too_large(kind: str, shape: dict[str, int]) -> str | None:
     """Why the data path would be too slow for this per-core shape, if it is."""
     if kind == "gemm" and shape["m"] * shape["n"] * shape["k"] > MAX_GEMM_MACS:
         return f"m*n*k per core at most {MAX_GEMM_MACS}"
-    if kind in ("softmax", "layernorm") and shape["rows"] * shape["cols"] > MAX_ELEMENTS:
+    if (
+        kind in ("elementwise", "softmax", "layernorm")
+        and shape["rows"] * shape["cols"] > MAX_ELEMENTS
+    ):
         return f"rows*cols per core at most {MAX_ELEMENTS}"
     if kind == "attention" and shape["seq"] > MAX_ATTENTION_SEQ:
         return f"seq at most {MAX_ATTENTION_SEQ}"
@@ -67,7 +70,9 @@ def _rng(kind: str, shape: dict[str, int], dtype: str) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(key))
 
 
-def check(kind: str, shape: dict[str, int], dtype: str, sparsity: str = "dense") -> NumericsResult:
+def check(
+    kind: str, shape: dict[str, int], dtype: str, *, sparsity: str = "dense", func: str = "gelu"
+) -> NumericsResult:
     """Run one core's `kind` program of `shape` and compare with float64."""
     rng = _rng(kind, shape, dtype)
     got: F64
@@ -80,6 +85,11 @@ def check(kind: str, shape: dict[str, int], dtype: str, sparsity: str = "dense")
             # the reference multiplies by the weights as the array keeps them
             a = sparsify(a.T.astype(np.float32), sparsity).T.astype(np.float64)
         want = a @ b
+    elif kind == "elementwise":
+        x = rng.standard_normal((shape["rows"], shape["cols"])) * 2
+        program = elementwise(shape["rows"], shape["cols"], dtype, func)
+        got = execute(program, {"x": x})["y"].astype(np.float64)
+        want = ACTIVATION_FUNCS[func](store(x, dtype).astype(np.float64))
     elif kind == "softmax":
         x = rng.standard_normal((shape["rows"], shape["cols"])) * 3
         got = execute(softmax(shape["rows"], shape["cols"], dtype), {"x": x})["y"].astype(
@@ -105,7 +115,9 @@ def check(kind: str, shape: dict[str, int], dtype: str, sparsity: str = "dense")
         p = np.exp(scores - scores.max(axis=1, keepdims=True))
         want = (p / p.sum(axis=1, keepdims=True)) @ v
     else:
-        raise ValueError(f"kind: no numerics for {kind!r}; gemm, softmax, layernorm, attention")
+        raise ValueError(
+            f"kind: no numerics for {kind!r}; gemm, elementwise, softmax, layernorm, attention"
+        )
     rel = float(np.linalg.norm(got - want) / np.linalg.norm(want))
     tolerance = TOLERANCE[dtype]
     return NumericsResult(rel, float(np.abs(got - want).max()), tolerance, rel <= tolerance)

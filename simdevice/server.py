@@ -21,6 +21,7 @@ import numpy.typing as npt
 from simdevice.checks import NumericsResult, check, too_large
 from simdevice.faults import Fault, FaultError, FaultKind
 from simdevice.isa import QUEUE_NAMES
+from simdevice.sharing import fair_share
 from simdevice.telemetry import ChipHealth, ChipTelemetry, CoreTelemetry, ServerTelemetry
 from simdevice.timing import core_dma_bandwidth, core_timing
 from simdevice.topology import ChipPlace, RackSpec, chip_places
@@ -65,6 +66,15 @@ class _Job:
     plan: Plan
     rows: npt.NDArray[np.intp]  # counter rows of its cores
     plans: dict[float | None, Plan] = field(default_factory=dict)  # by HBM share
+
+    @property
+    def demand(self) -> float:
+        """HBM bytes/s each of its cores moves when nothing else limits it."""
+        free = self.plans[None]
+        if free.duration <= 0:
+            return 0.0
+        return free.iterations * free.compute.dma_bytes / free.duration
+
     numerics: NumericsResult | None = None
     state: str = "queued"
     done: float = 0.0
@@ -174,9 +184,10 @@ class ServerSim:
         now = self._tick()
         picked = self._check_cores(cores)
         chips = frozenset(c for c, _ in picked)
-        job_plan = self._plan(workload, picked, chips, self._share_if_alone(picked))
+        job_plan = self._plan(workload, picked, chips, None)
         rows = np.asarray([self._row[p] for p in picked], dtype=np.intp)
         job = _Job(f"job-{next(self._ids)}", workload, picked, chips, now, job_plan, rows)
+        job.plans[None] = job_plan
         job.numerics = _numerics(workload, len(picked))
         self._jobs[job.id] = job
         self._queue.append(job.id)
@@ -320,23 +331,27 @@ class ServerSim:
     def _rates(self) -> dict[str, tuple[float, Plan]]:
         """Progress per second of every running job under the current HBM shares."""
         hung = self._hung_cores()
-        streaming = [0] * self.spec.chips_per_server
-        stalled = set()
+        stalled = {j for j in self._running if hung.intersection(self._jobs[j].cores)}
+        demands: dict[int, list[float]] = {}
         for job_id in self._running:
-            job = self._jobs[job_id]
-            if hung.intersection(job.cores):
-                stalled.add(job_id)
+            if job_id in stalled:
                 continue
+            job = self._jobs[job_id]
             for c, _ in job.cores:
-                streaming[c] += 1
+                demands.setdefault(c, []).append(job.demand)
+        hbm = self.spec.chip.hbm_bandwidth
+        caps = {chip: fair_share(d, hbm) for chip, d in demands.items()}
         rates = {}
         for job_id in self._running:
             job = self._jobs[job_id]
             if job_id in stalled:
                 rates[job_id] = (0.0, job.plan)
                 continue
-            busiest = max(streaming[c] for c in job.chips)
-            share = self._bandwidth(busiest)
+            chip_caps = [cap for chip in job.chips if (cap := caps[chip]) is not None]
+            cap = min(chip_caps) if chip_caps else None
+            # a core that wants less than the cap is served in full
+            capped = cap is not None and job.demand > cap and cap < self._core_dma
+            share = cap if capped else None
             if share not in job.plans:
                 job.plans[share] = self._plan(job.workload, job.cores, job.chips, share)
             job.plan = job.plans[share]
@@ -392,18 +407,6 @@ class ServerSim:
             del self._jobs[job_id]
 
     # -- helpers ---------------------------------------------------------------
-    def _bandwidth(self, streaming_cores: int) -> float | None:
-        """A core's HBM share when `streaming_cores` cores of its chip stream;
-        None when its own DMA engines are the tighter bound."""
-        share = self.spec.chip.hbm_bandwidth / max(1, streaming_cores)
-        return None if share >= self._core_dma else share
-
-    def _share_if_alone(self, cores: tuple[tuple[int, int], ...]) -> float | None:
-        per_chip: dict[int, int] = {}
-        for c, _ in cores:
-            per_chip[c] = per_chip.get(c, 0) + 1
-        return self._bandwidth(max(per_chip.values()))
-
     def _plan(
         self,
         workload: Workload,
@@ -532,7 +535,13 @@ def _numerics(workload: Workload, cores: int) -> NumericsResult | None:
     if reason:
         raise WorkloadError(f"numerics: the data path takes {reason}; turn numerics off")
     shape.pop("heads", None)
-    return check(workload.kind, shape, params["dtype"], params.get("sparsity", "dense"))
+    return check(
+        workload.kind,
+        shape,
+        params["dtype"],
+        sparsity=params.get("sparsity", "dense"),
+        func=params.get("func", "gelu"),
+    )
 
 
 def _describe(fault: Fault) -> str:

@@ -15,15 +15,16 @@ from functools import lru_cache
 from typing import Any
 
 from simdevice.collectives import collective_time
-from simdevice.isa import DTYPES, MOVING_FREE_MAX, SPARSITY, Program, ProgramError
+from simdevice.isa import ACTIVATIONS, DTYPES, MOVING_FREE_MAX, SPARSITY, Program, ProgramError
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import BLOCK_ROWS, gemm
-from simdevice.kernels.rowwise import layernorm, softmax
+from simdevice.kernels.rowwise import elementwise, layernorm, softmax
 from simdevice.timing import ProgramTiming, combine, time_program
 from simdevice.topology import ChipSpec, RackSpec
 
 KINDS: tuple[str, ...] = (
     "gemm",
+    "elementwise",
     "softmax",
     "layernorm",
     "attention",
@@ -58,6 +59,14 @@ FIELDS: dict[str, dict[str, _Field]] = {
         "k": _Field(int, _REQUIRED),
         "dtype": _Field(str, "bf16", DTYPES),
         "sparsity": _Field(str, "dense", SPARSITY),
+        "iterations": _ITER,
+        "numerics": _NUMERICS,
+    },
+    "elementwise": {
+        "rows": _Field(int, _REQUIRED),
+        "cols": _Field(int, _REQUIRED),
+        "dtype": _Field(str, "fp32", ("fp32", "bf16")),
+        "func": _Field(str, "gelu", ACTIVATIONS),
         "iterations": _ITER,
         "numerics": _NUMERICS,
     },
@@ -255,7 +264,7 @@ def core_shape(workload: Workload, cores: int) -> dict[str, int]:
     w = workload
     if w.kind == "gemm":
         return {"m": _share(w["m"], cores), "n": w["n"], "k": w["k"]}
-    if w.kind in ("softmax", "layernorm"):
+    if w.kind in ("elementwise", "softmax", "layernorm"):
         return {"rows": _share(w["rows"], cores), "cols": w["cols"]}
     if w.kind == "attention":
         heads = _share(w["heads"] * w["batch"], cores)
@@ -284,6 +293,10 @@ def plan(
                 chip=chip,
                 dma_bandwidth=dma_bandwidth,
             )
+        elif w.kind == "elementwise":
+            shape = core_shape(w, cores)
+            args = (shape["rows"], shape["cols"], w["dtype"], w["func"])
+            compute = _timed(elementwise, args, chip, dma_bandwidth)
         elif w.kind in ("softmax", "layernorm"):
             builder = softmax if w.kind == "softmax" else layernorm
             shape = core_shape(w, cores)

@@ -117,14 +117,37 @@ def test_utilization_tracks_a_running_job(sim: ServerSim, clock: FakeClock) -> N
     assert tel.chips[0].hbm_bytes_used > 0
 
 
-def test_cores_sharing_hbm_slow_down(clock: FakeClock) -> None:
+STREAM = parse_workload({"kind": "elementwise", "rows": 8192, "cols": 4096, "iterations": 100})
+
+
+def test_cores_streaming_at_once_share_the_chips_hbm(clock: FakeClock) -> None:
+    """Eight Trn2 cores want more than 2.9 TB/s: each gets an eighth, and the
+    streaming op slows down to HBM speed."""
     sim = ServerSim(TRN2, 0, clock=clock)
-    stream = parse_workload({"kind": "softmax", "rows": 8192, "cols": 4096, "iterations": 100})
-    alone = sim.submit(stream, [(0, 0)])
+    alone = sim.submit(STREAM, [(0, 0)])
     t_alone = sim.job(alone).duration
     sim.cancel(alone)
-    crowd = [sim.submit(stream, [(0, k)]) for k in range(8)]
-    assert sim.job(crowd[0]).duration > t_alone
+    crowd = [sim.submit(STREAM, [(0, k)]) for k in range(8)]
+    t_crowd = sim.job(crowd[0]).duration
+    assert t_crowd > 1.1 * t_alone
+    per_core = plan(STREAM, TRN2, 1, 1).compute.dma_bytes * STREAM.iterations / t_crowd
+    assert 8 * per_core == pytest.approx(TRN2.chip.hbm_bandwidth, rel=0.05)
+    # Elsewhere on the server nothing changes.
+    other = sim.submit(STREAM, [(1, 0)])
+    assert sim.job(other).duration == pytest.approx(t_alone)
+
+
+def test_compute_bound_neighbours_keep_their_speed(clock: FakeClock) -> None:
+    """HBM is shared max-min fairly: a GEMM that needs little bandwidth is not
+    slowed by seven streaming cores beside it; the streamers split the rest."""
+    sim = ServerSim(TRN2, 0, clock=clock)
+    gemm_alone = sim.job(sim.submit(GEMM, [(0, 7)])).duration
+    sim.cancel("job-1")
+    streams = [sim.submit(STREAM, [(0, k)]) for k in range(7)]
+    crowded_gemm = sim.submit(GEMM, [(0, 7)])
+    assert sim.job(crowded_gemm).duration == pytest.approx(gemm_alone)
+    stream_alone = plan(STREAM, TRN2, 1, 1).duration
+    assert sim.job(streams[0]).duration > stream_alone
 
 
 def test_core_hang_stalls_the_job_until_cleared(sim: ServerSim, clock: FakeClock) -> None:

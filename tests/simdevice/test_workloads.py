@@ -22,6 +22,7 @@ TRN2 = rack_spec("trn2")
 
 EXAMPLES: dict[str, dict[str, Any]] = {
     "gemm": {"kind": "gemm", "m": 1024, "n": 1024, "k": 1024, "dtype": "bf16", "iterations": 10},
+    "elementwise": {"kind": "elementwise", "rows": 1024, "cols": 1024, "func": "silu"},
     "softmax": {"kind": "softmax", "rows": 1024, "cols": 1024},
     "layernorm": {"kind": "layernorm", "rows": 1024, "cols": 1024},
     "attention": {"kind": "attention", "seq": 512, "head_dim": 64, "heads": 8},
@@ -150,6 +151,7 @@ def test_numerics_flag_must_be_a_boolean() -> None:
     [
         ("gemm", {"m": 200, "n": 300, "k": 150}, "bf16"),
         ("softmax", {"rows": 150, "cols": 256}, "bf16"),
+        ("elementwise", {"rows": 150, "cols": 256}, "bf16"),
         ("layernorm", {"rows": 150, "cols": 256}, "fp32"),
         ("attention", {"seq": 160, "head_dim": 32}, "bf16"),
     ],
@@ -162,4 +164,5 @@ def test_checks_compare_one_core_with_float64(kind: str, shape: dict[str, int], 
 
 
 def test_sparse_gemm_check_uses_the_pruned_weights() -> None:
-    assert check("gemm", {"m": 128, "n": 128, "k": 128}, "fp32", "2:4").relative_error < 1e-6
+    result = check("gemm", {"m": 128, "n": 128, "k": 128}, "fp32", sparsity="2:4")
+    assert result.relative_error < 1e-6
