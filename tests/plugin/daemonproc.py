@@ -16,7 +16,7 @@ import httpx
 
 from driver.localsim.kubelet import KubeletStandIn
 from driver.plugin.layout import NodeLayout
-from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID
+from tests.plugin.rackfixture import SITE, Site
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,9 +33,15 @@ def short_tmpdir() -> Iterator[Path]:
 
 class Daemon:
     def __init__(
-        self, workdir: Path, kubeconfig: Path, failpoint: str = "", pod_uid: str = ""
+        self,
+        workdir: Path,
+        kubeconfig: Path,
+        failpoint: str = "",
+        pod_uid: str = "",
+        site: Site = SITE,
     ) -> None:
         self.workdir = workdir
+        self.site = site
         self.pod_uid = pod_uid
         self.kubeconfig = kubeconfig
         self.failpoint = failpoint
@@ -44,17 +50,17 @@ class Daemon:
         self.stderr: list[str] = []
 
     def args(self) -> list[str]:
-        nodes = [arg for i, n in enumerate(NODES) for arg in ("--node", f"{n}={i}")]
+        nodes = [arg for i, n in enumerate(self.site.nodes) for arg in ("--node", f"{n}={i}")]
         return [
             sys.executable,
             "-m",
             "driver.cli",
             "node",
             "--driver-name",
-            DRIVER,
+            self.site.driver,
             *nodes,
             "--ultraserver",
-            RACK_ID,
+            self.site.rack_id,
             "--kubelet-root",
             str(self.workdir / "{node}" / "kubelet"),
             "--state-dir",
@@ -102,10 +108,12 @@ class Daemon:
 
     def layout(self, node: str) -> NodeLayout:
         base = self.workdir / node
-        return NodeLayout(base / "kubelet", DRIVER, base / "state", base / "cdi", self.pod_uid)
+        return NodeLayout(
+            base / "kubelet", self.site.driver, base / "state", base / "cdi", self.pod_uid
+        )
 
     def kubelet(self, node: str) -> KubeletStandIn:
-        kubelet = KubeletStandIn(self.workdir / node / "kubelet", DRIVER)
+        kubelet = KubeletStandIn(self.workdir / node / "kubelet", self.site.driver)
         kubelet.register()
         return kubelet
 

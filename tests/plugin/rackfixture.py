@@ -23,9 +23,24 @@ RACK_ID = "plugintest-rack"
 NAMESPACE = "plugintest"
 NODES = ("plugintest-n0", "plugintest-n1")
 RACK = rack_spec("trn3-gen2")
-RACK_LABEL = "plugintest.sim.dev/rack"
-CLASS = "plugintest.sim.dev"
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Site:
+    """Names of one test rack: driver (also the device class), pool, namespace, nodes."""
+
+    driver: str
+    rack_id: str
+    namespace: str
+    nodes: tuple[str, ...]
+
+    @property
+    def rack_label(self) -> str:
+        return f"{self.driver}/rack"
+
+
+SITE = Site(DRIVER, RACK_ID, NAMESPACE, NODES)
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
@@ -133,7 +148,7 @@ def slices() -> list[dict[str, Any]]:
     ]
     rack_selector = {
         "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": RACK_LABEL, "operator": "In", "values": [RACK_ID]}]}
+            {"matchExpressions": [{"key": SITE.rack_label, "operator": "In", "values": [RACK_ID]}]}
         ]
     }
     ultraserver = one(
@@ -162,6 +177,7 @@ def slices() -> list[dict[str, Any]]:
 class Rack:
     plane: ControlPlane
     api: k8s.ApiClient
+    site: Site = SITE
 
     def create_claim(
         self,
@@ -170,16 +186,19 @@ class Rack:
         selector: str = "",
         config: Mapping[str, Any] | None = None,
     ) -> None:
-        request: dict[str, Any] = {"deviceClassName": CLASS, "count": count}
+        request: dict[str, Any] = {"deviceClassName": self.site.driver, "count": count}
         if selector:
             request["selectors"] = [{"cel": {"expression": selector}}]
         spec: dict[str, Any] = {"devices": {"requests": [{"name": "req", "exactly": request}]}}
         if config is not None:
             spec["devices"]["config"] = [
-                {"requests": ["req"], "opaque": {"driver": DRIVER, "parameters": dict(config)}}
+                {
+                    "requests": ["req"],
+                    "opaque": {"driver": self.site.driver, "parameters": dict(config)},
+                }
             ]
-        body = {"metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
-        k8s.ResourceV1Api(self.api).create_namespaced_resource_claim(NAMESPACE, body)
+        body = {"metadata": {"name": name, "namespace": self.site.namespace}, "spec": spec}
+        k8s.ResourceV1Api(self.api).create_namespaced_resource_claim(self.site.namespace, body)
 
     def create_pod(self, name: str, claim: str, node: str | None = None) -> None:
         spec: dict[str, Any] = {
@@ -195,7 +214,8 @@ class Rack:
         if node:
             spec["nodeSelector"] = {"kubernetes.io/hostname": node}
         k8s.CoreV1Api(self.api).create_namespaced_pod(
-            NAMESPACE, {"metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+            self.site.namespace,
+            {"metadata": {"name": name, "namespace": self.site.namespace}, "spec": spec},
         )
 
     def bound_pod(self, name: str) -> dict[str, Any]:
@@ -204,7 +224,7 @@ class Rack:
 
         def probe() -> dict[str, Any] | None:
             pod: dict[str, Any] = self.api.sanitize_for_serialization(
-                core.read_namespaced_pod(name, NAMESPACE)
+                core.read_namespaced_pod(name, self.site.namespace)
             )
             return pod if pod["spec"].get("nodeName") else None
 
@@ -212,7 +232,7 @@ class Rack:
 
     def claim(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] = self.api.sanitize_for_serialization(
-            k8s.ResourceV1Api(self.api).read_namespaced_resource_claim(name, NAMESPACE)
+            k8s.ResourceV1Api(self.api).read_namespaced_resource_claim(name, self.site.namespace)
         )
         return found
 
@@ -221,12 +241,12 @@ class Rack:
         for pod in pods:
             with suppress(k8s.ApiException):
                 k8s.CoreV1Api(self.api).delete_namespaced_pod(
-                    pod, NAMESPACE, grace_period_seconds=0
+                    pod, self.site.namespace, grace_period_seconds=0
                 )
         for pod in pods:
             wait_for(f"pod {pod} to go", partial(self._gone_pod, pod))
         with suppress(k8s.ApiException):
-            k8s.ResourceV1Api(self.api).delete_namespaced_resource_claim(claim, NAMESPACE)
+            k8s.ResourceV1Api(self.api).delete_namespaced_resource_claim(claim, self.site.namespace)
         wait_for(f"claim {claim} to go", lambda: not self._exists_claim(claim))
 
     def _gone_pod(self, name: str) -> bool:
@@ -234,7 +254,7 @@ class Rack:
 
     def _exists_pod(self, name: str) -> bool:
         try:
-            k8s.CoreV1Api(self.api).read_namespaced_pod(name, NAMESPACE)
+            k8s.CoreV1Api(self.api).read_namespaced_pod(name, self.site.namespace)
         except k8s.ApiException as err:
             if err.status == 404:
                 return False
@@ -243,7 +263,7 @@ class Rack:
 
     def _exists_claim(self, name: str) -> bool:
         try:
-            k8s.ResourceV1Api(self.api).read_namespaced_resource_claim(name, NAMESPACE)
+            k8s.ResourceV1Api(self.api).read_namespaced_resource_claim(name, self.site.namespace)
         except k8s.ApiException as err:
             if err.status == 404:
                 return False
@@ -252,32 +272,35 @@ class Rack:
 
 
 @contextmanager
-def published_rack(plane: ControlPlane) -> Iterator[Rack]:
-    """Namespace, nodes, device class and slices; all removed afterwards."""
+def published_rack(
+    plane: ControlPlane, site: Site = SITE, items: list[dict[str, Any]] | None = None
+) -> Iterator[Rack]:
+    """Namespace, nodes, device class and slices (default: `slices()`); all removed afterwards."""
+    items = slices() if items is None else items
     api = plane.api_client()
     core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
-    core.create_namespace({"metadata": {"name": NAMESPACE}})
-    for node in NODES:
-        plane.create_node(node, {RACK_LABEL: RACK_ID})
+    core.create_namespace({"metadata": {"name": site.namespace}})
+    for node in site.nodes:
+        plane.create_node(node, {site.rack_label: site.rack_id})
     resource.create_device_class(
         {
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+            "metadata": {"name": site.driver},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{site.driver}"'}}]},
         }
     )
-    for item in slices():
+    for item in items:
         resource.create_resource_slice(item)
     try:
-        yield Rack(plane, api)
+        yield Rack(plane, api, site)
     finally:
         with suppress(k8s.ApiException):
-            core.delete_namespace(NAMESPACE, grace_period_seconds=0)
-        for item in slices():
+            core.delete_namespace(site.namespace, grace_period_seconds=0)
+        for item in items:
             with suppress(k8s.ApiException):
                 resource.delete_resource_slice(item["metadata"]["name"])
         with suppress(k8s.ApiException):
-            resource.delete_device_class(CLASS)
-        for node in NODES:
+            resource.delete_device_class(site.driver)
+        for node in site.nodes:
             with suppress(k8s.ApiException):
                 plane.delete_node(node)
         api.close()
