@@ -169,6 +169,8 @@ class ServerSim:
         self._row = {place: row for row, place in enumerate(self._cores)}
         self._counters = _Counters(len(self._cores), self._now)
         self._rate_key: tuple[tuple[str, float], ...] = ()
+        # rates change only when jobs start or end or faults come and go
+        self._rates_now: dict[str, tuple[float, Plan]] | None = None
         self._chips = [_Chip() for _ in range(spec.chips_per_server)]
         self._jobs: dict[str, _Job] = {}
         self._queue: list[str] = []
@@ -218,6 +220,7 @@ class ServerSim:
         now = self._tick()
         self._check_fault(fault)
         self._faults.add(fault)
+        self._rates_now = None
         chip = self._chips[fault.chip]
         if fault.ecc:
             chip.ecc[fault.kind.value] += 1
@@ -232,6 +235,7 @@ class ServerSim:
         now = self._tick()
         self._check_fault(fault)
         self._faults.discard(fault)
+        self._rates_now = None
         self._run_until(now)
 
     def chip_health(self) -> dict[int, ChipHealth]:
@@ -292,7 +296,9 @@ class ServerSim:
         now = max(now, self._now)
         while True:
             self._start_queued()
-            rates = self._rates()
+            if self._rates_now is None:
+                self._rates_now = self._rates()
+            rates = self._rates_now
             ends = {}
             for job_id, (rate, _) in rates.items():
                 if rate > 0:
@@ -322,6 +328,7 @@ class ServerSim:
                 self._finish(job, self._now, "failed", reason)
                 continue
             job.state, job.started = "running", self._now
+            self._rates_now = None
             self._running.append(job_id)
             for p in job.cores:
                 self._cores[p].job = job_id
@@ -383,6 +390,7 @@ class ServerSim:
                     self._chips[c].link_bytes += sent
 
     def _finish(self, job: _Job, now: float, state: str, error: str | None) -> None:
+        self._rates_now = None
         if job.id in self._queue:
             self._queue.remove(job.id)
         if job.id in self._running:
