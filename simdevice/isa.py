@@ -202,7 +202,9 @@ class Program:
     a: list[float] = field(default_factory=list)
     b: list[float] = field(default_factory=list)
     flops: list[float] = field(default_factory=list)  # BF16-equivalent FLOPs
-    waits: list[tuple[tuple[int, int], ...]] = field(default_factory=list)  # (sem id, value)
+    # Signal events are numbered in program order (the n-th instruction that
+    # signals anything makes event n); waits name the events they wait for.
+    waits: list[tuple[int, ...]] = field(default_factory=list)
     signal: list[int] = field(default_factory=list)  # sem id or -1
     operands: list[tuple[Any, ...]] = field(default_factory=list)  # for the data path
     semaphores: list[str] = field(default_factory=list)
@@ -242,8 +244,9 @@ class ProgramBuilder:
     def __init__(self, name: str) -> None:
         self.program = Program(name)
         self._sem_ids: dict[str, int] = {}
-        self._sem_counts: list[int] = []
+        self._sem_events: list[list[int]] = []  # event ids of each semaphore's signals
         self._sem_queue: list[int] = []
+        self._events = 0
         self._sbuf_offset = 0
         self._psum_offset = 0
         self._stationary: View | None = None
@@ -299,18 +302,18 @@ class ProgramBuilder:
             if token is None:
                 continue
             sem = self._sem_ids.get(token.semaphore)
-            if sem is None or token.value > self._sem_counts[sem]:
+            if sem is None or not 1 <= token.value <= len(self._sem_events[sem]):
                 raise ProgramError(
                     f"wait: semaphore {token.semaphore!r} is never signalled {token.value} "
                     "times before this instruction; wait only for tokens already emitted"
                 )
-            waits.append((sem, token.value))
+            waits.append(self._sem_events[sem][token.value - 1])
         sem_id = -1
         result = None
         if signal is not None:
             sem_id = self._sem_ids.setdefault(signal, len(self._sem_ids))
-            if sem_id == len(self._sem_counts):
-                self._sem_counts.append(0)
+            if sem_id == len(self._sem_events):
+                self._sem_events.append([])
                 self._sem_queue.append(int(queue))
                 p.semaphores.append(signal)
             elif self._sem_queue[sem_id] != queue:
@@ -319,8 +322,9 @@ class ProgramBuilder:
                     f"{QUEUE_NAMES[self._sem_queue[sem_id]]} queue already; use one "
                     "semaphore per producing queue"
                 )
-            self._sem_counts[sem_id] += 1
-            result = Token(signal, self._sem_counts[sem_id])
+            self._sem_events[sem_id].append(self._events)
+            self._events += 1
+            result = Token(signal, len(self._sem_events[sem_id]))
         p.queue.append(int(queue))
         p.op.append(int(op))
         p.a.append(a)

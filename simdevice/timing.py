@@ -210,7 +210,8 @@ def simulate(
     check_capacity(program, chip)
     busy_s, latency_s = durations(program, chip, dma_bandwidth)
     n = len(program)
-    sem_times: list[list[float]] = [[] for _ in program.semaphores]
+    events: list[float] = []  # completion time of each signal, in program order
+    add_event = events.append
     free = [0.0] * len(Queue)
     sync = int(Queue.SYNC)
     sync_last = 0.0  # Sync/DMA completions stay in order
@@ -219,7 +220,6 @@ def simulate(
     sync_starts: list[float] = []  # other queues start at end - busy
     ends: list[float] = []
     add_end = ends.append
-    signal_at = [times.append for times in sem_times]
     for q, waits, sig, busy, latency in zip(
         program.queue,
         program.waits,
@@ -229,10 +229,11 @@ def simulate(
         strict=True,
     ):
         s = free[q]
-        for sem, value in waits:
-            e = sem_times[sem][value - 1]
-            if e > s:  # noqa: PLR1730 - the hot loop; a call to max() costs more
-                s = e
+        if waits:
+            for event in waits:
+                e = events[event]
+                if e > s:  # noqa: PLR1730 - the hot loop; a call to max() costs more
+                    s = e
         if q == sync:
             if len(in_flight) >= outstanding:
                 e = in_flight[-outstanding]
@@ -250,7 +251,7 @@ def simulate(
             free[q] = e
         add_end(e)
         if sig >= 0:
-            signal_at[sig](e)
+            add_event(e)
     last = [*free[:sync], sync_last]
     duration = max(last) if n else 0.0
     cols = program.columns()
