@@ -6,6 +6,7 @@ Baseline for the ratios: a bare Python loop doing one float add and one list
 append per item, measured in the same run (what one interpreted step costs).
 """
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -166,6 +167,7 @@ def rack_step_per_job(steps: int = 100) -> dict[str, Any]:
 
 
 def main() -> int:
+    load_before = os.getloadavg()[0]
     base = baseline_rate()
     timing = timing_rate()
     data_path = numerics_rate()
@@ -176,7 +178,9 @@ def main() -> int:
     per_core_instr = step_plan.compute.instructions * step_plan.iterations
     # Without reuse every core's program would be timed: 1152 x the instructions.
     no_reuse_ratio = step_plan.duration / (per_core_instr * RACK.cores / timing["instr_per_s"])
+    load_after = os.getloadavg()[0]
     results = {
+        "load_average_1min": {"before": load_before, "after": load_after},
         "baseline_loop_items_per_s": base,
         "timing": timing,
         "timing_vs_baseline": timing["instr_per_s"] / base,
@@ -231,6 +235,9 @@ run gets a fresh program so descriptor conversion is counted; best of {REPEATS})
 |---|---|---|---|
 {kernels}
 {total}
+
+The machine's 1-minute load average was {load_before:.1f} before and
+{load_after:.1f} after the run (other work shares its CPUs; figures are best-of).
 
 Baseline: a bare Python loop (one float add + one append per item) runs
 {base / 1e6:.1f} M items/s here, so one simulated instruction costs
