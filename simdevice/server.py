@@ -66,6 +66,12 @@ class _Job:
     plan: Plan
     rows: npt.NDArray[np.intp]  # counter rows of its cores
     plans: dict[float | None, Plan] = field(default_factory=dict)  # by HBM share
+    numerics: NumericsResult | None = None
+    state: str = "queued"
+    done: float = 0.0
+    started: float | None = None
+    finished: float | None = None
+    error: str | None = None
 
     @property
     def demand(self) -> float:
@@ -74,13 +80,6 @@ class _Job:
         if free.duration <= 0:
             return 0.0
         return free.iterations * free.compute.dma_bytes / free.duration
-
-    numerics: NumericsResult | None = None
-    state: str = "queued"
-    done: float = 0.0
-    started: float | None = None
-    finished: float | None = None
-    error: str | None = None
 
 
 @dataclass
@@ -301,7 +300,9 @@ class ServerSim:
             rates = self._rates_now
             ends = {}
             for job_id, (rate, _) in rates.items():
-                if rate > 0:
+                if rate == math.inf:  # nothing to do: done as soon as it starts
+                    ends[job_id] = self._now
+                elif rate > 0:
                     ends[job_id] = self._now + (1.0 - self._jobs[job_id].done) / rate
             t_next = min([now, *ends.values()])
             self._accrue(rates, t_next - self._now)
@@ -332,8 +333,6 @@ class ServerSim:
             self._running.append(job_id)
             for p in job.cores:
                 self._cores[p].job = job_id
-            if job.plan.duration <= 0:
-                job.done = 1.0
 
     def _rates(self) -> dict[str, tuple[float, Plan]]:
         """Progress per second of every running job under the current HBM shares."""

@@ -279,3 +279,11 @@ def test_numerics_refuse_shapes_too_large_for_the_data_path(sim: ServerSim) -> N
     with pytest.raises(WorkloadError, match=r"^numerics: "):
         sim.submit(parse_workload(spec), [(0, 0)])
     assert sim.jobs() == []
+
+
+def test_a_job_with_nothing_to_do_finishes_at_once(sim: ServerSim) -> None:
+    alone = parse_workload({"kind": "all-reduce", "bytes": 1 << 20, "chips": 1})
+    job_id = sim.submit(alone, [(0, 0)])
+    info = sim.job(job_id)
+    assert (info.state, info.progress, info.duration) == ("succeeded", 1.0, 0.0)
+    assert info.finished == info.started == info.submitted
