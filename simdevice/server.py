@@ -248,7 +248,7 @@ class ServerSim:
         for job_id in self._running:
             job = self._jobs[job_id]
             for place in job.cores:
-                hbm[place[0]] += job.plan.compute.hbm_bytes
+                hbm[place[0]] += job.plan.hbm_bytes
                 sbuf[place] = job.plan.compute.sbuf_bytes
         hung = self._hung_cores()
         n = self._counters

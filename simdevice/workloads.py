@@ -10,14 +10,23 @@ their arguments and are cached, so a rack of identical jobs is timed once.
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from simdevice.collectives import collective_time
-from simdevice.isa import ACTIVATIONS, DTYPES, MOVING_FREE_MAX, SPARSITY, Program, ProgramError
+from simdevice.isa import (
+    ACTIVATIONS,
+    DTYPE_BYTES,
+    DTYPES,
+    MOVING_FREE_MAX,
+    PARTITIONS,
+    SPARSITY,
+    Program,
+    ProgramError,
+)
 from simdevice.kernels.attention import attention
-from simdevice.kernels.gemm import BLOCK_ROWS, gemm
+from simdevice.kernels.gemm import block_rows, gemm, output_dtype
 from simdevice.kernels.rowwise import elementwise, layernorm, softmax
 from simdevice.timing import ProgramTiming, combine, time_program
 from simdevice.topology import ChipSpec, RackSpec
@@ -33,6 +42,7 @@ KINDS: tuple[str, ...] = (
     "all-gather",
 )
 MAX_ITERATIONS = 10**9
+MAX_TOKENS = 65536  # per core in a training step (its weight-gradient GEMMs' K)
 
 
 class WorkloadError(ValueError):
@@ -188,6 +198,10 @@ def _check_shape(w: Workload) -> None:
             raise WorkloadError(f"heads: head size {w['hidden'] // heads} > 128; use more heads")
         if w["hidden"] > 8192:
             raise WorkloadError(f"hidden: at most 8192 per core, got {w['hidden']}")
+        if w["seq"] * w["batch"] > MAX_TOKENS:
+            raise WorkloadError(
+                f"seq: seq * batch = {w['seq'] * w['batch']} tokens per core; at most {MAX_TOKENS}"
+            )
 
 
 @dataclass(frozen=True)
@@ -198,6 +212,7 @@ class Plan:
     comm: float  # seconds of inter-chip communication per iteration
     comm_bytes: float  # bytes each chip sends per iteration
     iterations: int
+    hbm_bytes: int = 0  # what each core keeps in HBM (see hbm_footprint)
 
     @property
     def iteration_time(self) -> float:
@@ -242,8 +257,8 @@ def gemm_timing(
     chip: ChipSpec,
     dma_bandwidth: float | None = None,
 ) -> ProgramTiming:
-    """GEMM timing from small programs: extrapolated over 512-row blocks and
-    over 512-column tiles, so planning a large GEMM stays cheap."""
+    """GEMM timing from small programs: extrapolated over row blocks and over
+    512-column tiles, so planning a large GEMM stays cheap."""
 
     def rows(mm: int) -> ProgramTiming:
         return _extrapolated(
@@ -252,7 +267,28 @@ def gemm_timing(
             lambda nn: _timed(gemm, (mm, nn, k, dtype, sparsity), chip, dma_bandwidth),
         )
 
-    return _extrapolated(m, BLOCK_ROWS, rows)
+    return _extrapolated(m, block_rows(k, dtype), rows)
+
+
+ROWWISE: dict[str, Callable[..., Program]] = {
+    "elementwise": elementwise,
+    "softmax": softmax,
+    "layernorm": layernorm,
+}
+
+
+def rowwise_timing(
+    builder: Callable[..., Program],
+    rows: int,
+    cols: int,
+    *args: Any,
+    chip: ChipSpec,
+    dma_bandwidth: float | None = None,
+) -> ProgramTiming:
+    """Row-wise kernel timing, extrapolated over 128-row tiles."""
+    return _extrapolated(
+        rows, PARTITIONS, lambda r: _timed(builder, (r, cols, *args), chip, dma_bandwidth)
+    )
 
 
 def _share(total: int, parts: int) -> int:
@@ -272,6 +308,29 @@ def core_shape(workload: Workload, cores: int) -> dict[str, int]:
     raise WorkloadError(f"kind: {w.kind} has no single-core shape")
 
 
+def hbm_footprint(workload: Workload, cores: int) -> tuple[int, str]:
+    """Bytes one core keeps in HBM, and the spec field that sizes it. A training
+    step keeps its weights and gradients (12 h^2 values per layer each) and
+    its activations (about 16 h values per token per layer)."""
+    w = workload
+    if w.kind == "gemm":
+        s = core_shape(w, cores)
+        size = DTYPE_BYTES[w["dtype"]]
+        out = DTYPE_BYTES[output_dtype(w["dtype"])]
+        return math.ceil((s["m"] * s["k"] + s["k"] * s["n"]) * size + s["m"] * s["n"] * out), "m"
+    if w.kind in ("elementwise", "softmax", "layernorm"):
+        s = core_shape(w, cores)
+        return math.ceil(2 * s["rows"] * s["cols"] * DTYPE_BYTES[w["dtype"]]), "rows"
+    if w.kind == "attention":
+        s = core_shape(w, cores)
+        return s["heads"] * 4 * w["seq"] * w["head_dim"] * 2, "seq"
+    if w.kind == "train-step":
+        h, layers = w["hidden"], w["layers"]
+        tokens = w["seq"] * w["batch"]
+        return layers * (2 * 12 * h * h + 16 * h * tokens) * 2, "hidden"
+    return w["bytes"], "bytes"
+
+
 @lru_cache(maxsize=1024)
 def plan(
     workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None = None
@@ -280,6 +339,19 @@ def plan(
     drawing at most `dma_bandwidth` bytes/s from HBM."""
     if cores < 1 or chips < 1:
         raise WorkloadError(f"cores: need at least one core on one chip, got {cores} on {chips}")
+    footprint, field_name = hbm_footprint(workload, cores)
+    per_chip = footprint * math.ceil(cores / chips)
+    if per_chip > spec.chip.hbm_bytes:
+        raise WorkloadError(
+            f"{field_name}: the job keeps {per_chip / 2**30:.1f} GiB in the HBM of a chip, "
+            f"which has {spec.chip.hbm_bytes / 2**30:.0f} GiB; use a smaller problem or more chips"
+        )
+    return replace(_plan(workload, spec, cores, chips, dma_bandwidth), hbm_bytes=footprint)
+
+
+def _plan(
+    workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None
+) -> Plan:
     w, chip = workload, spec.chip
     try:
         if w.kind == "gemm":
@@ -293,15 +365,17 @@ def plan(
                 chip=chip,
                 dma_bandwidth=dma_bandwidth,
             )
-        elif w.kind == "elementwise":
+        elif w.kind in ("elementwise", "softmax", "layernorm"):
             shape = core_shape(w, cores)
-            args = (shape["rows"], shape["cols"], w["dtype"], w["func"])
-            compute = _timed(elementwise, args, chip, dma_bandwidth)
-        elif w.kind in ("softmax", "layernorm"):
-            builder = softmax if w.kind == "softmax" else layernorm
-            shape = core_shape(w, cores)
-            compute = _timed(
-                builder, (shape["rows"], shape["cols"], w["dtype"]), chip, dma_bandwidth
+            extra = (w["func"],) if w.kind == "elementwise" else ()
+            compute = rowwise_timing(
+                ROWWISE[w.kind],
+                shape["rows"],
+                shape["cols"],
+                w["dtype"],
+                *extra,
+                chip=chip,
+                dma_bandwidth=dma_bandwidth,
             )
         elif w.kind == "attention":
             head = _timed(attention, (w["seq"], w["head_dim"], w["dtype"]), chip, dma_bandwidth)
@@ -357,7 +431,7 @@ def _plan_train_step(
     seq = min(w["seq"], 4096)
     head = _timed(attention, (seq, h // heads, w["dtype"]), chip, dma_bandwidth)
     parts.append((head, 3.0 * heads * w["batch"] * w["seq"] / seq))
-    norm = _timed(layernorm, (tokens, h, "bf16"), chip, dma_bandwidth)
+    norm = rowwise_timing(layernorm, tokens, h, "bf16", chip=chip, dma_bandwidth=dma_bandwidth)
     parts.append((norm, 4.0))
     layer = combine(parts)
     compute = combine([(layer, float(w["layers"]))])

@@ -2,8 +2,9 @@
 
 A is stored transposed in HBM (aT[K, M]) so its tiles land with K on the
 partitions, as the stationary operand needs. Rows are processed in blocks of
-512 (four 128-row stationary tiles share every streamed B tile); the A block
-is double-buffered, B tiles rotate through three SBUF buffers, and the eight
+512 (four 128-row stationary tiles share every streamed B tile; 256 or 128
+when all of K for 512 rows would not fit SBUF); the A block is double-buffered
+when two fit, B tiles rotate through eight SBUF buffers, and the eight
 PSUM banks form two sets of four so one set accumulates while the other is
 evacuated. Stores are emitted after the next tile's first loads so the in-order
 Sync queue keeps prefetching.
@@ -14,6 +15,7 @@ from simdevice.isa import (
     MOVING_FREE_MAX,
     PARTITIONS,
     PSUM_BANKS,
+    CapacityError,
     Program,
     ProgramBuilder,
     ProgramError,
@@ -22,9 +24,10 @@ from simdevice.isa import (
     View,
 )
 
-BLOCK_ROWS = 4 * PARTITIONS
+BLOCK_ROWS = 4 * PARTITIONS  # rows per block when the A block fits
 B_BUFFERS = 8
 A_DOUBLE_BUFFER_LIMIT = 96 * 1024  # bytes per partition for two A blocks
+A_BLOCK_LIMIT = 192 * 1024  # bytes per partition for one A block (SBUF less B/C tiles)
 
 STORAGE_DTYPE = {
     "fp32": "fp32",
@@ -45,12 +48,26 @@ def output_dtype(dtype: str) -> str:
     return "fp32" if dtype in ("fp32", "tf32") else "bf16"
 
 
+def block_rows(k: int, dtype: str) -> int:
+    """Rows per block: 512 (four stationary tiles sharing every B tile) when
+    the block's A (all of K) fits SBUF, fewer for long K."""
+    per_row = _ceil_div(k, PARTITIONS) * DTYPE_BYTES[STORAGE_DTYPE[dtype]]
+    for rows in (BLOCK_ROWS, BLOCK_ROWS // 2, PARTITIONS):
+        if per_row * rows <= A_BLOCK_LIMIT:
+            return rows
+    raise CapacityError(
+        f"k: {k} is too long for one core's SBUF: even 128 rows of A need "
+        f"{per_row * PARTITIONS:.0f} bytes per partition (at most {A_BLOCK_LIMIT}); split K"
+    )
+
+
 def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -> Program:
     for name, value in (("m", m), ("n", n), ("k", k)):
         if value < 1:
             raise ProgramError(f"{name}: must be >= 1, got {value}")
     if dtype not in STORAGE_DTYPE:
         raise ProgramError(f"dtype: {dtype!r} is not one of {', '.join(STORAGE_DTYPE)}")
+    rows_per_block = block_rows(k, dtype)
     sdt = STORAGE_DTYPE[dtype]
     out_dt = output_dtype(dtype)
     pb = ProgramBuilder(f"gemm-{m}x{n}x{k}-{dtype}-{sparsity}")
@@ -59,7 +76,7 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
     c = pb.hbm("c", m, n, out_dt)
 
     k_tiles = _ceil_div(k, PARTITIONS)
-    block_cols = k_tiles * BLOCK_ROWS
+    block_cols = k_tiles * rows_per_block
     a_row_bytes = block_cols * DTYPE_BYTES[sdt]
     a_buffers = 2 if 2 * a_row_bytes <= A_DOUBLE_BUFFER_LIMIT else 1
     a_blk = [pb.sbuf(f"a{i}", PARTITIONS, block_cols, sdt) for i in range(a_buffers)]
@@ -81,14 +98,14 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
             c_free[slot] = pb.dma(dst, src, wait=(ev,), signal="st")
         pending.clear()
 
-    for block, row0 in enumerate(range(0, m, BLOCK_ROWS)):
-        rows = min(BLOCK_ROWS, m - row0)
+    for block, row0 in enumerate(range(0, m, rows_per_block)):
+        rows = min(rows_per_block, m - row0)
         m_tiles = _ceil_div(rows, PARTITIONS)
         abuf = a_blk[block % a_buffers]
         a_tokens = []
         for ki in range(k_tiles):
             kk = min(PARTITIONS, k - ki * PARTITIONS)
-            col = ki * BLOCK_ROWS
+            col = ki * rows_per_block
             a_tokens.append(
                 pb.dma(
                     abuf[0:kk, col : col + rows],
@@ -115,7 +132,7 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
                     flush()
                 for mi in range(m_tiles):
                     mm_rows = min(PARTITIONS, rows - mi * PARTITIONS)
-                    col = ki * BLOCK_ROWS + mi * PARTITIONS
+                    col = ki * rows_per_block + mi * PARTITIONS
                     pb.load_stationary(abuf[0:kk, col : col + mm_rows], wait=(a_tokens[ki],))
                     bank = bank_set + mi
                     last_mm = pb.multiply_moving(

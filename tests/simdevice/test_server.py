@@ -287,3 +287,10 @@ def test_a_job_with_nothing_to_do_finishes_at_once(sim: ServerSim) -> None:
     info = sim.job(job_id)
     assert (info.state, info.progress, info.duration) == ("succeeded", 1.0, 0.0)
     assert info.finished == info.started == info.submitted
+
+
+def test_telemetry_reports_the_hbm_the_running_jobs_keep(sim: ServerSim) -> None:
+    sim.submit(GEMM, [(2, 0), (2, 1)])
+    per_core = plan(GEMM, GEN2, 2, 1).hbm_bytes
+    assert per_core > 0
+    assert sim.telemetry().chips[2].hbm_bytes_used == 2 * per_core

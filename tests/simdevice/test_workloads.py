@@ -7,6 +7,7 @@ import pytest
 from simdevice.checks import check
 from simdevice.collectives import collective_time
 from simdevice.kernels.gemm import gemm
+from simdevice.kernels.rowwise import layernorm
 from simdevice.timing import time_program
 from simdevice.topology import rack_spec
 from simdevice.workloads import (
@@ -15,6 +16,7 @@ from simdevice.workloads import (
     gemm_timing,
     parse_workload,
     plan,
+    rowwise_timing,
 )
 
 GEN2 = rack_spec("trn3-gen2")
@@ -166,3 +168,43 @@ def test_checks_compare_one_core_with_float64(kind: str, shape: dict[str, int], 
 def test_sparse_gemm_check_uses_the_pruned_weights() -> None:
     result = check("gemm", {"m": 128, "n": 128, "k": 128}, "fp32", sparsity="2:4")
     assert result.relative_error < 1e-6
+
+
+def test_a_job_must_fit_the_chips_hbm() -> None:
+    w = parse_workload({"kind": "gemm", "m": 400_000, "n": 400_000, "k": 4096})
+    with pytest.raises(WorkloadError, match=r"^m: the job keeps .* GiB .* 144 GiB"):
+        plan(w, GEN2, 8, 1)
+    fits = parse_workload({"kind": "gemm", "m": 4096, "n": 4096, "k": 4096})
+    assert plan(fits, GEN2, 8, 1).hbm_bytes == (512 * 4096 + 4096 * 4096 + 512 * 4096) * 2
+
+
+def test_k_too_long_for_sbuf_is_refused_without_building_anything() -> None:
+    w = parse_workload({"kind": "gemm", "m": 1, "n": 1, "k": 10**6})
+    with pytest.raises(WorkloadError, match=r"^k: .*split K"):
+        plan(w, GEN2, 1, 1)
+
+
+def test_long_k_uses_smaller_row_blocks() -> None:
+    w = parse_workload({"kind": "gemm", "m": 2048, "n": 1024, "k": 40_000})
+    p = plan(w, GEN2, 1, 1)
+    utilization = p.compute.flops / (p.compute.duration * 78.64e12)
+    assert utilization > 0.8
+
+
+def test_rowwise_extrapolation_matches_the_full_program() -> None:
+    chip = GEN2.chip
+    full = time_program(layernorm(1000, 512), chip)
+    fast = rowwise_timing(layernorm, 1000, 512, "fp32", chip=chip)
+    assert fast.duration == pytest.approx(full.duration, rel=0.01)
+    assert fast.instructions == full.instructions
+
+
+def test_huge_row_counts_plan_quickly_and_scale_linearly() -> None:
+    small = plan(parse_workload({"kind": "elementwise", "rows": 10**6, "cols": 64}), GEN2, 1, 1)
+    big = plan(parse_workload({"kind": "elementwise", "rows": 10**8, "cols": 64}), GEN2, 1, 1)
+    assert big.duration == pytest.approx(100 * small.duration, rel=0.01)
+
+
+def test_train_step_tokens_are_bounded() -> None:
+    with pytest.raises(WorkloadError, match=r"^seq: "):
+        parse_workload({"kind": "train-step", "hidden": 1024, "seq": 65536, "batch": 2})
