@@ -7,7 +7,6 @@ needs a few fields and the models cost more than the request.
 import json
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from kubernetes import client
@@ -37,7 +36,6 @@ class ApiReader:
         self._lock = threading.Lock()
         self._index: dict[tuple[str, str], Attributes] = {}
         self._listed_at = float("-inf")
-        self.clock: Callable[[], float] = time.monotonic
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
         """GET `path` as JSON; None on 404, ApiError on any other failure."""
@@ -75,12 +73,12 @@ class ApiReader:
             if not cont:
                 break
         self._index = device_attributes(items, self.driver)
-        self._listed_at = self.clock()
+        self._listed_at = time.monotonic()
 
     def attributes(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Attributes]:
         """Attributes of the named (pool, device) pairs that exist."""
         with self._lock:
-            stale = self.clock() - self._listed_at > self.cache_seconds
+            stale = time.monotonic() - self._listed_at > self.cache_seconds
             if stale or not keys <= self._index.keys():
                 self._refresh()
             return {key: self._index[key] for key in keys if key in self._index}

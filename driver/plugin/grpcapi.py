@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -27,7 +27,6 @@ class RegistrationState:
 
     registered: bool = False
     error: str = ""
-    changed: threading.Event = field(default_factory=threading.Event)
 
 
 def registration_handler(
@@ -46,7 +45,6 @@ def registration_handler(
     def notify(request: Any, context: grpc.ServicerContext) -> Any:
         state.registered = bool(request.plugin_registered)
         state.error = str(request.error)
-        state.changed.set()
         if not state.registered:
             log.error("kubelet refused registration of %s: %s", driver, state.error)
         return api.RegistrationStatusResponse()

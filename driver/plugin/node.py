@@ -191,11 +191,16 @@ class SimNode:
         return changed
 
     def _health_loop(self) -> None:
+        """Check every interval; a failure is logged once until its message changes."""
+        last_error = ""
         while not self.stopping.wait(self.options.health_interval):
             try:
                 self.check_health()
-            except Exception:
-                log.exception("node %s: health check", self.name)
+                last_error = ""
+            except Exception as err:
+                if str(err) != last_error:
+                    log.exception("node %s: health check (retrying quietly)", self.name)
+                last_error = str(err)
 
     def stop(self) -> None:
         """Registration socket first (the kubelet drops us), then everything else."""

@@ -271,6 +271,16 @@ class Rack:
         return True
 
 
+def _namespace_gone(core: k8s.CoreV1Api, site: Site) -> bool:
+    try:
+        core.read_namespace(site.namespace)
+    except k8s.ApiException as err:
+        if err.status == 404:
+            return True
+        raise
+    return False
+
+
 @contextmanager
 def published_rack(
     plane: ControlPlane, site: Site = SITE, items: list[dict[str, Any]] | None = None
@@ -293,8 +303,11 @@ def published_rack(
     try:
         yield Rack(plane, api, site)
     finally:
+        with suppress(k8s.ApiException):  # no kubelet confirms pod deletion: force it
+            core.delete_collection_namespaced_pod(site.namespace, grace_period_seconds=0)
         with suppress(k8s.ApiException):
             core.delete_namespace(site.namespace, grace_period_seconds=0)
+        wait_for(f"namespace {site.namespace} to go", partial(_namespace_gone, core, site))
         for item in items:
             with suppress(k8s.ApiException):
                 resource.delete_resource_slice(item["metadata"]["name"])
