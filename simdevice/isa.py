@@ -551,17 +551,22 @@ class ProgramBuilder:
         *,
         scale: View | float = 1.0,
         bias: View | float = 0.0,
+        row_sum: View | None = None,
         queue: Queue = Queue.SCALAR,
         wait: tuple[Token | None, ...] = (),
         signal: str | None = None,
     ) -> Token | None:
-        """dst = func(scale * src + bias); scale and bias may be [P, 1] columns."""
+        """dst = func(scale * src + bias); scale and bias may be [P, 1] columns.
+        `row_sum` [P, 1] also receives the sum of each result row, at no extra
+        cost (the engine reduces as it writes)."""
         if func not in ACTIVATIONS:
             raise ProgramError(f"func: {func!r} is not one of {', '.join(ACTIVATIONS)}")
         self._same_shape("src", dst, src)
-        for name, v in (("scale", scale), ("bias", bias)):
+        for name, v in (("scale", scale), ("bias", bias), ("row_sum", row_sum)):
             if isinstance(v, View) and v.shape != (dst.rows, 1):
                 raise ProgramError(f"{name}: shape {v.shape} should be {(dst.rows, 1)}")
+        if row_sum is not None:
+            self._on_chip("row_sum", row_sum)
         # The scalar engine's lookup tables make transcendentals as cheap as
         # arithmetic there; the vector engine computes them at 1/4 the rate.
         transcendental = func in TRANSCENDENTAL and queue != Queue.SCALAR
@@ -571,7 +576,7 @@ class ProgramBuilder:
             dst,
             dst.cols,
             transcendental,
-            (dst, src, func, scale, bias),
+            (dst, src, func, scale, bias, row_sum),
             wait,
             signal,
         )

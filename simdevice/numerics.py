@@ -214,9 +214,11 @@ def execute(program: Program, inputs: Mapping[str, npt.ArrayLike]) -> dict[str, 
             dst, a, b, alu = operands
             mem.write(dst, ALU_FUNCS[alu](mem.read(a), np.asarray(mem.operand(b))))
         elif op == Op.ACTIVATION:
-            dst, src, func, scale, bias = operands
+            dst, src, func, scale, bias, row_sum = operands
             x = mem.read(src) * mem.operand(scale) + mem.operand(bias)
             mem.write(dst, ACTIVATION_FUNCS[func](x))
+            if row_sum is not None:
+                mem.write(row_sum, mem.read(dst).sum(axis=1, keepdims=True))
         elif op == Op.REDUCE:
             dst, src, reduce_op = operands
             values = mem.read(src)

@@ -8,10 +8,22 @@ PE array, and the 1/sum normalisation applied while evacuating O.
 """
 
 import math
+from collections import deque
 
-from simdevice.isa import MOVING_FREE_MAX, PARTITIONS, Program, ProgramBuilder, ProgramError, Token
+from simdevice.isa import (
+    MOVING_FREE_MAX,
+    PARTITIONS,
+    Buffer,
+    Program,
+    ProgramBuilder,
+    ProgramError,
+    Queue,
+    Token,
+)
 
 MAX_SEQ = 4096
+SLOTS = 3  # query tiles in flight
+TRANSPOSES = 4  # P^T blocks in flight; their PSUM->SBUF copies alternate engines
 
 
 def attention(seq: int, head_dim: int, dtype: str = "bf16") -> Program:
@@ -28,15 +40,15 @@ def attention(seq: int, head_dim: int, dtype: str = "bf16") -> Program:
     key_chunks = -(-s // PARTITIONS)
     q_sb, k_sb = pb.sbuf("qT_sb", d, s, dtype), pb.sbuf("kT_sb", d, s, dtype)
     v_sb = pb.sbuf("v_sb", PARTITIONS, key_chunks * d, dtype)
-    scores = [pb.sbuf(f"scores{i}", PARTITIONS, s, "fp32") for i in range(2)]
-    probs = [pb.sbuf(f"probs{i}", PARTITIONS, s, dtype) for i in range(2)]
-    p_t = [pb.sbuf(f"pT{i}", PARTITIONS, PARTITIONS, dtype) for i in range(2)]
-    out = [pb.sbuf(f"out{i}", PARTITIONS, d, dtype) for i in range(2)]
-    row_max = [pb.sbuf(f"max{i}", PARTITIONS, 1, "fp32") for i in range(2)]
-    row_sum = [pb.sbuf(f"sum{i}", PARTITIONS, 1, "fp32") for i in range(2)]
+    scores = [pb.sbuf(f"scores{i}", PARTITIONS, s, "fp32") for i in range(SLOTS)]
+    probs = [pb.sbuf(f"probs{i}", PARTITIONS, s, dtype) for i in range(SLOTS)]
+    p_t = [pb.sbuf(f"pT{i}", PARTITIONS, PARTITIONS, dtype) for i in range(TRANSPOSES)]
+    out = [pb.sbuf(f"out{i}", PARTITIONS, d, dtype) for i in range(SLOTS)]
+    row_max = [pb.sbuf(f"max{i}", PARTITIONS, 1, "fp32") for i in range(SLOTS)]
+    row_sum = [pb.sbuf(f"sum{i}", PARTITIONS, 1, "fp32") for i in range(SLOTS)]
     ps_s = [pb.psum(f"ps_scores{i}", PARTITIONS, MOVING_FREE_MAX) for i in range(2)]
-    ps_t = [pb.psum(f"ps_t{i}", PARTITIONS, PARTITIONS) for i in range(2)]
-    ps_o = [pb.psum(f"ps_o{i}", PARTITIONS, d) for i in range(2)]
+    ps_t = [pb.psum(f"ps_t{i}", PARTITIONS, PARTITIONS) for i in range(TRANSPOSES)]
+    ps_o = [pb.psum(f"ps_o{i}", PARTITIONS, d) for i in range(SLOTS)]
 
     loads = [pb.dma(q_sb.all(), q_t.all(), signal="ld"), pb.dma(k_sb.all(), k_t.all(), signal="ld")]
     for j in range(key_chunks):
@@ -51,14 +63,41 @@ def attention(seq: int, head_dim: int, dtype: str = "bf16") -> Program:
     loaded = loads[-1]
     scale = 1.0 / math.sqrt(d)
     ps_s_free: list[Token | None] = [None, None]
-    ps_t_free: list[Token | None] = [None, None]
-    p_t_free: list[Token | None] = [None, None]
-    slot_free: list[Token | None] = [None, None]  # store of the tile that last used a slot
+    ps_t_free: list[Token | None] = [None] * TRANSPOSES
+    p_t_free: list[Token | None] = [None] * TRANSPOSES
+    slot_free: list[Token | None] = [None] * SLOTS  # store of the tile that last used a slot
     chunk = 0
     pair = 0
+
+    def transpose_block(
+        j: int, nq: int, pr: Buffer, probs_ready: Token | None
+    ) -> tuple[Token | None, int, int]:
+        """P[:, block j]^T into SBUF: transpose on the PE array, then copy
+        out of PSUM on the vector or gpsimd engine (alternating)."""
+        nonlocal pair
+        nk = min(PARTITIONS, s - j * PARTITIONS)
+        bank = pair % TRANSPOSES
+        pair += 1
+        tr = pb.transpose(
+            ps_t[bank][0:nk, 0:nq],
+            pr[0:nq, j * PARTITIONS : j * PARTITIONS + nk],
+            wait=(probs_ready, ps_t_free[bank]),
+            signal="mm",
+        )
+        queue, sem = (Queue.VECTOR, "v") if bank % 2 == 0 else (Queue.GPSIMD, "g")
+        cp = pb.copy(
+            p_t[bank][0:nk, 0:nq],
+            ps_t[bank][0:nk, 0:nq],
+            queue=queue,
+            wait=(tr, p_t_free[bank]),
+            signal=sem,
+        )
+        ps_t_free[bank] = cp
+        return cp, bank, nk
+
     for tile, q0 in enumerate(range(0, s, PARTITIONS)):
         nq = min(PARTITIONS, s - q0)
-        slot = tile % 2
+        slot = tile % SLOTS
         sc, pr, mx, sm = scores[slot], probs[slot], row_max[slot], row_sum[slot]
         t: Token | None = None
         for c0 in range(0, s, MOVING_FREE_MAX):
@@ -85,23 +124,19 @@ def attention(seq: int, head_dim: int, dtype: str = "bf16") -> Program:
         sv, pv = sc[0:nq, 0:s], pr[0:nq, 0:s]
         t = pb.reduce(mx[0:nq, 0:1], sv, "max", wait=(t,), signal="v")
         t = pb.tensor_scalar(mx[0:nq, 0:1], mx[0:nq, 0:1], -1.0, "multiply", wait=(t,), signal="v")
-        probs_ready = pb.activation(pv, sv, "exp", bias=mx[0:nq, 0:1], wait=(t,), signal="s")
-        summed = pb.reduce(sm[0:nq, 0:1], pv, "sum", wait=(probs_ready,), signal="v")
+        # exp and its row sums in one pass of the scalar engine
+        probs_ready = pb.activation(
+            pv, sv, "exp", bias=mx[0:nq, 0:1], row_sum=sm[0:nq, 0:1], wait=(t,), signal="s"
+        )
+
+        # Transposes run ahead of the P V matmuls that consume them, so the
+        # in-order tensor queue never waits on a copy it could have overlapped.
+        ahead = deque(
+            transpose_block(j, nq, pr, probs_ready) for j in range(min(TRANSPOSES, key_chunks))
+        )
         mm = None
         for j in range(key_chunks):
-            nk = min(PARTITIONS, s - j * PARTITIONS)
-            bank = pair % 2
-            pair += 1
-            tr = pb.transpose(
-                ps_t[bank][0:nk, 0:nq],
-                pr[0:nq, j * PARTITIONS : j * PARTITIONS + nk],
-                wait=(probs_ready, ps_t_free[bank]),
-                signal="mm",
-            )
-            cp = pb.copy(
-                p_t[bank][0:nk, 0:nq], ps_t[bank][0:nk, 0:nq], wait=(tr, p_t_free[bank]), signal="v"
-            )
-            ps_t_free[bank] = cp
+            cp, bank, nk = ahead.popleft()
             pb.load_stationary(p_t[bank][0:nk, 0:nq], wait=(cp,))
             mm = pb.multiply_moving(
                 ps_o[slot][0:nq, 0:d],
@@ -112,7 +147,11 @@ def attention(seq: int, head_dim: int, dtype: str = "bf16") -> Program:
                 signal="mm",
             )
             p_t_free[bank] = mm
-        rcp = pb.activation(sm[0:nq, 0:1], sm[0:nq, 0:1], "reciprocal", wait=(summed,), signal="s")
+            if j + TRANSPOSES < key_chunks:
+                ahead.append(transpose_block(j + TRANSPOSES, nq, pr, probs_ready))
+        rcp = pb.activation(
+            sm[0:nq, 0:1], sm[0:nq, 0:1], "reciprocal", wait=(probs_ready,), signal="s"
+        )
         t = pb.tensor_scalar(
             out[slot][0:nq, 0:d],
             ps_o[slot][0:nq, 0:d],

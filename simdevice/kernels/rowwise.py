@@ -90,8 +90,7 @@ def softmax(rows: int, cols: int, dtype: str = "fp32") -> Program:
             m, s = mx[slot][0:n, 0:1], sm[slot][0:n, 0:1]
             t = pb.reduce(m, xv, "max", wait=waits, signal="v")
             t = pb.tensor_scalar(m, m, -1.0, "multiply", wait=(t,), signal="v")
-            t = pb.activation(yv, xv, "exp", bias=m, wait=(t,), signal="s")
-            t = pb.reduce(s, yv, "sum", wait=(t,), signal="v")
+            t = pb.activation(yv, xv, "exp", bias=m, row_sum=s, wait=(t,), signal="s")
             t = pb.activation(s, s, "reciprocal", wait=(t,), signal="s")
             return pb.tensor_scalar(yv, yv, s, "multiply", wait=(t,), signal="v")
 
