@@ -79,13 +79,16 @@ def decode(data: bytes, path: Path) -> dict[str, ClaimRecord]:
     claims = doc.get("claims")
     if not isinstance(claims, dict) or doc.get("checksum") != checksum(claims):
         raise CheckpointError(f"{path}: checksum mismatch, the file is damaged; move it aside")
-    return {
-        uid: ClaimRecord(
-            **{k: v for k, v in record.items() if k != "devices"},
-            devices=[DeviceRecord(**d) for d in record["devices"]],
-        )
-        for uid, record in claims.items()
-    }
+    try:
+        return {
+            uid: ClaimRecord(
+                **{k: v for k, v in record.items() if k != "devices"},
+                devices=[DeviceRecord(**d) for d in record["devices"]],
+            )
+            for uid, record in claims.items()
+        }
+    except (TypeError, KeyError) as err:
+        raise CheckpointError(f"{path}: claims: malformed record ({err}); move it aside") from err
 
 
 class Checkpoint:

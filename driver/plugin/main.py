@@ -10,6 +10,7 @@ from kubernetes import client, config
 from prometheus_client import CollectorRegistry
 
 from driver.plugin import flags as flagmod
+from driver.plugin.checkpoint import CheckpointError
 from driver.plugin.cluster import ApiReader
 from driver.plugin.devices import NodePlace
 from driver.plugin.healthreport import HealthReporter
@@ -17,6 +18,7 @@ from driver.plugin.httpserver import StatusServer
 from driver.plugin.layout import NodeLayout, node_path
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.node import HealthSink, NodeOptions, SimNode
+from driver.plugin.sockets import SocketPathError
 from driver.plugin.telemetry import TelemetryCollector
 from simdevice.topology import rack_spec
 
@@ -74,11 +76,7 @@ def build_nodes(
     return nodes
 
 
-def main(argv: list[str]) -> int:
-    flags = flagmod.parse(argv)
-    logging.basicConfig(
-        level=flags.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def run(flags: flagmod.Flags) -> int:
     api = api_client(flags)
     reader = ApiReader(api, flags.driver_name, flags.slice_cache_seconds)
     registry = CollectorRegistry()
@@ -94,16 +92,31 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)
     started: list[SimNode] = []
     status = StatusServer(*split_address(flags.http_address, "--http-address"), registry, nodes)
+    serving = False
     try:
         for node in nodes:
             node.start()
             started.append(node)
         status.start()
+        serving = True
         print(f"ready http={status.port} nodes={len(nodes)}", file=sys.stderr, flush=True)
         stop.wait()
-        status.stop()
     finally:
+        if serving:
+            status.stop()
         for node in reversed(started):
             node.stop()
     log.info("stopped")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    flags = flagmod.parse(argv)
+    logging.basicConfig(
+        level=flags.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return run(flags)
+    except (CheckpointError, SocketPathError) as err:
+        print(f"trainium-dra node: {err}", file=sys.stderr)
+        return 1

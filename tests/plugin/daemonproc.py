@@ -102,8 +102,10 @@ class Daemon:
         deadline = time.monotonic() + timeout
         while not ready.wait(0.1):
             if proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError("daemon did not start:\n" + "".join(self.stderr[-40:]))
+                code = self.stop()
+                raise AssertionError(
+                    f"daemon did not start (exit {code}):\n" + "".join(self.stderr[-40:])
+                )
         return self
 
     def layout(self, node: str) -> NodeLayout:

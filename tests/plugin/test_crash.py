@@ -18,7 +18,7 @@ from driver.localsim.kubelet import container_edits
 from driver.plugin.checkpoint import PREPARE_COMPLETED, Checkpoint
 from driver.plugin.failpoints import PREPARE_POINTS, UNPREPARE_POINTS
 from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import DRIVER, Rack, published_rack, wait_for
+from tests.plugin.rackfixture import DRIVER, SITE, Rack, published_rack, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -164,3 +164,14 @@ def test_rolling_update_hands_claims_to_the_new_pod(
         assert_clean(new, node)
     finally:
         assert new.stop() == 0
+
+
+def test_damaged_checkpoint_stops_the_daemon_with_a_clear_error(
+    control_plane: ControlPlane, workdir: Path
+) -> None:
+    daemon = Daemon(workdir, control_plane.kubeconfig)
+    checkpoint = daemon.layout(SITE.nodes[0]).checkpoint
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_text('{"version": 1, "checksum": "0", "claims": {}}')
+    with pytest.raises(AssertionError, match=r"(?s)exit 1\).*checkpoint.json: checksum mismatch"):
+        daemon.start()
