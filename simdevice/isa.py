@@ -207,7 +207,6 @@ class Program:
     waits: list[tuple[int, ...]] = field(default_factory=list)
     signal: list[int] = field(default_factory=list)  # sem id or -1
     operands: list[tuple[Any, ...]] = field(default_factory=list)  # for the data path
-    semaphores: list[str] = field(default_factory=list)
     buffers: dict[str, Buffer] = field(default_factory=dict)
 
     _columns: Columns | None = field(default=None, repr=False, compare=False)
@@ -315,7 +314,6 @@ class ProgramBuilder:
             if sem_id == len(self._sem_events):
                 self._sem_events.append([])
                 self._sem_queue.append(int(queue))
-                p.semaphores.append(signal)
             elif self._sem_queue[sem_id] != queue:
                 raise ProgramError(
                     f"signal: semaphore {signal!r} is signalled from the "
