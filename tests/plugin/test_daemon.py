@@ -261,6 +261,11 @@ def test_fault_reaches_health_stream_and_report_and_clears(
         )
 
     wait_for("failed chip in NodeDeviceHealth", lambda: reported("failed"), timeout=10)
+    text = daemon.http("GET", "/metrics").text
+    chip_labels = {"node": node, "chip": str(chip)}
+    assert metric(text, "neuron_device_health_state", **chip_labels) == 2
+    ecc = metric(text, "hardware_ecc_events_total", **chip_labels, event_type="mem_ecc_uncorrected")
+    assert ecc == 1
     assert daemon.http("DELETE", "/sim/v1/faults", json=fault).status_code == 200
     assert next_state() == health.HEALTHY
     wait_for("recovery in NodeDeviceHealth", lambda: reported(""), timeout=10)
