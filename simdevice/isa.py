@@ -8,6 +8,7 @@ Dependencies between the five in-order queues are semaphores: an instruction
 may signal one semaphore on completion and wait for others to reach a value.
 """
 
+from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -197,11 +198,13 @@ class Program:
     """
 
     name: str
-    queue: list[int] = field(default_factory=list)
-    op: list[int] = field(default_factory=list)
-    a: list[float] = field(default_factory=list)
-    b: list[float] = field(default_factory=list)
-    flops: list[float] = field(default_factory=list)  # BF16-equivalent FLOPs
+    # Typed arrays: appending is as cheap as to a list, and numpy reads them
+    # without a conversion per element.
+    queue: "array[int]" = field(default_factory=lambda: array("q"))
+    op: "array[int]" = field(default_factory=lambda: array("q"))
+    a: "array[float]" = field(default_factory=lambda: array("d"))
+    b: "array[float]" = field(default_factory=lambda: array("d"))
+    flops: "array[float]" = field(default_factory=lambda: array("d"))  # BF16-equivalent FLOPs
     # Signal events are numbered in program order (the n-th instruction that
     # signals anything makes event n); waits name the events they wait for.
     waits: list[tuple[int, ...]] = field(default_factory=list)
@@ -218,11 +221,11 @@ class Program:
         """numpy views of the descriptors, made once the program stops growing."""
         if self._columns is None or len(self._columns.op) != len(self.op):
             self._columns = Columns(
-                queue=np.asarray(self.queue, dtype=np.int64),
-                op=np.asarray(self.op, dtype=np.int64),
-                a=np.asarray(self.a, dtype=np.float64),
-                b=np.asarray(self.b, dtype=np.float64),
-                flops=np.asarray(self.flops, dtype=np.float64),
+                queue=np.frombuffer(self.queue, dtype=np.int64).copy(),
+                op=np.frombuffer(self.op, dtype=np.int64).copy(),
+                a=np.frombuffer(self.a, dtype=np.float64).copy(),
+                b=np.frombuffer(self.b, dtype=np.float64).copy(),
+                flops=np.frombuffer(self.flops, dtype=np.float64).copy(),
             )
         return self._columns
 
