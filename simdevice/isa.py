@@ -11,7 +11,7 @@ may signal one semaphore on completion and wait for others to reach a value.
 from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -144,8 +144,9 @@ class Buffer:
         return View(self, 0, self.rows, 0, self.cols)
 
 
-@dataclass(frozen=True)
-class View:
+class View(NamedTuple):
+    """A rectangle of a buffer (a named tuple: kernels make many of them)."""
+
     buffer: Buffer
     r0: int
     r1: int
@@ -169,8 +170,7 @@ class View:
         return self.rows * self.cols * DTYPE_BYTES[self.buffer.dtype]
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """A semaphore value to wait for: `semaphore` has been signalled `value` times."""
 
     semaphore: str
@@ -326,8 +326,8 @@ class ProgramBuilder:
             self._sem_events[sem_id].append(self._events)
             self._events += 1
             result = Token(signal, len(self._sem_events[sem_id]))
-        p.queue.append(int(queue))
-        p.op.append(int(op))
+        p.queue.append(queue)
+        p.op.append(op)
         p.a.append(a)
         p.b.append(b)
         p.flops.append(flops)
