@@ -1,11 +1,14 @@
 """The data path against float64 references, within each dtype's error."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from simdevice.isa import Program, ProgramBuilder
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import gemm
 from simdevice.kernels.rowwise import elementwise, layernorm, softmax
@@ -17,6 +20,8 @@ from simdevice.numerics import (
     round_fp8,
     sparsify,
 )
+from simdevice.timing import time_program
+from simdevice.topology import rack_spec
 
 RNG = np.random.default_rng(7)
 # Normwise relative error bounds: input rounding plus output rounding (BF16
@@ -138,3 +143,62 @@ def test_fp8_saturates_and_mx_keeps_range() -> None:
     # far beyond E4M3's range, the shared scale keeps the value
     big = np.full((32, 1), 4e5, dtype=np.float32)
     assert quantize(big, "mxfp8")[0, 0] == pytest.approx(4e5, rel=0.07)
+
+
+def test_dma_accumulate_adds_into_sbuf_at_full_rate() -> None:
+    def program(accumulate: bool) -> Program:
+        pb = ProgramBuilder("acc")
+        x, y, out = (
+            pb.hbm("x", 128, 256, "fp32"),
+            pb.hbm("y", 128, 256, "fp32"),
+            pb.hbm("out", 128, 256, "fp32"),
+        )
+        t = pb.sbuf("t", 128, 256, "fp32")
+        first = pb.dma(t.all(), x.all(), signal="ld")
+        second = pb.dma(t.all(), y.all(), accumulate=accumulate, wait=(first,), signal="ld")
+        pb.dma(out.all(), t.all(), wait=(second,))
+        return pb.build()
+
+    x, y = RNG.standard_normal((128, 256)), RNG.standard_normal((128, 256))
+    summed = execute(program(True), {"x": x, "y": y})["out"]
+    assert np.allclose(summed, x + y, atol=1e-6)
+    chip = rack_spec("trn3-gen2").chip
+    assert time_program(program(True), chip) == time_program(program(False), chip)
+
+
+@pytest.mark.parametrize(
+    ("alu", "ref"),
+    [
+        ("add", np.add),
+        ("subtract", np.subtract),
+        ("multiply", np.multiply),
+        ("max", np.maximum),
+        ("min", np.minimum),
+        ("divide", np.divide),
+    ],
+)
+def test_alu_ops_and_reductions(alu: str, ref: Any) -> None:
+    pb = ProgramBuilder(alu)
+    a_h, b_h, o_h = (
+        pb.hbm("a", 64, 32, "fp32"),
+        pb.hbm("b", 64, 32, "fp32"),
+        pb.hbm("o", 64, 32, "fp32"),
+    )
+    r_h = pb.hbm("r", 64, 1, "fp32")
+    a, b, r = (
+        pb.sbuf("as", 64, 32, "fp32"),
+        pb.sbuf("bs", 64, 32, "fp32"),
+        pb.sbuf("rs", 64, 1, "fp32"),
+    )
+    la = pb.dma(a.all(), a_h.all(), signal="ld")
+    lb = pb.dma(b.all(), b_h.all(), signal="ld")
+    t = pb.tensor_tensor(a.all(), a.all(), b.all(), alu, wait=(la, lb), signal="v")
+    t = pb.reduce(r.all(), a.all(), "max", wait=(t,), signal="v")
+    t = pb.tensor_scalar(a.all(), a.all(), r.all(), "subtract", wait=(t,), signal="v")
+    pb.dma(o_h.all(), a.all(), wait=(t,))
+    pb.dma(r_h.all(), r.all(), wait=(t,))
+    x, y = RNG.standard_normal((64, 32)), RNG.uniform(0.5, 2.0, (64, 32))
+    got = execute(pb.build(), {"a": x, "b": y})
+    want = ref(x, y)
+    assert np.allclose(got["r"][:, 0], want.max(axis=1), rtol=1e-6)
+    assert np.allclose(got["o"], want - want.max(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
