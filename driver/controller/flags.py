@@ -1,0 +1,76 @@
+"""Every flag of `trainium-dra controller`, in one place."""
+
+import argparse
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from driver.names import DEFAULT_DRIVER_NAME
+
+
+@dataclass(frozen=True)
+class Flags:
+    kubeconfig: Path | None
+    driver_name: str
+    lease_namespace: str
+    lease_name: str
+    lease_seconds: int
+    identity: str
+    workers: int
+    resync_seconds: float
+    log_level: str
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="trainium-dra controller",
+        description="Publish ResourceSlices for UltraServer racks and keep their status.",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="kubeconfig file; in-cluster config when absent",
+    )
+    p.add_argument(
+        "--driver-name", default=DEFAULT_DRIVER_NAME, help="DRA driver name in every slice"
+    )
+    p.add_argument(
+        "--lease-namespace", default="default", help="namespace of the leader-election Lease"
+    )
+    p.add_argument(
+        "--lease-name", default=None, help="Lease name (default: <driver-name>-controller)"
+    )
+    p.add_argument(
+        "--lease-seconds", type=int, default=15, help="Lease duration; renewed every third of it"
+    )
+    p.add_argument(
+        "--identity", default=None, help="this replica's Lease identity (default: host-pid)"
+    )
+    p.add_argument("--workers", type=int, default=4, help="racks reconciled in parallel")
+    p.add_argument("--resync-seconds", type=float, default=300.0, help="period of the full resync")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def parse(argv: list[str]) -> Flags:
+    p = parser()
+    a = p.parse_args(argv)
+    if a.workers < 1:
+        p.error("--workers: must be at least 1")
+    if a.lease_seconds < 3:
+        p.error("--lease-seconds: must be at least 3")
+    if a.resync_seconds <= 0:
+        p.error("--resync-seconds: must be positive")
+    return Flags(
+        kubeconfig=a.kubeconfig,
+        driver_name=a.driver_name,
+        lease_namespace=a.lease_namespace,
+        lease_name=a.lease_name or f"{a.driver_name}-controller",
+        lease_seconds=a.lease_seconds,
+        identity=a.identity or f"{socket.gethostname()}-{os.getpid()}",
+        workers=a.workers,
+        resync_seconds=a.resync_seconds,
+        log_level=a.log_level,
+    )

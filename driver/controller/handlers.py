@@ -1,0 +1,66 @@
+"""kopf handlers: thin. Each updates a store and queues the racks it affects;
+the workers do the rest."""
+
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from driver.controller.kube import CLAIMS, HEALTH, SLICES, ULTRASERVERS
+from driver.controller.reconciler import Stores, racks_for_node, racks_of_claim
+from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
+
+
+def register(
+    registry: kopf.OperatorRegistry,
+    stores: Stores,
+    enqueue: Callable[[str], None],
+    driver: str,
+    login: Callable[..., Any],
+) -> None:
+    kopf.on.login(registry=registry)(login)
+
+    @kopf.on.event(ULTRASERVERS.group, ULTRASERVERS.version, ULTRASERVERS.plural, registry=registry)
+    def ultraserver(*, type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+        old, new = stores.racks.apply(type, dict(body))
+        if new is None or old is None or _meta(old, "generation") != _meta(new, "generation"):
+            enqueue(name)
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    def node(*, type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+        old, new = stores.nodes.apply(type, dict(body))
+        if old != new or old is None:
+            for rack in racks_for_node(stores.racks.items(), name):
+                enqueue(rack)
+
+    @kopf.on.event(HEALTH.group, HEALTH.version, HEALTH.plural, registry=registry)
+    def health(*, type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+        old, new = stores.health.apply(type, dict(body))
+        if old != new:
+            for rack in racks_for_node(stores.racks.items(), name):
+                enqueue(rack)
+
+    @kopf.on.event(CLAIMS.group, CLAIMS.version, CLAIMS.plural, registry=registry)
+    def claim(*, type: str | None, body: kopf.Body, **_: Any) -> None:
+        old, new = stores.claims.apply(type, dict(body))
+        if old != new:
+            for rack in racks_of_claim(driver, [old, new]):
+                enqueue(rack)
+
+    @kopf.on.event(
+        SLICES.group,
+        SLICES.version,
+        SLICES.plural,
+        labels={MANAGED_BY_LABEL: MANAGED_BY},
+        registry=registry,
+    )
+    def resource_slice(*, type: str | None, body: kopf.Body, **_: Any) -> None:
+        """Only a slice deleted behind our back matters; our own writes need no echo."""
+        labels = body.get("metadata", {}).get("labels") or {}
+        rack = labels.get(rack_label(driver))
+        if type == "DELETED" and rack and body.get("spec", {}).get("driver") == driver:
+            enqueue(rack)
+
+
+def _meta(obj: Any, key: str) -> Any:
+    return (obj.get("metadata") or {}).get(key)

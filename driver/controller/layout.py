@@ -1,0 +1,299 @@
+"""Which devices one rack publishes and which counters each consumes.
+
+Pure: a RackSpec in, a Layout out. The counter scheme (DESIGN.md §3) makes
+exclusivity exact: two devices can be allocated together iff their cores do
+not overlap.
+
+- A *group* is up to 32 cores of consecutive chips on one server. Each group
+  has a *fine* counter set with one counter per physical core.
+- Two *coarse* counter sets (or one, for small racks) hold one counter per
+  group whose value is the group's core count.
+- A device inside one group consumes its cores from the group's fine set and
+  its core count from the group's coarse counter; a device spanning groups (a
+  16-chip server, the whole rack) consumes whole coarse counters only.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from simdevice.topology import ChipPlace, RackSpec, chip_places
+
+MAX_CORES_PER_COUNTER_SET: Final = 32
+MAX_COARSE_SETS: Final = 2
+"""The rack device consumes every coarse counter, and a device may consume
+from at most 2 counter sets."""
+
+PARTITION_SIZES: Final = (1, 2, 4)
+"""Core partitions published per chip, besides the whole chip."""
+
+COARSE_SET_PREFIX: Final = "groups"
+
+
+class LayoutError(ValueError):
+    """The rack does not fit the counter scheme; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """Consecutive chips of one server sharing one fine counter set."""
+
+    index: int
+    server: int
+    chips: tuple[int, ...]  # local chip indexes on the server
+    name: str  # a DNS label, e.g. "server03" or "server01-chips04-07"
+    cores: int
+
+    @property
+    def fine_set(self) -> str:
+        return f"cores-{self.name}"
+
+
+@dataclass(frozen=True)
+class Consumption:
+    """Counters one device takes from one counter set."""
+
+    counter_set: str
+    counters: MappingProxyType[str, int]
+
+
+@dataclass(frozen=True)
+class PlannedDevice:
+    """One device of the rack, before it is written as a ResourceSlice entry."""
+
+    name: str
+    kind: str  # core | chip | server | ultraserver
+    server: int | None  # None for the whole rack
+    chips: tuple[ChipPlace, ...]
+    core_start: int  # first physical core on its chip; 0 for chip and larger
+    core_count: int
+    consumes: tuple[Consumption, ...]
+
+    @property
+    def cores(self) -> frozenset[tuple[int, int]]:
+        """(rack chip index, physical core) pairs this device covers."""
+        if self.kind == "core":
+            chip = self.chips[0].index
+            return frozenset(
+                (chip, c) for c in range(self.core_start, self.core_start + self.core_count)
+            )
+        per_chip = self.core_count // len(self.chips)
+        return frozenset((p.index, c) for p in self.chips for c in range(per_chip))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every device and counter set of one rack, in publishing order."""
+
+    rack: RackSpec
+    groups: tuple[Group, ...]
+    coarse_sets: tuple[tuple[str, tuple[Group, ...]], ...]
+    devices: tuple[PlannedDevice, ...]
+
+    def counter_sets(self) -> list[tuple[str, dict[str, int]]]:
+        """(set name, counter -> capacity): fine sets in group order, then coarse."""
+        sets: list[tuple[str, dict[str, int]]] = []
+        for group in self.groups:
+            sets.append(
+                (
+                    group.fine_set,
+                    {
+                        core_counter(c, k): 1
+                        for c in group.chips
+                        for k in range(self.rack.chip.cores)
+                    },
+                )
+            )
+        for name, members in self.coarse_sets:
+            sets.append((name, {g.name: g.cores for g in members}))
+        return sets
+
+
+def core_counter(local_chip: int, core: int) -> str:
+    return f"chip{local_chip:02d}-core{core}"
+
+
+def server_name(server: int) -> str:
+    return f"server{server:02d}"
+
+
+def chip_name(server: int, local_chip: int) -> str:
+    return f"{server_name(server)}-chip{local_chip:02d}"
+
+
+def partition_name(server: int, local_chip: int, start: int, count: int) -> str:
+    base = chip_name(server, local_chip)
+    return f"{base}-core{start}" if count == 1 else f"{base}-cores{start}-{start + count - 1}"
+
+
+ULTRASERVER_DEVICE: Final = "ultraserver"
+
+
+def chips_per_group(rack: RackSpec) -> int:
+    """The largest number of chips that divides a server and fits one fine set."""
+    fit = max(1, MAX_CORES_PER_COUNTER_SET // rack.chip.cores)
+    return max(
+        n
+        for n in range(1, rack.chips_per_server + 1)
+        if rack.chips_per_server % n == 0 and n <= fit
+    )
+
+
+def make_groups(rack: RackSpec) -> tuple[Group, ...]:
+    if rack.chip.cores > MAX_CORES_PER_COUNTER_SET:
+        raise LayoutError(
+            f"chip.cores: {rack.chip.cores} cores exceed the "
+            f"{MAX_CORES_PER_COUNTER_SET} counters of one counter set; use smaller chips"
+        )
+    size = chips_per_group(rack)
+    groups: list[Group] = []
+    for server in range(rack.servers):
+        for first in range(0, rack.chips_per_server, size):
+            chips = tuple(range(first, first + size))
+            whole = size == rack.chips_per_server
+            name = (
+                server_name(server)
+                if whole
+                else f"{server_name(server)}-chips{first:02d}-{first + size - 1:02d}"
+            )
+            groups.append(Group(len(groups), server, chips, name, size * rack.chip.cores))
+    return tuple(groups)
+
+
+def split_coarse(groups: Sequence[Group]) -> tuple[tuple[str, tuple[Group, ...]], ...]:
+    """Spread the groups evenly over as few coarse sets as the limits allow."""
+    count = -(-len(groups) // MAX_CORES_PER_COUNTER_SET)
+    if count > MAX_COARSE_SETS:
+        raise LayoutError(
+            f"servers: {len(groups)} counter groups need {count} coarse counter sets, "
+            f"more than the {MAX_COARSE_SETS} one device may consume; use a smaller rack"
+        )
+    per_set = -(-len(groups) // count)
+    return tuple(
+        (f"{COARSE_SET_PREFIX}-{i}", tuple(groups[i * per_set : (i + 1) * per_set]))
+        for i in range(count)
+    )
+
+
+def _coarse_consumption(
+    coarse: Sequence[tuple[str, tuple[Group, ...]]], taken: dict[int, int]
+) -> tuple[Consumption, ...]:
+    """Coarse counters for {group index: cores taken}, one entry per set touched."""
+    out = []
+    for name, members in coarse:
+        counters = {g.name: taken[g.index] for g in members if g.index in taken}
+        if counters:
+            out.append(Consumption(name, MappingProxyType(counters)))
+    return tuple(out)
+
+
+def build_layout(rack: RackSpec) -> Layout:
+    """Devices of the partitioned mode, small first within each chip, chip-major.
+
+    Order matters: the scheduler's allocator is first-fit over devices in slice
+    order, so chip-major order packs single cores onto chips already in use
+    and leaves whole chips free for bigger claims.
+    """
+    groups = make_groups(rack)
+    coarse = split_coarse(groups)
+    group_of = {(g.server, chip): g for g in groups for chip in g.chips}
+    places = chip_places(rack)
+    cores_per_chip = rack.chip.cores
+    devices: list[PlannedDevice] = []
+    for server in range(rack.servers):
+        server_places = [p for p in places if p.server == server]
+        for place in server_places:
+            group = group_of[(server, place.local_index)]
+            for size in PARTITION_SIZES:
+                for start in range(0, cores_per_chip, size):
+                    devices.append(_in_group(place, start, size, group, coarse))
+            devices.append(_in_group(place, 0, cores_per_chip, group, coarse))
+        server_groups = [g for g in groups if g.server == server]
+        server_cores = cores_per_chip * rack.chips_per_server
+        if len(server_groups) == 1:
+            group = server_groups[0]
+            fine = {core_counter(c, k): 1 for c in group.chips for k in range(cores_per_chip)}
+            consumes = (
+                Consumption(group.fine_set, MappingProxyType(fine)),
+                *_coarse_consumption(coarse, {group.index: group.cores}),
+            )
+        else:
+            consumes = _coarse_consumption(coarse, {g.index: g.cores for g in server_groups})
+        devices.append(
+            PlannedDevice(
+                server_name(server),
+                "server",
+                server,
+                tuple(server_places),
+                0,
+                server_cores,
+                consumes,
+            )
+        )
+    devices.append(
+        PlannedDevice(
+            ULTRASERVER_DEVICE,
+            "ultraserver",
+            None,
+            tuple(places),
+            0,
+            rack.cores,
+            _coarse_consumption(coarse, {g.index: g.cores for g in groups}),
+        )
+    )
+    return Layout(rack, groups, coarse, tuple(devices))
+
+
+def _in_group(
+    place: ChipPlace,
+    start: int,
+    count: int,
+    group: Group,
+    coarse: Sequence[tuple[str, tuple[Group, ...]]],
+) -> PlannedDevice:
+    fine = {core_counter(place.local_index, k): 1 for k in range(start, start + count)}
+    consumes = (
+        Consumption(group.fine_set, MappingProxyType(fine)),
+        *_coarse_consumption(coarse, {group.index: count}),
+    )
+    is_chip = count == group.cores // len(group.chips)
+    kind = "chip" if is_chip else "core"
+    name = (
+        chip_name(place.server, place.local_index)
+        if is_chip
+        else partition_name(place.server, place.local_index, start, count)
+    )
+    return PlannedDevice(name, kind, place.server, (place,), start, count, consumes)
+
+
+def flat_devices(rack: RackSpec, unit: str) -> tuple[PlannedDevice, ...]:
+    """Devices of the flat mode: whole chips, or single cores, no counters."""
+    devices: list[PlannedDevice] = []
+    for place in chip_places(rack):
+        if unit == "chip":
+            devices.append(
+                PlannedDevice(
+                    chip_name(place.server, place.local_index),
+                    "chip",
+                    place.server,
+                    (place,),
+                    0,
+                    rack.chip.cores,
+                    (),
+                )
+            )
+        else:
+            for core in range(rack.chip.cores):
+                devices.append(
+                    PlannedDevice(
+                        partition_name(place.server, place.local_index, core, 1),
+                        "core",
+                        place.server,
+                        (place,),
+                        core,
+                        1,
+                        (),
+                    )
+                )
+    return tuple(devices)

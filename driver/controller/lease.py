@@ -1,0 +1,120 @@
+"""One active controller per driver: a coordination.k8s.io Lease.
+
+A replica writes only while it holds the Lease. It renews it every
+`renew_seconds`; a replica that cannot renew before the Lease expires stops
+(the caller exits, so nothing written later can race the new holder). A
+replica that stops cleanly hands the Lease back at once.
+"""
+
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from driver.controller.kube import LEASES, Kube
+
+log = logging.getLogger(__name__)
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class LeaseElector:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        duration_seconds: int,
+        clock: Callable[[], datetime.datetime] = _now,
+    ) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.duration = duration_seconds
+        self.clock = clock
+        self.held_since: datetime.datetime | None = None
+
+    def _path(self) -> tuple[str, str, str, str]:
+        return (LEASES.group, LEASES.version, self.namespace, LEASES.plural)
+
+    def try_acquire(self) -> bool:
+        """One attempt to take or renew the Lease; True while we hold it."""
+        now = self.clock()
+        stamp = now.strftime(TIME_FORMAT)
+        custom = self.kube.custom
+        try:
+            lease: dict[str, Any] = custom.get_namespaced_custom_object(*self._path(), self.name)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(stamp, stamp, 0),
+            }
+            try:
+                custom.create_namespaced_custom_object(*self._path()[:3], LEASES.plural, body)
+            except ApiException as create_err:
+                if create_err.status == 409:
+                    return False
+                raise
+            self.held_since = now
+            log.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        mine = holder == self.identity
+        if holder and not mine and not self._expired(spec, now):
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
+        acquired = spec.get("acquireTime") if mine else stamp
+        lease["spec"] = self._spec(acquired or stamp, stamp, transitions)
+        try:
+            custom.replace_namespaced_custom_object(*self._path(), self.name, lease)
+        except ApiException as err:
+            if err.status == 409:
+                return False
+            raise
+        if not mine:
+            self.held_since = now
+            log.info("took over lease %s/%s from %r", self.namespace, self.name, holder)
+        return True
+
+    def _spec(self, acquired: str, renewed: str, transitions: int) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.duration,
+            "acquireTime": acquired,
+            "renewTime": renewed,
+            "leaseTransitions": transitions,
+        }
+
+    def _expired(self, spec: dict[str, Any], now: datetime.datetime) -> bool:
+        renewed = spec.get("renewTime")
+        if not renewed:
+            return True
+        when = datetime.datetime.strptime(renewed, TIME_FORMAT).replace(tzinfo=datetime.UTC)
+        duration = int(spec.get("leaseDurationSeconds") or self.duration)
+        return now > when + datetime.timedelta(seconds=duration)
+
+    def release(self) -> None:
+        """Hand the Lease back if we hold it, so a standby takes over at once."""
+        try:
+            lease = self.kube.custom.get_namespaced_custom_object(*self._path(), self.name)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            lease["spec"]["holderIdentity"] = ""
+            lease["spec"]["renewTime"] = None
+            self.kube.custom.replace_namespaced_custom_object(*self._path(), self.name, lease)
+            log.info("released lease %s/%s", self.namespace, self.name)
+        except ApiException as err:
+            log.warning("could not release lease %s/%s: %s", self.namespace, self.name, err.reason)

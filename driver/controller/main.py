@@ -1,0 +1,18 @@
+"""`trainium-dra controller`: the UltraServer controller process."""
+
+import logging
+
+from driver.controller.flags import parse
+from driver.controller.kube import api_client
+from driver.controller.runner import Controller
+
+
+def main(argv: list[str]) -> int:
+    flags = parse(argv)
+    logging.basicConfig(
+        level=flags.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("kopf").setLevel(max(logging.WARNING, logging.getLevelName(flags.log_level)))
+    with api_client(flags.kubeconfig) as api:
+        return Controller(flags, api).run()

@@ -1,0 +1,164 @@
+"""Desired vs existing ResourceSlices of one pool -> the fewest writes.
+
+Pure. Rules:
+- equal slices (after normalising what the apiserver adds) are not written,
+  so a resync with nothing changed makes no write at all;
+- a change confined to one existing slice is one update that keeps the pool
+  generation: a single write is atomic, consumers never see a mixed pool;
+- anything larger (slices added or removed, several changed) moves the pool
+  generation, so every slice of the pool is written with it. Consumers ignore
+  the pool until all `resourceSliceCount` slices of the new generation exist.
+Obsolete slices are deleted first, then updates, then creates.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kubernetes.utils import parse_quantity
+
+JSON = dict[str, Any]
+
+SPEC_FIELDS: Final = (
+    "driver",
+    "pool",
+    "nodeName",
+    "nodeSelector",
+    "allNodes",
+    "perDeviceNodeSelection",
+    "devices",
+    "sharedCounters",
+)
+
+
+@dataclass(frozen=True)
+class Write:
+    verb: str  # create | update | delete
+    name: str
+    body: JSON | None  # full object for create/update
+    resource_version: str | None  # optimistic concurrency for update/delete
+
+
+@dataclass(frozen=True)
+class Plan:
+    generation: int
+    writes: tuple[Write, ...]
+
+
+def plan_writes(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | None) -> Plan:
+    """The writes that turn `existing` into `desired` (pool.generation filled in)."""
+    current = {str(s["metadata"]["name"]): s for s in existing}
+    generations = {int(s["spec"]["pool"]["generation"]) for s in existing}
+    generation = max(generations, default=0)
+    wanted = {str(s["metadata"]["name"]): s for s in desired}
+
+    def want(name: str, gen: int) -> JSON:
+        body = _with_generation(wanted[name], gen)
+        if owner is not None:
+            body["metadata"]["ownerReferences"] = [owner]
+        return body
+
+    changed = [n for n in wanted if n in current and not same(want(n, generation), current[n])]
+    creates = [n for n in wanted if n not in current]
+    deletes = [n for n in current if n not in wanted]
+    if not creates and not deletes and len(changed) <= 1 and len(generations) <= 1:
+        return Plan(generation, tuple(_update(want(n, generation), current[n]) for n in changed))
+    generation += 1
+    writes = [Write("delete", n, None, _rv(current[n])) for n in deletes]
+    writes += [_update(want(n, generation), current[n]) for n in wanted if n in current]
+    writes += [Write("create", n, want(n, generation), None) for n in creates]
+    return Plan(generation, tuple(writes))
+
+
+def _update(body: JSON, existing: JSON) -> Write:
+    body["metadata"]["resourceVersion"] = _rv(existing)
+    _keep_taint_times(body, existing)
+    return Write("update", str(body["metadata"]["name"]), body, _rv(existing))
+
+
+def _keep_taint_times(body: JSON, existing: JSON) -> None:
+    """A taint that stays keeps the time the apiserver first stamped on it."""
+    stamped = {
+        (d["name"], t["key"], t.get("value", ""), t["effect"]): t["timeAdded"]
+        for d in existing["spec"].get("devices") or []
+        for t in d.get("taints") or []
+        if t.get("timeAdded")
+    }
+    if not stamped:
+        return
+
+    def stamp(device: JSON) -> JSON:
+        taints = [
+            {**t, "timeAdded": stamped[k]}
+            if (k := (device["name"], t["key"], t.get("value", ""), t["effect"])) in stamped
+            else t
+            for t in device.get("taints") or []
+        ]
+        return {**device, "taints": taints} if taints else device
+
+    devices = [stamp(d) for d in body["spec"].get("devices") or []]
+    body["spec"] = {**body["spec"], "devices": devices}
+
+
+def _rv(obj: JSON) -> str:
+    return str(obj["metadata"].get("resourceVersion", ""))
+
+
+def _with_generation(slice_: JSON, generation: int) -> JSON:
+    meta = dict(slice_["metadata"])
+    meta["labels"] = dict(meta.get("labels") or {})
+    spec = dict(slice_["spec"])
+    spec["pool"] = {**spec["pool"], "generation": generation}
+    return {**slice_, "metadata": meta, "spec": spec}
+
+
+def same(desired: JSON, existing: JSON) -> bool:
+    """Equal as the apiserver stores them: our labels and owner, the spec."""
+    labels = existing["metadata"].get("labels") or {}
+    if any(labels.get(k) != v for k, v in desired["metadata"]["labels"].items()):
+        return False
+    if _owners(desired) != _owners(existing):
+        return False
+    return normalize_spec(desired["spec"]) == normalize_spec(existing["spec"])
+
+
+def _owners(obj: JSON) -> list[tuple[str, str, str, str]]:
+    return [
+        (str(o.get("apiVersion")), str(o.get("kind")), str(o.get("name")), str(o.get("uid")))
+        for o in obj["metadata"].get("ownerReferences") or []
+    ]
+
+
+def normalize_spec(spec: Mapping[str, Any]) -> JSON:
+    """Drop empty fields and taint timestamps, parse quantities to numbers."""
+    out: JSON = {}
+    for key in SPEC_FIELDS:
+        value = spec.get(key)
+        if value in (None, [], {}, False):
+            continue
+        if key == "devices":
+            value = [_device(d) for d in value]
+        elif key == "sharedCounters":
+            value = [{"name": c["name"], "counters": _counters(c.get("counters"))} for c in value]
+        out[key] = value
+    return out
+
+
+def _device(device: Mapping[str, Any]) -> JSON:
+    out: JSON = {k: v for k, v in device.items() if v not in (None, [], {}, False)}
+    if "capacity" in out:
+        out["capacity"] = {
+            k: {**v, "value": parse_quantity(v["value"])} for k, v in out["capacity"].items()
+        }
+    if "consumesCounters" in out:
+        out["consumesCounters"] = [
+            {"counterSet": c["counterSet"], "counters": _counters(c.get("counters"))}
+            for c in out["consumesCounters"]
+        ]
+    if "taints" in out:
+        out["taints"] = [{k: v for k, v in t.items() if k != "timeAdded"} for t in out["taints"]]
+    return out
+
+
+def _counters(counters: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: parse_quantity(v["value"]) for k, v in (counters or {}).items()}

@@ -1,0 +1,162 @@
+"""The running controller: wait for the Lease, prime the stores, start the
+workers and the resync timer, and let kopf feed the stores from watches."""
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import kopf
+from kubernetes import client
+
+from driver.controller.flags import Flags
+from driver.controller.handlers import register
+from driver.controller.kube import CLAIMS, HEALTH, ULTRASERVERS, Kube
+from driver.controller.lease import LeaseElector
+from driver.controller.reconciler import ConflictError, Reconciler, Stores
+from driver.controller.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+MAX_BACKOFF = 30.0
+
+
+class Controller:
+    def __init__(self, flags: Flags, api: client.ApiClient) -> None:
+        self.flags = flags
+        self.api = api
+        self.kube = Kube(api)
+        self.stores = Stores()
+        self.queue = WorkQueue()
+        self.reconciler = Reconciler(self.kube, self.stores, flags.driver_name)
+        self.elector = LeaseElector(
+            self.kube,
+            namespace=flags.lease_namespace,
+            name=flags.lease_name,
+            identity=flags.identity,
+            duration_seconds=flags.lease_seconds,
+        )
+        self.stop = threading.Event()
+        self.lost_lease = threading.Event()
+        self._failures: dict[str, int] = {}
+
+    def run(self) -> int:
+        """Block until stopped; 1 when the Lease was lost, else 0."""
+        log.info(
+            "waiting for lease %s/%s as %s",
+            self.flags.lease_namespace,
+            self.flags.lease_name,
+            self.flags.identity,
+        )
+        while not self.elector.try_acquire():
+            if self.stop.wait(self.flags.lease_seconds / 3):
+                return 0
+        threads = [threading.Thread(target=self._renew, name="lease", daemon=True)]
+        try:
+            self._prime()
+            threads += [
+                threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
+                for i in range(self.flags.workers)
+            ]
+            threads.append(threading.Thread(target=self._resync, name="resync", daemon=True))
+            for t in threads:
+                t.start()
+            self._run_kopf()
+        finally:
+            self.stop.set()
+            self.queue.close()
+            for t in threads:
+                if t.is_alive():
+                    t.join(timeout=10)
+            if not self.lost_lease.is_set():
+                self.elector.release()
+        return 1 if self.lost_lease.is_set() else 0
+
+    def _prime(self) -> None:
+        """Fill the stores before the first reconcile, so none publishes from half a picture."""
+        self.stores.nodes.replace(self.kube.list_nodes())
+        self.stores.health.replace(self.kube.list_all(HEALTH))
+        self.stores.claims.replace(self.kube.list_all(CLAIMS))
+        racks = self.kube.list_all(ULTRASERVERS)
+        self.stores.racks.replace(racks)
+        for rack in racks:
+            self.queue.add(rack["metadata"]["name"])
+
+    def _run_kopf(self) -> None:
+        registry = kopf.OperatorRegistry()
+        register(registry, self.stores, self.queue.add, self.flags.driver_name, self._login)
+        settings = kopf.OperatorSettings()
+        settings.posting.enabled = False
+        settings.scanning.disabled = True
+        kopf.run(
+            registry=registry,
+            settings=settings,
+            standalone=True,
+            clusterwide=True,
+        )
+
+    def _login(self, **_: Any) -> kopf.ConnectionInfo:
+        cfg = self.api.configuration
+        auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+        scheme, token = (
+            (auth.split(" ", 1) if auth and " " in auth else ("Bearer", auth))
+            if auth
+            else (None, None)
+        )
+        return kopf.ConnectionInfo(
+            server=cfg.host,
+            ca_path=cfg.ssl_ca_cert,
+            insecure=not cfg.verify_ssl,
+            scheme=scheme,
+            token=token,
+            certificate_path=cfg.cert_file,
+            private_key_path=cfg.key_file,
+        )
+
+    def _work(self) -> None:
+        while not self.stop.is_set():
+            rack = self.queue.get(timeout=1.0)
+            if rack is None:
+                continue
+            try:
+                self.reconciler.reconcile(rack)
+                self._failures.pop(rack, None)
+            except ConflictError as err:
+                log.info("%s; retrying", err)
+                self.queue.add(rack, 0.2)
+            except Exception:
+                n = self._failures.get(rack, 0) + 1
+                self._failures[rack] = n
+                delay = min(MAX_BACKOFF, 0.5 * 2**n)
+                log.exception(
+                    "rack %s: reconcile failed (attempt %d), retrying in %.1fs", rack, n, delay
+                )
+                self.queue.add(rack, delay)
+            finally:
+                self.queue.done(rack)
+
+    def _resync(self) -> None:
+        while not self.stop.wait(self.flags.resync_seconds):
+            for rack in self.stores.racks.items():
+                self.queue.add(rack)
+
+    def _renew(self) -> None:
+        period = self.flags.lease_seconds / 3
+        last_ok = time.monotonic()
+        while not self.stop.wait(period):
+            try:
+                ok = self.elector.try_acquire()
+            except Exception as err:
+                log.warning("lease renewal failed: %s", err)
+                ok = False
+            if ok:
+                last_ok = time.monotonic()
+            elif not ok and time.monotonic() - last_ok >= self.flags.lease_seconds * 2 / 3:
+                log.error("lost lease %s; stopping", self.flags.lease_name)
+                self.lost_lease.set()
+                self.stop.set()
+                # kopf stops on SIGTERM; a stop flag would park a thread in its
+                # executor and hold up its shutdown.
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
