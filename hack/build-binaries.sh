@@ -3,6 +3,8 @@
 # cache outside the repo, keyed by version; binaries already there are kept.
 #   K8S_VERSION   Kubernetes version (default: the one pinned in hack/k8s/go.mod)
 #   ETCD_VERSION  etcd version (default: the one pinned in hack/etcd/go.mod)
+# helm (hack/helm) and prometheus + promtool (hack/prometheus) are built at
+# the versions their modules pin, named <tool>-<version> beside the others.
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
@@ -86,6 +88,25 @@ build_etcd() {
   mv "$bin.tmp" "$bin"
 }
 
+# Builds each `tool` of the module in hack/$1 as <name>-<version of $2>.
+build_tools() {
+  local module=$here/$1 version cmd bin
+  version=$(pinned "$2" "$module/go.mod")
+  for cmd in $(go mod edit -json "$module/go.mod" | python3 -c 'import json, sys; print(" ".join(t["Path"] for t in json.load(sys.stdin)["Tool"]))'); do
+    bin="$out/$(basename "$cmd")-$version"
+    [ -x "$bin" ] && continue
+    log "building $(basename "$cmd") $version (first time only)"
+    (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $3" -o "$bin.tmp" "$cmd")
+    mv "$bin.tmp" "$bin"
+  done
+}
+
 build_etcd
 build_k8s
+build_tools helm helm.sh/helm/v4 "-X helm.sh/helm/v4/internal/version.version=$(pinned helm.sh/helm/v4 "$here/helm/go.mod")"
+# Prometheus 3.x.y is published as the Go module version v0.3xx.y.
+prometheus_module=$(pinned github.com/prometheus/prometheus "$here/prometheus/go.mod")
+prometheus_release=$(echo "$prometheus_module" | sed -E 's/^v0\.3([0-9]{2})\.([0-9]+)$/3.\1.\2/; s/\.0([0-9])\./.\1./')
+build_tools prometheus github.com/prometheus/prometheus \
+  "-X github.com/prometheus/common/version.Version=$prometheus_release"
 echo "$out"
