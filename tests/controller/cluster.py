@@ -1,0 +1,233 @@
+"""Helpers for driving the controller against a real control plane: install
+the chart's CRDs and DeviceClasses, run the controller binary, create racks,
+claims and pods, and count the apiserver's write requests. Shared by the
+integration tests and benchmarks/controller.py."""
+
+import copy
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from driver.localsim.controlplane import ControlPlane
+from driver.names import DEFAULT_DRIVER_NAME
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "trainium-dra"
+CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
+CONTROLLER = ROOT / ".venv" / "bin" / "trainium-dra"
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+JSON = dict[str, Any]
+
+
+def render_chart_file(path: Path, values: Mapping[str, str]) -> str:
+    """The chart's templates use only `{{ .Values.<key> }}`; anything else is a test error."""
+    text = path.read_text()
+
+    def value(m: re.Match[str]) -> str:
+        return values[m.group(1)]
+
+    rendered = re.sub(r"\{\{\s*\.Values\.(\w+)\s*\}\}", value, text)
+    assert "{{" not in rendered, f"{path} uses template actions this renderer does not know"
+    return rendered
+
+
+def install(cp: ControlPlane, driver: str = DEFAULT_DRIVER_NAME) -> None:
+    """Apply the chart's CRDs and DeviceClasses (idempotent; shared by tests)."""
+    cp.kubectl("apply", "-f", str(CHART / "crds"))
+    cp.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "crd/ultraservers.trainium.sim.dev",
+        "crd/nodedevicehealths.trainium.sim.dev",
+    )
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=render_chart_file(CHART / "templates" / "deviceclasses.yaml", {"driverName": driver}),
+    )
+
+
+@contextmanager
+def controller(cp: ControlPlane, log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """The real controller process; stopped with SIGTERM (then SIGKILL) on exit."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(CONTROLLER), "controller", "--kubeconfig", str(cp.kubeconfig), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield proc
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_for(
+    what: str, check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2
+) -> Any:
+    """Poll `check` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout:.0f}s waiting for {what} (last: {str(last)[:500]})"
+    )
+
+
+def request_counts(cp: ControlPlane) -> dict[tuple[str, str, str], int]:
+    """apiserver_request_total summed by (resource, subresource, verb)."""
+    text = cp.kubectl("get", "--raw", "/metrics").stdout
+    counts: dict[tuple[str, str, str], int] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+        key = (labels.get("resource", ""), labels.get("subresource", ""), labels.get("verb", ""))
+        counts[key] = counts.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
+def delta(
+    before: Mapping[tuple[str, str, str], int], after: Mapping[tuple[str, str, str], int]
+) -> dict[tuple[str, str, str], int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+
+
+def writes(d: Mapping[tuple[str, str, str], int], resources: Iterable[str]) -> int:
+    wanted = set(resources)
+    return sum(v for (res, _, verb), v in d.items() if res in wanted and verb in WRITE_VERBS)
+
+
+def ultraserver(name: str, generation: str, nodes: list[str], **spec: Any) -> JSON:
+    return {
+        "apiVersion": "trainium.sim.dev/v1alpha1",
+        "kind": "UltraServer",
+        "metadata": {"name": name},
+        "spec": {"generation": generation, "nodes": {"names": nodes}, **spec},
+    }
+
+
+def custom(cp_api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(cp_api)
+
+
+def rack_slices(api: client.ApiClient, rack: str, driver: str = DEFAULT_DRIVER_NAME) -> list[JSON]:
+    out = custom(api).list_cluster_custom_object(
+        "resource.k8s.io", "v1", "resourceslices", label_selector=f"{driver}/ultraserver={rack}"
+    )
+    items: list[JSON] = out["items"]
+    return items
+
+
+def get_rack(api: client.ApiClient, name: str) -> JSON | None:
+    try:
+        obj: JSON = custom(api).get_cluster_custom_object(
+            "trainium.sim.dev", "v1alpha1", "ultraservers", name
+        )
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return obj
+
+
+def condition(rack: JSON | None, kind: str) -> JSON | None:
+    for c in ((rack or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def published(api: client.ApiClient, rack: str, slices: int) -> bool:
+    """All `slices` slices exist, at one generation, and status says Published."""
+    items = rack_slices(api, rack)
+    gens = {s["spec"]["pool"]["generation"] for s in items}
+    ok = condition(get_rack(api, rack), "Published")
+    return len(items) == slices and len(gens) == 1 and ok is not None and ok["status"] == "True"
+
+
+def load_claim(name: str, new_name: str, namespace: str, rack: str | None = None) -> JSON:
+    """An example claim from claims/, renamed, optionally pinned to one rack."""
+    claim: JSON = yaml.safe_load((CLAIMS_DIR / f"{name}.yaml").read_text())
+    claim = copy.deepcopy(claim)
+    claim["metadata"] = {"name": new_name, "namespace": namespace}
+    if rack is not None:
+        attr = f'device.attributes["{DEFAULT_DRIVER_NAME}"].ultraserverId'
+        pin = {"cel": {"expression": f'{attr} == "{rack}"'}}
+        for request in claim["spec"]["devices"]["requests"]:
+            for sub in [request.get("exactly"), *(request.get("firstAvailable") or [])]:
+                if sub is not None:
+                    sub.setdefault("selectors", []).append(pin)
+    return claim
+
+
+def pod(name: str, namespace: str, claims: list[str], node: str | None = None) -> JSON:
+    spec: JSON = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.invalid/trainium-workload:none",
+                "resources": {"claims": [{"name": f"c{i}"} for i in range(len(claims))]},
+            }
+        ],
+        "resourceClaims": [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def create_claim_and_pod(api: client.ApiClient, claim: JSON) -> None:
+    ns, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
+    custom(api).create_namespaced_custom_object(
+        "resource.k8s.io", "v1", ns, "resourceclaims", claim
+    )
+    client.CoreV1Api(api).create_namespaced_pod(ns, pod(name, ns, [name]))
+
+
+def allocation(api: client.ApiClient, namespace: str, name: str) -> list[JSON] | None:
+    claim = custom(api).get_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaims", name
+    )
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+        "results"
+    )
+    return list(results) if results else None
+
+
+def unschedulable(api: client.ApiClient, namespace: str, name: str) -> str | None:
+    """The scheduler's message when it gave up on the pod for now."""
+    p = client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+    for c in p.status.conditions or []:
+        if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+            return str(c.message)
+    return None

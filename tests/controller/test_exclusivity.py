@@ -1,0 +1,92 @@
+"""Exact exclusivity of the counter scheme: two devices of a rack can be
+allocated together iff their cores do not overlap, for every pair of devices
+of every generation. Checked on the published slices, as the scheduler sees
+them: each counter's capacity against what the pair consumes."""
+
+from collections import defaultdict
+from itertools import combinations
+
+import pytest
+
+from driver.controller.slices import RackInput, build_slices
+from simdevice.topology import GENERATIONS, rack_spec
+
+
+def published(generation: str) -> tuple[dict[tuple[str, str], int], list[dict]]:
+    rack = rack_spec(generation)
+    nodes = {s: f"n{s}" for s in range(rack.servers)}
+    inp = RackInput(
+        "rack", rack, "partitioned", "chip", nodes, {"nodeSelectorTerms": []}, "d.dev", {}
+    )
+    capacity: dict[tuple[str, str], int] = {}
+    devices: list[dict] = []
+    for s in build_slices(inp):
+        for counter_set in s["spec"].get("sharedCounters", []):
+            for name, c in counter_set["counters"].items():
+                capacity[(counter_set["name"], name)] = int(c["value"])
+        devices += s["spec"].get("devices", [])
+    return capacity, devices
+
+
+def cores_of(device: dict, cores_per_chip: int, chips: int) -> set[tuple[int, int]]:
+    a = device["attributes"]
+    start, count = a["coreStart"]["int"], a["coreCount"]["int"]
+    if "rackChipIndex" in a:
+        return {(a["rackChipIndex"]["int"], c) for c in range(start, start + count)}
+    first = a["serverIndex"]["int"] * (count // cores_per_chip) if "serverIndex" in a else 0
+    return {
+        (chip, c)
+        for chip in range(first, first + count // cores_per_chip)
+        for c in range(cores_per_chip)
+    }
+
+
+@pytest.mark.parametrize("generation", GENERATIONS)
+def test_devices_conflict_iff_cores_overlap(generation: str) -> None:
+    rack = rack_spec(generation)
+    capacity, devices = published(generation)
+    use: list[dict[tuple[str, str], int]] = []
+    for d in devices:
+        use.append(
+            {
+                (c["counterSet"], name): int(v["value"])
+                for c in d.get("consumesCounters", [])
+                for name, v in c["counters"].items()
+            }
+        )
+        assert all(key in capacity for key in use[-1]), d["name"]
+        assert all(v <= capacity[k] for k, v in use[-1].items()), d["name"]
+    by_counter: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, u in enumerate(use):
+        for key in u:
+            by_counter[key].append(i)
+    conflicts = set()
+    for key, users in by_counter.items():
+        for i, j in combinations(users, 2):
+            if use[i][key] + use[j][key] > capacity[key]:
+                conflicts.add((i, j))
+    cores = [cores_of(d, rack.chip.cores, rack.chips) for d in devices]
+    by_core: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, cs in enumerate(cores):
+        for c in cs:
+            by_core[c].append(i)
+    overlaps = {pair for users in by_core.values() for pair in combinations(users, 2)}
+    assert len(overlaps) > len(devices)
+    assert conflicts == overlaps
+
+
+@pytest.mark.parametrize("generation", GENERATIONS)
+def test_whole_rack_is_the_sum_of_its_cores(generation: str) -> None:
+    rack = rack_spec(generation)
+    _, devices = published(generation)
+    singles = [
+        d
+        for d in devices
+        if d["attributes"]["resourceType"]["string"] == "core"
+        and d["attributes"]["coreCount"]["int"] == 1
+    ]
+    assert len(singles) == rack.cores
+    rack_device = next(
+        d for d in devices if d["attributes"]["resourceType"]["string"] == "ultraserver"
+    )
+    assert rack_device["capacity"]["cores"]["value"] == str(rack.cores)

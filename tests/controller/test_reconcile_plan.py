@@ -1,0 +1,122 @@
+"""The write planner: fewest writes, and the pool generation rule."""
+
+import copy
+from typing import Any
+
+from driver.controller.reconcile import plan_writes
+from driver.controller.slices import RackInput, build_slices
+from simdevice.topology import rack_spec
+
+OWNER = {
+    "apiVersion": "trainium.sim.dev/v1alpha1",
+    "kind": "UltraServer",
+    "name": "r",
+    "uid": "u1",
+    "controller": True,
+}
+
+
+def desired(
+    nodes: dict[int, str] | None = None, taints: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    rack = rack_spec("trn2")
+    nodes = {s: f"n{s}" for s in range(rack.servers)} if nodes is None else nodes
+    sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
+    return build_slices(
+        RackInput("r", rack, "partitioned", "chip", nodes, sel, "d.dev", taints or {})
+    )
+
+
+def stored(writes: Any) -> list[dict[str, Any]]:
+    """What the apiserver would hold after the writes: resourceVersion set, taints stamped."""
+    out = []
+    for i, w in enumerate(writes):
+        body = copy.deepcopy(w.body)
+        body["metadata"]["resourceVersion"] = str(100 + i)
+        for d in body["spec"].get("devices", []):
+            for t in d.get("taints", []):
+                t.setdefault("timeAdded", "2026-01-01T00:00:00Z")
+        out.append(body)
+    return out
+
+
+def test_cold_publish_creates_every_slice_at_generation_one() -> None:
+    plan = plan_writes(desired(), [], OWNER)
+    assert plan.generation == 1
+    assert [w.verb for w in plan.writes] == ["create"] * len(desired())
+    assert all(w.body and w.body["spec"]["pool"]["generation"] == 1 for w in plan.writes)
+    assert all(w.body and w.body["metadata"]["ownerReferences"] == [OWNER] for w in plan.writes)
+
+
+def test_resync_with_nothing_changed_writes_nothing() -> None:
+    existing = stored(plan_writes(desired(), [], OWNER).writes)
+    plan = plan_writes(desired(), existing, OWNER)
+    assert plan.writes == ()
+    assert plan.generation == 1
+
+
+def test_quantities_compare_by_value_not_spelling() -> None:
+    existing = stored(plan_writes(desired(), [], OWNER).writes)
+    for s in existing:
+        for d in s["spec"].get("devices", []):
+            d["capacity"]["hbm"]["value"] = f"{int(d['capacity']['hbm']['value']) // 1024**3}Gi"
+    assert plan_writes(desired(), existing, OWNER).writes == ()
+
+
+def test_change_in_one_slice_is_one_update_at_the_same_generation() -> None:
+    existing = stored(plan_writes(desired(), [], OWNER).writes)
+    taint = [{"key": "d.dev/unhealthy", "value": "degraded", "effect": "NoSchedule"}]
+    plan = plan_writes(desired(taints={"server01-chip05": taint}), existing, OWNER)
+    assert plan.generation == 1
+    assert [(w.verb, w.name) for w in plan.writes] == [("update", "r.server01-chips04-07.d.dev")]
+    assert plan.writes[0].resource_version is not None
+
+
+def test_taint_keeps_its_time_when_the_pool_is_rewritten() -> None:
+    taint = [{"key": "d.dev/unhealthy", "value": "failed", "effect": "NoExecute"}]
+    existing = stored(plan_writes(desired(taints={"server01-chip05": taint}), [], OWNER).writes)
+    assert plan_writes(desired(taints={"server01-chip05": taint}), existing, OWNER).writes == ()
+    nodes = {0: "n0", 1: "n1", 2: "n2"}
+    plan = plan_writes(desired(nodes=nodes, taints={"server01-chip05": taint}), existing, OWNER)
+    body = next(w.body for w in plan.writes if w.name == "r.server01-chips04-07.d.dev")
+    assert body is not None
+    chip = next(d for d in body["spec"]["devices"] if d["name"] == "server01-chip05")
+    assert chip["taints"][0]["timeAdded"] == "2026-01-01T00:00:00Z"
+
+
+def test_node_gone_deletes_its_slices_and_moves_the_generation() -> None:
+    existing = stored(plan_writes(desired(), [], OWNER).writes)
+    plan = plan_writes(desired(nodes={0: "n0", 1: "n1", 3: "n3"}), existing, OWNER)
+    assert plan.generation == 2
+    deletes = sorted(w.name for w in plan.writes if w.verb == "delete")
+    assert deletes == sorted(
+        [f"r.server02-chips{a:02d}-{a + 3:02d}.d.dev" for a in (0, 4, 8, 12)]
+        + ["r.ultraserver.d.dev"]
+    )
+    updates = [w for w in plan.writes if w.verb == "update"]
+    assert len(updates) == len(existing) - 5
+    assert all(
+        w.body
+        and w.body["spec"]["pool"]
+        == {"name": "r", "generation": 2, "resourceSliceCount": len(existing) - 5}
+        for w in updates
+    )
+    assert [w.verb for w in plan.writes][:5] == ["delete"] * 5
+
+
+def test_half_published_pool_converges_in_one_generation_without_duplicates() -> None:
+    full = stored(plan_writes(desired(), [], OWNER).writes)
+    half = full[:7]
+    for s in half[:3]:
+        s["spec"]["pool"]["generation"] = 0
+    plan = plan_writes(desired(), half, OWNER)
+    assert plan.generation == 2
+    names = [w.name for w in plan.writes]
+    assert len(names) == len(set(names)) == len(full)
+    assert {w.verb for w in plan.writes} == {"update", "create"}
+
+
+def test_new_owner_uid_rewrites_the_pool() -> None:
+    existing = stored(plan_writes(desired(), [], OWNER).writes)
+    plan = plan_writes(desired(), existing, {**OWNER, "uid": "u2"})
+    assert plan.generation == 2 and len(plan.writes) == len(existing)

@@ -1,0 +1,115 @@
+"""The slice builder against the API limits of resource.k8s.io/v1 (k8s.io/api
+v0.36 resource/v1 types.go and the apiserver's validation), for every generation
+and mode."""
+
+import itertools
+import re
+
+import pytest
+
+from driver.controller.slices import RackInput, build_slices
+from simdevice.topology import GENERATIONS, rack_spec
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+MAX_DEVICES_WITH_COUNTERS_OR_TAINTS = 64
+MAX_COUNTER_SETS = 8
+MAX_COUNTERS_PER_SET = 32
+MAX_CONSUMPTIONS_PER_DEVICE = 2
+MAX_COUNTERS_PER_CONSUMPTION = 32
+MAX_ATTRIBUTES_AND_CAPACITIES = 32
+MAX_STRING_ATTRIBUTE = 64
+MODES = [("partitioned", "chip"), ("flat", "chip"), ("flat", "core")]
+
+
+def rack_input(generation: str, mode: str, flat_device: str, name: str = "r" * 63) -> RackInput:
+    rack = rack_spec(generation)
+    nodes = {s: f"node-{s:03d}-" + "n" * 200 for s in range(rack.servers)}
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
+    return RackInput(name, rack, mode, flat_device, nodes, selector, "trainium.sim.dev", {})
+
+
+@pytest.mark.parametrize(
+    ("generation", "mode", "flat_device"), [(g, *m) for g in GENERATIONS for m in MODES]
+)
+def test_every_limit_holds(generation: str, mode: str, flat_device: str) -> None:
+    slices = build_slices(rack_input(generation, mode, flat_device))
+    set_names: list[str] = []
+    device_names: list[str] = []
+    for s in slices:
+        name = s["metadata"]["name"]
+        assert len(name) <= 253 and all(DNS_LABEL.match(part) for part in name.split("."))
+        spec = s["spec"]
+        assert spec["pool"]["resourceSliceCount"] == len(slices)
+        assert ("devices" in spec) != ("sharedCounters" in spec)
+        selections = [
+            k
+            for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+            if k in spec
+        ]
+        assert len(selections) == 1
+        sets = spec.get("sharedCounters", [])
+        assert len(sets) <= MAX_COUNTER_SETS
+        for counter_set in sets:
+            assert DNS_LABEL.match(counter_set["name"])
+            assert 1 <= len(counter_set["counters"]) <= MAX_COUNTERS_PER_SET
+            assert all(DNS_LABEL.match(c) for c in counter_set["counters"])
+            set_names.append(counter_set["name"])
+        devices = spec.get("devices", [])
+        assert len(devices) <= MAX_DEVICES_WITH_COUNTERS_OR_TAINTS
+        for d in devices:
+            assert DNS_LABEL.match(d["name"])
+            device_names.append(d["name"])
+            assert len(d["attributes"]) + len(d["capacity"]) <= MAX_ATTRIBUTES_AND_CAPACITIES
+            for key in itertools.chain(d["attributes"], d["capacity"]):
+                assert C_IDENTIFIER.match(key), key
+            for value in d["attributes"].values():
+                assert len(value) == 1
+                assert len(str(value.get("string", ""))) <= MAX_STRING_ATTRIBUTE
+            consumes = d.get("consumesCounters", [])
+            assert len(consumes) <= MAX_CONSUMPTIONS_PER_DEVICE
+            assert len({c["counterSet"] for c in consumes}) == len(consumes)
+            assert all(len(c["counters"]) <= MAX_COUNTERS_PER_CONSUMPTION for c in consumes)
+            if mode == "flat":
+                assert not consumes
+    assert len(set(set_names)) == len(set_names)
+    assert len(set(device_names)) == len(device_names)
+
+
+@pytest.mark.parametrize("generation", GENERATIONS)
+def test_partitioned_publishes_every_kind(generation: str) -> None:
+    rack = rack_spec(generation)
+    slices = build_slices(rack_input(generation, "partitioned", "chip"))
+    kinds: dict[str, int] = {}
+    for s in slices:
+        for d in s["spec"].get("devices", []):
+            kind = d["attributes"]["resourceType"]["string"]
+            kinds[kind] = kinds.get(kind, 0) + 1
+    assert kinds == {
+        "core": rack.chips * (8 + 4 + 2),
+        "chip": rack.chips,
+        "server": rack.servers,
+        "ultraserver": 1,
+    }
+
+
+def test_missing_node_withdraws_its_devices_and_the_rack_device() -> None:
+    full = rack_input("trn3-gen2", "partitioned", "chip")
+    partial = RackInput(
+        **{**full.__dict__, "nodes": {s: n for s, n in full.nodes.items() if s != 7}}
+    )
+    names = {s["metadata"]["name"].split(".")[1] for s in build_slices(partial)}
+    assert "server07" not in names and "server06" in names
+    assert "ultraserver" not in names
+    assert {n for n in names if n.startswith("counters-")} == {f"counters-{i}" for i in range(5)}
+
+
+def test_slices_sort_counters_then_servers_then_rack() -> None:
+    names = [
+        s["metadata"]["name"].split(".")[1]
+        for s in build_slices(rack_input("trn3-gen2", "partitioned", "chip"))
+    ]
+    assert names == sorted(names)
+    assert names[:5] == [f"counters-{i}" for i in range(5)]
+    assert names[5:41] == [f"server{i:02d}" for i in range(36)]
+    assert names[-1] == "ultraserver"
