@@ -237,7 +237,7 @@ def test_first_available_falls_back_to_the_smaller_partition(claims: Claims) -> 
 def test_decreasing_aligned_claims_fill_the_rack_completely(
     api: client.ApiClient, claims: Claims
 ) -> None:
-    plan = [("chip", 40), ("cores-4", 24), ("cores-2", 32), ("core-1", 64)]
+    plan = [("chip", 36), ("cores-4", 24), ("cores-2", 32), ("core-1", 64)]
     assert sum({"chip": 8, "cores-4": 4, "cores-2": 2, "core-1": 1}[k] * n for k, n in plan) == 512
     used: set[tuple[int, int]] = set()
     for example, count in plan:
