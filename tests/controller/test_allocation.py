@@ -83,6 +83,9 @@ def api(
             )
             for node in GEN2_NODES + GEN1_NODES:
                 control_plane.delete_node(node)
+            racks.delete_namespaced_custom_object(
+                "coordination.k8s.io", "v1", "default", "leases", "ctl-alloc"
+            )
             wait_for(
                 "namespace gone",
                 lambda: NS not in [n.metadata.name for n in core.list_namespace().items],
