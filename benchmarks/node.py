@@ -21,7 +21,7 @@ from benchmarks.report import write_report
 from driver.localsim.controlplane import ControlPlane
 from driver.plugin import kubeletclient
 from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID, Rack, published_rack
+from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID, Rack, Site, published_rack
 
 COMMAND = "make bench-node"
 ROUNDS = 60
@@ -91,26 +91,12 @@ class CachingDaemon(Daemon):
         return base
 
 
-class RackDaemon(Daemon):
-    """A daemon hosting `nodes` simulated nodes of one rack."""
-
-    def __init__(self, workdir: Path, kubeconfig: Path, nodes: int) -> None:
-        super().__init__(workdir, kubeconfig)
-        self.nodes = nodes
-
-    def args(self) -> list[str]:
-        base = super().args()
-        first = base.index("--node")
-        kept = base[:first] + base[first + 2 * len(NODES) :]
-        extra = [a for i in range(self.nodes) for a in ("--node", f"bench-{i}={i}")]
-        return kept[:first] + extra + kept[first:]
-
-
 def memory_per_node(kubeconfig: Path) -> dict[str, float]:
     rss = {}
     for count in (1, RACK_NODES):
         with short_tmpdir() as workdir:
-            daemon = RackDaemon(workdir, kubeconfig, count).start(timeout=180)
+            site = Site(DRIVER, RACK_ID, "bench", tuple(f"bench-{i}" for i in range(count)))
+            daemon = Daemon(workdir, kubeconfig, site=site).start(timeout=180)
             try:
                 time.sleep(2.0)  # let every node's threads settle
                 assert daemon.proc is not None

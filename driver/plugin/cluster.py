@@ -11,9 +11,11 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
+from driver.names import API_GROUP, API_VERSION
 from driver.plugin.devices import Attributes, device_attributes
 
 RESOURCE_API = "/apis/resource.k8s.io/v1"
+ULTRASERVERS_API = f"/apis/{API_GROUP}/{API_VERSION}/ultraservers"
 
 
 class ApiError(RuntimeError):
@@ -24,6 +26,8 @@ class ClusterReader(Protocol):
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
     def attributes(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Attributes]: ...
+
+    def default_lnc(self, ultraserver: str) -> int | None: ...
 
 
 class ApiReader:
@@ -36,6 +40,7 @@ class ApiReader:
         self._lock = threading.Lock()
         self._index: dict[tuple[str, str], Attributes] = {}
         self._listed_at = float("-inf")
+        self._lnc: dict[str, tuple[float, int | None]] = {}
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
         """GET `path` as JSON; None on 404, ApiError on any other failure."""
@@ -82,3 +87,16 @@ class ApiReader:
             if stale or not keys <= self._index.keys():
                 self._refresh()
             return {key: self._index[key] for key in keys if key in self._index}
+
+    def default_lnc(self, ultraserver: str) -> int | None:
+        """The UltraServer's spec.defaultLogicalNeuronCore, None when unset or absent."""
+        with self._lock:
+            read_at, value = self._lnc.get(ultraserver, (float("-inf"), None))
+            if time.monotonic() - read_at <= self.cache_seconds:
+                return value
+        obj = self._get(f"{ULTRASERVERS_API}/{ultraserver}") or {}
+        found = (obj.get("spec") or {}).get("defaultLogicalNeuronCore")
+        value = int(found) if found else None
+        with self._lock:
+            self._lnc[ultraserver] = (time.monotonic(), value)
+        return value

@@ -143,17 +143,10 @@ def device_ranges(attrs: Attributes, place: NodePlace, where: str) -> tuple[Core
     )
 
 
-def default_lnc(ranges: Iterable[CoreRange]) -> int:
-    """LNC=2 (the Neuron runtime's default) when every range is 2-aligned, else 1."""
-    aligned = all(r.start % 2 == 0 and r.count % 2 == 0 for r in ranges)
-    return 2 if aligned else 1
-
-
-def chosen_lnc(
+def requested_lnc(
     devices: Iterable[AllocatedDevice], configs: Mapping[str, list[DeviceConfig]]
-) -> int:
-    """One LNC for the claim: the last config that sets it, else the default."""
-    devices = list(devices)
+) -> int | None:
+    """The claim's LNC from its configs (the last one that sets it), or None."""
     requested = {
         config.logical_neuron_core
         for device in devices
@@ -165,9 +158,7 @@ def chosen_lnc(
             "status.allocation.devices.config: requests of one claim ask for different "
             f"logicalNeuronCore values {sorted(requested)}; use one value per claim"
         )
-    if requested:
-        return requested.pop()
-    return default_lnc(r for device in devices for r in device.ranges)
+    return requested.pop() if requested else None
 
 
 def plan_claim(
@@ -175,11 +166,14 @@ def plan_claim(
     attributes: Mapping[tuple[str, str], Attributes],
     place: NodePlace,
     driver: str,
+    default_lnc: int,
 ) -> ClaimPlan:
     """Check the claim's allocation against this node and work out its cores.
 
-    Raises AllocationError or ConfigError (both ValueError) before anything is
-    written; the error names the field.
+    `default_lnc` is the rack's LNC for claims whose config sets none (the
+    UltraServer's spec.defaultLogicalNeuronCore). Raises AllocationError or
+    ConfigError (both ValueError) before anything is written; the error names
+    the field.
     """
     allocation = (claim.get("status") or {}).get("allocation")
     if not allocation:
@@ -222,7 +216,14 @@ def plan_claim(
                     f"{device.request!r} whose device {device.device!r} is a {device.kind}; "
                     f"use {NEURON_CONFIG} for it"
                 )
-    lnc = chosen_lnc(devices, configs)
+    requested = requested_lnc(devices, configs)
+    lnc = default_lnc if requested is None else requested
+    field = (
+        f"UltraServer {place.ultraserver} spec.defaultLogicalNeuronCore"
+        if requested is None
+        else "status.allocation.devices.config"
+    )
+    fix = "set logicalNeuronCore in a NeuronConfig" if requested is None else "use a smaller value"
     visible: list[int] = []
     for device in devices:
         for core_range in device.ranges:
@@ -230,9 +231,9 @@ def plan_claim(
                 visible.extend(core_range.visible_cores(lnc, place.rack.chip.cores))
             except TopologyError as err:
                 raise ConfigError(
-                    f"status.allocation.devices.config: logicalNeuronCore={lnc} does not fit "
+                    f"{field}: logicalNeuronCore={lnc} does not fit "
                     f"device {device.device!r} (cores {core_range.start}.."
-                    f"{core_range.start + core_range.count - 1}): {err}; use a smaller value"
+                    f"{core_range.start + core_range.count - 1}): {err}; {fix}"
                 ) from err
     if len(set(visible)) != len(visible):
         raise AllocationError("status.allocation.devices.results: devices overlap in cores")

@@ -12,7 +12,7 @@ from simdevice.topology import GENERATIONS
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
-    server_index: int
+    server_index: int | None  # None: found from the UltraServer objects at start
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,12 @@ class Flags:
 
 
 def node_spec(text: str) -> NodeSpec:
-    name, sep, index = text.rpartition("=")
-    if not sep or not name or not index.isdigit():
+    name, sep, index = text.partition("=")
+    if not name or (sep and not index.isdigit()):
         raise argparse.ArgumentTypeError(
-            f"--node: {text!r} must be NAME=SERVER_INDEX, e.g. rack-a-node-3=3"
+            f"--node: {text!r} must be NAME or NAME=SERVER_INDEX, e.g. rack-a-node-3=3"
         )
-    return NodeSpec(name, int(index))
+    return NodeSpec(name, int(index) if sep else None)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,11 +57,21 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         type=node_spec,
         required=True,
-        metavar="NAME=SERVER_INDEX",
-        help="a simulated node and its server index in the UltraServer; repeat to host several",
+        metavar="NAME[=SERVER_INDEX]",
+        help="a simulated node and its server index in the UltraServer; without the index it "
+        "is found from the UltraServer objects; repeat to host several",
     )
-    p.add_argument("--ultraserver", required=True, help="UltraServer (rack) id of the nodes")
-    p.add_argument("--generation", default="trn3-gen2", choices=GENERATIONS)
+    p.add_argument(
+        "--ultraserver",
+        default="",
+        help="UltraServer (rack) id of the nodes; required when indexes are given",
+    )
+    p.add_argument(
+        "--generation",
+        default="trn3-gen2",
+        choices=GENERATIONS,
+        help="rack generation when indexes are given (else the UltraServer's)",
+    )
     p.add_argument(
         "--kubelet-root",
         default="/var/lib/kubelet",
@@ -124,6 +134,8 @@ def parse(argv: list[str]) -> Flags:
                     f"--{flag.replace('_', '-')}: must contain {{node}} when hosting "
                     f"{len(nodes)} nodes, e.g. /tmp/sim/{{node}}/kubelet"
                 )
+    if any(n.server_index is not None for n in nodes) and not args.ultraserver:
+        p.error("--ultraserver: required when --node gives a server index")
     if args.health_interval <= 0:
         p.error("--health-interval: must be > 0 seconds")
     return Flags(

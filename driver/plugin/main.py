@@ -1,5 +1,6 @@
 """`trainium-dra node`: run the node daemon for one or more simulated nodes."""
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -9,6 +10,7 @@ from types import FrameType
 from kubernetes import client, config
 from prometheus_client import CollectorRegistry
 
+from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
 from driver.plugin.checkpoint import CheckpointError
 from driver.plugin.cluster import ApiReader
@@ -18,6 +20,7 @@ from driver.plugin.httpserver import StatusServer
 from driver.plugin.layout import NodeLayout, node_path
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.node import HealthSink, NodeOptions, SimNode
+from driver.plugin.placement import PlacementError, find_place
 from driver.plugin.sockets import SocketPathError
 from driver.plugin.telemetry import TelemetryCollector
 from simdevice.topology import rack_spec
@@ -39,50 +42,74 @@ def split_address(text: str, flag: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-def build_nodes(
-    flags: flagmod.Flags, reader: ApiReader, metrics: DriverMetrics, sink: HealthSink
-) -> list[SimNode]:
-    rack = rack_spec(flags.generation)
-    tcp = split_address(flags.workload_tcp, "--workload-tcp") if flags.workload_tcp else None
-    nodes = []
-    for i, spec in enumerate(flags.nodes):
-        if not 0 <= spec.server_index < rack.servers:
-            raise SystemExit(
-                f"--node: server index {spec.server_index} of {spec.name} is outside "
+RESOLVE_RETRY_SECONDS = 5.0
+
+
+def resolve_place(
+    api: client.ApiClient, flags: flagmod.Flags, node: flagmod.NodeSpec, stop: threading.Event
+) -> NodePlace | None:
+    """The node's place from its flags, else from the UltraServer objects (waiting for
+    one to map the node); None when stopped while waiting."""
+    if node.server_index is not None:
+        rack = rack_spec(flags.generation)
+        if not 0 <= node.server_index < rack.servers:
+            raise PlacementError(
+                f"--node: server index {node.server_index} of {node.name} is outside "
                 f"{flags.generation}'s servers 0..{rack.servers - 1}"
             )
-        nodes.append(
-            SimNode(
-                driver=flags.driver_name,
-                place=NodePlace(spec.name, flags.ultraserver, spec.server_index, rack),
-                layout=NodeLayout(
-                    kubelet_root=node_path(flags.kubelet_root, spec.name),
-                    driver=flags.driver_name,
-                    state_dir=node_path(flags.state_dir, spec.name),
-                    cdi_dir=node_path(flags.cdi_dir, spec.name),
-                    pod_uid=flags.pod_uid,
-                ),
-                reader=reader,
-                metrics=metrics,
-                options=NodeOptions(
-                    grpc_workers=flags.grpc_workers,
-                    health_interval=flags.health_interval,
-                    health_timeout=flags.health_timeout,
-                    workload_tcp=(tcp[0], tcp[1] + i if tcp[1] else 0) if tcp else None,
-                ),
-                health_sink=sink,
+        return NodePlace(node.name, flags.ultraserver, node.server_index, rack)
+    logged = ""
+    while not stop.is_set():
+        try:
+            labels = client.CoreV1Api(api).read_node(node.name).metadata.labels or {}
+            listed = client.CustomObjectsApi(api).list_cluster_custom_object(
+                API_GROUP, API_VERSION, "ultraservers"
             )
-        )
-    return nodes
+            name, index, rack = find_place(node.name, labels, listed["items"], flags.ultraserver)
+            log.info("node %s is server %d of UltraServer %s", node.name, index, name)
+            return NodePlace(node.name, name, index, rack)
+        except (PlacementError, client.ApiException) as err:
+            message = str(err).splitlines()[0]
+            if message != logged:
+                log.warning("%s; retrying every %.0fs", message, RESOLVE_RETRY_SECONDS)
+                logged = message
+        stop.wait(RESOLVE_RETRY_SECONDS)
+    return None
+
+
+def build_node(
+    flags: flagmod.Flags,
+    *,
+    index: int,
+    place: NodePlace,
+    reader: ApiReader,
+    metrics: DriverMetrics,
+    sink: HealthSink,
+) -> SimNode:
+    tcp = split_address(flags.workload_tcp, "--workload-tcp") if flags.workload_tcp else None
+    return SimNode(
+        driver=flags.driver_name,
+        place=place,
+        layout=NodeLayout(
+            kubelet_root=node_path(flags.kubelet_root, place.node_name),
+            driver=flags.driver_name,
+            state_dir=node_path(flags.state_dir, place.node_name),
+            cdi_dir=node_path(flags.cdi_dir, place.node_name),
+            pod_uid=flags.pod_uid,
+        ),
+        reader=reader,
+        metrics=metrics,
+        options=NodeOptions(
+            grpc_workers=flags.grpc_workers,
+            health_interval=flags.health_interval,
+            health_timeout=flags.health_timeout,
+            workload_tcp=(tcp[0], tcp[1] + index if tcp[1] else 0) if tcp else None,
+        ),
+        health_sink=sink,
+    )
 
 
 def run(flags: flagmod.Flags) -> int:
-    api = api_client(flags)
-    reader = ApiReader(api, flags.driver_name, flags.slice_cache_seconds)
-    registry = CollectorRegistry()
-    metrics = DriverMetrics(registry)
-    nodes = build_nodes(flags, reader, metrics, HealthReporter(api))
-    registry.register(TelemetryCollector(nodes))
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -90,6 +117,20 @@ def run(flags: flagmod.Flags) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    api = api_client(flags)
+    places = [resolve_place(api, flags, node, stop) for node in flags.nodes]
+    if stop.is_set():
+        return 0
+    reader = ApiReader(api, flags.driver_name, flags.slice_cache_seconds)
+    registry = CollectorRegistry()
+    metrics = DriverMetrics(registry)
+    sink = HealthReporter(api)
+    nodes = [
+        build_node(flags, index=i, place=place, reader=reader, metrics=metrics, sink=sink)
+        for i, place in enumerate(places)
+        if place is not None
+    ]
+    registry.register(TelemetryCollector(nodes))
     started: list[SimNode] = []
     status = StatusServer(*split_address(flags.http_address, "--http-address"), registry, nodes)
     serving = False
@@ -112,11 +153,12 @@ def run(flags: flagmod.Flags) -> int:
 
 def main(argv: list[str]) -> int:
     flags = flagmod.parse(argv)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # SIGUSR1 dumps every stack
     logging.basicConfig(
         level=flags.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         return run(flags)
-    except (CheckpointError, SocketPathError) as err:
+    except (CheckpointError, SocketPathError, PlacementError) as err:
         print(f"trainium-dra node: {err}", file=sys.stderr)
         return 1

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+from driver.controller.rackspec import DEFAULT_LNC
 from driver.plugin import cdi, failpoints
 from driver.plugin.atomicfile import fsync_dir, write_atomic
 from driver.plugin.checkpoint import (
@@ -199,7 +200,9 @@ class Preparer:
             for r in results.get("results") or []
             if r.get("driver") == self.driver
         }
-        plan = plan_claim(claim, self.reader.attributes(keys), self.place, self.driver)
+        chip = self.place.rack.chip.name
+        default = self.reader.default_lnc(self.place.ultraserver) or DEFAULT_LNC.get(chip, 1)
+        plan = plan_claim(claim, self.reader.attributes(keys), self.place, self.driver, default)
         with self.state.locked():
             return self._write(ref, plan)
 

@@ -36,12 +36,15 @@ class Daemon:
         self,
         workdir: Path,
         kubeconfig: Path,
+        *,
         failpoint: str = "",
         pod_uid: str = "",
         site: Site = SITE,
+        placed_by_flags: bool = True,
     ) -> None:
         self.workdir = workdir
         self.site = site
+        self.placed_by_flags = placed_by_flags
         self.pod_uid = pod_uid
         self.kubeconfig = kubeconfig
         self.failpoint = failpoint
@@ -50,7 +53,11 @@ class Daemon:
         self.stderr: list[str] = []
 
     def args(self) -> list[str]:
-        nodes = [arg for i, n in enumerate(self.site.nodes) for arg in ("--node", f"{n}={i}")]
+        if self.placed_by_flags:  # else the daemon finds them in the UltraServer objects
+            nodes = [a for i, n in enumerate(self.site.nodes) for a in ("--node", f"{n}={i}")]
+            nodes += ["--ultraserver", self.site.rack_id]
+        else:
+            nodes = [a for n in self.site.nodes for a in ("--node", n)]
         return [
             sys.executable,
             "-m",
@@ -59,8 +66,6 @@ class Daemon:
             "--driver-name",
             self.site.driver,
             *nodes,
-            "--ultraserver",
-            self.site.rack_id,
             "--kubelet-root",
             str(self.workdir / "{node}" / "kubelet"),
             "--state-dir",
@@ -136,7 +141,12 @@ class Daemon:
         try:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGUSR1)  # the daemon dumps its stacks to stderr
+            time.sleep(1.0)
             self.proc.kill()
-            code = self.proc.wait()
+            self.proc.wait()
+            raise AssertionError(
+                "daemon did not stop within 30s:\n" + "".join(self.stderr[-200:])
+            ) from None
         self.proc = None
         return code

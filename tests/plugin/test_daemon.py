@@ -176,9 +176,10 @@ def test_ultraserver_claim_is_prepared_on_every_node(daemon: Daemon, rack: Rack)
         assert pod["spec"]["nodeName"] == node
         kubelet = daemon.kubelet(node)
         edits = kubelet.start_pod(rack.api, pod, daemon.layout(node).cdi_dir)["main"]
-        per_chip = RACK.chip.cores // 2
+        # no UltraServer object: the Trainium3 default LNC=1, every core its own id
+        assert edits.env["NEURON_LOGICAL_NC_CONFIG"] == "1"
         assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(
-            map(str, range(RACK.chips_per_server * per_chip))
+            map(str, range(RACK.chips_per_server * RACK.chip.cores))
         )
         assert edits.env["TRAINIUM_DRA_SERVER_INDEX"] == str(i)
         kubelet.stop_pod(rack.api, pod)

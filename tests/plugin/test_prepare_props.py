@@ -33,6 +33,9 @@ class ClaimsInMemory:
     def attributes(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Attributes]:
         return {k: ATTRS[k] for k in keys if k in ATTRS}
 
+    def default_lnc(self, ultraserver: str) -> int | None:
+        return None
+
 
 def preparer(root: Path, claim: dict[str, Any]) -> Preparer:
     layout = NodeLayout(root / "kubelet", DRIVER, root / "state", root / "cdi")
