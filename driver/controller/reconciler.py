@@ -48,6 +48,16 @@ class ConflictError(RuntimeError):
     """Someone changed a slice between our read and our write; retry the rack."""
 
 
+class CountersDroppedError(RuntimeError):
+    """The apiserver stored a slice without its counters: DRAPartitionableDevices is off."""
+
+
+PARTITIONING_OFF = (
+    "spec.mode: the apiserver drops shared counters (feature gate DRAPartitionableDevices "
+    "is off), so partitioned devices would not be exclusive; set spec.mode to flat"
+)
+
+
 @dataclass(frozen=True)
 class Outcome:
     rack: str
@@ -67,6 +77,8 @@ class Reconciler:
         self.stores = stores
         self.driver = driver
         self.clock = clock
+        # (uid, generation) of specs whose partitioned slices the apiserver refused
+        self.refused: dict[str, tuple[str, int]] = {}
 
     def reconcile(self, name: str) -> Outcome:
         obj = self.kube.get(ULTRASERVERS, name)
@@ -121,13 +133,21 @@ class Reconciler:
             "controller": True,
         }
         plan = plan_writes(desired, existing, owner)
-        error = None
+        error, reason = None, "PublishFailed"
         try:
+            if self.refused.get(name) == (spec.uid, spec.generation):
+                raise CountersDroppedError(PARTITIONING_OFF)
             self._execute(plan)
         except ApiException as err:
             if err.status == 409:
                 raise ConflictError(f"rack {name}: {err.reason}") from err
             error = f"{err.status} {err.reason}: {(err.body or '')[:300]}"
+        except CountersDroppedError:
+            self.refused[name] = (spec.uid, spec.generation)
+            for s in self.kube.list_all(SLICES, labels=f"{rack_label(self.driver)}={name}"):
+                self.kube.delete(SLICES, s["metadata"]["name"])
+            error, reason, desired = PARTITIONING_OFF, "PartitionableDevicesOff", []
+            plan = Plan(0, plan.writes)
         published_names = {d["name"] for s in desired for d in s["spec"].get("devices") or []}
         published = [d for d in devices if d.name in published_names]
         allocated = {
@@ -147,6 +167,7 @@ class Reconciler:
             allocated=allocated,
             unhealthy_cores=unhealthy_cores(mapping.nodes, reports, spec.rack.chip.cores),
             error=error,
+            error_reason=reason,
         )
         self._write_status(obj, observed)
         if plan.writes:
@@ -163,18 +184,26 @@ class Reconciler:
         for w in plan.writes:
             if w.verb == "delete":
                 self.kube.delete(SLICES, w.name, w.resource_version)
-            elif w.verb == "update":
-                assert w.body is not None
-                self.kube.replace(SLICES, w.name, w.body)
             else:
                 assert w.body is not None
-                self.kube.create(SLICES, w.body)
+                write = self.kube.replace if w.verb == "update" else None
+                stored = (
+                    write(SLICES, w.name, w.body) if write else self.kube.create(SLICES, w.body)
+                )
+                if _has_counters(w.body["spec"]) and not _has_counters(stored["spec"]):
+                    raise CountersDroppedError(PARTITIONING_OFF)
 
     def _write_status(self, obj: JSON, observed: Observed) -> None:
         previous = obj.get("status")
         status = compute_status(observed, previous, self.clock())
         if status != previous:
             self.kube.patch_status(ULTRASERVERS, obj["metadata"]["name"], status)
+
+
+def _has_counters(spec: Mapping[str, Any]) -> bool:
+    return bool(spec.get("sharedCounters")) or any(
+        d.get("consumesCounters") for d in spec.get("devices") or []
+    )
 
 
 def racks_for_node(racks: Mapping[str, JSON], node: str) -> list[str]:

@@ -124,13 +124,13 @@ def _partitioned(inp: RackInput, layout: Layout) -> list[tuple[str, JSON]]:
             ]
             if group == groups[-1]:
                 members += [d for d in devices if d.kind == "server"]
-            out.append((group.name, {"nodeName": node, "devices": _devices(inp, members, node)}))
+            out.append((group.name, {"nodeName": node, "devices": _devices(inp, members)}))
     if len(inp.nodes) == inp.rack.servers and inp.rack_nodes is not None:
         rack_device = layout.devices[-1]
         out.append(
             (
                 "ultraserver",
-                {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, [rack_device], None)},
+                {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, [rack_device])},
             )
         )
     return out
@@ -146,15 +146,15 @@ def _flat(inp: RackInput) -> list[tuple[str, JSON]]:
         ]
         for i, chunk in enumerate(chunks):
             suffix = server_name(server) if len(chunks) == 1 else f"{server_name(server)}-{i}"
-            out.append((suffix, {"nodeName": node, "devices": _devices(inp, chunk, node)}))
+            out.append((suffix, {"nodeName": node, "devices": _devices(inp, chunk)}))
     return out
 
 
-def _devices(inp: RackInput, devices: Iterable[PlannedDevice], node: str | None) -> list[JSON]:
-    return [device_entry(inp, d, node) for d in devices]
+def _devices(inp: RackInput, devices: Iterable[PlannedDevice]) -> list[JSON]:
+    return [device_entry(inp, d) for d in devices]
 
 
-def device_entry(inp: RackInput, device: PlannedDevice, node: str | None) -> JSON:
+def device_entry(inp: RackInput, device: PlannedDevice) -> JSON:
     """One `spec.devices[]` entry: attributes a newcomer can read, capacities, counters, taints."""
     rack, places = inp.rack, device.chips
     attrs: dict[str, JSON] = {
@@ -167,8 +167,6 @@ def device_entry(inp: RackInput, device: PlannedDevice, node: str | None) -> JSO
     }
     if device.server is not None:
         attrs["serverIndex"] = {"int": device.server}
-    if node is not None:
-        attrs["nodeName"] = {"string": node}
     if len(places) == 1:
         attrs["chipIndex"] = {"int": places[0].local_index}
         attrs["rackChipIndex"] = {"int": places[0].index}
