@@ -2,7 +2,8 @@
 writes, exact exclusivity between a rack and its cores, filling a rack, and
 device taints from node health reports."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -126,14 +127,19 @@ class Claims:
 
     def delete(self, name: str) -> None:
         """Delete the pod and its claim; either may be gone already (evicted)."""
-        for remove in (
-            lambda: client.CoreV1Api(self.api).delete_namespaced_pod(
-                name, NS, grace_period_seconds=0
+        core, crs = client.CoreV1Api(self.api), custom(self.api)
+        removals: list[Callable[[], object]] = [
+            partial(core.delete_namespaced_pod, name, NS, grace_period_seconds=0),
+            partial(
+                crs.delete_namespaced_custom_object,
+                "resource.k8s.io",
+                "v1",
+                NS,
+                "resourceclaims",
+                name,
             ),
-            lambda: custom(self.api).delete_namespaced_custom_object(
-                "resource.k8s.io", "v1", NS, "resourceclaims", name
-            ),
-        ):
+        ]
+        for remove in removals:
             try:
                 remove()
             except client.exceptions.ApiException as err:
@@ -264,7 +270,7 @@ def test_decreasing_aligned_claims_fill_the_rack_completely(
 
 
 def report(api: client.ApiClient, node: str, devices: list[dict[str, Any]]) -> None:
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": "trainium.sim.dev/v1alpha1",
         "kind": "NodeDeviceHealth",
         "metadata": {"name": node},
@@ -372,10 +378,11 @@ def _gone_or_terminating(api: client.ApiClient, name: str) -> bool:
     try:
         p = client.CoreV1Api(api).read_namespaced_pod(name, NS)
     except client.exceptions.ApiException as err:
-        return err.status == 404
-    return p.metadata.deletion_timestamp is not None or any(
-        c.type == "DisruptionTarget" for c in p.status.conditions or []
-    )
+        gone: bool = err.status == 404
+        return gone
+    terminating: bool = p.metadata.deletion_timestamp is not None
+    disrupted: bool = any(c.type == "DisruptionTarget" for c in p.status.conditions or [])
+    return terminating or disrupted
 
 
 def test_rack_status_counts_devices_and_conditions(api: client.ApiClient) -> None:

@@ -5,6 +5,7 @@ them: each counter's capacity against what the pair consumes."""
 
 from collections import defaultdict
 from itertools import combinations
+from typing import Any
 
 import pytest
 
@@ -12,14 +13,14 @@ from driver.controller.slices import RackInput, build_slices
 from simdevice.topology import GENERATIONS, rack_spec
 
 
-def published(generation: str) -> tuple[dict[tuple[str, str], int], list[dict]]:
+def published(generation: str) -> tuple[dict[tuple[str, str], int], list[dict[str, Any]]]:
     rack = rack_spec(generation)
     nodes = {s: f"n{s}" for s in range(rack.servers)}
     inp = RackInput(
         "rack", rack, "partitioned", "chip", nodes, {"nodeSelectorTerms": []}, "d.dev", {}
     )
     capacity: dict[tuple[str, str], int] = {}
-    devices: list[dict] = []
+    devices: list[dict[str, Any]] = []
     for s in build_slices(inp):
         for counter_set in s["spec"].get("sharedCounters", []):
             for name, c in counter_set["counters"].items():
@@ -28,7 +29,7 @@ def published(generation: str) -> tuple[dict[tuple[str, str], int], list[dict]]:
     return capacity, devices
 
 
-def cores_of(device: dict, cores_per_chip: int, chips: int) -> set[tuple[int, int]]:
+def cores_of(device: dict[str, Any], cores_per_chip: int, chips: int) -> set[tuple[int, int]]:
     a = device["attributes"]
     start, count = a["coreStart"]["int"], a["coreCount"]["int"]
     if "rackChipIndex" in a:

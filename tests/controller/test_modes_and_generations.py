@@ -4,7 +4,9 @@ Kubernetes 1.34/1.35), where partitioned mode is refused with a clear reason."""
 
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -46,9 +48,9 @@ def rack_name(generation: str, mode: str, flat: str | None) -> str:
     return f"ctl-modes-{generation}-{mode}" + (f"-{flat}" if flat else "")
 
 
-def rack_body(generation: str, mode: str, flat: str | None) -> dict[str, object]:
+def rack_body(generation: str, mode: str, flat: str | None) -> dict[str, Any]:
     nodes = NODES if generation == "trn3-gen2" else NODES[:4]
-    spec: dict[str, object] = {"mode": mode} | ({"flatDevice": flat} if flat else {})
+    spec = {"mode": mode} | ({"flatDevice": flat} if flat else {})
     return ultraserver(rack_name(generation, mode, flat), generation, nodes, **spec)
 
 
@@ -78,10 +80,9 @@ def test_apiserver_accepts_every_generation_in_every_mode(
                 racks.create_cluster_custom_object(
                     "trainium.sim.dev", "v1alpha1", "ultraservers", rack_body(*key)
                 )
-            for key, count in EXPECTED.items():
-                wait_for(
-                    f"{key} published", lambda k=key, n=count: published(api, rack_name(*k), n), 120
-                )
+            for (generation, mode, flat), count in EXPECTED.items():
+                name = rack_name(generation, mode, flat)
+                wait_for(f"{name} published", partial(published, api, name, count), 120)
             for key in EXPECTED:
                 rack = get_rack(api, rack_name(*key))
                 assert condition(rack, "Ready")["status"] == "True"  # type: ignore[index]

@@ -43,6 +43,11 @@ def lease_holder(api: client.ApiClient) -> str:
     return str(lease["spec"].get("holderIdentity") or "")
 
 
+def chips(api: client.ApiClient) -> int:
+    rack = get_rack(api, RACK) or {}
+    return int(((rack.get("status") or {}).get("devices") or {}).get("chip", 0))
+
+
 def slice_versions(api: client.ApiClient) -> dict[str, str]:
     return {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in rack_slices(api, RACK)}
 
@@ -182,10 +187,8 @@ def test_two_replicas_one_writer_and_a_quiet_takeover(
         )
         wait_for(
             "flat mode published by the new leader",
-            lambda: (
-                published(api, RACK, 36) and get_rack(api, RACK)["status"]["devices"]["chip"] == 144
-            ),
-        )  # type: ignore[index]
+            lambda: published(api, RACK, 36) and chips(api) == 144,
+        )
 
 
 def test_deleting_the_rack_removes_its_slices(
