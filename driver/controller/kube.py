@@ -113,6 +113,11 @@ class Kube:
                 raise
 
     def patch_status(self, res: Resource, name: str, status: Mapping[str, Any]) -> None:
-        self.custom.patch_cluster_custom_object_status(
-            res.group, res.version, res.plural, name, {"status": status}
-        )
+        """Merge `status` in; an object deleted meanwhile needs no status."""
+        try:
+            self.custom.patch_cluster_custom_object_status(
+                res.group, res.version, res.plural, name, {"status": status}
+            )
+        except ApiException as err:
+            if err.status != 404:
+                raise
