@@ -37,11 +37,7 @@ class StatusServer:
                     ctype, code = "application/json", 200
                 else:
                     body, ctype, code = b"not found\n", "text/plain", 404
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self._reply(code, ctype, body)
 
             def do_POST(self) -> None:
                 self._fault(inject=True)
@@ -58,12 +54,18 @@ class StatusServer:
                 self._send(code, answer)
 
             def _send(self, code: int, answer: Mapping[str, Any]) -> None:
-                body = json.dumps(answer, sort_keys=True).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self._reply(code, "application/json", json.dumps(answer, sort_keys=True).encode())
+
+            def _reply(self, code: int, ctype: str, body: bytes) -> None:
+                """Answer; a client that hung up (probe timeout) is not an error."""
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: object) -> None:
                 return
