@@ -10,11 +10,15 @@ from driver.controller.kube import CLAIMS, HEALTH, SLICES, ULTRASERVERS
 from driver.controller.reconciler import Stores, racks_for_node, racks_of_claim
 from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
 
+CLAIM_DELAY = 2.0
+"""Claims change only the rack's status (allocated cores); waiting a little
+folds a burst of allocations into one reconcile."""
+
 
 def register(
     registry: kopf.OperatorRegistry,
     stores: Stores,
-    enqueue: Callable[[str], None],
+    enqueue: Callable[[str, float], None],
     driver: str,
     login: Callable[..., Any],
 ) -> None:
@@ -24,28 +28,28 @@ def register(
     def ultraserver(*, type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
         old, new = stores.racks.apply(type, dict(body))
         if new is None or old is None or _meta(old, "generation") != _meta(new, "generation"):
-            enqueue(name)
+            enqueue(name, 0.0)
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
     def node(*, type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
         old, new = stores.nodes.apply(type, dict(body))
         if old != new or old is None:
             for rack in racks_for_node(stores.racks.items(), name):
-                enqueue(rack)
+                enqueue(rack, 0.0)
 
     @kopf.on.event(HEALTH.group, HEALTH.version, HEALTH.plural, registry=registry)
     def health(*, type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
         old, new = stores.health.apply(type, dict(body))
         if old != new:
             for rack in racks_for_node(stores.racks.items(), name):
-                enqueue(rack)
+                enqueue(rack, 0.0)
 
     @kopf.on.event(CLAIMS.group, CLAIMS.version, CLAIMS.plural, registry=registry)
     def claim(*, type: str | None, body: kopf.Body, **_: Any) -> None:
         old, new = stores.claims.apply(type, dict(body))
         if old != new:
             for rack in racks_of_claim(driver, [old, new]):
-                enqueue(rack)
+                enqueue(rack, CLAIM_DELAY)
 
     @kopf.on.event(
         SLICES.group,
@@ -59,7 +63,7 @@ def register(
         labels = body.get("metadata", {}).get("labels") or {}
         rack = labels.get(rack_label(driver))
         if type == "DELETED" and rack and body.get("spec", {}).get("driver") == driver:
-            enqueue(rack)
+            enqueue(rack, 0.0)
 
 
 def _meta(obj: Any, key: str) -> Any:
