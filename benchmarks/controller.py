@@ -1,0 +1,374 @@
+"""The controller against a real control plane (its own, started here):
+
+- publishing 1, 10 and 100 Trn3 Gen2 racks from cold: wall time and the API
+  requests it took, as the apiserver counts them;
+- write requests made by resyncs with nothing changed;
+- the real scheduler allocating single-core claims on one rack, partitioned
+  (2,197 devices with counters) versus flat (1,152 single-core devices, no
+  counters): the ratio of the two times, measured in the same run;
+- the share of a rack's cores a random mix of 1/2/4/8-core claims gets,
+  against the same mix in decreasing size (the baseline, which packs fully).
+
+Usage: python -m benchmarks.controller [--racks 1,10,100] [--claims 1152]
+"""
+
+import argparse
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from benchmarks.report import write_report
+from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
+from driver.localsim.controlplane import ControlPlane
+from tests.controller.cluster import (
+    WRITE_VERBS,
+    controller,
+    custom,
+    delta,
+    install,
+    load_claim,
+    pod,
+    request_counts,
+    ultraserver,
+    wait_for,
+)
+
+COMMAND = "make bench-controller"
+GEN2_SLICES = 5 + 36 + 1
+RESYNC_SECONDS = 5.0
+SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
+NS = "bench"
+
+
+def rack_nodes(rack: int) -> list[str]:
+    return [f"bench-r{rack:03d}-s{s:02d}" for s in range(36)]
+
+
+def summarize(d: dict[tuple[str, str, str], int]) -> dict[str, int]:
+    """Requests by resource and verb, only those the controller makes."""
+    out: dict[str, int] = {}
+    for (resource, sub, verb), n in d.items():
+        if resource in (
+            "resourceslices",
+            "ultraservers",
+            "nodedevicehealths",
+            "resourceclaims",
+            "nodes",
+            "leases",
+        ):
+            out[f"{resource}{'/' + sub if sub else ''} {verb}"] = n
+    return dict(sorted(out.items()))
+
+
+def ready_racks(api: client.ApiClient) -> int:
+    items = custom(api).list_cluster_custom_object("trainium.sim.dev", "v1alpha1", "ultraservers")[
+        "items"
+    ]
+    return sum(
+        1
+        for r in items
+        for c in (r.get("status") or {}).get("conditions") or []
+        if c["type"] == "Ready" and c["status"] == "True"
+    )
+
+
+def delete_racks(api: client.ApiClient, names: list[str]) -> None:
+    """Delete the racks and, not to wait for the garbage collector, their slices."""
+    for name in names:
+        custom(api).delete_cluster_custom_object(
+            "trainium.sim.dev", "v1alpha1", "ultraservers", name
+        )
+    custom(api).delete_collection_cluster_custom_object(
+        "resource.k8s.io", "v1", "resourceslices", label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    )
+
+
+def publish_from_cold(
+    cp: ControlPlane, api: client.ApiClient, racks: int, log: Path, noop: bool
+) -> dict[str, Any]:
+    names = [f"bench-{i:03d}" for i in range(racks)]
+    for i, name in enumerate(names):
+        custom(api).create_cluster_custom_object(
+            "trainium.sim.dev",
+            "v1alpha1",
+            "ultraservers",
+            ultraserver(name, "trn3-gen2", rack_nodes(i)),
+        )
+    before = request_counts(cp)
+    t0 = time.perf_counter()
+    with controller(cp, log, "--resync-seconds", str(RESYNC_SECONDS), "--lease-name", "bench"):
+        wait_for(f"{racks} racks ready", lambda: ready_racks(api) == racks, 3600, 0.25)
+        elapsed = time.perf_counter() - t0
+        used = delta(before, request_counts(cp))
+        result: dict[str, Any] = {
+            "racks": racks,
+            "slices": racks * GEN2_SLICES,
+            "seconds": round(elapsed, 2),
+            "slice_writes": sum(
+                n for (r, _, v), n in used.items() if r == "resourceslices" and v in WRITE_VERBS
+            ),
+            "status_writes": sum(
+                n
+                for (r, s, v), n in used.items()
+                if r == "ultraservers" and s == "status" and v in WRITE_VERBS
+            ),
+            "requests": summarize(used),
+        }
+        if noop:
+            time.sleep(1)
+            quiet = request_counts(cp)
+            time.sleep(3 * RESYNC_SECONDS)
+            idle = delta(quiet, request_counts(cp))
+            result["noop_resync"] = {
+                "seconds": 3 * RESYNC_SECONDS,
+                "resyncs": 3,
+                "writes": sum(
+                    n
+                    for (r, _, v), n in idle.items()
+                    if r in ("resourceslices", "ultraservers") and v in WRITE_VERBS
+                ),
+                "requests": summarize(idle),
+            }
+    delete_racks(api, names)
+    wait_for(
+        "racks gone",
+        lambda: (
+            not custom(api).list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")[
+                "items"
+            ]
+        ),
+        600,
+        1,
+    )
+    return result
+
+
+def run_claims(
+    api: client.ApiClient, sizes: list[int], rack: str, timeout: float
+) -> tuple[float, int]:
+    """Create one claim + pod per size; wait until every pod is bound or refused.
+    Returns (seconds, cores allocated)."""
+    core = client.CoreV1Api(api)
+    t0 = time.perf_counter()
+    for i, size in enumerate(sizes):
+        claim = load_claim(SIZES[size], f"c{i:05d}", NS, rack)
+        custom(api).create_namespaced_custom_object(
+            "resource.k8s.io", "v1", NS, "resourceclaims", claim
+        )
+        core.create_namespaced_pod(NS, pod(f"c{i:05d}", NS, [f"c{i:05d}"]))
+
+    def settled() -> tuple[int, int] | None:
+        pods = core.list_namespaced_pod(NS).items
+        bound = [p for p in pods if p.spec.node_name]
+        refused = [
+            p
+            for p in pods
+            if not p.spec.node_name
+            and any(
+                c.type == "PodScheduled" and c.reason == "Unschedulable"
+                for c in p.status.conditions or []
+            )
+        ]
+        if len(bound) + len(refused) < len(sizes):
+            return None
+        return len(bound), len(refused)
+
+    wait_for("claims settled", settled, timeout, 0.5)
+    elapsed = time.perf_counter() - t0
+    claims = custom(api).list_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims"
+    )["items"]
+    cores = 0
+    for c in claims:
+        if (c.get("status") or {}).get("allocation"):
+            cores += sizes[int(c["metadata"]["name"][1:])]
+    return elapsed, cores
+
+
+def clear_claims(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+    custom(api).delete_collection_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims"
+    )
+    wait_for("claims cleared", lambda: not core.list_namespaced_pod(NS).items, 600, 1)
+
+
+def on_one_rack(
+    cp: ControlPlane, api: client.ApiClient, log: Path, mode: str, body: Callable[[], Any]
+) -> Any:
+    nodes = rack_nodes(0)
+    spec = {"mode": mode, "flatDevice": "core"} if mode == "flat" else {}
+    custom(api).create_cluster_custom_object(
+        "trainium.sim.dev",
+        "v1alpha1",
+        "ultraservers",
+        ultraserver("bench-sched", "trn3-gen2", nodes, **spec),
+    )
+    with controller(cp, log, "--lease-name", "bench"):
+        wait_for("rack ready", lambda: ready_racks(api) == 1, 120)
+        try:
+            return body()
+        finally:
+            clear_claims(api)
+            delete_racks(api, ["bench-sched"])
+            wait_for(
+                "rack gone",
+                lambda: (
+                    not custom(api).list_cluster_custom_object(
+                        "resource.k8s.io", "v1", "resourceslices"
+                    )["items"]
+                ),
+                120,
+                1,
+            )
+
+
+def random_mix(rng: random.Random, total: int) -> list[int]:
+    sizes: list[int] = []
+    while sum(sizes) < total:
+        size = rng.choice([s for s in SIZES if s <= total - sum(sizes)])
+        sizes.append(size)
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.controller")
+    parser.add_argument("--racks", default="1,10,100", help="rack counts to publish from cold")
+    parser.add_argument("--claims", type=int, default=1152, help="single-core claims per layout")
+    parser.add_argument(
+        "--pack-cores", type=int, default=1152, help="cores of the random 1/2/4/8 mix"
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    racks = [int(r) for r in args.racks.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="bench-controller-"))
+    results: dict[str, Any] = {}
+    with ControlPlane.running(work / "cp") as cp, cp.api_client() as api:
+        install(cp)
+        for i in range(max(racks)):
+            for node in rack_nodes(i):
+                cp.create_node(node)
+        results["publish"] = [
+            publish_from_cold(cp, api, n, work / f"publish-{n}.log", noop=n == racks[-1])
+            for n in racks
+        ]
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})
+        singles = [1] * args.claims
+        sched: dict[str, Any] = {}
+        for mode in ("partitioned", "flat"):
+            seconds, cores = on_one_rack(
+                cp,
+                api,
+                work / f"sched-{mode}.log",
+                mode,
+                partial(run_claims, api, singles, "bench-sched", 3600),
+            )
+            sched[mode] = {
+                "claims": args.claims,
+                "seconds": round(seconds, 2),
+                "allocated_cores": cores,
+            }
+        sched["ratio_partitioned_over_flat"] = round(
+            sched["partitioned"]["seconds"] / sched["flat"]["seconds"], 2
+        )
+        results["single_core_claims"] = sched
+        rng = random.Random(args.seed)
+        mix = random_mix(rng, args.pack_cores)
+        packing: dict[str, Any] = {
+            "claims": len(mix),
+            "cores_requested": sum(mix),
+            "seed": args.seed,
+        }
+        for order, sizes in (("decreasing", sorted(mix, reverse=True)), ("random", mix)):
+            seconds, cores = on_one_rack(
+                cp,
+                api,
+                work / f"pack-{order}.log",
+                "partitioned",
+                partial(run_claims, api, sizes, "bench-sched", 3600),
+            )
+            packing[order] = {
+                "allocated_cores": cores,
+                "ratio": round(cores / sum(sizes), 4),
+                "seconds": round(seconds, 2),
+            }
+        results["packing"] = packing
+    write_report("controller", COMMAND, results, markdown(results))
+    print(markdown(results))
+    return 0
+
+
+def row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def markdown(r: dict[str, Any]) -> str:
+    lines = [
+        "Trn3 Gen2 racks (36 servers, 2,197 devices, 42 slices each) published by the",
+        "controller process on a local control plane (etcd, apiserver, scheduler,",
+        "controller-manager); request counts are the apiserver's `apiserver_request_total`.",
+        "",
+        row(
+            "racks",
+            "slices",
+            "seconds from process start",
+            "slice writes",
+            "status writes",
+            "slice LISTs",
+        ),
+        row(*["---"] * 6),
+    ]
+    for p in r["publish"]:
+        lists = p["requests"].get("resourceslices LIST", 0)
+        lines.append(
+            row(p["racks"], p["slices"], p["seconds"], p["slice_writes"], p["status_writes"], lists)
+        )
+    idle = r["publish"][-1].get("noop_resync")
+    if idle:
+        racks = r["publish"][-1]["racks"]
+        lines += [
+            "",
+            f"No-op resync: {idle['resyncs']} full resyncs of {racks} racks made "
+            f"{idle['writes']} writes.",
+        ]
+    s = r["single_core_claims"]
+    part, flat = s["partitioned"], s["flat"]
+    lines += [
+        "",
+        f"Scheduler: {part['claims']} single-core claims (one pod each) on one rack, from the",
+        "first create to the last pod bound:",
+        "",
+        row("layout", "seconds", "cores allocated"),
+        row(*["---"] * 3),
+        row("partitioned (counters)", part["seconds"], part["allocated_cores"]),
+        row("flat (one device per core)", flat["seconds"], flat["allocated_cores"]),
+        "",
+        f"Partitioned / flat time ratio: **{s['ratio_partitioned_over_flat']}**.",
+    ]
+    k = r["packing"]
+    lines += [
+        "",
+        f"Packing: {k['claims']} claims of 1/2/4/8 cores ({k['cores_requested']} cores,",
+        f"seed {k['seed']}) on one partitioned rack of 1152 cores, all created at once:",
+        "",
+        row("order", "cores allocated", "share of the cores requested"),
+        row(*["---"] * 3),
+        row(
+            "decreasing size (baseline)",
+            k["decreasing"]["allocated_cores"],
+            k["decreasing"]["ratio"],
+        ),
+        row("random", k["random"]["allocated_cores"], k["random"]["ratio"]),
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
