@@ -24,7 +24,7 @@ from tests.plugin.daemonproc import Daemon, short_tmpdir
 from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID, Rack, Site, published_rack
 
 COMMAND = "make bench-node"
-ROUNDS = 60
+ROUNDS = 200
 RACK_NODES = 36
 
 
