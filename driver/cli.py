@@ -7,6 +7,10 @@ COMMANDS = {
     "controller": ("driver.controller.main", "run the UltraServer controller (kopf operator)"),
     "node": ("driver.plugin.main", "run the node daemon (kubelet DRA plugin)"),
     "controlplane": ("driver.localsim.main", "start or stop a local Kubernetes control plane"),
+    "up": ("driver.localsim.up", "start a local cluster with simulated UltraServers (make demo)"),
+    "down": ("driver.localsim.down", "stop the local cluster and remove its state"),
+    "status": ("driver.localsim.status", "racks, devices, allocations and unhealthy devices"),
+    "top": ("driver.localsim.top", "live per-core utilization of a rack"),
 }
 
 

@@ -1,0 +1,68 @@
+"""Child processes of the local cluster that never outlive it.
+
+Each child gets a parent-death signal (SIGKILL), so a `serve` process that
+is killed takes the controller and node daemons with it, as the control
+plane's components are taken.
+"""
+
+import ctypes
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+PR_SET_PDEATHSIG = 1
+STOP_TIMEOUT = 15.0
+
+
+def die_with_parent() -> None:
+    """Runs in the child before exec."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def trainium_dra_argv(args: list[str]) -> list[str]:
+    """`trainium-dra ARGS...` run by this interpreter."""
+    return [sys.executable, "-m", "driver.cli", *args]
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    @classmethod
+    def start(cls, name: str, argv: list[str], log_path: Path) -> "Child":
+        """Start `argv` with output to `log_path`; call from the thread that owns the child."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("ab")
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,  # noqa: PLW1509
+        )
+        return cls(name, argv, log_path, process, log)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()

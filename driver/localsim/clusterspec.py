@@ -1,0 +1,213 @@
+"""What a local cluster consists of, as plain data: racks, their nodes, the
+UltraServer objects, and the command lines of the controller and node daemons.
+
+Pure: a `ClusterSpec` and a state directory in, names, paths, objects and
+argv lists out. `serve.py` does the I/O.
+"""
+
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
+from simdevice.topology import GENERATIONS, TopologyError, rack_spec
+
+RACK_LABEL = f"{API_GROUP}/ultraserver"
+SERVER_INDEX_LABEL = f"{API_GROUP}/server-index"
+"""Node labels the UltraServer's node selector and the controller read."""
+
+MAX_RACKS = len(string.ascii_lowercase)
+
+
+class ClusterSpecError(ValueError):
+    """A flag value the cluster cannot be built from; names the flag and the fix."""
+
+
+@dataclass(frozen=True)
+class RackPlan:
+    name: str
+    generation: str
+    servers: int  # servers in the rack
+    nodes: int  # servers that get a Node (the first `nodes`)
+
+    def node_name(self, server: int) -> str:
+        return f"{self.name}-node-{server}"
+
+    def node_names(self) -> list[str]:
+        return [self.node_name(i) for i in range(self.nodes)]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    racks: tuple[RackPlan, ...]
+    mode: str = "partitioned"
+    driver: str = DEFAULT_DRIVER_NAME
+
+    @classmethod
+    def build(
+        cls,
+        racks: int = 1,
+        generation: str = "trn3-gen2",
+        nodes_per_rack: int | None = None,
+        mode: str = "partitioned",
+        driver: str = DEFAULT_DRIVER_NAME,
+    ) -> "ClusterSpec":
+        """Racks named rack-a, rack-b, ...; ClusterSpecError names the bad flag."""
+        if generation not in GENERATIONS:
+            raise ClusterSpecError(
+                f"--generation: {generation!r} is not one of {', '.join(GENERATIONS)}"
+            )
+        if not 1 <= racks <= MAX_RACKS:
+            raise ClusterSpecError(f"--racks: must be between 1 and {MAX_RACKS}, got {racks}")
+        if mode not in ("partitioned", "flat"):
+            raise ClusterSpecError(f"--mode: {mode!r} is not partitioned or flat")
+        try:
+            servers = rack_spec(generation).servers
+        except TopologyError as err:
+            raise ClusterSpecError(f"--generation: {err}") from err
+        nodes = servers if nodes_per_rack is None else nodes_per_rack
+        if not 1 <= nodes <= servers:
+            raise ClusterSpecError(
+                f"--nodes-per-rack: {generation} has {servers} servers; choose 1..{servers}, "
+                f"got {nodes}"
+            )
+        plans = tuple(
+            RackPlan(f"rack-{string.ascii_lowercase[i]}", generation, servers, nodes)
+            for i in range(racks)
+        )
+        return cls(plans, mode, driver)
+
+    def node_count(self) -> int:
+        return sum(r.nodes for r in self.racks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "driver": self.driver,
+            "racks": [
+                {"name": r.name, "generation": r.generation, "servers": r.servers, "nodes": r.nodes}
+                for r in self.racks
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ClusterSpec":
+        racks = tuple(
+            RackPlan(r["name"], r["generation"], int(r["servers"]), int(r["nodes"]))
+            for r in data["racks"]
+        )
+        return cls(racks, str(data["mode"]), str(data["driver"]))
+
+
+def node_labels(rack: RackPlan, server: int) -> dict[str, str]:
+    return {RACK_LABEL: rack.name, SERVER_INDEX_LABEL: str(server)}
+
+
+def ultraserver_object(rack: RackPlan, mode: str) -> dict[str, Any]:
+    """The rack's UltraServer: its nodes are found by label, so a partial rack works too."""
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "UltraServer",
+        "metadata": {"name": rack.name},
+        "spec": {
+            "generation": rack.generation,
+            "mode": mode,
+            "nodes": {
+                "selector": {"matchLabels": {RACK_LABEL: rack.name}},
+                "serverIndexLabel": SERVER_INDEX_LABEL,
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything of a cluster lives under its state directory.
+
+    Paths are short on purpose: unix socket paths may not exceed 107 bytes.
+    """
+
+    root: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "serve.pid"
+
+    @property
+    def ready_file(self) -> Path:
+        return self.root / "ready"
+
+    @property
+    def cluster_file(self) -> Path:
+        """The spec and the daemons' HTTP ports, for `status`, `top` and `down`."""
+        return self.root / "cluster.json"
+
+    @property
+    def serve_log(self) -> Path:
+        return self.root / "serve.log"
+
+    @property
+    def nodes_dir(self) -> Path:
+        return self.root / "n"
+
+    def node_template(self, what: str) -> str:
+        return str(self.nodes_dir / "{node}" / what)
+
+    def kubelet_root(self, node: str) -> Path:
+        return Path(self.node_template("k").replace("{node}", node))
+
+    def cdi_dir(self, node: str) -> Path:
+        return Path(self.node_template("cdi").replace("{node}", node))
+
+
+STATE_ENTRIES = (
+    "etcd",
+    "pki",
+    "logs",
+    "n",
+    "kubeconfig",
+    "scheduler.kubeconfig",
+    "controller-manager.kubeconfig",
+    "tokens.csv",
+    "cluster.json",
+    "serve.log",
+    "serve.pid",
+    "ready",
+)
+"""Everything `serve` creates under the state directory; `down` removes exactly these."""
+
+
+def controller_argv(layout: Layout, spec: ClusterSpec) -> list[str]:
+    return [
+        "controller",
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--driver-name={spec.driver}",
+        "--resync-seconds=60",
+    ]
+
+
+def node_daemon_argv(
+    layout: Layout, spec: ClusterSpec, rack: RackPlan, http_port: int
+) -> list[str]:
+    """One process serves every node of the rack (multi-node mode)."""
+    return [
+        "node",
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--driver-name={spec.driver}",
+        f"--ultraserver={rack.name}",
+        f"--generation={rack.generation}",
+        f"--kubelet-root={layout.node_template('k')}",
+        f"--state-dir={layout.node_template('s')}",
+        f"--cdi-dir={layout.node_template('cdi')}",
+        f"--http-address=127.0.0.1:{http_port}",
+        *(f"--node={rack.node_name(i)}={i}" for i in range(rack.nodes)),
+    ]

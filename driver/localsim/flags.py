@@ -1,0 +1,107 @@
+"""Every flag of `trainium-dra up`, `down`, `status` and `top`, in one place."""
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from driver.localsim.clusterspec import ClusterSpec, ClusterSpecError, Layout
+from driver.localsim.state import STATE_DIR_ENV, default_state_dir
+from driver.names import DEFAULT_DRIVER_NAME
+from simdevice.topology import GENERATIONS
+
+
+def _state_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help=f"where the cluster keeps its kubeconfig, sockets and logs "
+        f"(default: ${STATE_DIR_ENV} or {default_state_dir()})",
+    )
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    return Layout((args.state_dir or default_state_dir()).absolute())
+
+
+@dataclass(frozen=True)
+class UpFlags:
+    layout: Layout
+    spec: ClusterSpec
+    foreground: bool
+
+
+def parse_up(argv: list[str]) -> UpFlags:
+    p = argparse.ArgumentParser(
+        prog="trainium-dra up",
+        description="Start a local cluster: control plane, driver, simulated UltraServer nodes "
+        "and a kubelet stand-in per node. It keeps running in the background.",
+    )
+    _state_dir(p)
+    p.add_argument("--racks", type=int, default=1, help="UltraServer racks (default 1)")
+    p.add_argument("--generation", default="trn3-gen2", choices=GENERATIONS)
+    p.add_argument(
+        "--nodes-per-rack",
+        type=int,
+        default=None,
+        help="create Nodes for the first N servers only (default: all; a partial rack "
+        "publishes no whole-rack device)",
+    )
+    p.add_argument("--mode", default="partitioned", choices=("partitioned", "flat"))
+    p.add_argument("--driver-name", default=DEFAULT_DRIVER_NAME)
+    p.add_argument(
+        "--foreground", action="store_true", help="run in this process until Ctrl-C or SIGTERM"
+    )
+    args = p.parse_args(argv)
+    try:
+        spec = ClusterSpec.build(
+            args.racks, args.generation, args.nodes_per_rack, args.mode, args.driver_name
+        )
+    except ClusterSpecError as err:
+        p.error(str(err))
+    return UpFlags(_layout(args), spec, args.foreground)
+
+
+def parse_down(argv: list[str]) -> Layout:
+    p = argparse.ArgumentParser(
+        prog="trainium-dra down",
+        description="Stop the local cluster started by `trainium-dra up` and remove its state.",
+    )
+    _state_dir(p)
+    return _layout(p.parse_args(argv))
+
+
+def parse_status(argv: list[str]) -> Layout:
+    p = argparse.ArgumentParser(
+        prog="trainium-dra status",
+        description="Racks, devices by kind, allocations by claim and unhealthy devices.",
+    )
+    _state_dir(p)
+    return _layout(p.parse_args(argv))
+
+
+@dataclass(frozen=True)
+class TopFlags:
+    layout: Layout
+    rack: str | None
+    interval: float
+    iterations: int | None
+
+
+def parse_top(argv: list[str]) -> TopFlags:
+    p = argparse.ArgumentParser(
+        prog="trainium-dra top",
+        description="Live per-core utilization of a rack, refreshed in the terminal.",
+    )
+    _state_dir(p)
+    p.add_argument("--rack", default=None, help="rack to show (default: the first)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
+    p.add_argument(
+        "--iterations", type=int, default=None, help="stop after N refreshes (default: Ctrl-C)"
+    )
+    args = p.parse_args(argv)
+    if args.interval <= 0:
+        p.error("--interval: must be > 0 seconds")
+    if args.iterations is not None and args.iterations < 1:
+        p.error("--iterations: must be at least 1")
+    return TopFlags(_layout(args), args.rack, args.interval, args.iterations)

@@ -1,0 +1,332 @@
+"""The pod half of the kubelet stand-in: what the kubelet does with the pods
+bound to its nodes, for DRA.
+
+- A pod bound to one of the nodes: NodePrepareResources for its claims
+  (through `KubeletStandIn`), start the containers' simulated workloads with
+  their claim's token, then report it Running. A failed prepare becomes a
+  Warning Event (`FailedPrepareDynamicResources`) and a waiting container
+  status with the error, and is retried with back-off.
+- A workload that ends: restartPolicy Always restarts it (restartCount goes
+  up); otherwise the pod ends Succeeded or Failed.
+- A pod being deleted, or ended: NodeUnprepareResources, then (deleting) the
+  final delete with grace period 0, as the kubelet does.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from driver.localsim import podstatus
+from driver.localsim.keyedqueue import KeyedQueue
+from driver.localsim.kubelet import KubeletError, KubeletStandIn
+from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, workload_spec
+
+log = logging.getLogger("trainium-dra.kubelet")
+
+JSON = dict[str, Any]
+ClaimRef = tuple[str, str, str]  # namespace, uid, name
+
+FAILED_PREPARE = "FailedPrepareDynamicResources"
+FAILED_UNPREPARE = "FailedUnprepareDynamicResources"
+FAILED_CREATE = "CreateContainerError"
+BACKOFF_START, BACKOFF_MAX = 1.0, 20.0
+TICK = 2.0
+WATCH_SECONDS = 30
+FINISHED_JOB_STATES = ("succeeded", "failed", "cancelled")
+
+
+@dataclass
+class PodRecord:
+    """What this stand-in did for one pod."""
+
+    node: str
+    claims: list[ClaimRef] = field(default_factory=list)
+    prepared: bool = False
+    running: bool = False
+    jobs: dict[str, tuple[ClaimEndpoint, str]] = field(default_factory=dict)  # container -> job
+    restarts: dict[str, int] = field(default_factory=dict)
+    exits: dict[str, tuple[int, str]] = field(default_factory=dict)  # container -> code, message
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str = ""
+
+
+class PodSync:
+    """Runs the pods of `kubelets` (node name -> registered stand-in)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        kubelets: Mapping[str, KubeletStandIn],
+        cdi_dirs: Mapping[str, Path],
+        workers: int = 8,
+    ) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.kubelets = dict(kubelets)
+        self.cdi_dirs = dict(cdi_dirs)
+        self.workers = workers
+        self.queue = KeyedQueue()
+        self.lock = threading.Lock()
+        self.pods: dict[str, JSON] = {}
+        self.records: dict[str, PodRecord] = {}
+        self.threads: list[threading.Thread] = []
+        self.stopping = threading.Event()
+
+    # --- lifecycle -------------------------------------------------------
+
+    def start(self) -> None:
+        targets = [self._watch_loop, self._tick_loop] + [self._work_loop] * self.workers
+        for i, target in enumerate(targets):
+            thread = threading.Thread(target=target, name=f"kubelet-{i}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.queue.close()
+        for thread in self.threads:
+            thread.join(WATCH_SECONDS + 5)
+
+    # --- inputs ----------------------------------------------------------
+
+    def _ours(self, pod: Mapping[str, Any]) -> bool:
+        return (pod.get("spec") or {}).get("nodeName") in self.kubelets
+
+    def _observe(self, pod: JSON, deleted: bool = False) -> None:
+        uid = pod["metadata"]["uid"]
+        with self.lock:
+            if deleted or not self._ours(pod):
+                if self.pods.pop(uid, None) is None and uid not in self.records:
+                    return
+            else:
+                self.pods[uid] = pod
+        self.queue.add(uid)
+
+    def _watch_loop(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self._list_and_watch()
+            except Exception as err:  # the apiserver went away or the watch broke
+                if not self.stopping.is_set():
+                    log.warning("pod watch: %s; relisting", err)
+                    time.sleep(1.0)
+
+    def _list_and_watch(self) -> None:
+        listed = self.api.sanitize_for_serialization(self.core.list_pod_for_all_namespaces())
+        present = {p["metadata"]["uid"] for p in listed["items"] if self._ours(p)}
+        for pod in listed["items"]:
+            self._observe(pod)
+        with self.lock:
+            gone = [uid for uid in set(self.pods) | set(self.records) if uid not in present]
+            for uid in gone:
+                self.pods.pop(uid, None)
+        for uid in gone:
+            self.queue.add(uid)
+        version = listed["metadata"]["resourceVersion"]
+        stream = watch.Watch()
+        for event in stream.stream(
+            self.core.list_pod_for_all_namespaces,
+            resource_version=version,
+            timeout_seconds=WATCH_SECONDS,
+        ):
+            if self.stopping.is_set():
+                stream.stop()
+                return
+            if event["type"] == "ERROR":
+                return
+            self._observe(event["raw_object"], deleted=event["type"] == "DELETED")
+
+    def _tick_loop(self) -> None:
+        """Retries failed pods when their back-off ends and follows running workloads."""
+        while not self.stopping.wait(TICK):
+            now = time.monotonic()
+            with self.lock:
+                due = [u for u, r in self.records.items() if r.last_error and r.retry_at <= now]
+                watched = [u for u, r in self.records.items() if r.running and r.jobs]
+            for uid in due + watched:
+                self.queue.add(uid)
+
+    def _work_loop(self) -> None:
+        while not self.stopping.is_set():
+            uid = self.queue.get(timeout=1.0)
+            if uid is None:
+                continue
+            try:
+                self._sync(uid)
+            except Exception:
+                log.exception("pod %s: sync failed", uid)
+            finally:
+                self.queue.done(uid)
+
+    # --- one pod -----------------------------------------------------------
+
+    def _sync(self, uid: str) -> None:
+        with self.lock:
+            pod = self.pods.get(uid)
+            record = self.records.get(uid)
+        if pod is None:
+            if record is not None and self._unprepare(None, record):
+                self._forget(uid)
+            return
+        node = pod["spec"]["nodeName"]
+        if record is None:
+            record = PodRecord(node)
+            with self.lock:
+                self.records[uid] = record
+        if pod["metadata"].get("deletionTimestamp"):
+            if self._unprepare(pod, record):
+                self._delete(pod)
+                self._forget(uid)
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            if self._unprepare(pod, record):
+                record.jobs.clear()
+            return
+        if record.running:
+            self._follow_jobs(pod, record)
+            return
+        if record.last_error and time.monotonic() < record.retry_at:
+            return
+        self._start(pod, record)
+
+    def _forget(self, uid: str) -> None:
+        with self.lock:
+            self.records.pop(uid, None)
+
+    def _start(self, pod: JSON, record: PodRecord) -> None:
+        kubelet = self.kubelets[record.node]
+        name = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        try:
+            if pod["spec"].get("resourceClaims"):
+                record.claims = kubelet.pod_claims(self.api, pod)
+                edits = kubelet.start_pod(self.api, pod, self.cdi_dirs[record.node])
+                record.prepared = True
+            else:
+                edits = {}
+        except (KubeletError, ApiException) as err:
+            message = str(err) if isinstance(err, KubeletError) else api_reason(err)
+            self._fail(
+                pod, record, FAILED_PREPARE, f"Failed to prepare dynamic resources: {message}"
+            )
+            return
+        try:
+            spec = workload_spec(pod["metadata"].get("annotations"))
+            if spec is not None:
+                for container, container_edits in edits.items():
+                    endpoint = ClaimEndpoint.from_edits(container_edits)
+                    if endpoint is not None:
+                        job = endpoint.submit(spec)
+                        record.jobs[container] = (endpoint, str(job["id"]))
+        except WorkloadError as err:
+            record.jobs.clear()  # the daemon cancels them when the claim is unprepared
+            self._fail(pod, record, FAILED_CREATE, str(err))
+            return
+        self._patch_status(pod, podstatus.running(pod, record.restarts))
+        record.running, record.last_error, record.failures = True, "", 0
+        log.info("pod %s running on %s (%d jobs)", name, record.node, len(record.jobs))
+
+    def _fail(self, pod: JSON, record: PodRecord, reason: str, message: str) -> None:
+        record.failures += 1
+        record.retry_at = time.monotonic() + min(
+            BACKOFF_MAX, BACKOFF_START * 2 ** (record.failures - 1)
+        )
+        if message == record.last_error:
+            return
+        record.last_error = message
+        log.warning("pod %s/%s: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], message)
+        self._event(pod, record.node, "Warning", reason, message)
+        self._patch_status(pod, podstatus.waiting(pod, reason, message))
+
+    def _follow_jobs(self, pod: JSON, record: PodRecord) -> None:
+        policy = pod["spec"].get("restartPolicy", "Always")
+        for container, (endpoint, job_id) in list(record.jobs.items()):
+            if container in record.exits:
+                continue
+            try:
+                job = endpoint.job(job_id)
+            except (WorkloadError, OSError) as err:
+                log.warning("pod %s: job %s: %s", pod["metadata"]["name"], job_id, err)
+                continue
+            if job["state"] not in FINISHED_JOB_STATES:
+                continue
+            code = 0 if job["state"] == "succeeded" else 1
+            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+            if restart and job["state"] != "cancelled":
+                spec = workload_spec(pod["metadata"].get("annotations"))
+                if spec is None:
+                    continue
+                try:
+                    record.jobs[container] = (endpoint, str(endpoint.submit(spec)["id"]))
+                except WorkloadError as err:
+                    record.exits[container] = (1, str(err))
+                    continue
+                record.restarts[container] = record.restarts.get(container, 0) + 1
+                self._patch_status(pod, podstatus.running(pod, record.restarts))
+            else:
+                record.exits[container] = (code, str(job.get("error") or ""))
+        if record.exits and set(record.exits) >= {c["name"] for c in pod["spec"]["containers"]}:
+            codes = {c: code for c, (code, _) in record.exits.items()}
+            messages = {c: msg for c, (_, msg) in record.exits.items()}
+            self._patch_status(pod, podstatus.finished(pod, codes, messages))
+            record.running = False
+
+    def _unprepare(self, pod: JSON | None, record: PodRecord) -> bool:
+        """NodeUnprepareResources for what was prepared; False when it must be retried."""
+        if not record.claims:
+            return True
+        try:
+            self.kubelets[record.node].unprepare(record.claims)
+        except KubeletError as err:
+            if pod is not None and str(err) != record.last_error:
+                record.last_error = str(err)
+                self._event(pod, record.node, "Warning", FAILED_UNPREPARE, str(err))
+            record.failures += 1
+            record.retry_at = time.monotonic() + min(BACKOFF_MAX, 2.0**record.failures)
+            return False
+        record.claims, record.prepared, record.running = [], False, False
+        record.last_error = ""
+        return True
+
+    # --- API writes --------------------------------------------------------
+
+    def _patch_status(self, pod: JSON, status: JSON) -> None:
+        meta = pod["metadata"]
+        try:
+            self.core.patch_namespaced_pod_status(
+                meta["name"], meta["namespace"], {"status": status}
+            )
+        except ApiException as err:
+            if err.status != 404:
+                log.warning("pod %s: status update failed: %s", meta["name"], api_reason(err))
+
+    def _event(self, pod: JSON, node: str, kind: str, reason: str, message: str) -> None:
+        body = podstatus.event(pod, node, kind, reason, message)
+        try:
+            self.core.create_namespaced_event(pod["metadata"]["namespace"], body)
+        except ApiException as err:
+            log.warning("event for pod %s failed: %s", pod["metadata"]["name"], api_reason(err))
+
+    def _delete(self, pod: JSON) -> None:
+        meta = pod["metadata"]
+        try:
+            self.core.delete_namespaced_pod(
+                meta["name"],
+                meta["namespace"],
+                body={"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}},
+            )
+        except ApiException as err:
+            if err.status not in (404, 409):
+                raise
+
+
+def api_reason(err: ApiException) -> str:
+    return f"{err.status} {err.reason}: {(err.body or '')[:300]}"

@@ -1,0 +1,254 @@
+"""Run a whole local cluster in the foreground until SIGTERM or SIGINT.
+
+Order: control plane; the chart's CRDs, DeviceClasses and RBAC; the
+controller; Nodes and UltraServers; one node daemon per rack; a kubelet
+stand-in per node (registration, then pods). A child that dies is restarted,
+as a Deployment or DaemonSet would; the node daemon recovers from its
+checkpoint and its kubelets register it again.
+"""
+
+import contextlib
+import functools
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+from kubernetes import client, config
+
+from driver.localsim import chart
+from driver.localsim.binaries import Binaries
+from driver.localsim.children import Child, trainium_dra_argv
+from driver.localsim.clusterspec import (
+    ClusterSpec,
+    Layout,
+    RackPlan,
+    controller_argv,
+    node_daemon_argv,
+    node_labels,
+    ultraserver_object,
+)
+from driver.localsim.controlplane import ControlPlane, ControlPlaneError, free_port
+from driver.localsim.kubelet import KubeletStandIn
+from driver.localsim.podsync import PodSync
+from driver.localsim.state import write_cluster
+from driver.names import API_GROUP, API_VERSION
+
+READY_TIMEOUT = 120.0
+SUPERVISE_INTERVAL = 1.0
+
+
+class Progress:
+    """Progress lines with the time since start, flushed at once (`up` tails them)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        print(f"[{time.monotonic() - self.started:5.1f}s] {message}", flush=True)
+
+
+def admin_client(kubeconfig: Path, pool: int = 16) -> client.ApiClient:
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool
+    return client.ApiClient(configuration)
+
+
+def wait_until(what: str, probe: Callable[[], bool], child: Child | None = None) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not probe():
+        if child is not None and not child.alive():
+            raise ControlPlaneError(
+                f"{child.name} exited with code {child.process.returncode} while {what}; "
+                f"log {child.log_path}:\n{child.log_tail()}"
+            )
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"timed out after {READY_TIMEOUT:.0f}s {what}")
+        time.sleep(0.2)
+
+
+def http_ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class LocalCluster:
+    """The processes and objects of one running local cluster."""
+
+    def __init__(self, layout: Layout, spec: ClusterSpec, plane: ControlPlane) -> None:
+        self.layout = layout
+        self.spec = spec
+        self.plane = plane
+        self.children: dict[str, Child] = {}
+        self.ports = {rack.name: free_port() for rack in spec.racks}
+        self.kubelets: dict[str, dict[str, KubeletStandIn]] = {}
+        self.pods: PodSync | None = None
+
+    def _start_child(self, name: str, args: list[str]) -> Child:
+        child = Child.start(name, trainium_dra_argv(args), self.layout.logs / f"{name}.log")
+        self.children[name] = child
+        self._record()
+        return child
+
+    def _record(self) -> None:
+        pids = {c.name: c.process.pid for c in self.plane.components}
+        pids.update({name: c.process.pid for name, c in self.children.items()})
+        pids["serve"] = os.getpid()
+        write_cluster(
+            self.layout,
+            {
+                "spec": self.spec.to_json(),
+                "kubeconfig": str(self.layout.kubeconfig),
+                "metrics": {
+                    rack: f"http://127.0.0.1:{p}/metrics" for rack, p in self.ports.items()
+                },
+                "pids": pids,
+            },
+        )
+
+    def start(self, progress: Progress) -> None:
+        binaries = self.plane.binaries or Binaries.locate()
+        progress("installing CRDs, DeviceClasses and RBAC from charts/trainium-dra (helm template)")
+        rendered = chart.install(binaries, self.layout.kubeconfig, self.spec.driver)
+        kinds = sorted({o["kind"] for o in rendered.applied})
+        progress(f"  applied {len(rendered.applied)} objects: {', '.join(kinds)}")
+        if rendered.skipped:
+            progress(f"  not applied (run as local processes): {', '.join(rendered.skipped)}")
+        progress("starting the controller")
+        self._start_child("controller", controller_argv(self.layout, self.spec))
+        with admin_client(self.layout.kubeconfig) as api:
+            for rack in self.spec.racks:
+                progress(
+                    f"creating {rack.nodes} Nodes and UltraServer {rack.name} ({rack.generation})"
+                )
+                self._create_rack(api, rack)
+        for rack in self.spec.racks:
+            progress(f"starting the node daemon of {rack.name} ({rack.nodes} simulated nodes)")
+            self._start_daemon(rack)
+        for rack in self.spec.racks:
+            self._await_daemon(rack)
+            self._register(rack)
+            progress(f"  {rack.nodes} kubelet stand-ins registered the plugin of {rack.name}")
+        api = admin_client(self.layout.kubeconfig)
+        cdi_dirs = {n: self.layout.cdi_dir(n) for r in self.spec.racks for n in r.node_names()}
+        kubelets = {n: k for by_node in self.kubelets.values() for n, k in by_node.items()}
+        self.pods = PodSync(api, kubelets, cdi_dirs)
+        self.pods.start()
+        progress("waiting for the controller to publish the ResourceSlices")
+        with admin_client(self.layout.kubeconfig) as api:
+            for rack in self.spec.racks:
+                wait_until(
+                    f"waiting for {rack.name} to be published",
+                    lambda rack=rack: published(api, rack),  # type: ignore[misc]
+                    self.children["controller"],
+                )
+                count = slice_count(api, self.spec.driver, rack.name)
+                progress(f"  {rack.name}: {count} ResourceSlices published")
+
+    def _create_rack(self, api: client.ApiClient, rack: RackPlan) -> None:
+        for server in range(rack.nodes):
+            self.plane.create_node(rack.node_name(server), node_labels(rack, server))
+        client.CustomObjectsApi(api).create_cluster_custom_object(
+            API_GROUP, API_VERSION, "ultraservers", ultraserver_object(rack, self.spec.mode)
+        )
+
+    def _start_daemon(self, rack: RackPlan) -> None:
+        argv = node_daemon_argv(self.layout, self.spec, rack, self.ports[rack.name])
+        self._start_child(f"node-{rack.name}", argv)
+
+    def _await_daemon(self, rack: RackPlan) -> None:
+        """Until every node of the rack's daemon answers on both sockets (/healthz)."""
+        healthz = f"http://127.0.0.1:{self.ports[rack.name]}/healthz"
+        daemon = self.children[f"node-{rack.name}"]
+        wait_until(f"waiting for {daemon.name}", functools.partial(http_ok, healthz), daemon)
+
+    def _register(self, rack: RackPlan) -> None:
+        by_node = self.kubelets.setdefault(rack.name, {})
+        for node in rack.node_names():
+            kubelet = by_node.get(node) or KubeletStandIn(
+                self.layout.kubelet_root(node), self.spec.driver
+            )
+            kubelet.register(timeout=READY_TIMEOUT)
+            by_node[node] = kubelet
+
+    def supervise(self, progress: Progress) -> None:
+        """Restart a child that died (the apiserver and friends are the harness's)."""
+        for name, child in list(self.children.items()):
+            if child.alive():
+                continue
+            progress(f"{name} exited with code {child.process.returncode}; restarting it")
+            child.stop()
+            self._start_child(name, child.argv[3:])
+            if name.startswith("node-"):
+                rack = next(r for r in self.spec.racks if f"node-{r.name}" == name)
+                self._await_daemon(rack)
+                self._register(rack)
+
+    def stop(self) -> None:
+        """Pods first (no new prepares), then the daemons, then the controller."""
+        if self.pods is not None:
+            self.pods.stop()
+        for name in sorted(self.children, key=lambda n: n == "controller"):
+            self.children[name].stop()
+
+
+def published(api: client.ApiClient, rack: RackPlan) -> bool:
+    try:
+        obj = client.CustomObjectsApi(api).get_cluster_custom_object(
+            API_GROUP, API_VERSION, "ultraservers", rack.name
+        )
+    except client.ApiException:
+        return False
+    status = obj.get("status") or {}
+    conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+    mapped = (status.get("servers") or {}).get("mapped")
+    return conditions.get("Published") == "True" and mapped == rack.nodes
+
+
+def slice_count(api: client.ApiClient, driver: str, pool: str) -> int:
+    slices = client.ResourceV1Api(api).list_resource_slice(field_selector=f"spec.driver={driver}")
+    return sum(1 for s in slices.items if s.spec.pool.name == pool)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[threading.Event]:
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve(layout: Layout, spec: ClusterSpec) -> int:
+    """Start everything, report ready, run until signalled, stop everything."""
+    progress = Progress()
+    layout.ready_file.unlink(missing_ok=True)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.pid_file.write_text(str(os.getpid()))
+    try:
+        with (
+            stop_signals() as stop,
+            ControlPlane.running(layout.root, on_progress=progress) as plane,
+        ):
+            cluster = LocalCluster(layout, spec, plane)
+            try:
+                cluster.start(progress)
+                progress(f"ready: {spec.node_count()} nodes in {len(spec.racks)} racks")
+                layout.ready_file.touch()
+                while not stop.wait(SUPERVISE_INTERVAL):
+                    cluster.supervise(progress)
+            finally:
+                progress("stopping")
+                layout.ready_file.unlink(missing_ok=True)
+                cluster.stop()
+    finally:
+        layout.pid_file.unlink(missing_ok=True)
+    return 0

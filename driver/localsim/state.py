@@ -1,0 +1,106 @@
+"""The on-disk state of a local cluster: which `serve` runs it, which
+processes it started, and removing all of it again.
+
+`serve` records every child's pid in cluster.json, so `down` can find a
+process that somehow outlived a crashed `serve` (each child also gets a
+parent-death signal). A pid is only acted on while its command line still
+names the state directory, so a reused pid is never touched.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from driver.localsim.clusterspec import STATE_ENTRIES, Layout
+
+DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "trainium-dra" / "cluster"
+STATE_DIR_ENV = "TRAINIUM_DRA_CLUSTER_DIR"
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get(STATE_DIR_ENV, DEFAULT_STATE_DIR))
+
+
+def read_cluster(layout: Layout) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(layout.cluster_file.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data
+
+
+def write_cluster(layout: Layout, data: dict[str, Any]) -> None:
+    tmp = layout.cluster_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(layout.cluster_file)
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def owned(pid: int, layout: Layout) -> bool:
+    """The process lives and its command line names this state directory."""
+    text = cmdline(pid) + " "
+    return any(f"{layout.root}{end}" in text for end in "/ ")
+
+
+def serve_pid(layout: Layout) -> int | None:
+    """The pid of the live `serve` of this state directory, if any."""
+    try:
+        pid = int(layout.pid_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if owned(pid, layout) else None
+
+
+def stray_pids(layout: Layout) -> list[int]:
+    """Recorded children of this cluster that are still alive."""
+    pids = read_cluster(layout).get("pids", {}).values()
+    return [int(p) for p in pids if owned(int(p), layout)]
+
+
+def terminate(pids: list[int], layout: Layout, timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL whatever of this cluster is still alive after `timeout`."""
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(owned(p, layout) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in pids:
+        if owned(pid, layout):
+            _signal(pid, signal.SIGKILL)
+    while any(owned(p, layout) and not _zombie(p) for p in pids):
+        time.sleep(0.05)
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+def remove_state(layout: Layout) -> None:
+    """Remove what `serve` creates (nothing else), then the directory if empty."""
+    for name in STATE_ENTRIES:
+        path = layout.root / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        layout.root.rmdir()  # only when nothing else is in it

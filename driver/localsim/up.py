@@ -1,0 +1,97 @@
+"""`trainium-dra up`: start the local cluster in the background (or, with
+--foreground, in this process) and say how to use it."""
+
+import subprocess
+import sys
+import time
+
+from driver.localsim.binaries import Binaries, BinariesMissingError
+from driver.localsim.children import trainium_dra_argv
+from driver.localsim.clusterspec import ClusterSpec, Layout
+from driver.localsim.flags import parse_up
+from driver.localsim.serve import serve
+from driver.localsim.state import read_cluster, remove_state, serve_pid, stray_pids, terminate
+
+UP_TIMEOUT = 300.0
+
+
+def usage_lines(layout: Layout, spec: ClusterSpec) -> list[str]:
+    rack = spec.racks[0]
+    return [
+        "",
+        "Use it with:",
+        f"  export KUBECONFIG={layout.kubeconfig}",
+        f"  kubectl get ultraservers,nodes -l trainium.sim.dev/ultraserver={rack.name}",
+        "  kubectl apply -f deploy/examples/single-core/",
+        "  trainium-dra status            # racks, devices, allocations, unhealthy devices",
+        f"  trainium-dra top --rack {rack.name}   # live per-core utilization",
+        "Stop it with: trainium-dra down   (or: make demo-stop)",
+        f"Logs: {layout.logs}/ and {layout.serve_log}",
+    ]
+
+
+def start_background(argv: list[str], layout: Layout, spec: ClusterSpec) -> int:
+    if (pid := serve_pid(layout)) is not None:
+        running = ClusterSpec.from_json(read_cluster(layout).get("spec") or spec.to_json())
+        racks = ", ".join(f"{r.name} ({r.generation}, {r.nodes} nodes)" for r in running.racks)
+        print(f"local cluster already running (pid {pid}): {racks}")
+        print("\n".join(usage_lines(layout, running)))
+        return 0
+    leftovers = stray_pids(layout)
+    if leftovers or layout.root.exists():
+        terminate(leftovers, layout)
+        remove_state(layout)
+        print(f"removed the state of a cluster that did not stop cleanly ({layout.root})")
+    Binaries.locate()
+    layout.root.mkdir(parents=True, exist_ok=True)
+    args = [*argv, "--foreground", f"--state-dir={layout.root}"]
+    with layout.serve_log.open("wb") as out:
+        process = subprocess.Popen(
+            trainium_dra_argv(["up", *args]),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    started = time.monotonic()
+    shown = 0
+    while not layout.ready_file.exists():
+        lines = layout.serve_log.read_text(errors="replace").splitlines()
+        for line in lines[shown:]:
+            print(f"  {line}", flush=True)
+        shown = len(lines)
+        if process.poll() is not None:
+            print(f"local cluster failed to start; see {layout.serve_log}", file=sys.stderr)
+            remove_state_keep_log(layout)
+            return 1
+        if time.monotonic() - started > UP_TIMEOUT:
+            terminate([process.pid], layout)
+            print(f"local cluster not ready after {UP_TIMEOUT:.0f}s; see {layout.serve_log}")
+            return 1
+        time.sleep(0.3)
+    for line in layout.serve_log.read_text(errors="replace").splitlines()[shown:]:
+        print(f"  {line}", flush=True)
+    elapsed = time.monotonic() - started
+    print(f"\nLocal cluster running (pid {process.pid}), up in {elapsed:.0f}s.")
+    print(f"KUBECONFIG={layout.kubeconfig}")
+    print("\n".join(usage_lines(layout, spec)))
+    return 0
+
+
+def remove_state_keep_log(layout: Layout) -> None:
+    """After a failed start: keep serve.log (it says why), drop the rest."""
+    log = layout.serve_log.read_bytes() if layout.serve_log.exists() else b""
+    remove_state(layout)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    layout.serve_log.write_bytes(log)
+
+
+def main(argv: list[str]) -> int:
+    flags = parse_up(argv)
+    try:
+        if flags.foreground:
+            return serve(flags.layout, flags.spec)
+        return start_background(argv, flags.layout, flags.spec)
+    except (BinariesMissingError, RuntimeError) as error:
+        print(f"trainium-dra up: {error}", file=sys.stderr)
+        return 1

@@ -1,0 +1,91 @@
+"""Run a container's simulated workload through the node's workload API.
+
+A real container reads `TRAINIUM_DRA_WORKLOAD_SOCKET` and
+`TRAINIUM_DRA_TOKEN_FILE` from its CDI environment and finds both through its
+CDI mounts; the kubelet stand-in plays the container and follows the same
+edits back to the host paths.
+"""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from driver.localsim.kubelet import ContainerEdits
+
+WORKLOAD_ANNOTATION = "trainium.sim.dev/workload"
+"""Pod annotation: a JSON workload spec (simdevice.workloads) each container
+with a claim of the driver runs on its claim's cores."""
+
+TIMEOUT = 10.0
+
+
+class WorkloadError(RuntimeError):
+    """The workload could not be started; the message is what the pod shows."""
+
+
+def workload_spec(annotations: Mapping[str, str] | None) -> dict[str, Any] | None:
+    """The pod's workload, or None when it declares none."""
+    text = (annotations or {}).get(WORKLOAD_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise WorkloadError(
+            f"annotation {WORKLOAD_ANNOTATION}: not JSON ({err.msg} at column {err.colno}); "
+            'write e.g. {"kind": "gemm", "m": 4096, "n": 4096, "k": 4096}'
+        ) from err
+    if not isinstance(spec, dict) or "kind" not in spec:
+        raise WorkloadError(
+            f"annotation {WORKLOAD_ANNOTATION}: must be a JSON object with a 'kind', got {text!r}"
+        )
+    return spec
+
+
+@dataclass(frozen=True)
+class ClaimEndpoint:
+    """Where and as whom a container talks to the workload API."""
+
+    claim_uid: str
+    socket: Path
+    token: str
+
+    @classmethod
+    def from_edits(cls, edits: ContainerEdits) -> "ClaimEndpoint | None":
+        """None when the container got no claim of the driver."""
+        env = edits.env
+        uid = env.get("TRAINIUM_DRA_CLAIM_UID")
+        if uid is None:
+            return None
+        host = {m["containerPath"]: Path(m["hostPath"]) for m in edits.mounts}
+        try:
+            socket = host[env["TRAINIUM_DRA_WORKLOAD_SOCKET"]]
+            token_file = host[env["TRAINIUM_DRA_TOKEN_FILE"]]
+        except KeyError as err:
+            raise WorkloadError(f"CDI edits of claim {uid} lack the mount of {err}") from err
+        return cls(uid, socket, token_file.read_text().strip())
+
+    def _request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        transport = httpx.HTTPTransport(uds=str(self.socket))
+        with httpx.Client(transport=transport, base_url="http://node", timeout=TIMEOUT) as http:
+            response = http.request(
+                method,
+                f"/v1/claims/{self.claim_uid}{path}",
+                json=body,
+                headers={"Authorization": f"Bearer {self.token}"},
+            )
+        if response.status_code >= 400:
+            detail = response.json().get("detail", response.text)
+            raise WorkloadError(f"workload API {response.status_code}: {detail}")
+        result: dict[str, Any] = response.json()
+        return result
+
+    def submit(self, workload: Mapping[str, Any]) -> dict[str, Any]:
+        return self._request("POST", "/jobs", {"workload": dict(workload)})
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self._request("GET", f"/jobs/{job_id}")
