@@ -283,21 +283,24 @@ def _namespace_gone(core: k8s.CoreV1Api, site: Site) -> bool:
 
 @contextmanager
 def published_rack(
-    plane: ControlPlane, site: Site = SITE, items: list[dict[str, Any]] | None = None
+    plane: ControlPlane,
+    site: Site = SITE,
+    items: list[dict[str, Any]] | None = None,
+    device_class: bool = True,
 ) -> Iterator[Rack]:
-    """Namespace, nodes, device class and slices (default: `slices()`); all removed afterwards."""
+    """Namespace, nodes, device class (unless the chart's are used) and slices
+    (default: `slices()`); all removed afterwards."""
     items = slices() if items is None else items
     api = plane.api_client()
     core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
     core.create_namespace({"metadata": {"name": site.namespace}})
     for node in site.nodes:
         plane.create_node(node, {site.rack_label: site.rack_id})
-    resource.create_device_class(
-        {
-            "metadata": {"name": site.driver},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{site.driver}"'}}]},
-        }
-    )
+    if device_class:
+        selector = {"cel": {"expression": f'device.driver == "{site.driver}"'}}
+        resource.create_device_class(
+            {"metadata": {"name": site.driver}, "spec": {"selectors": [selector]}}
+        )
     for item in items:
         resource.create_resource_slice(item)
     try:
@@ -311,8 +314,9 @@ def published_rack(
         for item in items:
             with suppress(k8s.ApiException):
                 resource.delete_resource_slice(item["metadata"]["name"])
-        with suppress(k8s.ApiException):
-            resource.delete_device_class(site.driver)
+        if device_class:
+            with suppress(k8s.ApiException):
+                resource.delete_device_class(site.driver)
         for node in site.nodes:
             with suppress(k8s.ApiException):
                 plane.delete_node(node)
