@@ -1,0 +1,167 @@
+"""The local cluster under test: `trainium-dra up --foreground` as a child of
+the test run (it dies with it), and the few reads the example tests share."""
+
+import contextlib
+import json
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes import client
+
+from driver.localsim.binaries import Binaries
+from driver.localsim.children import die_with_parent, trainium_dra_argv
+from driver.localsim.clusterspec import Layout
+from driver.localsim.serve import admin_client
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+START_TIMEOUT = 300.0
+T = TypeVar("T")
+JSON = dict[str, Any]
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
+
+
+def short_state_dir() -> Path:
+    """Unix socket paths are limited to 107 bytes: keep the state dir short."""
+    return Path(tempfile.mkdtemp(prefix="tdra-", dir="/tmp"))
+
+
+@dataclass
+class Cluster:
+    layout: Layout
+    api: client.ApiClient
+    kubectl_path: Path
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.kubectl_path), f"--kubeconfig={self.layout.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            check=check,
+        )
+
+    def apply(self, *files: str) -> None:
+        for name in files:
+            self.kubectl("apply", "-f", str(EXAMPLES / name))
+
+    def delete(self, *files: str) -> None:
+        """Delete what the example made and wait until it is gone (namespaces included)."""
+        for name in reversed(files):
+            self.kubectl(
+                "delete",
+                "-f",
+                str(EXAMPLES / name),
+                "--ignore-not-found",
+                "--wait",
+                "--timeout=180s",
+            )
+
+    def pod(self, namespace: str, name: str) -> JSON | None:
+        try:
+            pod = client.CoreV1Api(self.api).read_namespaced_pod(name, namespace)
+        except client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        result: JSON = self.api.sanitize_for_serialization(pod)
+        return result
+
+    def running(self, namespace: str, name: str) -> JSON:
+        def probe() -> JSON | None:
+            pod = self.pod(namespace, name)
+            return pod if pod and pod["status"].get("phase") == "Running" else None
+
+        try:
+            return wait_for(f"pod {namespace}/{name} Running", probe)
+        except AssertionError as err:
+            pod = self.pod(namespace, name) or {}
+            states = [c["state"] for c in pod.get("status", {}).get("containerStatuses") or []]
+            raise AssertionError(f"{err}; container states: {states}") from None
+
+    def claim_of(self, pod: JSON) -> JSON:
+        """The pod's (first) ResourceClaim, generated or named."""
+        statuses = pod["status"].get("resourceClaimStatuses") or []
+        entry = pod["spec"]["resourceClaims"][0]
+        name = entry.get("resourceClaimName") or statuses[0]["resourceClaimName"]
+        claim = client.ResourceV1Api(self.api).read_namespaced_resource_claim(
+            name, pod["metadata"]["namespace"]
+        )
+        result: JSON = self.api.sanitize_for_serialization(claim)
+        return result
+
+    def events(self, namespace: str, name: str) -> list[JSON]:
+        items = (
+            client.CoreV1Api(self.api)
+            .list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
+            .items
+        )
+        return [self.api.sanitize_for_serialization(e) for e in items]
+
+    def cdi_env(self, node: str, claim_uid: str) -> dict[str, str]:
+        """The environment the node daemon's CDI spec gives the claim's containers."""
+        path = self.layout.cdi_dir(node) / f"k8s.trainium.sim.dev-claim_{claim_uid}.json"
+        spec = json.loads(path.read_text())
+        env = spec["devices"][0]["containerEdits"]["env"]
+        return dict(item.split("=", 1) for item in env)
+
+    def metrics_url(self, rack: str = "rack-a") -> str:
+        data = json.loads(self.layout.cluster_file.read_text())
+        url: str = data["metrics"][rack]
+        return url
+
+
+def results(claim: JSON) -> list[JSON]:
+    found: list[JSON] = claim["status"]["allocation"]["devices"]["results"]
+    return found
+
+
+@contextlib.contextmanager
+def running_cluster(*up_args: str) -> Iterator[Cluster]:
+    """`trainium-dra up --foreground` with a parent-death signal; stopped on exit."""
+    layout = Layout(short_state_dir())
+    log_path = layout.root.parent / f"{layout.root.name}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            trainium_dra_argv(["up", "--foreground", f"--state-dir={layout.root}", *up_args]),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,  # noqa: PLW1509
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not layout.ready_file.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"local cluster did not start:\n{log_path.read_text()[-3000:]}"
+                )
+            time.sleep(0.5)
+        with admin_client(layout.kubeconfig) as api:
+            yield Cluster(layout, api, Binaries.locate().kubectl)
+    finally:
+        process.terminate()
+        try:
+            process.wait(90)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log_path.unlink(missing_ok=True)
+        subprocess.run(
+            trainium_dra_argv(["down", f"--state-dir={layout.root}"]),
+            capture_output=True,
+            check=False,
+        )

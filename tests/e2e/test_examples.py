@@ -1,0 +1,280 @@
+"""Every example under deploy/examples/ applied to a running local cluster
+(one full Trn3 Gen2 rack, 36 nodes), checking what its README promises.
+
+Examples run one after the other and each is deleted (namespace included)
+before the next, so each starts from an empty rack.
+"""
+
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from driver.localsim.top import parse_metrics
+from tests.e2e.cluster import Cluster, results, running_cluster, wait_for
+
+pytestmark = pytest.mark.integration
+
+CHIP = re.compile(r"^server(\d\d)-chip(\d\d)$")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with running_cluster() as running:
+        yield running
+
+
+def node_of(pod: dict[str, object]) -> str:
+    spec = pod["spec"]
+    assert isinstance(spec, dict)
+    return str(spec["nodeName"])
+
+
+def server_node(server: str | int) -> str:
+    return f"rack-a-node-{int(server)}"
+
+
+def test_single_core(cluster: Cluster) -> None:
+    files = ("single-core/single-core.yaml",)
+    cluster.apply(*files)
+    try:
+        pod = cluster.running("example-single-core", "gemm")
+        claim = cluster.claim_of(pod)
+        [result] = results(claim)
+        match = re.fullmatch(r"server(\d\d)-chip(\d\d)-core(\d)", result["device"])
+        assert match, result["device"]
+        server, chip, core = (int(g) for g in match.groups())
+        node = node_of(pod)
+        assert node == server_node(server)
+        env = cluster.cdi_env(node, claim["metadata"]["uid"])
+        assert env["NEURON_RT_VISIBLE_CORES"] == str(chip * 8 + core)  # LNC 1: one id per core
+
+        def busy_cores() -> list[int] | None:
+            sample = parse_metrics(httpx.get(cluster.metrics_url()).text)
+            busy = [c for c, v in sample.cores.get(node, {}).items() if v > 0]
+            return busy or None
+
+        # The workload annotation ran a GEMM on exactly the claimed core.
+        assert wait_for("utilization on the claimed core", busy_cores) == [chip * 8 + core]
+    finally:
+        cluster.delete(*files)
+
+
+def test_lnc2_partition(cluster: Cluster) -> None:
+    files = ("lnc2-partition/lnc2-partition.yaml",)
+    cluster.apply(*files)
+    try:
+        pod = cluster.running("example-lnc2-partition", "attention")
+        claim = cluster.claim_of(pod)
+        [result] = results(claim)
+        match = re.fullmatch(r"server(\d\d)-chip(\d\d)-cores(\d)-(\d)", result["device"])
+        assert match, result["device"]
+        chip, first, last = int(match[2]), int(match[3]), int(match[4])
+        assert last - first + 1 == 4
+        env = cluster.cdi_env(node_of(pod), claim["metadata"]["uid"])
+        assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
+        # 4 physical cores fused in pairs: 2 logical cores, chip d owning ids 4d..4d+3.
+        expected = [chip * 4 + first // 2, chip * 4 + first // 2 + 1]
+        assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, expected))
+    finally:
+        cluster.delete(*files)
+
+
+def test_whole_chip(cluster: Cluster) -> None:
+    files = ("whole-chip/whole-chip.yaml",)
+    cluster.apply(*files)
+    try:
+        pod = cluster.running("example-whole-chip", "train")
+        claim = cluster.claim_of(pod)
+        [result] = results(claim)
+        match = CHIP.fullmatch(result["device"])
+        assert match, result["device"]
+        assert node_of(pod) == server_node(match[1])
+        env = cluster.cdi_env(node_of(pod), claim["metadata"]["uid"])
+        lnc = int(env["NEURON_LOGICAL_NC_CONFIG"])
+        assert len(env["NEURON_RT_VISIBLE_CORES"].split(",")) == 8 // lnc
+    finally:
+        cluster.delete(*files)
+
+
+def test_two_chips_same_server(cluster: Cluster) -> None:
+    files = ("two-chips-same-server/two-chips-same-server.yaml",)
+    cluster.apply(*files)
+    try:
+        pod = cluster.running("example-two-chips", "all-reduce")
+        devices = [r["device"] for r in results(cluster.claim_of(pod))]
+        matches = [CHIP.fullmatch(d) for d in devices]
+        assert len(devices) == 2 and all(matches), devices
+        servers = {m[1] for m in matches if m}
+        chips = {m[2] for m in matches if m}
+        assert len(servers) == 1 and len(chips) == 2, devices
+        assert node_of(pod) == server_node(servers.pop())
+    finally:
+        cluster.delete(*files)
+
+
+def test_whole_server(cluster: Cluster) -> None:
+    files = ("whole-server/whole-server.yaml",)
+    cluster.apply(*files)
+    try:
+        pod = cluster.running("example-whole-server", "train")
+        claim = cluster.claim_of(pod)
+        [result] = results(claim)
+        match = re.fullmatch(r"server(\d\d)", result["device"])
+        assert match, result["device"]
+        assert node_of(pod) == server_node(match[1])
+        env = cluster.cdi_env(node_of(pod), claim["metadata"]["uid"])
+        lnc = int(env["NEURON_LOGICAL_NC_CONFIG"])
+        assert len(env["NEURON_RT_VISIBLE_CORES"].split(",")) == 32 // lnc
+    finally:
+        cluster.delete(*files)
+
+
+def test_whole_rack_shared_by_36_pods(cluster: Cluster) -> None:
+    files = ("whole-rack/whole-rack.yaml",)
+    cluster.apply(*files)
+    try:
+        pods = [cluster.running("example-whole-rack", f"worker-{i}") for i in range(36)]
+        nodes = {node_of(p) for p in pods}
+        assert nodes == {server_node(i) for i in range(36)}
+        claim = cluster.claim_of(pods[0])
+        assert [r["device"] for r in results(claim)] == ["ultraserver"]
+        reserved = {r["uid"] for r in claim["status"]["reservedFor"]}
+        assert reserved == {p["metadata"]["uid"] for p in pods}
+        for node in nodes:  # every node prepared its own 4 chips, fused by the rack config
+            env = cluster.cdi_env(node, claim["metadata"]["uid"])
+            assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
+            assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(str(i) for i in range(16))
+    finally:
+        cluster.delete(*files)
+
+
+def test_first_available(cluster: Cluster) -> None:
+    files = ("first-available/first-available.yaml",)
+    cluster.apply(*files)
+    try:
+        pod = cluster.running("example-first-available", "gemm")
+        [result] = results(cluster.claim_of(pod))
+        # No Trainium2 chip in the rack: the second alternative was taken.
+        assert result["request"] == "accel/trn3-chip"
+        assert CHIP.fullmatch(result["device"]), result["device"]
+    finally:
+        cluster.delete(*files)
+
+
+def test_cel_topology(cluster: Cluster) -> None:
+    files = ("cel-topology/cel-topology.yaml",)
+    cluster.apply(*files)
+    try:
+        pod = cluster.running("example-cel-topology", "gemm")
+        [result] = results(cluster.claim_of(pod))
+        assert re.fullmatch(r"server03-chip\d\d-cores4-7", result["device"]), result["device"]
+        assert node_of(pod) == "rack-a-node-3"
+    finally:
+        cluster.delete(*files)
+
+
+def test_admin_access(cluster: Cluster) -> None:
+    files = ("admin-access/1-monitor.yaml", "admin-access/2-workload.yaml")
+    cluster.apply(files[0])
+    try:
+        monitor = cluster.running("example-admin-access", "monitor")
+        watched = results(cluster.claim_of(monitor))
+        assert sorted(r["device"] for r in watched) == [f"server02-chip0{i}" for i in range(4)]
+        assert all(r.get("adminAccess") for r in watched)
+        cluster.apply(files[1])
+        workload = cluster.running("example-admin-access", "workload")
+        [result] = results(cluster.claim_of(workload))
+        assert result["device"] == "server02-chip00" and not result.get("adminAccess")
+        assert node_of(workload) == node_of(monitor) == "rack-a-node-2"
+    finally:
+        cluster.delete(*files)
+
+
+def test_device_taint_toleration(cluster: Cluster) -> None:
+    files = ("device-taints/1-toleration.yaml",)
+    cluster.apply(*files)
+    try:
+        pod = cluster.running("example-device-taints", "tolerated")
+        [result] = results(cluster.claim_of(pod))
+        assert result["device"] == "server04-chip01"
+        assert node_of(pod) == "rack-a-node-4"
+
+        def refused() -> list[str] | None:
+            messages = [
+                e["message"]
+                for e in cluster.events("example-device-taints", "untolerated")
+                if e["reason"] == "FailedScheduling"
+            ]
+            return messages or None
+
+        assert "cannot allocate all claims" in wait_for("untolerated refused", refused)[0]
+        untolerated = cluster.pod("example-device-taints", "untolerated")
+        assert untolerated is not None and not untolerated["spec"].get("nodeName")
+    finally:
+        cluster.delete(*files)
+
+
+def test_device_taint_eviction(cluster: Cluster) -> None:
+    files = ("device-taints/2-eviction-pod.yaml", "device-taints/3-eviction-taint.yaml")
+    cluster.apply(files[0])
+    try:
+        pod = cluster.running("example-device-taints", "victim")
+        claim = cluster.claim_of(pod)
+        [result] = results(claim)
+        assert result["device"] == "server06-chip02"
+        cdi = cluster.layout.cdi_dir(node_of(pod))
+        spec_file = cdi / f"k8s.trainium.sim.dev-claim_{claim['metadata']['uid']}.json"
+        assert spec_file.exists()
+        cluster.apply(files[1])
+        wait_for(
+            "the victim pod evicted and gone",
+            lambda: cluster.pod("example-device-taints", "victim") is None,
+        )
+        # The kubelet stand-in unprepared the claim before the pod went away.
+        assert not spec_file.exists()
+    finally:
+        cluster.delete(*files)
+
+
+def test_invalid_config(cluster: Cluster) -> None:
+    files = ("invalid-config/invalid-config.yaml",)
+    cluster.apply(*files)
+    expected = "logicalNeuronCore: must be one of 1, 2, 4, got 3"
+    try:
+
+        def failed() -> dict[str, str] | None:
+            pod = cluster.pod("example-invalid-config", "train")
+            statuses = (pod or {}).get("status", {}).get("containerStatuses") or []
+            waiting = statuses[0]["state"].get("waiting") if statuses else None
+            return waiting if waiting and expected in waiting.get("message", "") else None
+
+        waiting = wait_for("the prepare error in the pod status", failed)
+        assert waiting["reason"] == "FailedPrepareDynamicResources"
+        pod = cluster.pod("example-invalid-config", "train")
+        assert pod is not None and pod["status"]["phase"] == "Pending"
+        events = cluster.events("example-invalid-config", "train")
+        warnings = [e for e in events if e["reason"] == "FailedPrepareDynamicResources"]
+        assert warnings and warnings[0]["type"] == "Warning" and expected in warnings[0]["message"]
+    finally:
+        cluster.delete(*files)
+
+
+def test_demo_job(cluster: Cluster) -> None:
+    files = ("demo-job/demo-job.yaml",)
+    cluster.apply(*files)
+    try:
+        pods = [cluster.running("demo", f"trainer-{i}") for i in range(4)]
+        devices = [results(cluster.claim_of(p))[0]["device"] for p in pods]
+        assert all(re.fullmatch(r"server\d\d", d) for d in devices) and len(set(devices)) == 4
+        nodes = {node_of(p) for p in pods}
+
+        def busy_nodes() -> set[str] | None:
+            sample = parse_metrics(httpx.get(cluster.metrics_url()).text)
+            busy = {n for n, cores in sample.cores.items() if any(v > 0 for v in cores.values())}
+            return busy if busy == nodes else None
+
+        assert wait_for("utilization on the 4 trainers' nodes", busy_nodes) == nodes
+    finally:
+        cluster.delete(*files)
