@@ -18,7 +18,12 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 	UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --quiet
 	touch $@
 
-venv: $(VENV)/.synced
+# The kubelet gRPC message modules are generated from our .proto files, never committed.
+$(VENV)/.protos: $(VENV)/.synced $(wildcard driver/plugin/kubeletapi/protos/*.proto)
+	$(PY) hack/gen_protos.py
+	touch $@
+
+venv: $(VENV)/.protos
 
 binaries:
 	@mkdir -p build
