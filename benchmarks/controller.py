@@ -205,7 +205,17 @@ def clear_claims(api: client.ApiClient) -> None:
     custom(api).delete_collection_namespaced_custom_object(
         "resource.k8s.io", "v1", NS, "resourceclaims"
     )
-    wait_for("claims cleared", lambda: not core.list_namespaced_pod(NS).items, 600, 1)
+    wait_for("pods cleared", lambda: not core.list_namespaced_pod(NS).items, 600, 1)
+    wait_for(
+        "claims cleared",
+        lambda: (
+            not custom(api).list_namespaced_custom_object(
+                "resource.k8s.io", "v1", NS, "resourceclaims"
+            )["items"]
+        ),
+        600,
+        1,
+    )
 
 
 def on_one_rack(
