@@ -1,0 +1,352 @@
+"""helm lint and helm template of the chart for every values case, and what the
+rendered objects must say: the components' real flag parsers accept their
+args, host paths are mounted where the daemon reports them, monitors select
+the metrics Service, and dashboards and rules come from the chart's files.
+
+Needs the built helm binary (like the control plane), so it is an integration test.
+"""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from driver.controller import flags as controller_flags
+from driver.plugin import flags as node_flags
+from tests.deploy.chart import (
+    CHART,
+    JSON,
+    MONITORING_API,
+    Case,
+    by_kind,
+    cases,
+    helm,
+    one,
+    render,
+    run_helm,
+    values_args,
+)
+
+pytestmark = pytest.mark.integration
+
+CASES = cases()
+IDS = [c.name for c in CASES]
+NAMESPACED = {
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "Deployment",
+    "DaemonSet",
+    "Service",
+    "ConfigMap",
+    "ServiceMonitor",
+    "PodMonitor",
+    "PrometheusRule",
+}
+
+
+def values_of(case: Case) -> JSON:
+    defaults: JSON = yaml.safe_load((CHART / "values.yaml").read_text())
+    override: JSON = yaml.safe_load(case.values.read_text()) if case.values else {}
+    return merge(defaults, override)
+
+
+def merge(base: JSON, override: JSON) -> JSON:
+    out = dict(base)
+    for key, value in override.items():
+        if value is None:  # helm: null removes a default
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def container(workload: JSON) -> JSON:
+    containers = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    found: JSON = containers[0]
+    return found
+
+
+def expand(args: list[str], env: dict[str, str]) -> list[str]:
+    """Expand $(VAR) as the kubelet does for container args."""
+    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in args]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_lint(case: Case) -> None:
+    out = run_helm("lint", "--strict", str(CHART), *values_args(case))
+    assert "1 chart(s) linted, 0 chart(s) failed" in out
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("monitoring", [False, True], ids=["plain", "monitoring-api"])
+def test_objects_are_named_and_namespaced(case: Case, monitoring: bool) -> None:
+    objects = render(case, api_versions=[MONITORING_API] if monitoring else [])
+    seen = set()
+    for o in objects:
+        key = (o["kind"], o["metadata"]["name"])
+        assert key not in seen, f"{key} rendered twice"
+        seen.add(key)
+        if o["kind"] in NAMESPACED:
+            assert o["metadata"]["namespace"] == case.namespace, key
+        else:
+            assert "namespace" not in o["metadata"], key
+    monitors = [o for o in objects if o["apiVersion"] == MONITORING_API]
+    if not monitoring:
+        assert monitors == [], "monitoring objects need the operator's API"
+
+
+def test_default_render_has_every_component() -> None:
+    kinds = sorted({o["kind"] for o in render(CASES[0], api_versions=[MONITORING_API])})
+    assert kinds == sorted(
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "CustomResourceDefinition",
+            "DaemonSet",
+            "Deployment",
+            "DeviceClass",
+            "PrometheusRule",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount",
+            "ServiceMonitor",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ]
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_node_daemonset_args_paths_and_updates(case: Case) -> None:
+    values = values_of(case)
+    objects = render(case)
+    daemonsets = by_kind(objects, "DaemonSet")
+    if not values["node"]["enabled"]:
+        assert daemonsets == []
+        return
+    ds = daemonsets[0]
+    c = container(ds)
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
+    assert env == {"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"}
+    assert c["args"][0] == "node"
+    flags = node_flags.parse(expand(c["args"][1:], {"NODE_NAME": "n-1", "POD_UID": "uid-1"}))
+    driver, root = values["driverName"], values["kubeletRoot"]
+    assert flags.driver_name == driver
+    assert [n.name for n in flags.nodes] == ["n-1"] and flags.nodes[0].server_index is None
+    assert flags.pod_uid == "uid-1"
+    assert flags.kubelet_root == root
+    assert flags.cdi_dir == values["cdiDir"]
+    assert flags.state_dir == f"{values['stateDir']}/{{node}}"
+    assert flags.ultraserver == values["node"]["ultraserver"]
+    port = int(flags.http_address.rpartition(":")[2])
+    assert port == values["node"]["httpPort"]
+    # every host path is mounted at the same path: the daemon reports host paths
+    volumes = {
+        v["name"]: v["hostPath"]["path"]
+        for v in ds["spec"]["template"]["spec"]["volumes"]
+        if "hostPath" in v
+    }
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert sorted(volumes.values()) == sorted(
+        [
+            f"{root}/plugins_registry",
+            f"{root}/plugins/{driver}",
+            values["cdiDir"],
+            values["stateDir"],
+        ]
+    )
+    for name, path in volumes.items():
+        assert mounts[name] == path
+    update = ds["spec"]["updateStrategy"]
+    assert update["type"] == "RollingUpdate"
+    assert update["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"metrics": port}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    sa = ds["spec"]["template"]["spec"]["serviceAccountName"]
+    assert sa == f"{case.release}-trainium-dra-node"
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_controller_deployment_args_and_lease_role(case: Case) -> None:
+    values = values_of(case)
+    objects = render(case)
+    deployment = one(objects, "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    c = container(deployment)
+    assert deployment["spec"]["replicas"] == values["controller"]["replicas"]
+    assert c["args"][0] == "controller"
+    flags = controller_flags.parse(expand(c["args"][1:], {"POD_NAME": "ctl-abc"}))
+    assert flags.driver_name == values["driverName"]
+    assert flags.identity == "ctl-abc"
+    assert flags.lease_namespace == case.namespace
+    assert flags.kubeconfig is None
+    role = one(objects, "Role")
+    assert role["metadata"]["namespace"] == case.namespace
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "update"],
+        }
+    ]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] != 0
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert spec["serviceAccountName"] == f"{case.release}-trainium-dra-controller"
+    assert "livenessProbe" not in c  # the controller serves no HTTP endpoint
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_driver_name_everywhere(case: Case) -> None:
+    driver = values_of(case)["driverName"]
+    objects = render(case)
+    classes = by_kind(objects, "DeviceClass")
+    assert sorted(c["metadata"]["name"] for c in classes) == sorted(
+        [driver] + [f"{k}.{driver}" for k in ("core", "chip", "server", "ultraserver")]
+    )
+    for c in classes:
+        assert f'device.driver == "{driver}"' in c["spec"]["selectors"][0]["cel"]["expression"]
+    args = [
+        a
+        for kind in ("DaemonSet", "Deployment")
+        for w in by_kind(objects, kind)
+        for a in container(w)["args"]
+    ]
+    assert [a for a in args if a.startswith("--driver-name=")] == [f"--driver-name={driver}"] * (
+        len(by_kind(objects, "DaemonSet")) + 1
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_monitors_select_the_metrics_service(case: Case) -> None:
+    values = values_of(case)
+    objects = render(case, api_versions=[MONITORING_API])
+    if not (values["node"]["enabled"] and values["metrics"]["service"]["enabled"]):
+        assert by_kind(objects, "Service") == []
+        assert by_kind(objects, "ServiceMonitor") == []
+        return
+    ds = one(objects, "DaemonSet")
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    service = one(objects, "Service")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert ds["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+    container_ports = {p["name"] for p in container(ds)["ports"]}
+    assert service_ports["metrics"]["targetPort"] in container_ports
+    monitors = by_kind(objects, "ServiceMonitor")
+    if values["metrics"]["serviceMonitor"]["enabled"]:
+        sm = monitors[0]
+        assert (
+            sm["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        )
+        assert sm["spec"]["namespaceSelector"] == {"matchNames": [case.namespace]}
+        assert [e["port"] for e in sm["spec"]["endpoints"]] == ["metrics"]
+        assert sm["spec"]["endpoints"][0]["path"] == "/metrics"
+        assert (
+            values["metrics"]["serviceMonitor"]["labels"].items()
+            <= sm["metadata"]["labels"].items()
+        )
+    else:
+        assert monitors == []
+    pod_monitors = by_kind(objects, "PodMonitor")
+    if values["metrics"]["podMonitor"]["enabled"]:
+        pm = pod_monitors[0]
+        assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["metrics"]
+        assert values["metrics"]["podMonitor"]["labels"].items() <= pm["metadata"]["labels"].items()
+    else:
+        assert pod_monitors == []
+
+
+def rule_files() -> list[Path]:
+    return sorted((CHART / "rules").glob("*.yaml"))
+
+
+def dashboard_files() -> list[Path]:
+    return sorted((CHART / "dashboards").glob("*.json"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_rules_as_prometheusrule_and_configmap(case: Case) -> None:
+    values = values_of(case)
+    objects = render(case, api_versions=[MONITORING_API])
+    configmaps = [
+        c for c in by_kind(objects, "ConfigMap") if c["metadata"]["name"].endswith("-rules")
+    ]
+    rules = by_kind(objects, "PrometheusRule")
+    if not values["prometheusRules"]["enabled"] or not rule_files():
+        assert configmaps == [] and rules == []
+        return
+    expected_groups = [g for f in rule_files() for g in yaml.safe_load(f.read_text())["groups"]]
+    assert rules[0]["spec"]["groups"] == expected_groups
+    data = configmaps[0]["data"]
+    assert sorted(data) == [f.name for f in rule_files()]
+    for f in rule_files():
+        assert data[f.name] == f.read_text().rstrip("\n")
+    labels = values["prometheusRules"]["labels"]
+    assert labels.items() <= rules[0]["metadata"]["labels"].items()
+    assert by_kind(render(case), "PrometheusRule") == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_dashboards_as_sidecar_configmaps(case: Case) -> None:
+    values = values_of(case)
+    objects = render(case)
+    dashboards = [
+        c for c in by_kind(objects, "ConfigMap") if "-dashboard-" in c["metadata"]["name"]
+    ]
+    if not values["dashboards"]["enabled"]:
+        assert dashboards == []
+        return
+    assert len(dashboards) == len(dashboard_files())
+    by_file = {next(iter(c["data"])): c for c in dashboards}
+    for f in dashboard_files():
+        cm = by_file[f.name]
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert json.loads(cm["data"][f.name]) == json.loads(f.read_text())
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_ultraservers_from_values(case: Case) -> None:
+    wanted = values_of(case)["ultraservers"]
+    rendered = by_kind(render(case), "UltraServer")
+    assert [(u["metadata"]["name"], u["spec"]) for u in rendered] == [
+        (w["name"], w["spec"]) for w in wanted
+    ]
+    assert all(u["apiVersion"] == "trainium.sim.dev/v1alpha1" for u in rendered)
+
+
+@pytest.mark.parametrize(
+    ("setting", "error"),
+    [
+        ("controller.replica=2", "additional properties 'replica' not allowed"),
+        ("driverName=Not_A_Name", "/driverName"),
+        ("kubeletRoot=var/lib/kubelet", "/kubeletRoot"),
+        ("node.httpPort=0", "/node/httpPort"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+    ],
+)
+def test_schema_refuses_bad_values_naming_the_field(setting: str, error: str) -> None:
+    result = subprocess.run(
+        [str(helm()), "template", "x", str(CHART), f"--set={setting}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert error in result.stderr, result.stderr
