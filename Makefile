@@ -41,11 +41,13 @@ unit: venv
 test: venv lint binaries
 	$(WITH_BINARIES) $(PY) -m pytest
 
+# The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
+# running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
 demo: venv binaries
-	$(WITH_BINARIES) $(VENV)/bin/trainium-dra controlplane up
+	$(WITH_BINARIES) $(PY) -m driver.localsim.demo $(DEMO_ARGS)
 
 demo-stop: venv
-	$(VENV)/bin/trainium-dra controlplane down
+	$(VENV)/bin/trainium-dra down
 
 bench-sim: venv
 	$(PY) -m benchmarks.sim

@@ -161,8 +161,14 @@ class PodSync:
                 continue
             try:
                 self._sync(uid)
-            except Exception:
-                log.exception("pod %s: sync failed", uid)
+            except Exception:  # an API or socket error: try again after a back-off
+                log.exception("pod %s: sync failed; retrying", uid)
+                with self.lock:
+                    record = self.records.get(uid)
+                if record is not None:
+                    record.failures += 1
+                    record.retry_at = time.monotonic() + BACKOFF_MAX
+                    record.last_error = record.last_error or "sync failed"
             finally:
                 self.queue.done(uid)
 
@@ -224,8 +230,7 @@ class PodSync:
                 for container, container_edits in edits.items():
                     endpoint = ClaimEndpoint.from_edits(container_edits)
                     if endpoint is not None:
-                        job = endpoint.submit(spec)
-                        record.jobs[container] = (endpoint, str(job["id"]))
+                        record.jobs[container] = (endpoint, endpoint.start(spec))
         except WorkloadError as err:
             record.jobs.clear()  # the daemon cancels them when the claim is unprepared
             self._fail(pod, record, FAILED_CREATE, str(err))

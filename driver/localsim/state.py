@@ -23,7 +23,7 @@ STATE_DIR_ENV = "TRAINIUM_DRA_CLUSTER_DIR"
 
 
 def default_state_dir() -> Path:
-    return Path(os.environ.get(STATE_DIR_ENV, DEFAULT_STATE_DIR))
+    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
 
 
 def read_cluster(layout: Layout) -> dict[str, Any]:

@@ -47,8 +47,9 @@ def shade(ratio: float) -> str:
     return SHADES[min(len(SHADES) - 1, round(ratio * (len(SHADES) - 1)))]
 
 
-def render(rack: RackPlan, sample: Sample, now: str) -> str:
-    """The screen: a header, then one row per node with one cell per core."""
+def render(rack: RackPlan, sample: Sample, now: str, idle_rows: bool = True) -> str:
+    """The screen: a header, then one row per node with one cell per core
+    (without `idle_rows`, nodes with every core idle are counted, not drawn)."""
     spec = rack_spec(rack.generation)
     per_chip = spec.chip.cores
     per_node = per_chip * spec.chips_per_server
@@ -63,15 +64,21 @@ def render(rack: RackPlan, sample: Sample, now: str) -> str:
         f"one cell per NeuronCore, chips separated by '|'; scale '{SHADES}' = 0..100%",
         "",
     ]
+    idle = 0
     for server in range(rack.nodes):
         node = rack.node_name(server)
         cores = sample.cores.get(node, {})
+        if not idle_rows and not any(v > 0.01 for v in cores.values()):
+            idle += 1
+            continue
         cells = "|".join(
             "".join(shade(cores.get(chip * per_chip + c, 0.0)) for c in range(per_chip))
             for chip in range(spec.chips_per_server)
         )
         node_mean = sum(cores.values()) / per_node if cores else 0.0
         lines.append(f"{node:<{len(rack.node_name(rack.nodes - 1))}}  {node_mean:6.1%}  |{cells}|")
+    if idle:
+        lines.append(f"({idle} idle nodes not shown)")
     return "\n".join(lines)
 
 
@@ -95,8 +102,9 @@ def main(argv: list[str]) -> int:
     try:
         while flags.iterations is None or shown < flags.iterations:
             text = httpx.get(url, timeout=5.0).text
-            screen = render(rack, parse_metrics(text), time.strftime("%H:%M:%S"))
-            prefix = CLEAR if sys.stdout.isatty() else ("\n" if shown else "")
+            tty = sys.stdout.isatty()
+            screen = render(rack, parse_metrics(text), time.strftime("%H:%M:%S"), idle_rows=tty)
+            prefix = CLEAR if tty else ("\n" if shown else "")
             print(prefix + screen, flush=True)
             shown += 1
             if flags.iterations is None or shown < flags.iterations:

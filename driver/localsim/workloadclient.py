@@ -20,7 +20,8 @@ WORKLOAD_ANNOTATION = "trainium.sim.dev/workload"
 """Pod annotation: a JSON workload spec (simdevice.workloads) each container
 with a claim of the driver runs on its claim's cores."""
 
-TIMEOUT = 10.0
+TIMEOUT = 60.0
+"""Planning a large job can take seconds of CPU on a busy machine."""
 
 
 class WorkloadError(RuntimeError):
@@ -64,28 +65,43 @@ class ClaimEndpoint:
         host = {m["containerPath"]: Path(m["hostPath"]) for m in edits.mounts}
         try:
             socket = host[env["TRAINIUM_DRA_WORKLOAD_SOCKET"]]
-            token_file = host[env["TRAINIUM_DRA_TOKEN_FILE"]]
+            token = host[env["TRAINIUM_DRA_TOKEN_FILE"]].read_text().strip()
         except KeyError as err:
             raise WorkloadError(f"CDI edits of claim {uid} lack the mount of {err}") from err
-        return cls(uid, socket, token_file.read_text().strip())
+        except OSError as err:
+            raise WorkloadError(f"token of claim {uid}: {err}") from err
+        return cls(uid, socket, token)
 
-    def _request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
         transport = httpx.HTTPTransport(uds=str(self.socket))
-        with httpx.Client(transport=transport, base_url="http://node", timeout=TIMEOUT) as http:
-            response = http.request(
-                method,
-                f"/v1/claims/{self.claim_uid}{path}",
-                json=body,
-                headers={"Authorization": f"Bearer {self.token}"},
-            )
+        try:
+            with httpx.Client(transport=transport, base_url="http://node", timeout=TIMEOUT) as http:
+                response = http.request(
+                    method,
+                    f"/v1/claims/{self.claim_uid}{path}",
+                    json=body,
+                    headers={"Authorization": f"Bearer {self.token}"},
+                )
+        except httpx.HTTPError as err:
+            raise WorkloadError(f"workload API at {self.socket}: {err}") from err
         if response.status_code >= 400:
             detail = response.json().get("detail", response.text)
             raise WorkloadError(f"workload API {response.status_code}: {detail}")
-        result: dict[str, Any] = response.json()
-        return result
+        return response.json()
 
     def submit(self, workload: Mapping[str, Any]) -> dict[str, Any]:
-        return self._request("POST", "/jobs", {"workload": dict(workload)})
+        job: dict[str, Any] = self._request("POST", "/jobs", {"workload": dict(workload)})
+        return job
+
+    def start(self, workload: Mapping[str, Any]) -> str:
+        """The id of the claim's unfinished job, else of a new one: a retried
+        start (after a timeout, or a restarted stand-in) never runs the work twice."""
+        jobs: list[dict[str, Any]] = self._request("GET", "/jobs")
+        for job in jobs:
+            if job["state"] in ("queued", "running"):
+                return str(job["id"])
+        return str(self.submit(workload)["id"])
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return self._request("GET", f"/jobs/{job_id}")
+        job: dict[str, Any] = self._request("GET", f"/jobs/{job_id}")
+        return job

@@ -270,11 +270,17 @@ def test_demo_job(cluster: Cluster) -> None:
         assert all(re.fullmatch(r"server\d\d", d) for d in devices) and len(set(devices)) == 4
         nodes = {node_of(p) for p in pods}
 
+        seen: list[set[str]] = []
+
         def busy_nodes() -> set[str] | None:
             sample = parse_metrics(httpx.get(cluster.metrics_url()).text)
-            busy = {n for n, cores in sample.cores.items() if any(v > 0 for v in cores.values())}
-            return busy if busy == nodes else None
+            busy = {n for n, cores in sample.cores.items() if all(v > 0 for v in cores.values())}
+            seen.append(busy)
+            return busy if nodes <= busy else None
 
-        assert wait_for("utilization on the 4 trainers' nodes", busy_nodes) == nodes
+        try:
+            wait_for("every core of the 4 trainers' nodes busy", busy_nodes)
+        except AssertionError as err:
+            raise AssertionError(f"{err}; trainers on {sorted(nodes)}, busy: {seen[-1]}") from None
     finally:
         cluster.delete(*files)

@@ -1,0 +1,64 @@
+"""`make demo`: start the local cluster (if it is not running), run the demo
+training job, show where it landed and a few seconds of live utilization,
+and leave everything running.
+
+Run as `python -m driver.localsim.demo [trainium-dra up flags]`.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kubernetes import client
+
+from driver.localsim import top
+from driver.localsim.binaries import Binaries
+from driver.localsim.flags import parse_up
+from driver.localsim.serve import admin_client
+from driver.localsim.status import render
+from driver.localsim.up import start_background, usage_lines
+
+DEMO = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "demo-job"
+NAMESPACE = "demo"
+WORKERS = 4
+RUN_TIMEOUT = 120.0
+
+
+def main(argv: list[str]) -> int:
+    flags = parse_up(argv)
+    layout, spec = flags.layout, flags.spec
+    if start_background(argv, layout, spec) != 0:
+        return 1
+    print(f"\n== applying the demo job ({os.path.relpath(DEMO)}/)")
+    kubectl = [str(Binaries.locate().kubectl), f"--kubeconfig={layout.kubeconfig}"]
+    subprocess.run([*kubectl, "apply", "-f", str(DEMO)], check=True)
+    with admin_client(layout.kubeconfig) as api:
+        core = client.CoreV1Api(api)
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while True:
+            pods = core.list_namespaced_pod(NAMESPACE).items
+            running = [p for p in pods if p.status.phase == "Running"]
+            if len(running) == WORKERS:
+                break
+            if time.monotonic() > deadline:
+                print(f"demo pods not Running after {RUN_TIMEOUT:.0f}s:", file=sys.stderr)
+                subprocess.run([*kubectl, "-n", NAMESPACE, "get", "pods,events"], check=False)
+                return 1
+            time.sleep(0.5)
+        subprocess.run([*kubectl, "-n", NAMESPACE, "get", "pods", "-o", "wide"], check=False)
+        print("\n== where it runs (trainium-dra status)\n")
+        print(render(layout, spec, api))
+    rack = spec.racks[0].name
+    print(f"\n== live utilization of {rack} (trainium-dra top), 5 s\n")
+    time.sleep(1.0)  # one full utilization window with the jobs running
+    top.main([f"--state-dir={layout.root}", f"--rack={rack}", "--iterations=5"])
+    print("\nThe cluster keeps running.")
+    print("\n".join(usage_lines(layout, spec)))
+    print(f"  kubectl delete -f {os.path.relpath(DEMO)}/   # remove the demo job")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
