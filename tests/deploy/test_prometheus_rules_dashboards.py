@@ -176,3 +176,9 @@ def test_generated_config_passes_promtool(tmp_path: Path) -> None:
     path.write_text(json.dumps(prometheus_config(targets, "1s", rule_files())))
     done = promtool("check", "config", "--syntax-only", str(path))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_in_cluster_scrape_config_passes_promtool() -> None:
+    path = ROOT / "deploy/prometheus/kubernetes-scrape.yaml"
+    done = promtool("check", "config", "--syntax-only", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
