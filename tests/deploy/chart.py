@@ -11,6 +11,7 @@ import yaml
 
 from driver.localsim.binaries import Binaries
 from driver.localsim.chart import helm_binary
+from driver.localsim.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainium-dra"
@@ -84,3 +85,11 @@ def one(objects: list[JSON], kind: str) -> JSON:
     found = by_kind(objects, kind)
     assert len(found) == 1, f"expected one {kind}, got {len(found)}"
     return found[0]
+
+
+def kubectl(cp: ControlPlane, *args: str, input: str | None = None) -> str:
+    """kubectl against `cp`; a failure shows kubectl's own error."""
+    try:
+        return cp.kubectl(*args, input=input).stdout
+    except subprocess.CalledProcessError as err:
+        raise AssertionError(f"kubectl {' '.join(args[:4])}: {err.stderr}") from err
