@@ -60,3 +60,38 @@ bench-node: venv binaries
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# --- kind path (docs/kind.md): needs docker, kind, kubectl and helm on PATH ---
+KIND ?= kind
+KIND_CLUSTER ?= trainium-dra
+KIND_NODE_IMAGE ?=
+KUBECTL ?= kubectl
+HELM ?= helm
+IMAGE_REPO ?= trainium-dra
+IMAGE_TAG ?= dev
+KIND_DEMO ?= deploy/kind/demo.yaml
+KIND_DEMO_NAMESPACE ?= kind-demo
+KIND_CONTEXT = kind-$(KIND_CLUSTER)
+
+.PHONY: image kind-up kind-load kind-install kind-demo
+
+image:
+	docker build -t $(IMAGE_REPO):$(IMAGE_TAG) .
+
+kind-up:
+	$(KIND) create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml $(if $(KIND_NODE_IMAGE),--image $(KIND_NODE_IMAGE))
+
+kind-load: image
+	$(KIND) load docker-image $(IMAGE_REPO):$(IMAGE_TAG) --name $(KIND_CLUSTER)
+
+kind-install:
+	$(HELM) upgrade --install trainium-dra charts/trainium-dra --kube-context $(KIND_CONTEXT) \
+	  --namespace trainium-dra --create-namespace --values deploy/values/kind.yaml \
+	  --set image.repository=$(IMAGE_REPO) --set image.tag=$(IMAGE_TAG) --wait --timeout 5m
+	$(KUBECTL) --context $(KIND_CONTEXT) get ultraservers
+
+kind-demo:
+	$(KUBECTL) --context $(KIND_CONTEXT) apply -f $(KIND_DEMO)
+	$(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) wait pod --all --for=condition=PodScheduled --timeout=120s
+	$(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get resourceclaims -o jsonpath='{range .items[*]}{.metadata.name}{":"}{range .status.allocation.devices.results[*]} {.pool}/{.device}{end}{"\n"}{end}'
+	$(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get pods -o wide
