@@ -38,10 +38,10 @@ def start_background(argv: list[str], layout: Layout, spec: ClusterSpec) -> int:
         print("\n".join(usage_lines(layout, running)))
         return 0
     leftovers = stray_pids(layout)
-    if leftovers or layout.root.exists():
+    if leftovers or layout.pid_file.exists() or layout.cluster_file.exists():
         terminate(leftovers, layout)
-        remove_state(layout)
         print(f"removed the state of a cluster that did not stop cleanly ({layout.root})")
+    remove_state(layout)
     Binaries.locate()
     layout.root.mkdir(parents=True, exist_ok=True)
     args = [*argv, "--foreground", f"--state-dir={layout.root}"]
