@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -39,6 +40,7 @@ from driver.names import API_GROUP, API_VERSION
 
 READY_TIMEOUT = 120.0
 SUPERVISE_INTERVAL = 1.0
+NODE_WRITERS = 8
 
 
 class Progress:
@@ -152,8 +154,14 @@ class LocalCluster:
                 progress(f"  {rack.name}: {count} ResourceSlices published")
 
     def _create_rack(self, api: client.ApiClient, rack: RackPlan) -> None:
-        for server in range(rack.nodes):
-            self.plane.create_node(rack.node_name(server), node_labels(rack, server))
+        with ThreadPoolExecutor(NODE_WRITERS) as pool:
+            done = pool.map(
+                lambda server: self.plane.create_node(
+                    rack.node_name(server), node_labels(rack, server)
+                ),
+                range(rack.nodes),
+            )
+            list(done)  # raises the first error
         client.CustomObjectsApi(api).create_cluster_custom_object(
             API_GROUP, API_VERSION, "ultraservers", ultraserver_object(rack, self.spec.mode)
         )
