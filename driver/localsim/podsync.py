@@ -39,6 +39,7 @@ FAILED_CREATE = "CreateContainerError"
 BACKOFF_START, BACKOFF_MAX = 1.0, 20.0
 TICK = 2.0
 WATCH_SECONDS = 30
+STOP_TIMEOUT = 10.0
 FINISHED_JOB_STATES = ("succeeded", "failed", "cancelled")
 
 
@@ -90,10 +91,12 @@ class PodSync:
             self.threads.append(thread)
 
     def stop(self) -> None:
+        """Let the workers finish their current pod; the watch thread (a daemon
+        blocked on the apiserver) is not waited for."""
         self.stopping.set()
         self.queue.close()
-        for thread in self.threads:
-            thread.join(WATCH_SECONDS + 5)
+        for thread in self.threads[1:]:
+            thread.join(STOP_TIMEOUT)
 
     # --- inputs ----------------------------------------------------------
 
