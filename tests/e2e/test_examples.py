@@ -6,11 +6,13 @@ before the next, so each starts from an empty rack.
 """
 
 import re
+import subprocess
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from driver.localsim.children import trainium_dra_argv
 from driver.localsim.top import parse_metrics
 from tests.e2e.cluster import Cluster, results, running_cluster, wait_for
 
@@ -283,4 +285,43 @@ def test_demo_job(cluster: Cluster) -> None:
         except AssertionError as err:
             raise AssertionError(f"{err}; trainers on {sorted(nodes)}, busy: {seen[-1]}") from None
     finally:
+        cluster.delete(*files)
+
+
+def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> None:
+    """`trainium-dra status` on a running claim and on a chip the simulator failed."""
+    files = ("whole-chip/whole-chip.yaml",)
+    cluster.apply(*files)
+    base = cluster.metrics_url().removesuffix("/metrics")
+    fault = {"node": "rack-a-node-7", "kind": "ecc-uncorrected-hbm", "chip": 1}
+    try:
+        pod = cluster.running("example-whole-chip", "train")
+        claim = cluster.claim_of(pod)
+        [result] = results(claim)
+
+        def status() -> str:
+            done = subprocess.run(
+                trainium_dra_argv(["status", f"--state-dir={cluster.layout.root}"]),
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            return done.stdout
+
+        row = next(line for line in status().splitlines() if claim["metadata"]["name"] in line)
+        assert f"rack-a/{result['device']}" in row and node_of(pod) in row and "train" in row
+        httpx.post(f"{base}/sim/v1/faults", json=fault).raise_for_status()
+        unhealthy = wait_for(
+            "the failed chip in status",
+            lambda: [
+                line
+                for line in status().split("UNHEALTHY DEVICES")[1].splitlines()
+                if "server07-chip01 " in line + " "
+            ],
+        )
+        assert "rack-a-node-7" in unhealthy[0] and "failed" in unhealthy[0]
+        httpx.request("DELETE", f"{base}/sim/v1/faults", json=fault).raise_for_status()
+        wait_for("recovery", lambda: "(none)" in status().split("UNHEALTHY DEVICES")[1])
+    finally:
+        httpx.request("DELETE", f"{base}/sim/v1/faults", json=fault)
         cluster.delete(*files)
