@@ -34,6 +34,7 @@ class DeviceRecord:
     kind: str
     ranges: list[list[int]]  # [chip, start, count] per range
     share_id: str | None = None
+    admin_access: bool = False
 
     def core_ranges(self) -> list[CoreRange]:
         return [CoreRange(chip, start, count) for chip, start, count in self.ranges]
@@ -53,6 +54,16 @@ class ClaimRecord:
     def physical_cores(self) -> set[tuple[int, int]]:
         return {
             (r.chip, core) for d in self.devices for r in d.core_ranges() for core in r.physical()
+        }
+
+    def exclusive_cores(self) -> set[tuple[int, int]]:
+        """Cores this claim holds; admin-access devices observe cores without holding them."""
+        return {
+            (r.chip, core)
+            for d in self.devices
+            if not d.admin_access
+            for r in d.core_ranges()
+            for core in r.physical()
         }
 
 

@@ -47,6 +47,8 @@ class AllocatedDevice:
     kind: str
     ranges: tuple[CoreRange, ...]
     share_id: str | None = None
+    admin_access: bool = False
+    """Allocated with adminAccess (monitoring): shares its cores, never holds them."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,7 @@ def plan_claim(
                 kind=str(attrs.get("resourceType")),
                 ranges=device_ranges(attrs, place, where),
                 share_id=result.get("shareID"),
+                admin_access=bool(result.get("adminAccess", False)),
             )
         )
     if not devices:

@@ -86,7 +86,7 @@ class NodeState:
             core: uid
             for uid, record in self.checkpoint.claims.items()
             if uid != except_uid
-            for core in record.physical_cores()
+            for core in record.exclusive_cores()
         }
 
 
@@ -103,6 +103,7 @@ def records_of(plan: ClaimPlan) -> list[DeviceRecord]:
             kind=d.kind,
             ranges=[[r.chip, r.start, r.count] for r in d.ranges],
             share_id=d.share_id,
+            admin_access=d.admin_access,
         )
         for d in plan.devices
     ]
@@ -222,7 +223,7 @@ class Preparer:
             visible_cores=list(plan.visible_cores),
             devices=devices,
         )
-        clash = sorted(core for core in record.physical_cores() if core in held)
+        clash = sorted(core for core in record.exclusive_cores() if core in held)
         if clash:
             chip, core = clash[0]
             return PrepareResult(

@@ -2,6 +2,7 @@
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,17 @@ def test_checkpoint_round_trip_and_cores(tmp_path: Path) -> None:
     assert again.claims["u1"].physical_cores() == {(0, c) for c in range(8)}
     assert stat.S_IMODE((tmp_path / "checkpoint.json").stat().st_mode) == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.json"]  # no temp files left
+
+
+def test_admin_access_devices_hold_no_cores(tmp_path: Path) -> None:
+    monitor = DeviceRecord("req", "rack-a", "s1-chip1", "chip", [[1, 0, 8]], admin_access=True)
+    claim = replace(record("u1"), devices=[*record("u1").devices, monitor])
+    cp = Checkpoint(tmp_path / "checkpoint.json")
+    cp.put(claim)
+    again = Checkpoint(tmp_path / "checkpoint.json").claims["u1"]
+    assert again.devices[1].admin_access
+    assert again.exclusive_cores() == {(0, c) for c in range(8)}
+    assert again.physical_cores() == {(chip, c) for chip in (0, 1) for c in range(8)}
 
 
 def test_damaged_checkpoint_is_refused(tmp_path: Path) -> None:

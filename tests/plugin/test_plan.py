@@ -114,3 +114,11 @@ def test_logical_to_physical_inverts_visible_cores() -> None:
                 assert logical_to_physical(ids[0], lnc, 8) == [
                     (chip, start + i) for i in range(lnc)
                 ]
+
+
+def test_admin_access_devices_observe_cores_without_holding_them() -> None:
+    claim = allocated_claim("rack-a", ["s1-chip0"])
+    claim["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    plan = plan_claim(claim, ATTRS, NODE1, DRIVER, 1)
+    assert plan.devices[0].admin_access
+    assert plan.visible_cores == tuple(range(8))
