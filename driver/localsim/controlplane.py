@@ -46,11 +46,12 @@ CONTROLLERS = (
     "resourceclaim-controller",
     "device-taint-eviction-controller",
     "garbage-collector-controller",
+    "job-controller",
     "namespace-controller",
     "serviceaccount-controller",
 )
-"""Controllers the driver relies on; notably no node-lifecycle controller, so
-fake Nodes stay Ready without a kubelet."""
+"""Controllers the driver relies on, plus Jobs for users' workloads; notably
+no node-lifecycle controller, so fake Nodes stay Ready without a kubelet."""
 
 ADMIN_USER = "admin"
 SCHEDULER_USER = "system:kube-scheduler"
