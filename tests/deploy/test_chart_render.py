@@ -196,12 +196,10 @@ def test_controller_deployment_args_and_lease_role(case: Case) -> None:
     assert flags.kubeconfig is None
     role = one(objects, "Role")
     assert role["metadata"]["namespace"] == case.namespace
+    lease = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"]}
     assert role["rules"] == [
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "verbs": ["get", "create", "update"],
-        }
+        {**lease, "verbs": ["create"]},
+        {**lease, "resourceNames": [flags.lease_name], "verbs": ["get", "update"]},
     ]
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["runAsUser"] != 0

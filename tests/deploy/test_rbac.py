@@ -116,8 +116,11 @@ def test_controller_has_exactly_its_verbs(control_plane: ControlPlane) -> None:
         **CONTROLLER_RULES,
         **CONTROLLER_NAMESPACE_RULES,
     }
+    own_lease = f"leases.coordination.k8s.io/{CONTROLLER.rsplit(':', 1)[1]}"
+    assert can(control_plane, CONTROLLER, "update", own_lease, CASE.namespace)
     for verb, resource, namespace in [
         ("create", "leases.coordination.k8s.io", "kube-system"),
+        ("update", "leases.coordination.k8s.io/kube-scheduler", CASE.namespace),
         ("delete", "ultraservers.trainium.sim.dev", "default"),
         ("update", "ultraservers.trainium.sim.dev", "default"),
         ("update", "nodes", "default"),
