@@ -61,8 +61,12 @@ def legend(template: str, labels: dict[str, str]) -> str:
 
 
 def natural(text: str) -> list[Any]:
-    """Sort key that puts node-2 before node-10 and chip 2 before chip 10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+    """Sort key that puts node-2 before node-10, chip 2 before chip 10 and
+    histogram buckets (`le`) in numeric order."""
+    try:
+        return [float(text)]
+    except ValueError:
+        return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
 def panel_series(
@@ -83,6 +87,8 @@ def panel_series(
 def draw_lines(ax: Axes, series: list[Series], unit: str) -> None:
     for name, times, points in series[:16]:
         ax.plot(times, points, label=name, linewidth=1.2)
+    if unit == "s":  # latencies span milliseconds to minutes
+        ax.set_yscale("log")
     if series:
         ax.legend(fontsize=6, ncol=2, loc="upper left")
     ax.set_xlabel("seconds before now", fontsize=7)
@@ -127,6 +133,34 @@ def draw_bars(ax: Axes, series: list[Series], unit: str) -> None:
     ax.set_xlabel(unit or "value", fontsize=7)
 
 
+def draw_stat(ax: Axes, series: list[Series], unit: str) -> None:
+    """Stat: the latest value, large, as Grafana shows it."""
+    ax.axis("off")
+    for i, (name, _, points) in enumerate(series[:4]):
+        value = points[-1]
+        text = f"{value:.1%}" if unit == "percentunit" else f"{value:.4g}"
+        ax.text(0.5, 0.6 - 0.3 * i, text, ha="center", fontsize=28, transform=ax.transAxes)
+        ax.text(0.5, 0.45 - 0.3 * i, name, ha="center", fontsize=8, transform=ax.transAxes)
+
+
+def draw_table(ax: Axes, results: list[dict[str, Any]]) -> None:
+    """Table: the labels of each series, one per line (target labels left out)."""
+    ax.axis("off")
+    hidden = {"__name__", "instance", "job"}
+    for i, r in enumerate(results[:4]):
+        labels = "\n".join(f"{k} = {v}" for k, v in sorted(r["metric"].items()) if k not in hidden)
+        ax.text(
+            0.02 + 0.25 * i,
+            0.95,
+            labels,
+            fontsize=8,
+            family="monospace",
+            va="top",
+            transform=ax.transAxes,
+            in_layout=False,
+        )
+
+
 def render_dashboard(
     prom: Prometheus, document: dict[str, Any], values: dict[str, str], window: tuple[float, float]
 ) -> Figure:
@@ -142,7 +176,12 @@ def render_dashboard(
         series = panel_series(prom, panel, values, window)
         if kind in ("heatmap", "state-timeline"):
             draw_rows(ax, series, unit)
-        elif kind in ("stat", "bargauge", "table"):
+        elif kind == "stat":
+            draw_stat(ax, series, unit)
+        elif kind == "table":
+            expr = substitute(panel["targets"][0]["expr"], values)
+            draw_table(ax, prom.range(expr, window[0], window[1], window[1] - window[0]))
+        elif kind == "bargauge":
             draw_bars(ax, series, unit)
         else:
             draw_lines(ax, series, unit)
@@ -187,10 +226,11 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--node", required=True, help="value of $node (node detail)")
     p.add_argument("--minutes", type=float, default=5.0, help="time range drawn")
     p.add_argument("--rate-interval", default="15s", help="value of $__rate_interval")
+    p.add_argument("--end", type=float, default=None, help="unix time the range ends (now)")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "images")
     args = p.parse_args(argv)
     prom = Prometheus(args.prometheus)
-    end = time.time()
+    end = args.end or time.time()
     window = (end - args.minutes * 60, end)
     args.out.mkdir(parents=True, exist_ok=True)
     for path in sorted(DASHBOARDS.glob("*.json")):
