@@ -93,3 +93,9 @@ def kubectl(cp: ControlPlane, *args: str, input: str | None = None) -> str:
         return cp.kubectl(*args, input=input).stdout
     except subprocess.CalledProcessError as err:
         raise AssertionError(f"kubectl {' '.join(args[:4])}: {err.stderr}") from err
+
+
+def fresh_namespace(cp: ControlPlane, name: str) -> None:
+    """Create `name`, first waiting out a namespace of that name still terminating."""
+    kubectl(cp, "wait", "--for=delete", f"namespace/{name}", "--timeout=180s")
+    kubectl(cp, "create", "namespace", name)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from driver.localsim.controlplane import ControlPlane
-from tests.deploy.chart import JSON, Case, cases, kubectl, render
+from tests.deploy.chart import JSON, Case, cases, fresh_namespace, kubectl, render
 from tests.deploy.conftest import FIELD_MANAGER
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ CASES = cases()
 @pytest.fixture
 def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     case: Case = request.param
-    kubectl(control_plane, "create", "namespace", case.namespace)
+    fresh_namespace(control_plane, case.namespace)
     try:
         yield case.namespace
     finally:

@@ -18,7 +18,7 @@ from kubernetes import client as k8s
 
 from driver.localsim.controlplane import ControlPlane
 from tests.controller import cluster
-from tests.deploy.chart import Case, kubectl, render
+from tests.deploy.chart import Case, fresh_namespace, kubectl, render
 from tests.plugin.daemonproc import Daemon, short_tmpdir
 from tests.plugin.rackfixture import Site, wait_for
 
@@ -61,7 +61,7 @@ def installed(control_plane: ControlPlane, crds: None) -> Iterator[k8s.ApiClient
     manifest = yaml.safe_dump_all(objects)
     api = cp.api_client()
     custom = k8s.CustomObjectsApi(api)
-    kubectl(cp, "create", "namespace", CASE.namespace)
+    fresh_namespace(cp, CASE.namespace)
     try:
         kubectl(cp, "apply", "--server-side", "-n", CASE.namespace, "-f", "-", input=manifest)
         for node in NODES:

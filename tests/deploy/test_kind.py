@@ -15,7 +15,7 @@ from driver.controller.rackspec import map_nodes, parse_spec, selector_matches
 from driver.localsim.controlplane import DRA_FEATURE_GATES, RUNTIME_CONFIG, ControlPlane
 from driver.names import device_class_name
 from driver.plugin.placement import find_place
-from tests.deploy.chart import CHART, kubectl
+from tests.deploy.chart import CHART, fresh_namespace, kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND = ROOT / "deploy" / "kind"
@@ -122,7 +122,7 @@ def test_demo_objects_pass_server_side_dry_run(control_plane: ControlPlane) -> N
     demo = list(yaml.safe_load_all((KIND / "demo.yaml").read_text()))
     (namespace,) = [d["metadata"]["name"] for d in demo if d["kind"] == "Namespace"]
     rest = [d for d in demo if d["kind"] != "Namespace"]
-    kubectl(control_plane, "create", "namespace", namespace)
+    fresh_namespace(control_plane, namespace)
     try:
         out = kubectl(
             control_plane,

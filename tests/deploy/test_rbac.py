@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from driver.localsim.controlplane import ControlPlane
-from tests.deploy.chart import Case, kubectl, render
+from tests.deploy.chart import Case, fresh_namespace, kubectl, render
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +75,7 @@ def attempt(cp: ControlPlane, *args: str, input: str | None = None) -> Result:
 def installed(control_plane: ControlPlane, crds: None) -> Iterator[None]:
     objects = [o for o in render(CASE) if o["kind"] in INSTALLED]
     assert {o["kind"] for o in objects} == set(INSTALLED)
-    kubectl(control_plane, "create", "namespace", CASE.namespace)
+    fresh_namespace(control_plane, CASE.namespace)
     manifest = yaml.safe_dump_all(objects)
     try:
         kubectl(
