@@ -109,7 +109,12 @@ def prometheus_config(
             }
         )
     return {
-        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "global": {
+            "scrape_interval": interval,
+            # A 36-node daemon answers /metrics in over a second on a busy machine.
+            "scrape_timeout": interval,
+            "evaluation_interval": interval,
+        },
         "rule_files": [str(path) for path in rules],
         "scrape_configs": jobs,
     }
@@ -162,7 +167,7 @@ class PrometheusProcess:
 
 
 def start_prometheus(
-    workdir: Path, targets: Targets, interval: str = "2s", binary: Path | None = None
+    workdir: Path, targets: Targets, interval: str = "5s", binary: Path | None = None
 ) -> PrometheusProcess:
     """Write the config (with the chart's rules) under `workdir`, start Prometheus
     on a free loopback port and wait until it is ready."""
@@ -186,6 +191,17 @@ def start_prometheus(
         time.sleep(0.2)
     child.stop()
     raise PrometheusError(f"prometheus not ready after {START_TIMEOUT:.0f}s:\n{child.log_tail()}")
+
+
+def start_for_cluster(
+    state_dir: Path, plane: ControlPlane, daemon_ports: Mapping[str, int]
+) -> PrometheusProcess:
+    """The local cluster's Prometheus (`trainium-dra up --with-prometheus`):
+    every rack's node daemon (rack name -> its --http-address port) and the
+    control plane, data under `state_dir`/prometheus."""
+    workdir = state_dir / "prometheus"
+    daemons = {rack: f"127.0.0.1:{port}" for rack, port in daemon_ports.items()}
+    return start_prometheus(workdir, Targets.of_control_plane(plane, daemons, workdir / "token"))
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,11 @@ def test_config_scrapes_daemons_and_the_control_plane(tmp_path: Path) -> None:
         token_file=tmp_path / "token",
     )
     config = prometheus_config(targets, "1s", [tmp_path / "r.yaml"])
-    assert config["global"] == {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    assert config["global"] == {
+        "scrape_interval": "1s",
+        "scrape_timeout": "1s",
+        "evaluation_interval": "1s",
+    }
     assert config["rule_files"] == [str(tmp_path / "r.yaml")]
     jobs = {j["job_name"]: j for j in config["scrape_configs"]}
     assert list(jobs) == [NODE_JOB, "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
