@@ -37,8 +37,8 @@ from tests.controller.cluster import (
     pod,
     request_counts,
     ultraserver,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 COMMAND = "make bench-controller"
 GEN2_SLICES = 5 + 36 + 1

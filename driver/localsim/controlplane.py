@@ -8,19 +8,17 @@ started it, even when that process is killed.
 """
 
 import contextlib
-import ctypes
 import datetime
 import functools
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import yaml
@@ -28,6 +26,7 @@ from kubernetes import client as k8s
 
 from driver.localsim.binaries import Binaries
 from driver.localsim.certs import CertFiles, write_certs
+from driver.localsim.children import Child
 
 DRA_FEATURE_GATES: Mapping[str, bool] = {
     "DRAPartitionableDevices": True,
@@ -58,9 +57,6 @@ SCHEDULER_USER = "system:kube-scheduler"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 
 START_TIMEOUT = 120.0
-STOP_TIMEOUT = 15.0
-
-PR_SET_PDEATHSIG = 1
 
 
 class ControlPlaneError(RuntimeError):
@@ -215,41 +211,13 @@ def kubeconfig_document(url: str, ca_file: Path, user: str, token: str) -> dict[
     }
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL it when its parent dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-@dataclass
-class Component:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    log: IO[bytes]
-
-    def log_tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
-
-
 class ControlPlane:
     """A running control plane, or one attached to by its kubeconfig."""
 
     def __init__(self, config: ControlPlaneConfig, binaries: Binaries | None = None) -> None:
         self.config = config
         self.binaries = binaries
-        self.components: list[Component] = []
+        self.components: list[Child] = []
 
     @property
     def kubeconfig(self) -> Path:
@@ -347,23 +315,12 @@ class ControlPlane:
             path.write_text(yaml.safe_dump(document))
             path.chmod(0o600)
 
-    def _spawn(self, name: str, args: list[str]) -> Component:
-        log_path = self.config.workdir / "logs" / f"{name}.log"
-        log = log_path.open("ab")
-        process = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            # Components are only started from the thread that owns the
-            # control plane, so the pre-exec hook cannot race other threads.
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
-        )
-        component = Component(name, process, log_path, log)
+    def _spawn(self, name: str, args: list[str]) -> Child:
+        component = Child.start(name, args, self.config.workdir / "logs" / f"{name}.log")
         self.components.append(component)
         return component
 
-    def _wait(self, component: Component, ready: Callable[[], bool]) -> None:
+    def _wait(self, component: Child, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if component.process.poll() is not None:

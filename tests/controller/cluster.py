@@ -6,8 +6,7 @@ integration tests and benchmarks/controller.py."""
 import copy
 import re
 import subprocess
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -79,22 +78,6 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def wait_for(
-    what: str, check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2
-) -> Any:
-    """Poll `check` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(
-        f"timed out after {timeout:.0f}s waiting for {what} (last: {str(last)[:500]})"
-    )
 
 
 def request_counts(cp: ControlPlane) -> dict[tuple[str, str, str], int]:

@@ -23,8 +23,8 @@ from tests.controller.cluster import (
     rack_slices,
     ultraserver,
     unschedulable,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -315,9 +315,12 @@ def test_degraded_chip_is_tainted_refused_tolerated_and_recovers(
             "server03-chip01-cores0-3",
             "server03-chip01-cores4-7",
         }
-        tainted = wait_for(
-            "taints published", lambda: (t := taints_by_device(api)) and set(t) == expected and t
-        )
+
+        def published() -> dict[str, list[dict[str, Any]]] | None:
+            taints = taints_by_device(api)
+            return taints if taints and set(taints) == expected else None
+
+        tainted = wait_for("taints published", published)
         assert all(
             t
             == [
@@ -367,11 +370,13 @@ def test_degraded_chip_is_tainted_refused_tolerated_and_recovers(
     finally:
         report(api, node, [])
     wait_for("taints removed on recovery", lambda: not taints_by_device(api))
-    rack = wait_for(
-        "status recovered",
-        lambda: (r := get_rack(api, RACK)) and not r["status"]["unhealthyDevices"] and r,
-    )
-    assert condition(rack, "Degraded")["status"] == "False"  # type: ignore[index]
+
+    def recovered() -> dict[str, Any] | None:
+        rack = get_rack(api, RACK)
+        return rack if rack and not rack["status"]["unhealthyDevices"] else None
+
+    degraded = condition(wait_for("status recovered", recovered), "Degraded")
+    assert degraded and degraded["status"] == "False"
 
 
 def _gone_or_terminating(api: client.ApiClient, name: str) -> bool:

@@ -24,8 +24,8 @@ from tests.controller.cluster import (
     published,
     rack_slices,
     ultraserver,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ from tests.controller.cluster import (
     request_counts,
     stop,
     ultraserver,
-    wait_for,
     writes,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,8 @@ from driver.localsim.controlplane import ControlPlane
 from tests.controller import cluster
 from tests.deploy.chart import Case, fresh_namespace, kubectl, render
 from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import Site, wait_for
+from tests.plugin.rackfixture import Site
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

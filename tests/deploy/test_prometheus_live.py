@@ -32,7 +32,8 @@ from driver.localsim.prometheus import (
     variable_queries,
 )
 from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import NODES, RACK_ID, Rack, published_rack, wait_for
+from tests.plugin.rackfixture import NODES, RACK_ID, Rack, published_rack
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -17,6 +17,7 @@ from driver.localsim.binaries import Binaries
 from driver.localsim.children import die_with_parent, trainium_dra_argv
 from driver.localsim.clusterspec import Layout
 from driver.localsim.serve import admin_client
+from tests import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 START_TIMEOUT = 300.0
@@ -25,14 +26,8 @@ JSON = dict[str, Any]
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
+    """The shared poll, with the slower pace a whole local cluster needs."""
+    return waiting.wait_for(what, probe, timeout, interval=0.5)
 
 
 def short_state_dir() -> Path:

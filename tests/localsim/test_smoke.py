@@ -2,14 +2,14 @@
 controller turns a template into a claim, the real scheduler allocates it
 against shared counters, binds the pod, and refuses an overcommit."""
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s
 
 from driver.localsim.controlplane import ControlPlane
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -17,16 +17,6 @@ DRIVER = "smoke.example.com"
 NODE = "smoke-node"
 NAMESPACE = "smoke"
 T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def slices() -> list[dict[str, Any]]:

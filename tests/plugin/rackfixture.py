@@ -6,8 +6,7 @@ with exact per-core counters, per-device node selection, and a rack-wide
 tests so other tests' claims never land on these devices.
 """
 
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
@@ -17,6 +16,7 @@ from kubernetes import client as k8s
 
 from driver.localsim.controlplane import ControlPlane
 from simdevice.topology import rack_spec
+from tests.waiting import wait_for
 
 DRIVER = "plugintest.sim.dev"
 RACK_ID = "plugintest-rack"
@@ -41,16 +41,6 @@ class Site:
 
 
 SITE = Site(DRIVER, RACK_ID, NAMESPACE, NODES)
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def _attrs(**values: Any) -> dict[str, Any]:

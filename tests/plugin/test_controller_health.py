@@ -19,7 +19,8 @@ from driver.localsim.controlplane import ControlPlane
 from driver.names import DEVICE_KINDS, device_class_name
 from tests.controller import cluster
 from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import RACK, Site, published_rack, wait_for
+from tests.plugin.rackfixture import RACK, Site, published_rack
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

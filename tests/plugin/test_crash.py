@@ -18,7 +18,8 @@ from driver.localsim.kubelet import container_edits
 from driver.plugin.checkpoint import PREPARE_COMPLETED, Checkpoint
 from driver.plugin.failpoints import PREPARE_POINTS, UNPREPARE_POINTS
 from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import DRIVER, SITE, Rack, published_rack, wait_for
+from tests.plugin.rackfixture import DRIVER, SITE, Rack, published_rack
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,8 @@ from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.devices import device_attributes
 from simdevice.topology import CoreRange
 from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import DRIVER, NODES, RACK, Rack, published_rack, slices, wait_for
+from tests.plugin.rackfixture import DRIVER, NODES, RACK, Rack, published_rack, slices
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
