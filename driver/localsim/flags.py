@@ -29,6 +29,7 @@ class UpFlags:
     layout: Layout
     spec: ClusterSpec
     foreground: bool
+    with_prometheus: bool = False
 
 
 def parse_up(argv: list[str]) -> UpFlags:
@@ -52,6 +53,12 @@ def parse_up(argv: list[str]) -> UpFlags:
     p.add_argument(
         "--foreground", action="store_true", help="run in this process until Ctrl-C or SIGTERM"
     )
+    p.add_argument(
+        "--with-prometheus",
+        action="store_true",
+        help="also run Prometheus with the chart's rules, scraping the node daemons and the "
+        "control plane (see docs/observability.md)",
+    )
     args = p.parse_args(argv)
     try:
         spec = ClusterSpec.build(
@@ -59,7 +66,7 @@ def parse_up(argv: list[str]) -> UpFlags:
         )
     except ClusterSpecError as err:
         p.error(str(err))
-    return UpFlags(_layout(args), spec, args.foreground)
+    return UpFlags(_layout(args), spec, args.foreground, args.with_prometheus)
 
 
 def parse_down(argv: list[str]) -> Layout:

@@ -35,6 +35,7 @@ from driver.localsim.clusterspec import (
 from driver.localsim.controlplane import ControlPlane, ControlPlaneError, free_port
 from driver.localsim.kubelet import KubeletStandIn
 from driver.localsim.podsync import PodSync
+from driver.localsim.prometheus import start_for_cluster
 from driver.localsim.state import write_cluster
 from driver.names import API_GROUP, API_VERSION
 
@@ -235,7 +236,7 @@ def stop_signals() -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
-def serve(layout: Layout, spec: ClusterSpec) -> int:
+def serve(layout: Layout, spec: ClusterSpec, with_prometheus: bool = False) -> int:
     """Start everything, report ready, run until signalled, stop everything."""
     progress = Progress()
     layout.ready_file.unlink(missing_ok=True)
@@ -247,8 +248,12 @@ def serve(layout: Layout, spec: ClusterSpec) -> int:
             ControlPlane.running(layout.root, on_progress=progress) as plane,
         ):
             cluster = LocalCluster(layout, spec, plane)
+            prometheus = None
             try:
                 cluster.start(progress)
+                if with_prometheus:
+                    prometheus = start_for_cluster(layout.root, plane, cluster.ports)
+                    progress(f"prometheus: {prometheus.url}")
                 progress(f"ready: {spec.node_count()} nodes in {len(spec.racks)} racks")
                 layout.ready_file.touch()
                 while not stop.wait(SUPERVISE_INTERVAL):
@@ -256,6 +261,8 @@ def serve(layout: Layout, spec: ClusterSpec) -> int:
             finally:
                 progress("stopping")
                 layout.ready_file.unlink(missing_ok=True)
+                if prometheus is not None:
+                    prometheus.stop()
                 cluster.stop()
     finally:
         layout.pid_file.unlink(missing_ok=True)

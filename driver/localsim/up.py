@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
     flags = parse_up(argv)
     try:
         if flags.foreground:
-            return serve(flags.layout, flags.spec)
+            return serve(flags.layout, flags.spec, flags.with_prometheus)
         return start_background(argv, flags.layout, flags.spec)
     except (BinariesMissingError, RuntimeError) as error:
         print(f"trainium-dra up: {error}", file=sys.stderr)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from driver.localsim.flags import parse_up
 from driver.localsim.prometheus import (
     NODE_JOB,
     RULES_DIR,
@@ -186,3 +187,8 @@ def test_in_cluster_scrape_config_passes_promtool() -> None:
     path = ROOT / "deploy/prometheus/kubernetes-scrape.yaml"
     done = promtool("check", "config", "--syntax-only", str(path))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_up_takes_with_prometheus() -> None:
+    assert parse_up(["--with-prometheus"]).with_prometheus is True
+    assert parse_up([]).with_prometheus is False
