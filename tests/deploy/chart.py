@@ -17,6 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainium-dra"
 MONITORING_API = "monitoring.coreos.com/v1"
 JSON = dict[str, Any]
+ACCESS_KINDS = (
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
+"""The chart's identity and access objects: what the RBAC tests install for real."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from kubernetes import client as k8s
 
 from driver.localsim.controlplane import ControlPlane
 from tests.controller import cluster
-from tests.deploy.chart import Case, fresh_namespace, kubectl, render
+from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
 from tests.plugin.daemonproc import Daemon, short_tmpdir
 from tests.plugin.rackfixture import Site
 from tests.waiting import wait_for
@@ -33,15 +33,6 @@ DAEMON_NODE = NODES[1]
 POD = "deploy-run-daemon"
 CONTROLLER_SA = f"{CASE.release}-trainium-dra-controller"
 NODE_SA = f"{CASE.release}-trainium-dra-node"
-INSTALLED = (
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding",
-)
 GROUP, VERSION = "trainium.sim.dev", "v1alpha1"
 REFUSED = re.compile(r"Forbidden|forbidden|\(403\)|HTTP 403")
 """How an API refusal shows in the components' logs."""
@@ -58,7 +49,7 @@ def token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
 @pytest.fixture
 def installed(control_plane: ControlPlane, crds: None) -> Iterator[k8s.ApiClient]:
     cp = control_plane
-    objects = [o for o in render(CASE, f"--set=driverName={DRIVER}") if o["kind"] in INSTALLED]
+    objects = [o for o in render(CASE, f"--set=driverName={DRIVER}") if o["kind"] in ACCESS_KINDS]
     manifest = yaml.safe_dump_all(objects)
     api = cp.api_client()
     custom = k8s.CustomObjectsApi(api)

@@ -13,22 +13,13 @@ import pytest
 import yaml
 
 from driver.localsim.controlplane import ControlPlane
-from tests.deploy.chart import Case, fresh_namespace, kubectl, render
+from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
 
 pytestmark = pytest.mark.integration
 
 CASE = Case("rbac", None)
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 NODE_A, NODE_B = "deploy-rbac-node-a", "deploy-rbac-node-b"
-INSTALLED = (
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding",
-)
 CONTROLLER = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dra-controller"
 NODE = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dra-node"
 
@@ -73,8 +64,8 @@ def attempt(cp: ControlPlane, *args: str, input: str | None = None) -> Result:
 
 @pytest.fixture(scope="module")
 def installed(control_plane: ControlPlane, crds: None) -> Iterator[None]:
-    objects = [o for o in render(CASE) if o["kind"] in INSTALLED]
-    assert {o["kind"] for o in objects} == set(INSTALLED)
+    objects = [o for o in render(CASE) if o["kind"] in ACCESS_KINDS]
+    assert {o["kind"] for o in objects} == set(ACCESS_KINDS)
     fresh_namespace(control_plane, CASE.namespace)
     manifest = yaml.safe_dump_all(objects)
     try:
