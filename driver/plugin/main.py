@@ -10,6 +10,7 @@ from types import FrameType
 from kubernetes import client, config
 from prometheus_client import CollectorRegistry
 
+from driver.httpserve import split_address
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
 from driver.plugin.checkpoint import CheckpointError
@@ -33,13 +34,6 @@ def api_client(flags: flagmod.Flags) -> client.ApiClient:
         return config.new_client_from_config(config_file=str(flags.kubeconfig))
     config.load_incluster_config()
     return client.ApiClient()
-
-
-def split_address(text: str, flag: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise SystemExit(f"{flag}: {text!r} must be HOST:PORT, e.g. 127.0.0.1:8080")
-    return host or "0.0.0.0", int(port)
 
 
 RESOLVE_RETRY_SECONDS = 5.0
