@@ -19,6 +19,7 @@ class Flags:
     identity: str
     workers: int
     resync_seconds: float
+    http_address: str
     log_level: str
 
 
@@ -50,6 +51,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workers", type=int, default=4, help="racks reconciled in parallel")
     p.add_argument("--resync-seconds", type=float, default=300.0, help="period of the full resync")
+    p.add_argument(
+        "--http-address",
+        default="0.0.0.0:8081",
+        help="HOST:PORT for /metrics, /healthz and /readyz (port 0 picks one)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -72,5 +78,6 @@ def parse(argv: list[str]) -> Flags:
         identity=a.identity or f"{socket.gethostname()}-{os.getpid()}",
         workers=a.workers,
         resync_seconds=a.resync_seconds,
+        http_address=a.http_address,
         log_level=a.log_level,
     )

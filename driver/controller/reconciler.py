@@ -11,6 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from driver.controller.health import Report, device_health, parse_reports, taints, unhealthy_cores
 from driver.controller.kube import SLICES, ULTRASERVERS, Kube
+from driver.controller.metrics import ControllerMetrics
 from driver.controller.rackspec import SpecError, map_nodes, parse_spec
 from driver.controller.reconcile import Plan, plan_writes
 from driver.controller.slices import RackInput, build_slices, planned_devices, rack_label
@@ -71,11 +72,13 @@ class Reconciler:
         kube: Kube,
         stores: Stores,
         driver: str,
+        metrics: ControllerMetrics,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.kube = kube
         self.stores = stores
         self.driver = driver
+        self.metrics = metrics
         self.clock = clock
         # (uid, generation) of specs whose partitioned slices the apiserver refused
         self.refused: dict[str, tuple[str, int]] = {}
@@ -87,7 +90,8 @@ class Reconciler:
         )
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             for s in existing:
-                self.kube.delete(SLICES, s["metadata"]["name"])
+                self._delete_slice(s["metadata"]["name"])
+            self.metrics.racks.forget(name)
             if existing:
                 log.info("rack %s: deleted %d slices", name, len(existing))
             return Outcome(name, len(existing), 0)
@@ -145,7 +149,7 @@ class Reconciler:
         except CountersDroppedError:
             self.refused[name] = (spec.uid, spec.generation)
             for s in self.kube.list_all(SLICES, labels=f"{rack_label(self.driver)}={name}"):
-                self.kube.delete(SLICES, s["metadata"]["name"])
+                self._delete_slice(s["metadata"]["name"])
             error, reason, desired = PARTITIONING_OFF, "PartitionableDevicesOff", []
             plan = Plan(0, plan.writes)
         published_names = {d["name"] for s in desired for d in s["spec"].get("devices") or []}
@@ -183,21 +187,29 @@ class Reconciler:
     def _execute(self, plan: Plan) -> None:
         for w in plan.writes:
             if w.verb == "delete":
-                self.kube.delete(SLICES, w.name, w.resource_version)
+                self._delete_slice(w.name, w.resource_version)
             else:
                 assert w.body is not None
                 write = self.kube.replace if w.verb == "update" else None
                 stored = (
                     write(SLICES, w.name, w.body) if write else self.kube.create(SLICES, w.body)
                 )
+                self.metrics.wrote(SLICES.plural, w.verb)
                 if _has_counters(w.body["spec"]) and not _has_counters(stored["spec"]):
                     raise CountersDroppedError(PARTITIONING_OFF)
 
+    def _delete_slice(self, name: str, resource_version: str | None = None) -> None:
+        self.kube.delete(SLICES, name, resource_version)
+        self.metrics.wrote(SLICES.plural, "delete")
+
     def _write_status(self, obj: JSON, observed: Observed) -> None:
         previous = obj.get("status")
+        name = obj["metadata"]["name"]
         status = compute_status(observed, previous, self.clock())
         if status != previous:
-            self.kube.patch_status(ULTRASERVERS, obj["metadata"]["name"], status)
+            self.kube.patch_status(ULTRASERVERS, name, status)
+            self.metrics.wrote(f"{ULTRASERVERS.plural}/status", "patch")
+        self.metrics.racks.record(name, status)
 
 
 def _has_counters(spec: Mapping[str, Any]) -> bool:

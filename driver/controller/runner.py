@@ -1,5 +1,6 @@
-"""The running controller: wait for the Lease, prime the stores, start the
-workers and the resync timer, and let kopf feed the stores from watches."""
+"""The running controller: serve /metrics and probes, wait for the Lease,
+prime the stores, start the workers and the resync timer, and let kopf feed
+the stores from watches."""
 
 import logging
 import os
@@ -10,13 +11,17 @@ from typing import Any
 
 import kopf
 from kubernetes import client
+from prometheus_client import CollectorRegistry
 
 from driver.controller.flags import Flags
 from driver.controller.handlers import register
 from driver.controller.kube import CLAIMS, HEALTH, ULTRASERVERS, Kube
 from driver.controller.lease import LeaseElector
+from driver.controller.metrics import ControllerMetrics
+from driver.controller.probes import ReplicaState, Role, report
 from driver.controller.reconciler import ConflictError, Reconciler, Stores
 from driver.controller.workqueue import WorkQueue
+from driver.httpserve import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
@@ -29,7 +34,9 @@ class Controller:
         self.kube = Kube(api)
         self.stores = Stores()
         self.queue = WorkQueue()
-        self.reconciler = Reconciler(self.kube, self.stores, flags.driver_name)
+        self.registry = CollectorRegistry()
+        self.metrics = ControllerMetrics(self.registry)
+        self.reconciler = Reconciler(self.kube, self.stores, flags.driver_name, self.metrics)
         self.elector = LeaseElector(
             self.kube,
             namespace=flags.lease_namespace,
@@ -40,18 +47,53 @@ class Controller:
         self.stop = threading.Event()
         self.lost_lease = threading.Event()
         self._failures: dict[str, int] = {}
+        self.role: Role = "starting"
+        self.primed = False
+        self.apiserver_error = ""
+        self.threads: list[threading.Thread] = []
+        host, port = split_address(flags.http_address, "--http-address")
+        self.http = HTTPEndpoint(
+            host,
+            port,
+            {
+                ("GET", "/metrics"): lambda _: metrics_reply(self.registry),
+                ("GET", "/healthz"): lambda _: self.probe(need_ready=False),
+                ("GET", "/readyz"): lambda _: self.probe(need_ready=True),
+            },
+        )
+
+    def probe(self, need_ready: bool) -> Reply:
+        state = ReplicaState(
+            role=self.role,
+            primed=self.primed,
+            dead_threads=[t.name for t in self.threads if not t.is_alive()],
+            apiserver_error=self.apiserver_error,
+        )
+        ok, details = report(state, need_ready)
+        return json_reply(200 if ok else 503, details)
 
     def run(self) -> int:
         """Block until stopped; 1 when the Lease was lost, else 0."""
+        self.http.start()
+        log.info("serving /metrics, /healthz and /readyz on port %d", self.http.port)
+        try:
+            return self._run()
+        finally:
+            self.http.stop()
+
+    def _run(self) -> int:
         log.info(
             "waiting for lease %s/%s as %s",
             self.flags.lease_namespace,
             self.flags.lease_name,
             self.flags.identity,
         )
-        while not self.elector.try_acquire():
+        while not self._try_lease():
+            self.role = "standby"
             if self.stop.wait(self.flags.lease_seconds / 3):
                 return 0
+        self.role = "leader"
+        self.metrics.leader.set(1)
         threads = [threading.Thread(target=self._renew, name="lease", daemon=True)]
         try:
             self._prime()
@@ -62,6 +104,8 @@ class Controller:
             threads.append(threading.Thread(target=self._resync, name="resync", daemon=True))
             for t in threads:
                 t.start()
+            self.threads = threads
+            self.primed = True
             self._run_kopf()
         finally:
             self.stop.set()
@@ -71,7 +115,19 @@ class Controller:
                     t.join(timeout=10)
             if not self.lost_lease.is_set():
                 self.elector.release()
+            self.metrics.leader.set(0)
         return 1 if self.lost_lease.is_set() else 0
+
+    def _try_lease(self) -> bool:
+        """One attempt at the Lease; an apiserver error only makes the standby unready."""
+        try:
+            held = self.elector.try_acquire()
+        except Exception as err:
+            self.apiserver_error = str(err).splitlines()[0] if str(err) else type(err).__name__
+            log.warning("lease %s: %s", self.flags.lease_name, self.apiserver_error)
+            return False
+        self.apiserver_error = ""
+        return held
 
     def _prime(self) -> None:
         """Fill the stores before the first reconcile, so none publishes from half a picture."""
@@ -119,10 +175,14 @@ class Controller:
             rack = self.queue.get(timeout=1.0)
             if rack is None:
                 continue
+            started = time.perf_counter()
+            result = "error"
             try:
                 self.reconciler.reconcile(rack)
                 self._failures.pop(rack, None)
+                result = "ok"
             except ConflictError as err:
+                result = "conflict"
                 log.info("%s; retrying", err)
                 self.queue.add(rack, 0.2)
             except Exception:
@@ -134,6 +194,7 @@ class Controller:
                 )
                 self.queue.add(rack, delay)
             finally:
+                self.metrics.reconciled(result, time.perf_counter() - started)
                 self.queue.done(rack)
 
     def _resync(self) -> None:

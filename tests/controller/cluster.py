@@ -57,10 +57,18 @@ def install(cp: ControlPlane, driver: str = DEFAULT_DRIVER_NAME) -> None:
 
 @contextmanager
 def controller(cp: ControlPlane, log: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """The real controller process; stopped with SIGTERM (then SIGKILL) on exit."""
+    """The real controller process; stopped with SIGTERM (then SIGKILL) on exit.
+    It serves HTTP on a port of its choosing unless `args` give --http-address."""
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [str(CONTROLLER), "controller", "--kubeconfig", str(cp.kubeconfig), *args],
+            [
+                str(CONTROLLER),
+                "controller",
+                "--kubeconfig",
+                str(cp.kubeconfig),
+                "--http-address=127.0.0.1:0",
+                *args,
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
         )
