@@ -186,12 +186,13 @@ STATE_ENTRIES = (
 """Everything `serve` creates under the state directory; `down` removes exactly these."""
 
 
-def controller_argv(layout: Layout, spec: ClusterSpec) -> list[str]:
+def controller_argv(layout: Layout, spec: ClusterSpec, http_port: int) -> list[str]:
     return [
         "controller",
         f"--kubeconfig={layout.kubeconfig}",
         f"--driver-name={spec.driver}",
         "--resync-seconds=60",
+        f"--http-address=127.0.0.1:{http_port}",
     ]
 
 

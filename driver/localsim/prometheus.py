@@ -26,6 +26,7 @@ PROMETHEUS_VERSION = "v0.316.0"
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "charts" / "trainium-dra" / "rules"
 NODE_JOB = "trainium-dra-node"
+CONTROLLER_JOB = "trainium-dra-controller"
 START_TIMEOUT = 60.0
 
 
@@ -35,7 +36,8 @@ class PrometheusError(RuntimeError):
 
 @dataclass(frozen=True)
 class Targets:
-    """What to scrape: `host:port` of each node daemon (by rack) and of the control plane."""
+    """What to scrape: `host:port` of each node daemon (by rack), of the controller
+    and of the control plane."""
 
     node_daemons: Mapping[str, str]
     apiserver: str | None = None
@@ -43,10 +45,15 @@ class Targets:
     scheduler: str | None = None
     ca_file: Path | None = None
     token_file: Path | None = None
+    controller: str | None = None
 
     @classmethod
     def of_control_plane(
-        cls, plane: ControlPlane, node_daemons: Mapping[str, str], token_file: Path
+        cls,
+        plane: ControlPlane,
+        node_daemons: Mapping[str, str],
+        token_file: Path,
+        controller: str | None = None,
     ) -> "Targets":
         """The control plane's components plus the daemons; writes the admin token file."""
         config = yaml.safe_load(plane.kubeconfig.read_text())
@@ -57,6 +64,7 @@ class Targets:
         ports = plane.config.ports
         return cls(
             node_daemons=node_daemons,
+            controller=controller,
             apiserver=server.removeprefix("https://"),
             controller_manager=(
                 f"127.0.0.1:{ports.controller_manager}" if ports.controller_manager else None
@@ -75,17 +83,23 @@ def prometheus_config(
     targets: Targets, interval: str = "2s", rules: Sequence[Path] = ()
 ) -> dict[str, Any]:
     """The prometheus.yml document (a dict) for `targets`."""
-    jobs: list[dict[str, Any]] = [
-        {
-            "job_name": NODE_JOB,
-            # The daemon's own node/ultraserver labels name the simulated node.
-            "honor_labels": True,
-            "static_configs": [
-                {"targets": [address], "labels": {"rack": rack}}
-                for rack, address in sorted(targets.node_daemons.items())
-            ],
-        }
-    ]
+    jobs: list[dict[str, Any]] = []
+    if targets.node_daemons:
+        jobs.append(
+            {
+                "job_name": NODE_JOB,
+                # The daemon's own node/ultraserver labels name the simulated node.
+                "honor_labels": True,
+                "static_configs": [
+                    {"targets": [address], "labels": {"rack": rack}}
+                    for rack, address in sorted(targets.node_daemons.items())
+                ],
+            }
+        )
+    if targets.controller is not None:
+        jobs.append(
+            {"job_name": CONTROLLER_JOB, "static_configs": [{"targets": [targets.controller]}]}
+        )
     secure = (
         ("kube-apiserver", targets.apiserver, False),
         ("kube-controller-manager", targets.controller_manager, True),
@@ -194,14 +208,17 @@ def start_prometheus(
 
 
 def start_for_cluster(
-    state_dir: Path, plane: ControlPlane, daemon_ports: Mapping[str, int]
+    state_dir: Path, plane: ControlPlane, daemon_ports: Mapping[str, int], controller_port: int
 ) -> PrometheusProcess:
     """The local cluster's Prometheus (`trainium-dra up --with-prometheus`):
-    every rack's node daemon (rack name -> its --http-address port) and the
-    control plane, data under `state_dir`/prometheus."""
+    every rack's node daemon (rack name -> its --http-address port), the
+    controller and the control plane, data under `state_dir`/prometheus."""
     workdir = state_dir / "prometheus"
     daemons = {rack: f"127.0.0.1:{port}" for rack, port in daemon_ports.items()}
-    return start_prometheus(workdir, Targets.of_control_plane(plane, daemons, workdir / "token"))
+    targets = Targets.of_control_plane(
+        plane, daemons, workdir / "token", controller=f"127.0.0.1:{controller_port}"
+    )
+    return start_prometheus(workdir, targets)
 
 
 @dataclass(frozen=True)

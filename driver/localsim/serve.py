@@ -90,6 +90,7 @@ class LocalCluster:
         self.plane = plane
         self.children: dict[str, Child] = {}
         self.ports = {rack.name: free_port() for rack in spec.racks}
+        self.controller_port = free_port()
         self.kubelets: dict[str, dict[str, KubeletStandIn]] = {}
         self.pods: PodSync | None = None
 
@@ -111,6 +112,7 @@ class LocalCluster:
                 "metrics": {
                     rack: f"http://127.0.0.1:{p}/metrics" for rack, p in self.ports.items()
                 },
+                "controller_metrics": f"http://127.0.0.1:{self.controller_port}/metrics",
                 "pids": pids,
             },
         )
@@ -124,7 +126,9 @@ class LocalCluster:
         if rendered.skipped:
             progress(f"  not applied (run as local processes): {', '.join(rendered.skipped)}")
         progress("starting the controller")
-        self._start_child("controller", controller_argv(self.layout, self.spec))
+        self._start_child(
+            "controller", controller_argv(self.layout, self.spec, self.controller_port)
+        )
         with admin_client(self.layout.kubeconfig) as api:
             for rack in self.spec.racks:
                 progress(
@@ -252,7 +256,9 @@ def serve(layout: Layout, spec: ClusterSpec, with_prometheus: bool = False) -> i
             try:
                 cluster.start(progress)
                 if with_prometheus:
-                    prometheus = start_for_cluster(layout.root, plane, cluster.ports)
+                    prometheus = start_for_cluster(
+                        layout.root, plane, cluster.ports, cluster.controller_port
+                    )
                     progress(f"prometheus: {prometheus.url}")
                 progress(f"ready: {spec.node_count()} nodes in {len(spec.racks)} racks")
                 layout.ready_file.touch()

@@ -10,11 +10,13 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from driver.controller import flags as controller_flags
+from driver.httpserve import split_address
 from driver.plugin import flags as node_flags
 from tests.deploy.chart import (
     CHART,
@@ -205,7 +207,11 @@ def test_controller_deployment_args_and_lease_role(case: Case) -> None:
     assert spec["securityContext"]["runAsUser"] != 0
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert spec["serviceAccountName"] == f"{case.release}-trainium-dra-controller"
-    assert "livenessProbe" not in c  # the controller serves no HTTP endpoint
+    host, port = split_address(flags.http_address, "--http-address")
+    assert (host, port) == ("0.0.0.0", values["controller"]["httpPort"])
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": port}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -229,46 +235,55 @@ def test_driver_name_everywhere(case: Case) -> None:
     )
 
 
+WORKLOADS = {"node": "DaemonSet", "controller": "Deployment"}
+
+
+def component_of(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_monitors_select_the_metrics_service(case: Case) -> None:
+def test_monitors_select_each_component_s_metrics_service(case: Case) -> None:
     values = values_of(case)
     objects = render(case, api_versions=[MONITORING_API])
-    if not (values["node"]["enabled"] and values["metrics"]["service"]["enabled"]):
-        assert by_kind(objects, "Service") == []
-        assert by_kind(objects, "ServiceMonitor") == []
-        return
-    ds = one(objects, "DaemonSet")
-    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
-    service = one(objects, "Service")
-    assert service["spec"]["clusterIP"] == "None"
-    assert service["spec"]["selector"].items() <= pod_labels.items()
-    assert ds["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
-    container_ports = {p["name"] for p in container(ds)["ports"]}
-    assert service_ports["metrics"]["targetPort"] in container_ports
-    monitors = by_kind(objects, "ServiceMonitor")
-    if values["metrics"]["serviceMonitor"]["enabled"]:
-        sm = monitors[0]
-        assert (
-            sm["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-        )
-        assert sm["spec"]["namespaceSelector"] == {"matchNames": [case.namespace]}
-        assert [e["port"] for e in sm["spec"]["endpoints"]] == ["metrics"]
-        assert sm["spec"]["endpoints"][0]["path"] == "/metrics"
-        assert (
-            values["metrics"]["serviceMonitor"]["labels"].items()
-            <= sm["metadata"]["labels"].items()
-        )
-    else:
-        assert monitors == []
-    pod_monitors = by_kind(objects, "PodMonitor")
-    if values["metrics"]["podMonitor"]["enabled"]:
-        pm = pod_monitors[0]
+    metrics = values["metrics"]
+    services = {component_of(o): o for o in by_kind(objects, "Service")}
+    monitors = {component_of(o): o for o in by_kind(objects, "ServiceMonitor")}
+    pod_monitors = {component_of(o): o for o in by_kind(objects, "PodMonitor")}
+    enabled = {c for c in WORKLOADS if values[c]["enabled"]}
+    assert services.keys() == (enabled if metrics["service"]["enabled"] else set())
+    assert monitors.keys() == (services.keys() if metrics["serviceMonitor"]["enabled"] else set())
+    assert pod_monitors.keys() == (enabled if metrics["podMonitor"]["enabled"] else set())
+    for component, service in services.items():
+        workload = one(objects, WORKLOADS[component])
+        pod_labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["selector"].items() <= pod_labels.items()
+        assert workload["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        (port,) = service["spec"]["ports"]
+        container_ports = {p["name"]: p["containerPort"] for p in container(workload)["ports"]}
+        assert (port["name"], port["targetPort"]) == ("metrics", "metrics")
+        assert port["port"] == container_ports["metrics"] == values[component]["httpPort"]
+        if component in monitors:
+            sm = monitors[component]
+            selected = sm["spec"]["selector"]["matchLabels"].items()
+            assert selected <= service["metadata"]["labels"].items()
+            assert not any(
+                selected <= other["metadata"]["labels"].items()
+                for name, other in services.items()
+                if name != component
+            )
+            assert sm["spec"]["namespaceSelector"] == {"matchNames": [case.namespace]}
+            assert [(e["port"], e["path"]) for e in sm["spec"]["endpoints"]] == [
+                ("metrics", "/metrics")
+            ]
+            assert metrics["serviceMonitor"]["labels"].items() <= sm["metadata"]["labels"].items()
+    for component, pm in pod_monitors.items():
+        workload = one(objects, WORKLOADS[component])
+        pod_labels = workload["spec"]["template"]["metadata"]["labels"]
         assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
         assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["metrics"]
-        assert values["metrics"]["podMonitor"]["labels"].items() <= pm["metadata"]["labels"].items()
-    else:
-        assert pod_monitors == []
+        assert metrics["podMonitor"]["labels"].items() <= pm["metadata"]["labels"].items()
 
 
 def rule_files() -> list[Path]:

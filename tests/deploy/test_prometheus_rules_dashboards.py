@@ -10,6 +10,7 @@ import pytest
 
 from driver.localsim.flags import parse_up
 from driver.localsim.prometheus import (
+    CONTROLLER_JOB,
     NODE_JOB,
     RULES_DIR,
     Targets,
@@ -46,7 +47,7 @@ def test_rules_pass_promtool_check() -> None:
     assert [f.name for f in files] == ["trainium-dra.yaml"]
     done = promtool("check", "rules", *map(str, files))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 18 rules found" in done.stdout
+    assert "SUCCESS: 20 rules found" in done.stdout
 
 
 def test_rules_unit_tests_pass() -> None:
@@ -143,6 +144,7 @@ def test_config_scrapes_daemons_and_the_control_plane(tmp_path: Path) -> None:
         scheduler="127.0.0.1:10259",
         ca_file=tmp_path / "ca.crt",
         token_file=tmp_path / "token",
+        controller="127.0.0.1:8081",
     )
     config = prometheus_config(targets, "1s", [tmp_path / "r.yaml"])
     assert config["global"] == {
@@ -152,7 +154,14 @@ def test_config_scrapes_daemons_and_the_control_plane(tmp_path: Path) -> None:
     }
     assert config["rule_files"] == [str(tmp_path / "r.yaml")]
     jobs = {j["job_name"]: j for j in config["scrape_configs"]}
-    assert list(jobs) == [NODE_JOB, "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    assert list(jobs) == [
+        NODE_JOB,
+        CONTROLLER_JOB,
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ]
+    assert jobs[CONTROLLER_JOB]["static_configs"] == [{"targets": ["127.0.0.1:8081"]}]
     node = jobs[NODE_JOB]
     assert node["honor_labels"] is True
     assert [s["targets"] for s in node["static_configs"]] == [["127.0.0.1:1"], ["127.0.0.1:2"]]
