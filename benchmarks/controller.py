@@ -15,7 +15,6 @@ Usage: python -m benchmarks.controller [--racks 1,10,100] [--claims 1152]
 
 import argparse
 import random
-import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from tests.controller.cluster import (
     delta,
     install,
     load_claim,
+    metric_samples,
     pod,
     request_counts,
     ultraserver,
@@ -100,15 +100,14 @@ def delete_racks(api: client.ApiClient, names: list[str]) -> None:
         )
 
 
-WRITES = re.compile(
-    r'^trainium_dra_controller_writes_total\{resource="([^"]+)",verb="([^"]+)"\} (\S+)$', re.M
-)
-
-
 def controller_writes(port: int) -> dict[str, int]:
     """The controller's own count of its writes, by resource and verb."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    return {f"{r} {v}": int(float(n)) for r, v, n in WRITES.findall(text)}
+    samples = metric_samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
+    return {
+        f"{labels['resource']} {labels['verb']}": int(value)
+        for (name, pairs), value in samples.items()
+        if name == "trainium_dra_controller_writes_total" and (labels := dict(pairs))
+    }
 
 
 def own_writes(counts: dict[str, int], resource: str) -> int:

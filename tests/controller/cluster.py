@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from driver.localsim.controlplane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
@@ -86,6 +87,22 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def metric_key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return name, tuple(sorted(labels.items()))
+
+
+def metric_samples(text: str) -> Samples:
+    """Every sample of a Prometheus text exposition, keyed by `metric_key`."""
+    return {
+        metric_key(s.name, **s.labels): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def request_counts(cp: ControlPlane) -> dict[tuple[str, str, str], int]:

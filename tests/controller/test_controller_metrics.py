@@ -2,11 +2,11 @@
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from driver.controller.metrics import ControllerMetrics, rack_families
 from driver.controller.probes import ReplicaState, report
 from driver.httpserve import split_address
+from tests.controller.cluster import Samples, metric_key, metric_samples
 
 STATUS = {
     "cores": {"total": 1152, "allocated": 12, "free": 1140, "unhealthy": 8},
@@ -20,13 +20,8 @@ STATUS = {
 }
 
 
-def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = generate_latest(registry).decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+def samples(registry: CollectorRegistry) -> Samples:
+    return metric_samples(generate_latest(registry).decode())
 
 
 def test_rack_figures_come_from_the_status() -> None:
@@ -69,15 +64,14 @@ def test_forgotten_racks_leave_the_registry() -> None:
     assert racks == {"r2"}
     assert (
         got[
-            (
-                "trainium_dra_controller_writes_total",
-                (("resource", "resourceslices"), ("verb", "create")),
+            metric_key(
+                "trainium_dra_controller_writes_total", resource="resourceslices", verb="create"
             )
         ]
         == 2
     )
-    assert got[("trainium_dra_controller_reconciles_total", (("result", "ok"),))] == 1
-    assert got[("trainium_dra_controller_leader", ())] == 0
+    assert got[metric_key("trainium_dra_controller_reconciles_total", result="ok")] == 1
+    assert got[metric_key("trainium_dra_controller_leader")] == 0
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,11 @@ import httpx
 import pytest
 import yaml
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from driver.localsim.controlplane import ControlPlane, free_port
 from driver.localsim.prometheus import Targets, rule_files, start_prometheus
 from tests.controller.cluster import (
+    Samples,
     condition,
     controller,
     create_claim_and_pod,
@@ -25,6 +25,8 @@ from tests.controller.cluster import (
     get_rack,
     install,
     load_claim,
+    metric_key,
+    metric_samples,
     request_counts,
     stop,
     ultraserver,
@@ -37,16 +39,10 @@ RACK = "ctl-metrics"
 NODES = [f"ctl-metrics-{i}" for i in range(4)]
 NS = "ctl-metrics"
 LEASE = "ctl-metrics"
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def scrape(port: int) -> Samples:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    return metric_samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
 
 
 def probe(port: int, path: str) -> tuple[int, dict[str, Any]]:
@@ -59,9 +55,7 @@ def probe(port: int, path: str) -> tuple[int, dict[str, Any]]:
 
 
 def cores(samples: Samples, state: str) -> float | None:
-    return samples.get(
-        ("trainium_dra_ultraserver_cores", (("state", state), ("ultraserver", RACK)))
-    )
+    return samples.get(metric_key("trainium_dra_ultraserver_cores", state=state, ultraserver=RACK))
 
 
 def rack_ready(api: client.ApiClient) -> bool:
@@ -116,26 +110,25 @@ def test_metrics_match_status_and_follow_the_lease(
             assert cores(got, state) == status["cores"][state], state
         for kind, count in status["devices"].items():
             assert (
-                got[("trainium_dra_ultraserver_devices", (("kind", kind), ("ultraserver", RACK)))]
+                got[metric_key("trainium_dra_ultraserver_devices", kind=kind, ultraserver=RACK)]
                 == count
             )
         assert (
-            got[("trainium_dra_ultraserver_condition", (("type", "Ready"), ("ultraserver", RACK)))]
+            got[metric_key("trainium_dra_ultraserver_condition", type="Ready", ultraserver=RACK)]
             == 1
         )
-        assert got[("trainium_dra_controller_leader", ())] == 1
+        assert got[metric_key("trainium_dra_controller_leader")] == 1
         made = delta(before, request_counts(cp))
         assert (
             got[
-                (
-                    "trainium_dra_controller_writes_total",
-                    (("resource", "resourceslices"), ("verb", "create")),
+                metric_key(
+                    "trainium_dra_controller_writes_total", resource="resourceslices", verb="create"
                 )
             ]
             == made[("resourceslices", "", "POST")]
             == status["pool"]["slices"]
         )
-        assert got[("trainium_dra_controller_reconciles_total", (("result", "ok"),))] >= 2
+        assert got[metric_key("trainium_dra_controller_reconciles_total", result="ok")] >= 2
         code, details = probe(ports["a"], "/healthz")
         assert (code, details) == (200, {"role": "leader", "problems": []})
 
@@ -177,13 +170,13 @@ def test_metrics_match_status_and_follow_the_lease(
                 30,
             )
             standby = scrape(ports["b"])
-            assert standby[("trainium_dra_controller_leader", ())] == 0
+            assert standby[metric_key("trainium_dra_controller_leader")] == 0
             assert not [name for name, _ in standby if name.startswith("trainium_dra_ultraserver")]
 
             stop(leader)
             wait_for(
                 "b leads",
-                lambda: scrape(ports["b"])[("trainium_dra_controller_leader", ())] == 1,
+                lambda: scrape(ports["b"])[metric_key("trainium_dra_controller_leader")] == 1,
                 30,
             )
             # The new leader writes nothing (the status is current) yet exports the figures.
