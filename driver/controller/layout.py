@@ -13,6 +13,7 @@ not overlap.
   16-chip server, the whole rack) consumes whole coarse counters only.
 """
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -188,12 +189,16 @@ def _coarse_consumption(
     return tuple(out)
 
 
+@functools.cache
 def build_layout(rack: RackSpec) -> Layout:
     """Devices of the partitioned mode, small first within each chip, chip-major.
 
     Order matters: the scheduler's allocator is first-fit over devices in slice
     order, so chip-major order packs single cores onto chips already in use
     and leaves whole chips free for bigger claims.
+
+    Immutable and a function of the rack spec alone, so it is built once per
+    spec rather than twice in every reconcile.
     """
     groups = make_groups(rack)
     coarse = split_coarse(groups)
