@@ -153,7 +153,3 @@ def _conditions(
     else:
         ready = cond("Ready", True, "RackPublished", "every server of the rack is published")
     return [ready, published, degraded]
-
-
-def status_changed(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
-    return dict(new) != dict(old or {})
