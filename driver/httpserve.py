@@ -66,7 +66,13 @@ class HTTPEndpoint:
             def log_message(self, format: str, *args: object) -> None:
                 return
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), Handler)
+        except OSError as err:
+            raise SystemExit(
+                f"--http-address: cannot listen on {host}:{port} ({err.strerror}); "
+                "pick a free port, or port 0 for any"
+            ) from err
         self.httpd.daemon_threads = True
         self.port: int = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -5,7 +5,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from driver.controller.metrics import ControllerMetrics, rack_families
 from driver.controller.probes import ReplicaState, report
-from driver.httpserve import split_address
+from driver.httpserve import HTTPEndpoint, split_address
 from tests.controller.cluster import Samples, metric_key, metric_samples
 
 STATUS = {
@@ -99,3 +99,12 @@ def test_http_address_names_the_flag_and_the_fix() -> None:
     assert split_address("127.0.0.1:0", "--http-address") == ("127.0.0.1", 0)
     with pytest.raises(SystemExit, match=r"--http-address: '8081' must be HOST:PORT"):
         split_address("8081", "--http-address")
+
+
+def test_a_port_in_use_names_the_flag() -> None:
+    taken = HTTPEndpoint("127.0.0.1", 0, {})
+    try:
+        with pytest.raises(SystemExit, match=r"--http-address: cannot listen on 127\.0\.0\.1:\d+"):
+            HTTPEndpoint("127.0.0.1", taken.port, {})
+    finally:
+        taken.httpd.server_close()
