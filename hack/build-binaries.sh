@@ -5,6 +5,10 @@
 #   ETCD_VERSION  etcd version (default: the one pinned in hack/etcd/go.mod)
 # helm (hack/helm) and prometheus + promtool (hack/prometheus) are built at
 # the versions their modules pin, named <tool>-<version> beside the others.
+# The real-node runtime: kubelet and kube-proxy beside the control plane,
+# containerd + ctr + shim (hack/containerd) in node/containerd-<version>/ and
+# the CNI plugins (hack/cni) in node/cni-<version>/; runc and iptables come
+# from Debian's packages (installed when missing and running as root).
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
@@ -42,14 +46,16 @@ k8s_module() {
     done
     go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$k8s_version" \
       "k8s.io/kubernetes/cmd/kube-scheduler@$k8s_version" \
-      "k8s.io/kubernetes/cmd/kube-controller-manager@$k8s_version" >&2
+      "k8s.io/kubernetes/cmd/kube-controller-manager@$k8s_version" \
+      "k8s.io/kubernetes/cmd/kubelet@$k8s_version" \
+      "k8s.io/kubernetes/cmd/kube-proxy@$k8s_version" >&2
   )
   echo "$dir"
 }
 
 build_k8s() {
   local missing=()
-  for cmd in kube-apiserver kube-scheduler kube-controller-manager; do
+  for cmd in kube-apiserver kube-scheduler kube-controller-manager kubelet kube-proxy; do
     [ -x "$out/$cmd" ] || missing+=("$cmd")
   done
   [ ${#missing[@]} -gt 0 ] || return 0
@@ -101,6 +107,37 @@ build_tools() {
   done
 }
 
+# Builds every `tool` of the module in hack/$1 under its plain name into
+# node/$1-<version of $2>/ (containerd finds its shim by name on PATH).
+build_tool_dir() {
+  local module=$here/$1 version dir cmd
+  version=$(pinned "$2" "$module/go.mod")
+  dir="$cache/node/$1-$version"
+  mkdir -p "$dir"
+  for cmd in $(go mod edit -json "$module/go.mod" | python3 -c 'import json, sys; print(" ".join(t["Path"] for t in json.load(sys.stdin)["Tool"]))'); do
+    [ -x "$dir/$(basename "$cmd")" ] && continue
+    log "building $(basename "$cmd") $version (first time only)"
+    (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $3" -o "$dir/$(basename "$cmd").tmp" "$cmd")
+    mv "$dir/$(basename "$cmd").tmp" "$dir/$(basename "$cmd")"
+  done
+}
+
+# runc: Debian's build works on these cgroup-v1 hosts and needs no cgo
+# toolchain; iptables: kube-proxy and the CNI bridge/portmap plugins call it.
+install_debian_tools() {
+  local missing=()
+  command -v runc >/dev/null || missing+=(runc)
+  command -v iptables >/dev/null || missing+=(iptables)
+  command -v conntrack >/dev/null || missing+=(conntrack)
+  [ ${#missing[@]} -gt 0 ] || return 0
+  if [ "$(id -u)" != 0 ]; then
+    log "missing ${missing[*]} (needed only by the real-node cluster): install them with apt-get as root"
+    return 0
+  fi
+  log "installing ${missing[*]} from Debian's packages"
+  apt-get install -y -q "${missing[@]}" >&2 || { apt-get update -q >&2 && apt-get install -y -q "${missing[@]}" >&2; }
+}
+
 build_etcd
 build_k8s
 build_tools helm helm.sh/helm/v4 "-X helm.sh/helm/v4/internal/version.version=$(pinned helm.sh/helm/v4 "$here/helm/go.mod")"
@@ -109,4 +146,9 @@ prometheus_module=$(pinned github.com/prometheus/prometheus "$here/prometheus/go
 prometheus_release=$(echo "$prometheus_module" | sed -E 's/^v0\.3([0-9]{2})\.([0-9]+)$/3.\1.\2/; s/\.0([0-9])\./.\1./')
 build_tools prometheus github.com/prometheus/prometheus \
   "-X github.com/prometheus/common/version.Version=$prometheus_release"
+containerd_version=$(pinned github.com/containerd/containerd/v2 "$here/containerd/go.mod")
+build_tool_dir containerd github.com/containerd/containerd/v2 \
+  "-X github.com/containerd/containerd/v2/version.Version=$containerd_version"
+build_tool_dir cni github.com/containernetworking/plugins ""
+install_debian_tools
 echo "$out"
