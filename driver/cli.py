@@ -6,6 +6,7 @@ import sys
 COMMANDS = {
     "controller": ("driver.controller.main", "run the UltraServer controller (kopf operator)"),
     "node": ("driver.plugin.main", "run the node daemon (kubelet DRA plugin)"),
+    "workload": ("driver.container", "inside a workload container: show the claim, run work"),
     "controlplane": ("driver.localsim.main", "start or stop a local Kubernetes control plane"),
     "up": ("driver.localsim.up", "start a local cluster with simulated UltraServers (make demo)"),
     "down": ("driver.localsim.down", "stop the local cluster and remove its state"),

@@ -62,3 +62,66 @@ class Binaries:
                 "kubectl not found on PATH; `make venv` installs it into .venv/bin"
             )
         return cls(kubectl=Path(kubectl), **found)
+
+
+CONTAINERD_VERSION = "v2.4.2"
+"""Default containerd; matches hack/containerd/go.mod."""
+
+CNI_PLUGINS_VERSION = "v1.10.0"
+"""Default CNI plugins; matches hack/cni/go.mod."""
+
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    """What a real node runs: kubelet and kube-proxy beside the control plane,
+    containerd and the CNI plugins from the node cache, runc and iptables from
+    the host's packages."""
+
+    kubelet: Path
+    kube_proxy: Path
+    containerd_dir: Path  # containerd, ctr, containerd-shim-runc-v2
+    cni_dir: Path
+    runc: Path
+
+    @property
+    def containerd(self) -> Path:
+        return self.containerd_dir / "containerd"
+
+    @property
+    def ctr(self) -> Path:
+        return self.containerd_dir / "ctr"
+
+    @classmethod
+    def locate(cls, control_plane: Binaries) -> "NodeBinaries":
+        k8s_dir = control_plane.kube_apiserver.parent
+        node_dir = cache_root() / "node"
+        containerd_dir = node_dir / f"containerd-{CONTAINERD_VERSION}"
+        cni_dir = node_dir / f"cni-{CNI_PLUGINS_VERSION}"
+        wanted = [
+            k8s_dir / "kubelet",
+            k8s_dir / "kube-proxy",
+            *(containerd_dir / n for n in ("containerd", "ctr", "containerd-shim-runc-v2")),
+            *(cni_dir / n for n in CNI_PLUGINS),
+        ]
+        missing = [str(path) for path in wanted if not os.access(path, os.X_OK)]
+        if missing:
+            raise BinariesMissingError(
+                f"real-node binaries missing: {', '.join(missing)}; build them with "
+                "`make binaries` (hack/build-binaries.sh)"
+            )
+        host_tools = {name: shutil.which(name) for name in ("runc", "iptables", "ip")}
+        absent = [name for name, path in host_tools.items() if path is None]
+        if absent:
+            raise BinariesMissingError(
+                f"{', '.join(absent)} not found on PATH; real nodes need them: "
+                f"`apt-get install {' '.join(absent)}` as root (`make binaries` does it)"
+            )
+        return cls(
+            kubelet=k8s_dir / "kubelet",
+            kube_proxy=k8s_dir / "kube-proxy",
+            containerd_dir=containerd_dir,
+            cni_dir=cni_dir,
+            runc=Path(str(host_tools["runc"])),
+        )

@@ -1,5 +1,6 @@
 """Key material for a local control plane: a CA, the apiserver's serving
-certificate and the service-account signing key, written as PEM files."""
+certificate and the service-account signing key, written as PEM files; and
+client certificates signed by that CA for real kubelets and kube-proxies."""
 
 import datetime
 import ipaddress
@@ -17,6 +18,7 @@ VALIDITY = datetime.timedelta(days=365)
 @dataclass(frozen=True)
 class CertFiles:
     ca_cert: Path
+    ca_key: Path
     serving_cert: Path
     serving_key: Path
     sa_public_key: Path
@@ -70,12 +72,7 @@ def write_certs(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localho
     )
 
     serving_key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
+    names = _subject_alt_names(hosts)
     serving_cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
@@ -95,12 +92,14 @@ def write_certs(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localho
 
     files = CertFiles(
         ca_cert=directory / "ca.crt",
+        ca_key=directory / "ca.key",
         serving_cert=directory / "apiserver.crt",
         serving_key=directory / "apiserver.key",
         sa_public_key=directory / "sa.pub",
         sa_private_key=directory / "sa.key",
     )
     files.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(files.ca_key, _pem_key(ca_key))
     files.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
     _write_private(files.serving_key, _pem_key(serving_key))
     files.sa_public_key.write_bytes(
@@ -110,3 +109,54 @@ def write_certs(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localho
     )
     _write_private(files.sa_private_key, _pem_key(sa_key))
     return files
+
+
+def _subject_alt_names(hosts: tuple[str, ...]) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return names
+
+
+def issue_certificate(  # noqa: PLR0917
+    files: CertFiles,
+    common_name: str,
+    organizations: tuple[str, ...],
+    cert_path: Path,
+    key_path: Path,
+    hosts: tuple[str, ...] = (),
+) -> None:
+    """A key pair signed by the local CA: a client certificate (CN is the user,
+    O the groups), also a serving one when `hosts` are given."""
+    ca_cert = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{files.ca_key}: expected the local CA's EC key")
+    now = datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    subject += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    usages = [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(subject))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + VALIDITY)
+    )
+    if hosts:
+        usages.append(x509.oid.ExtendedKeyUsageOID.SERVER_AUTH)
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName(_subject_alt_names(hosts)), critical=False
+        )
+    certificate = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False).sign(
+        ca_key, hashes.SHA256()
+    )
+    cert_path.parent.mkdir(parents=True, exist_ok=True)
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    _write_private(key_path, _pem_key(key))

@@ -9,6 +9,7 @@ import ctypes
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -37,7 +38,9 @@ class Child:
     log: IO[bytes]
 
     @classmethod
-    def start(cls, name: str, argv: list[str], log_path: Path) -> "Child":
+    def start(
+        cls, name: str, argv: list[str], log_path: Path, env: Mapping[str, str] | None = None
+    ) -> "Child":
         """Start `argv` with output to `log_path`; call from the thread that owns the child."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = log_path.open("ab")
@@ -46,6 +49,7 @@ class Child:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=env,
             preexec_fn=die_with_parent,  # noqa: PLW1509
         )
         return cls(name, argv, log_path, process, log)

@@ -182,6 +182,7 @@ STATE_ENTRIES = (
     "serve.log",
     "serve.pid",
     "ready",
+    "real-nodes-values.yaml",
 )
 """Everything `serve` creates under the state directory; `down` removes exactly these."""
 

@@ -25,7 +25,7 @@ import yaml
 from kubernetes import client as k8s
 
 from driver.localsim.binaries import Binaries
-from driver.localsim.certs import CertFiles, write_certs
+from driver.localsim.certs import CertFiles, issue_certificate, write_certs
 from driver.localsim.children import Child
 
 DRA_FEATURE_GATES: Mapping[str, bool] = {
@@ -51,6 +51,23 @@ CONTROLLERS = (
 )
 """Controllers the driver relies on, plus Jobs for users' workloads; notably
 no node-lifecycle controller, so fake Nodes stay Ready without a kubelet."""
+
+REAL_NODE_CONTROLLERS = (
+    *CONTROLLERS,
+    "daemonset-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "endpointslice-controller",
+    "root-ca-cert-publisher",
+    "podgc-controller",
+)
+"""With real kubelets the chart's Deployment and DaemonSet run as pods, the
+daemon's Service needs endpoints and every pod's token volume needs the
+`kube-root-ca.crt` ConfigMap."""
+
+SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+APISERVER_KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 
 ADMIN_USER = "admin"
 SCHEDULER_USER = "system:kube-scheduler"
@@ -90,16 +107,40 @@ class ControlPlaneConfig:
     workdir: Path
     ports: Ports
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(DRA_FEATURE_GATES))
+    address: str = "127.0.0.1"
+    """Where the apiserver listens; real nodes reach it on their bridge's gateway."""
+    real_nodes: bool = False
+    """Real kubelets join: Node authorizer, ServiceAccount admission, pod controllers."""
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.ports.apiserver}"
+        return f"https://{self.address}:{self.ports.apiserver}"
+
+    @property
+    def serving_hosts(self) -> tuple[str, ...]:
+        hosts: tuple[str, ...] = ("127.0.0.1", "localhost", self.address)
+        if self.real_nodes:
+            hosts += (
+                KUBERNETES_SERVICE_IP,
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            )
+        return tuple(dict.fromkeys(hosts))
+
+    @property
+    def kubelet_client_cert(self) -> tuple[Path, Path]:
+        """The apiserver's client certificate towards kubelets (logs, exec)."""
+        pki = self.workdir / "pki"
+        return pki / "apiserver-kubelet-client.crt", pki / "apiserver-kubelet-client.key"
 
     @property
     def certs(self) -> CertFiles:
         pki = self.workdir / "pki"
         return CertFiles(
             ca_cert=pki / "ca.crt",
+            ca_key=pki / "ca.key",
             serving_cert=pki / "apiserver.crt",
             serving_key=pki / "apiserver.key",
             sa_public_key=pki / "sa.pub",
@@ -142,24 +183,36 @@ def etcd_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
 
 def apiserver_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
     certs = config.certs
+    if config.real_nodes:
+        kubelet_cert, kubelet_key = config.kubelet_client_cert
+        mode_args = [
+            "--authorization-mode=Node,RBAC",
+            f"--kubelet-client-certificate={kubelet_cert}",
+            f"--kubelet-client-key={kubelet_key}",
+            "--kubelet-preferred-address-types=InternalIP",
+        ]
+    else:
+        mode_args = [
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--endpoint-reconciler-type=none",
+        ]
     return [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{config.ports.etcd_client}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        f"--bind-address={config.address}",
+        f"--advertise-address={config.address}",
         f"--secure-port={config.ports.apiserver}",
         f"--tls-cert-file={certs.serving_cert}",
         f"--tls-private-key-file={certs.serving_key}",
         f"--client-ca-file={certs.ca_cert}",
         f"--token-auth-file={config.token_file}",
-        "--authorization-mode=RBAC",
+        *mode_args,
         f"--service-account-key-file={certs.sa_public_key}",
         f"--service-account-signing-key-file={certs.sa_private_key}",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        "--service-cluster-ip-range=10.96.0.0/16",
-        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
-        "--endpoint-reconciler-type=none",
         "--profiling=false",
         f"--runtime-config={RUNTIME_CONFIG}",
         feature_gates_flag(config.feature_gates),
@@ -178,11 +231,13 @@ def _delegated_auth_args(kubeconfig: Path) -> list[str]:
 
 
 def controller_manager_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
+    controllers = REAL_NODE_CONTROLLERS if config.real_nodes else CONTROLLERS
     return [
         str(binary),
         *_delegated_auth_args(config.component_kubeconfig("controller-manager")),
         f"--secure-port={config.ports.controller_manager}",
-        f"--controllers={','.join(CONTROLLERS)}",
+        f"--controllers={','.join(controllers)}",
+        f"--root-ca-file={config.certs.ca_cert}",
         "--use-service-account-credentials=false",
         f"--service-account-private-key-file={config.certs.sa_private_key}",
         feature_gates_flag(config.feature_gates),
@@ -225,16 +280,24 @@ class ControlPlane:
 
     @classmethod
     @contextlib.contextmanager
-    def running(
+    def running(  # noqa: PLR0917
         cls,
         workdir: Path,
         feature_gates: Mapping[str, bool] | None = None,
         binaries: Binaries | None = None,
         on_progress: Callable[[str], None] | None = None,
+        address: str = "127.0.0.1",
+        real_nodes: bool = False,
     ) -> Iterator["ControlPlane"]:
         """Start a control plane in `workdir`, yield it, stop it whatever happens."""
         gates = {**DRA_FEATURE_GATES, **(feature_gates or {})}
-        config = ControlPlaneConfig(workdir=workdir, ports=Ports.pick(), feature_gates=gates)
+        config = ControlPlaneConfig(
+            workdir=workdir,
+            ports=Ports.pick(),
+            feature_gates=gates,
+            address=address,
+            real_nodes=real_nodes,
+        )
         plane = cls(config, binaries or Binaries.locate())
         try:
             plane.start(on_progress or (lambda _: None))
@@ -256,7 +319,11 @@ class ControlPlane:
         cfg, bins = self.config, self.binaries
         cfg.workdir.mkdir(parents=True, exist_ok=True)
         (cfg.workdir / "logs").mkdir(exist_ok=True)
-        write_certs(cfg.workdir / "pki")
+        certs = write_certs(cfg.workdir / "pki", cfg.serving_hosts)
+        if cfg.real_nodes:
+            issue_certificate(
+                certs, APISERVER_KUBELET_CLIENT, ("system:masters",), *cfg.kubelet_client_cert
+            )
         self._write_credentials()
         try:
             on_progress("starting etcd")

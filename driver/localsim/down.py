@@ -2,6 +2,7 @@
 after a crash (stray children are found by their recorded pids)."""
 
 from driver.localsim.flags import parse_down
+from driver.localsim.realnodes.cluster import cleanup
 from driver.localsim.state import remove_state, serve_pid, stray_pids, terminate
 
 
@@ -16,6 +17,8 @@ def main(argv: list[str]) -> int:
         print(f"stopping {len(strays)} processes left by a crashed cluster: {strays}")
         terminate(strays, layout)
     existed = layout.root.exists()
+    for what in cleanup(layout.nodes_dir):
+        print(f"removed {what}")
     remove_state(layout)
     if pid is None and not strays:
         what = "stale state removed" if existed else "nothing to remove"

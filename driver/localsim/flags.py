@@ -1,6 +1,7 @@
 """Every flag of `trainium-dra up`, `down`, `status` and `top`, in one place."""
 
 import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ class UpFlags:
     spec: ClusterSpec
     foreground: bool
     with_prometheus: bool = False
+    real_nodes: bool = False
 
 
 def parse_up(argv: list[str]) -> UpFlags:
@@ -40,7 +42,12 @@ def parse_up(argv: list[str]) -> UpFlags:
     )
     _state_dir(p)
     p.add_argument("--racks", type=int, default=1, help="UltraServer racks (default 1)")
-    p.add_argument("--generation", default="trn3-gen2", choices=GENERATIONS)
+    p.add_argument(
+        "--generation",
+        default=None,
+        choices=GENERATIONS,
+        help="rack generation (default trn3-gen2; trn3-gen1, 4 nodes, with --real-nodes)",
+    )
     p.add_argument(
         "--nodes-per-rack",
         type=int,
@@ -59,14 +66,26 @@ def parse_up(argv: list[str]) -> UpFlags:
         help="also run Prometheus with the chart's rules, scraping the node daemons and the "
         "control plane (see docs/observability.md)",
     )
+    p.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="run a real kubelet, containerd and kube-proxy per node in its own network and "
+        "mount namespaces, and install the Helm chart with the locally built image "
+        "(root; see docs/real-nodes.md)",
+    )
     args = p.parse_args(argv)
+    generation = args.generation or ("trn3-gen1" if args.real_nodes else "trn3-gen2")
+    if args.real_nodes and args.with_prometheus:
+        p.error("--with-prometheus: not available with --real-nodes yet; drop one of them")
+    if args.real_nodes and os.geteuid() != 0:
+        p.error("--real-nodes: needs root (network and mount namespaces, cgroups); run as root")
     try:
         spec = ClusterSpec.build(
-            args.racks, args.generation, args.nodes_per_rack, args.mode, args.driver_name
+            args.racks, generation, args.nodes_per_rack, args.mode, args.driver_name
         )
     except ClusterSpecError as err:
         p.error(str(err))
-    return UpFlags(_layout(args), spec, args.foreground, args.with_prometheus)
+    return UpFlags(_layout(args), spec, args.foreground, args.with_prometheus, args.real_nodes)
 
 
 def parse_down(argv: list[str]) -> Layout:

@@ -9,6 +9,8 @@ from driver.localsim.binaries import Binaries, BinariesMissingError
 from driver.localsim.children import trainium_dra_argv
 from driver.localsim.clusterspec import ClusterSpec, Layout
 from driver.localsim.flags import parse_up
+from driver.localsim.images import ImageMissingError
+from driver.localsim.realnodes.serve import serve_real_nodes
 from driver.localsim.serve import serve
 from driver.localsim.state import read_cluster, remove_state, serve_pid, stray_pids, terminate
 
@@ -89,9 +91,11 @@ def remove_state_keep_log(layout: Layout) -> None:
 def main(argv: list[str]) -> int:
     flags = parse_up(argv)
     try:
+        if flags.foreground and flags.real_nodes:
+            return serve_real_nodes(flags.layout, flags.spec)
         if flags.foreground:
             return serve(flags.layout, flags.spec, flags.with_prometheus)
         return start_background(argv, flags.layout, flags.spec)
-    except (BinariesMissingError, RuntimeError) as error:
+    except (BinariesMissingError, ImageMissingError, RuntimeError) as error:
         print(f"trainium-dra up: {error}", file=sys.stderr)
         return 1

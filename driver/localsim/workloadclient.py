@@ -89,8 +89,34 @@ class ClaimEndpoint:
             raise WorkloadError(f"workload API {response.status_code}: {detail}")
         return response.json()
 
-    def submit(self, workload: Mapping[str, Any]) -> dict[str, Any]:
-        job: dict[str, Any] = self._request("POST", "/jobs", {"workload": dict(workload)})
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str]) -> "ClaimEndpoint":
+        """Inside a container: the CDI environment names the mounted socket and token."""
+        try:
+            uid = env["TRAINIUM_DRA_CLAIM_UID"]
+            socket = Path(env["TRAINIUM_DRA_WORKLOAD_SOCKET"])
+            token_file = Path(env["TRAINIUM_DRA_TOKEN_FILE"])
+        except KeyError as err:
+            raise WorkloadError(
+                f"{err.args[0]} is not set: this container got no claim of the driver "
+                "(add a resourceClaims entry to the pod and the container's resources.claims)"
+            ) from None
+        try:
+            token = token_file.read_text().strip()
+        except OSError as err:
+            raise WorkloadError(f"token of claim {uid}: {err}") from err
+        return cls(uid, socket, token)
+
+    def inspect(self) -> dict[str, Any]:
+        """The claim as the node daemon prepared it (cores, LNC, devices)."""
+        view: dict[str, Any] = self._request("GET", "")
+        return view
+
+    def submit(self, workload: Mapping[str, Any], cores: list[int] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"workload": dict(workload)}
+        if cores is not None:
+            body["cores"] = cores
+        job: dict[str, Any] = self._request("POST", "/jobs", body)
         return job
 
     def start(self, workload: Mapping[str, Any]) -> str:

@@ -125,7 +125,7 @@ def results(claim: JSON) -> list[JSON]:
 
 
 @contextlib.contextmanager
-def running_cluster(*up_args: str) -> Iterator[Cluster]:
+def running_cluster(*up_args: str, start_timeout: float = START_TIMEOUT) -> Iterator[Cluster]:
     """`trainium-dra up --foreground` with a parent-death signal; stopped on exit."""
     layout = Layout(short_state_dir())
     log_path = layout.root.parent / f"{layout.root.name}.log"
@@ -138,7 +138,7 @@ def running_cluster(*up_args: str) -> Iterator[Cluster]:
             preexec_fn=die_with_parent,  # noqa: PLW1509
         )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + start_timeout
         while not layout.ready_file.exists():
             if process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(

@@ -1,0 +1,94 @@
+"""`trainium-dra workload`: the entry point of a workload container.
+
+It shows what the container runtime injected from the claim's CDI spec, reaches
+the node's workload API through the CDI-mounted socket with the claim's token,
+optionally runs a simulated workload on the claim's cores, and then holds (a
+training process would keep running) until the pod is stopped. Every line it
+prints is `key=value`, so tests and users can read it from `kubectl logs`.
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError
+
+SHOWN_ENV = ("NEURON_RT_VISIBLE_CORES", "NEURON_LOGICAL_NC_CONFIG", "TRAINIUM_DRA_CLAIM_UID")
+POLL = 0.5
+
+
+def say(key: str, value: Any) -> None:
+    print(f"{key}={value}", flush=True)
+
+
+def run_workload(endpoint: ClaimEndpoint, spec: dict[str, Any], timeout: float) -> None:
+    job = endpoint.submit(spec)
+    deadline = time.monotonic() + timeout
+    while job["state"] in ("queued", "running"):
+        if time.monotonic() > deadline:
+            raise WorkloadError(f"job {job['id']} still {job['state']} after {timeout:.0f}s")
+        time.sleep(POLL)
+        job = endpoint.job(str(job["id"]))
+    say("job", json.dumps({k: job.get(k) for k in ("id", "state", "error")}, sort_keys=True))
+
+
+def probe_other_claim(endpoint: ClaimEndpoint, other_uid: str) -> None:
+    """Use this claim's token on another claim: the node daemon must refuse."""
+    other = ClaimEndpoint(other_uid, endpoint.socket, endpoint.token)
+    try:
+        other.inspect()
+    except WorkloadError as err:
+        say("other_claim", f"refused: {err}")
+        return
+    say("other_claim", "allowed")
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="trainium-dra workload", description=__doc__)
+    p.add_argument(
+        "--spec",
+        default=os.environ.get("TRAINIUM_DRA_WORKLOAD"),
+        help="JSON workload to run on the claim's cores (default: $TRAINIUM_DRA_WORKLOAD)",
+    )
+    p.add_argument(
+        "--probe-claim",
+        default=None,
+        metavar="UID",
+        help="also try another claim's API with this claim's token (must be refused)",
+    )
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the workload")
+    p.add_argument("--exit", action="store_true", help="exit when done instead of holding")
+    args = p.parse_args(argv)
+    for name in SHOWN_ENV:
+        say(name, os.environ.get(name, ""))
+    try:
+        spec = json.loads(args.spec) if args.spec else None
+        endpoint = ClaimEndpoint.from_environment(os.environ)
+        claim = endpoint.inspect()
+        say("workload_api", "reachable")
+        say("claim_cores", ",".join(map(str, claim["visible_cores"])))
+        say("claim_devices", ",".join(claim["devices"]))
+        if args.probe_claim:
+            probe_other_claim(endpoint, args.probe_claim)
+        if spec is not None:
+            run_workload(endpoint, spec, args.timeout)
+    except (WorkloadError, json.JSONDecodeError) as err:
+        say("error", err)
+        return 1
+    if args.exit:
+        return 0
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    say("holding", "until the pod stops")
+    stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

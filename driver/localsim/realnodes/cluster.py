@@ -1,0 +1,171 @@
+"""A cluster of real nodes: the control plane's processes plus, per node,
+containerd, a kubelet and kube-proxy in the node's own namespaces; then the
+Helm chart installed for real, so the controller and the node daemons run as
+pods under their ServiceAccounts.
+
+`cleanup` removes everything a real-node cluster makes outside its state
+directory (namespaces, the bridge, cgroups, mounts), also after a crash.
+"""
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from driver.localsim.binaries import Binaries, NodeBinaries
+from driver.localsim.clusterspec import ClusterSpec, Layout
+from driver.localsim.controlplane import ControlPlane
+from driver.localsim.realnodes import cgroups, mountns, netns, release
+from driver.localsim.realnodes.plan import CGROUP_PARENT, RealNode, plan_nodes
+from driver.localsim.realnodes.runtime import ClusterAccess, NodeRuntime, NodeStartError
+
+NODE_READY_TIMEOUT = 180.0
+NODE_WORKERS = 4
+RESOURCE_HEALTH_GATES = {"ResourceHealthStatus": True}
+"""The kubelet's gate for pods' allocatedResourcesStatus from the health stream."""
+
+
+@dataclass(frozen=True)
+class Images:
+    """Image archives every node's containerd imports, and the names the chart uses."""
+
+    archives: tuple[Path, ...]
+    sandbox: str  # the pause image's name
+    driver_repository: str
+    driver_tag: str
+
+
+class RealNodeCluster:
+    def __init__(
+        self,
+        layout: Layout,
+        spec: ClusterSpec,
+        plane: ControlPlane,
+        binaries: Binaries,
+        images: Images,
+    ) -> None:
+        self.layout = layout
+        self.spec = spec
+        self.plane = plane
+        self.binaries = binaries
+        self.node_binaries = NodeBinaries.locate(binaries)
+        self.images = images
+        self.nodes = plan_nodes(layout.nodes_dir, spec.racks)
+        gates = {**plane.config.feature_gates, **RESOURCE_HEALTH_GATES}
+        access = ClusterAccess(plane.config.url, plane.config.certs, gates, images.sandbox)
+        self.runtimes = [
+            NodeRuntime(node, self.node_binaries, access, layout.logs) for node in self.nodes
+        ]
+
+    def start(self, progress: Callable[[str], None]) -> None:
+        progress(f"creating {len(self.nodes)} real nodes: network, mount namespaces, cgroups")
+        for runtime in self.runtimes:
+            runtime.prepare()
+        progress("starting containerd on every node and importing the images")
+        self._each(self._start_containerd)
+        progress("starting the kubelets and kube-proxies")
+        for runtime in self.runtimes:
+            runtime.start_kubelet()
+            runtime.start_kube_proxy()
+        self._await_nodes_ready(progress)
+        progress("installing the Helm chart (controller Deployment, node DaemonSet)")
+        release.install(
+            self.binaries,
+            self.layout,
+            self.spec,
+            self.images.driver_repository,
+            self.images.driver_tag,
+        )
+        progress("  chart installed; every daemon pod is Ready")
+
+    def _start_containerd(self, runtime: NodeRuntime) -> None:
+        runtime.start_containerd()
+        for archive in self.images.archives:
+            runtime.import_image(archive)
+
+    def _each(self, work: Callable[[NodeRuntime], object]) -> None:
+        with ThreadPoolExecutor(NODE_WORKERS) as pool:
+            list(pool.map(work, self.runtimes))
+
+    def _await_nodes_ready(self, progress: Callable[[str], None]) -> None:
+        names = {node.name for node in self.nodes}
+        deadline = time.monotonic() + NODE_READY_TIMEOUT
+        with self.plane.api_client() as api:
+            core = client.CoreV1Api(api)
+            while True:
+                ready = {n.metadata.name for n in core.list_node().items if node_ready(n)}
+                if names <= ready:
+                    progress(f"  {len(names)} nodes Ready")
+                    return
+                for runtime in self.runtimes:
+                    for child in runtime.dead():
+                        raise NodeStartError(
+                            f"{child.name} exited with code {child.process.returncode}; "
+                            f"log {child.log_path}:\n{child.log_tail()}"
+                        )
+                if time.monotonic() > deadline:
+                    raise NodeStartError(
+                        f"nodes not Ready after {NODE_READY_TIMEOUT:.0f}s: "
+                        f"{', '.join(sorted(names - ready))}; see the kubelet logs in "
+                        f"{self.layout.logs}/"
+                    )
+                time.sleep(0.5)
+
+    def pids(self) -> dict[str, int]:
+        return {
+            child.name: child.process.pid
+            for runtime in self.runtimes
+            for child in runtime.children.values()
+        }
+
+    def record(self) -> dict[str, Any]:
+        """What `status`, tests and `down` need to know of the nodes."""
+        return {
+            "real_nodes": [
+                {"name": n.name, "ip": n.ip, "netns": n.netns, "pod_cidr": n.pod_cidr}
+                for n in self.nodes
+            ]
+        }
+
+    def supervise(self, progress: Callable[[str], None]) -> None:
+        """Restart a node process that died, as systemd does inside a kind node."""
+        for runtime in self.runtimes:
+            for what, child in list(runtime.children.items()):
+                if not child.alive():
+                    progress(
+                        f"{child.name} exited with code {child.process.returncode}; restarting"
+                    )
+                    runtime.restart(what)
+
+    def stop(self) -> None:
+        for runtime in self.runtimes:
+            runtime.stop()
+        cleanup(self.layout.nodes_dir)
+
+
+def node_ready(node: Any) -> bool:
+    conditions = node.status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def cleanup(nodes_dir: Path) -> list[str]:
+    """Remove every trace of real nodes outside the state directory: processes
+    in their cgroups, namespaces, bridge, mounts. Safe to run twice."""
+    removed = []
+    try:
+        parent = f"/{CGROUP_PARENT}"
+        if cgroups.pids(parent) or any(d.exists() for d in cgroups.dirs(parent)):
+            cgroups.kill_all(parent)
+            removed.append(f"cgroup {parent}")
+    except cgroups.CgroupError:
+        pass
+    removed += netns.remove_all()
+    removed += mountns.remove_all(nodes_dir)
+    return removed
+
+
+__all__ = ["Images", "RealNode", "RealNodeCluster", "cleanup"]

@@ -1,0 +1,57 @@
+"""The Helm release of the real-node cluster: the chart installed with the
+real `helm install`, the locally built image, and the cluster's UltraServers."""
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from driver.localsim.binaries import Binaries
+from driver.localsim.chart import CHART_DIR, NAMESPACE, RELEASE, helm_binary
+from driver.localsim.clusterspec import ClusterSpec, Layout, ultraserver_object
+
+VALUES = Path(__file__).resolve().parents[3] / "deploy" / "values" / "real-nodes.yaml"
+INSTALL_TIMEOUT = "5m"
+
+
+class ReleaseError(RuntimeError):
+    """helm install failed; carries helm's message and where to look."""
+
+
+def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, Any]:
+    """What `up` sets on top of deploy/values/real-nodes.yaml (pure)."""
+    return {
+        "driverName": spec.driver,
+        "image": {"repository": repository, "tag": tag},
+        "ultraservers": [
+            {"name": rack.name, "spec": ultraserver_object(rack, spec.mode)["spec"]}
+            for rack in spec.racks
+        ],
+    }
+
+
+def install(
+    binaries: Binaries, layout: Layout, spec: ClusterSpec, repository: str, tag: str
+) -> None:
+    values = layout.root / "real-nodes-values.yaml"
+    values.write_text(yaml.safe_dump(cluster_values(spec, repository, tag)))
+    argv = [
+        str(helm_binary(binaries)),
+        "install",
+        RELEASE,
+        str(CHART_DIR),
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--namespace={NAMESPACE}",
+        "--create-namespace",
+        f"--values={VALUES}",
+        f"--values={values}",
+        "--wait",
+        f"--timeout={INSTALL_TIMEOUT}",
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise ReleaseError(
+            f"helm install {RELEASE} failed: {result.stderr.strip()}; see `kubectl -n {NAMESPACE} "
+            f"get pods,events` and the kubelet logs in {layout.logs}/"
+        )

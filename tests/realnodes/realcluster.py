@@ -1,0 +1,183 @@
+"""The real-node cluster under test and what its tests share: where a node's
+files are on the host, workload pods that run the driver image, and reading
+what their containers printed (through the apiserver and the real kubelet)."""
+
+import json
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from kubernetes import client
+
+from driver.localsim.clusterspec import ClusterSpec
+from driver.localsim.images import driver_image
+from driver.localsim.realnodes import cgroups
+from driver.localsim.realnodes.plan import RealNode, plan_nodes
+from tests.e2e.cluster import JSON, Cluster, wait_for
+
+DRIVER = "trainium.sim.dev"
+NAMESPACE = "trainium-dra"
+
+
+@dataclass
+class RealCluster:
+    cluster: Cluster
+    nodes: dict[str, RealNode]
+
+    @property
+    def api(self) -> client.ApiClient:
+        return self.cluster.api
+
+    def kubectl(self, *args: str, check: bool = True) -> str:
+        return self.cluster.kubectl(*args, check=check).stdout
+
+    def apply(self, *objects: JSON) -> None:
+        """`kubectl apply` of API objects, in order."""
+        for obj in objects:
+            result = subprocess.run(
+                [
+                    str(self.cluster.kubectl_path),
+                    f"--kubeconfig={self.cluster.layout.kubeconfig}",
+                    "apply",
+                    "-f",
+                    "-",
+                ],
+                input=json.dumps(obj),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                raise AssertionError(f"kubectl apply {obj['kind']}: {result.stderr}")
+
+    def running(self, namespace: str, name: str) -> JSON:
+        return self.cluster.running(namespace, name)
+
+    def logs(self, namespace: str, pod: str) -> dict[str, str]:
+        """The `key=value` lines the workload container printed."""
+        text = self.kubectl("-n", namespace, "logs", pod)
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    def wait_logs(self, namespace: str, pod: str, key: str) -> dict[str, str]:
+        return wait_for(
+            f"{key}= in the logs of {namespace}/{pod}",
+            lambda: (lines := self.logs(namespace, pod)).get(key) is not None and lines,
+        )
+
+    def cdi_spec(self, node: str, claim_uid: str) -> Path:
+        return self.nodes[node].dir("cdi") / f"k8s.{DRIVER}-claim_{claim_uid}.json"
+
+    def checkpoint_claims(self, node: str) -> set[str]:
+        path = self.nodes[node].dir("state") / node / "checkpoint.json"
+        if not path.exists():
+            return set()
+        return set(json.loads(path.read_text())["claims"])
+
+    def daemon_pods(self) -> list[JSON]:
+        pods = client.CoreV1Api(self.api).list_namespaced_pod(
+            NAMESPACE, label_selector="app.kubernetes.io/component=node"
+        )
+        return [self.api.sanitize_for_serialization(p) for p in pods.items]
+
+    def daemon_pod(self, node: str) -> JSON:
+        found = [
+            p
+            for p in self.daemon_pods()
+            if p["spec"].get("nodeName") == node and not p["metadata"].get("deletionTimestamp")
+        ]
+        assert len(found) == 1, f"daemon pods on {node}: {[p['metadata']['name'] for p in found]}"
+        return found[0]
+
+    def kubelet_log(self, node: str) -> str:
+        return (self.cluster.layout.logs / f"{node}-kubelet.log").read_text(errors="replace")
+
+    def process_pids(self, node: str, needle: str) -> list[int]:
+        """Host pids of processes in `node`'s cgroups whose command line holds `needle`."""
+        found = []
+        for pid in cgroups.pids(self.nodes[node].cgroup):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if needle in cmdline:
+                found.append(pid)
+        return found
+
+    def kill(self, node: str, needle: str) -> int:
+        pids = self.process_pids(node, needle)
+        assert pids, f"no process matching {needle!r} on {node}"
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return len(pids)
+
+
+def real_cluster(cluster: Cluster) -> RealCluster:
+    data = json.loads(cluster.layout.cluster_file.read_text())
+    spec = ClusterSpec.from_json(data["spec"])
+    nodes = {n.name: n for n in plan_nodes(cluster.layout.nodes_dir, spec.racks)}
+    return RealCluster(cluster, nodes)
+
+
+def workload_pod(
+    namespace: str,
+    name: str,
+    template: str,
+    args: tuple[str, ...] = (),
+    node: str | None = None,
+) -> JSON:
+    """A pod whose one container runs `trainium-dra workload` from the driver image."""
+    spec: JSON = {
+        "containers": [
+            {
+                "name": "main",
+                "image": driver_image().ref,
+                "imagePullPolicy": "Never",
+                "args": ["workload", *args],
+                "resources": {"claims": [{"name": "neuron"}]},
+            }
+        ],
+        "resourceClaims": [{"name": "neuron", "resourceClaimTemplateName": template}],
+        "terminationGracePeriodSeconds": 5,
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def claim_template(
+    namespace: str, name: str, device_class: str, cel: str | None = None, lnc: int | None = None
+) -> JSON:
+    request: JSON = {"name": "neuron", "exactly": {"deviceClassName": device_class}}
+    if cel:
+        request["exactly"]["selectors"] = [{"cel": {"expression": cel}}]
+    devices: JSON = {"requests": [request]}
+    if lnc is not None:
+        devices["config"] = [
+            {
+                "requests": ["neuron"],
+                "opaque": {
+                    "driver": DRIVER,
+                    "parameters": {
+                        "apiVersion": f"{DRIVER}/v1alpha1",
+                        "kind": "NeuronConfig",
+                        "logicalNeuronCore": lnc,
+                    },
+                },
+            }
+        ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": devices}},
+    }
+
+
+def namespace(name: str) -> JSON:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}

@@ -1,0 +1,196 @@
+"""End to end on real nodes: real kubelets and containerd, the chart installed
+with Helm, the driver image running as pods, workload containers that see
+what CDI injected. The kubelet is the client of our plugin here."""
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from kubernetes import client
+
+from tests.e2e.cluster import JSON, running_cluster, wait_for
+from tests.realnodes.realcluster import (
+    DRIVER,
+    NAMESPACE,
+    RealCluster,
+    claim_template,
+    namespace,
+    real_cluster,
+    workload_pod,
+)
+
+pytestmark = pytest.mark.integration
+
+START_TIMEOUT = 900.0
+"""Cold: four nodes import the images and the chart's pods start on them."""
+
+NODE0 = "rack-a-node-0"
+NODE1 = "rack-a-node-1"
+
+
+@pytest.fixture(scope="module")
+def real() -> Iterator[RealCluster]:
+    with running_cluster("--real-nodes", start_timeout=START_TIMEOUT) as cluster:
+        yield real_cluster(cluster)
+
+
+def claim_uid(real: RealCluster, pod: JSON) -> str:
+    uid: str = real.cluster.claim_of(pod)["metadata"]["uid"]
+    return uid
+
+
+def slices(real: RealCluster) -> dict[str, str]:
+    items = client.ResourceV1Api(real.api).list_resource_slice(
+        field_selector=f"spec.driver={DRIVER}"
+    )
+    return {s.metadata.name: s.metadata.uid for s in items.items}
+
+
+def test_the_daemon_pods_register_with_every_real_kubelet(real: RealCluster) -> None:
+    for node in real.nodes:
+        pod = real.daemon_pod(node)
+        assert pod["status"]["phase"] == "Running"
+        log = wait_for(
+            f"the kubelet of {node} to connect to the plugin",
+            lambda node=node: 'chosenService="v1.DRAPlugin"' in (text := real.kubelet_log(node))
+            and text,
+        )
+        assert DRIVER in log
+        registry = real.nodes[node].dir("kubelet") / "plugins_registry"
+        assert any(p.name.startswith(DRIVER) for p in registry.iterdir())
+
+
+CLAIMS = {
+    "one-core": ("core.trainium.sim.dev", f'device.attributes["{DRIVER}"].coreCount == 1', None, 1),
+    "lnc2": ("core.trainium.sim.dev", f'device.attributes["{DRIVER}"].coreCount == 4', 2, 2),
+    "chip": ("chip.trainium.sim.dev", None, None, 8),
+    "server": ("server.trainium.sim.dev", None, None, 8 * 16),
+}
+"""name -> (DeviceClass, CEL, LNC, logical cores the container sees)."""
+
+
+def test_claims_reach_real_containers_through_cdi(real: RealCluster) -> None:
+    ns = "real-claims"
+    real.apply(namespace(ns))
+    for name, (device_class, cel, lnc, _) in CLAIMS.items():
+        real.apply(claim_template(ns, name, device_class, cel, lnc), workload_pod(ns, name, name))
+    seen: dict[str, set[int]] = {}
+    for name, (_, _, lnc, logical) in CLAIMS.items():
+        pod = real.running(ns, name)
+        lines = real.wait_logs(ns, name, "workload_api")
+        cores = [int(c) for c in lines["NEURON_RT_VISIBLE_CORES"].split(",")]
+        assert len(cores) == logical, (name, lines)
+        assert lines["NEURON_LOGICAL_NC_CONFIG"] == str(lnc or 1)
+        assert lines["claim_cores"] == lines["NEURON_RT_VISIBLE_CORES"]
+        assert lines["TRAINIUM_DRA_CLAIM_UID"] == claim_uid(real, pod)
+        node = pod["spec"]["nodeName"]
+        assert real.cdi_spec(node, claim_uid(real, pod)).exists()
+        seen[name] = {(node, c) for c in cores}
+    names = list(seen)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert not seen[a] & seen[b], f"{a} and {b} share cores"
+    other = claim_uid(real, real.running(ns, "chip"))
+    real.apply(workload_pod(ns, "probe", "one-core", ("--probe-claim", other)))
+    real.running(ns, "probe")
+    probe = real.wait_logs(ns, "probe", "other_claim")
+    assert probe["other_claim"].startswith("refused"), probe
+
+
+def test_deleting_the_pod_makes_the_kubelet_unprepare(real: RealCluster) -> None:
+    ns = "real-unprepare"
+    real.apply(namespace(ns), claim_template(ns, "chip", "chip.trainium.sim.dev"))
+    real.apply(workload_pod(ns, "train", "chip"))
+    pod = real.running(ns, "train")
+    node, uid = pod["spec"]["nodeName"], claim_uid(real, pod)
+    assert uid in real.checkpoint_claims(node)
+    spec = real.cdi_spec(node, uid)
+    assert spec.exists()
+    real.kubectl("-n", ns, "delete", "pod", "train", "--wait", "--timeout=120s")
+    wait_for(f"CDI spec {spec.name} removed", lambda: not spec.exists())
+    wait_for("checkpoint entry removed", lambda: uid not in real.checkpoint_claims(node))
+
+
+def test_a_kubelet_restart_keeps_pods_and_prepares_nothing_twice(real: RealCluster) -> None:
+    ns = "real-kubelet-restart"
+    real.apply(namespace(ns), claim_template(ns, "chip", "chip.trainium.sim.dev"))
+    real.apply(workload_pod(ns, "train", "chip", node=NODE1))
+    before = real.running(ns, "train")
+    started = before["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+    uid = claim_uid(real, before)
+    published = slices(real)
+    prepared_before = real.kubelet_log(NODE1).count("NodePrepareResources")
+    real.kill(NODE1, "kubelet --config")
+    wait_for(
+        "the kubelet to come back and connect to the plugin again",
+        lambda: real.kubelet_log(NODE1).count('chosenService="v1.DRAPlugin"') >= 2,
+        timeout=180,
+    )
+    after = real.running(ns, "train")
+    status = after["status"]["containerStatuses"][0]
+    assert status["restartCount"] == 0
+    assert status["state"]["running"]["startedAt"] == started
+    assert uid in real.checkpoint_claims(NODE1)
+    assert slices(real) == published, "the kubelet deleted or replaced ResourceSlices"
+    del prepared_before
+
+
+def test_a_rolling_update_of_the_daemonset_leaves_running_pods_alone(real: RealCluster) -> None:
+    ns = "real-rollout"
+    real.apply(namespace(ns), claim_template(ns, "chip", "chip.trainium.sim.dev"))
+    real.apply(workload_pod(ns, "before", "chip", node=NODE0))
+    before = real.running(ns, "before")
+    started = before["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]
+    old = {p["metadata"]["uid"] for p in real.daemon_pods()}
+    real.kubectl("-n", NAMESPACE, "rollout", "restart", "daemonset/trainium-dra-node")
+    real.kubectl(
+        "-n", NAMESPACE, "rollout", "status", "daemonset/trainium-dra-node", "--timeout=300s"
+    )
+    new = {p["metadata"]["uid"] for p in real.daemon_pods()}
+    assert not old & new
+    pod = real.running(ns, "before")
+    assert pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] == started
+    real.apply(workload_pod(ns, "after", "chip", node=NODE0))
+    real.running(ns, "after")
+    assert real.wait_logs(ns, "after", "workload_api")["workload_api"] == "reachable"
+
+
+def test_a_daemon_killed_during_prepare_recovers_without_leaks(real: RealCluster) -> None:
+    ns = "real-daemon-kill"
+    real.apply(namespace(ns), claim_template(ns, "chip", "chip.trainium.sim.dev"))
+    real.apply(workload_pod(ns, "train", "chip", node=NODE0))
+    real.kill(NODE0, "trainium-dra node")
+    pod = real.running(ns, "train")
+    assert real.wait_logs(ns, "train", "workload_api")["workload_api"] == "reachable"
+    uid = claim_uid(real, pod)
+    cdi_dir = real.nodes[NODE0].dir("cdi")
+    prepared = real.checkpoint_claims(NODE0)
+    assert uid in prepared
+    specs = {p.name for p in cdi_dir.glob(f"k8s.{DRIVER}-claim_*.json")}
+    assert specs == {real.cdi_spec(NODE0, u).name for u in prepared}
+
+
+def test_an_injected_chip_fault_evicts_the_pod_and_reports_health(real: RealCluster) -> None:
+    ns = "real-fault"
+    real.apply(namespace(ns), claim_template(ns, "chip", "chip.trainium.sim.dev"))
+    real.apply(workload_pod(ns, "victim", "chip", node=NODE1))
+    pod = real.running(ns, "victim")
+    device = real.cluster.claim_of(pod)["status"]["allocation"]["devices"]["results"][0]["device"]
+    chip = int(device.rsplit("chip", 1)[1])
+    daemon_ip = real.daemon_pod(NODE1)["status"]["podIP"]
+    response = httpx.post(
+        f"http://{daemon_ip}:8080/sim/v1/faults",
+        json={"node": NODE1, "chip": chip, "kind": "uncorrectable_ecc"},
+        timeout=10,
+    )
+    assert response.status_code < 300, response.text
+    container = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    wait_for(
+        "the pod to be evicted",
+        lambda: real.cluster.pod(ns, "victim") is None,
+        timeout=180,
+    )
+    wait_for(
+        "the container to be stopped by the kubelet",
+        lambda: not real.process_pids(NODE1, container[:12]) and True,
+    )
