@@ -12,13 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from driver.controller.layout import (
-    Layout,
-    PlannedDevice,
-    build_layout,
-    flat_devices,
-    server_name,
-)
+from driver.devicemodel.layout import Layout, PlannedDevice, build_layout, flat_devices
+from driver.devicemodel.naming import server_name
 from simdevice.topology import RackSpec
 
 MAX_DEVICES_PER_SLICE: Final = 64

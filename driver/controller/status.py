@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from driver.controller.health import DeviceHealth
-from driver.controller.layout import PlannedDevice
-from driver.controller.rackspec import NodeMapping
+from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.nodemap import NodeMapping
 
 JSON = dict[str, Any]
 MAX_LISTED: Final = 64

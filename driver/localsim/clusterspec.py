@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS, TopologyError, rack_spec
 
 RACK_LABEL = f"{API_GROUP}/ultraserver"
-SERVER_INDEX_LABEL = f"{API_GROUP}/server-index"
-"""Node labels the UltraServer's node selector and the controller read."""
+"""Node label the UltraServer's node selector reads; the server index label is
+the spec's default one."""
 
 MAX_RACKS = len(string.ascii_lowercase)
 
@@ -101,7 +102,7 @@ class ClusterSpec:
 
 
 def node_labels(rack: RackPlan, server: int) -> dict[str, str]:
-    return {RACK_LABEL: rack.name, SERVER_INDEX_LABEL: str(server)}
+    return {RACK_LABEL: rack.name, DEFAULT_SERVER_INDEX_LABEL: str(server)}
 
 
 def ultraserver_object(rack: RackPlan, mode: str) -> dict[str, Any]:
@@ -115,7 +116,7 @@ def ultraserver_object(rack: RackPlan, mode: str) -> dict[str, Any]:
             "mode": mode,
             "nodes": {
                 "selector": {"matchLabels": {RACK_LABEL: rack.name}},
-                "serverIndexLabel": SERVER_INDEX_LABEL,
+                "serverIndexLabel": DEFAULT_SERVER_INDEX_LABEL,
             },
         },
     }

@@ -10,6 +10,7 @@ from types import FrameType
 from kubernetes import client, config
 from prometheus_client import CollectorRegistry
 
+from driver.devicemodel.placement import PlacementError, find_place
 from driver.httpserve import split_address
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
@@ -21,7 +22,6 @@ from driver.plugin.httpserver import StatusServer
 from driver.plugin.layout import NodeLayout, node_path
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.node import HealthSink, NodeOptions, SimNode
-from driver.plugin.placement import PlacementError, find_place
 from driver.plugin.sockets import SocketPathError
 from driver.plugin.telemetry import TelemetryCollector
 from simdevice.topology import rack_spec

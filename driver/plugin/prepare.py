@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from driver.controller.rackspec import DEFAULT_LNC
+from driver.devicemodel.ultraserver import DEFAULT_LNC
 from driver.plugin import cdi, failpoints
 from driver.plugin.atomicfile import fsync_dir, write_atomic
 from driver.plugin.checkpoint import (

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
 from driver.localsim import podstatus
 from driver.localsim.chart import NAMESPACE, select
 from driver.localsim.clusterspec import (
     RACK_LABEL,
-    SERVER_INDEX_LABEL,
     ClusterSpec,
     ClusterSpecError,
     Layout,
