@@ -2,7 +2,7 @@
 UltraServer objects, and the command lines of the controller and node daemons.
 
 Pure: a `ClusterSpec` and a state directory in, names, paths, objects and
-argv lists out. `serve.py` does the I/O.
+argv lists out. `localcluster.py` does the I/O.
 """
 
 import string
@@ -123,7 +123,7 @@ def ultraserver_object(rack: RackPlan, mode: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Layout:
+class ClusterPaths:
     """Where everything of a cluster lives under its state directory.
 
     Paths are short on purpose: unix socket paths may not exceed 107 bytes.
@@ -187,10 +187,10 @@ STATE_ENTRIES = (
 """Everything `serve` creates under the state directory; `down` removes exactly these."""
 
 
-def controller_argv(layout: Layout, spec: ClusterSpec, http_port: int) -> list[str]:
+def controller_argv(paths: ClusterPaths, spec: ClusterSpec, http_port: int) -> list[str]:
     return [
         "controller",
-        f"--kubeconfig={layout.kubeconfig}",
+        f"--kubeconfig={paths.kubeconfig}",
         f"--driver-name={spec.driver}",
         "--resync-seconds=60",
         f"--http-address=127.0.0.1:{http_port}",
@@ -198,18 +198,18 @@ def controller_argv(layout: Layout, spec: ClusterSpec, http_port: int) -> list[s
 
 
 def node_daemon_argv(
-    layout: Layout, spec: ClusterSpec, rack: RackPlan, http_port: int
+    paths: ClusterPaths, spec: ClusterSpec, rack: RackPlan, http_port: int
 ) -> list[str]:
     """One process serves every node of the rack (multi-node mode)."""
     return [
         "node",
-        f"--kubeconfig={layout.kubeconfig}",
+        f"--kubeconfig={paths.kubeconfig}",
         f"--driver-name={spec.driver}",
         f"--ultraserver={rack.name}",
         f"--generation={rack.generation}",
-        f"--kubelet-root={layout.node_template('k')}",
-        f"--state-dir={layout.node_template('s')}",
-        f"--cdi-dir={layout.node_template('cdi')}",
+        f"--kubelet-root={paths.node_template('k')}",
+        f"--state-dir={paths.node_template('s')}",
+        f"--cdi-dir={paths.node_template('cdi')}",
         f"--http-address=127.0.0.1:{http_port}",
         *(f"--node={rack.node_name(i)}={i}" for i in range(rack.nodes)),
     ]

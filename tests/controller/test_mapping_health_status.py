@@ -6,8 +6,14 @@ import threading
 
 import pytest
 
-from driver.controller.health import Report, device_health, parse_reports, taints, unhealthy_cores
-from driver.controller.status import Observed, compute_status
+from driver.controller.healthtaints import (
+    Report,
+    device_health,
+    parse_reports,
+    taints,
+    unhealthy_cores,
+)
+from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.workqueue import WorkQueue
 from driver.devicemodel.layout import build_layout
 from driver.devicemodel.nodemap import map_nodes, selector_matches

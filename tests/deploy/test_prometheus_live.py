@@ -58,9 +58,9 @@ class Workload:
         self.refs = self.kubelet.pod_claims(rack.api, bound)
         prepared = self.kubelet.prepare(self.refs)
         (self.uid,) = prepared
-        layout = daemon.layout(self.node)
-        token = layout.token_file(self.uid).read_text()
-        transport = httpx.HTTPTransport(uds=str(layout.workload_socket))
+        paths = daemon.paths(self.node)
+        token = paths.token_file(self.uid).read_text()
+        transport = httpx.HTTPTransport(uds=str(paths.workload_socket))
         self.api = httpx.Client(
             transport=transport,
             base_url="http://node",

@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from driver.controller.health import DeviceHealth
+from driver.controller.healthtaints import DeviceHealth
 from driver.devicemodel.layout import PlannedDevice
 from driver.devicemodel.nodemap import NodeMapping
 
