@@ -1,6 +1,6 @@
 """Pod status the kubelet stand-in reports, as pure functions of the pod.
 
-Shapes follow what the kubelet writes: phase, the five pod conditions and one
+Shapes follow what the kubelet writes: phase, the four pod conditions and one
 status per container (waiting, running or terminated).
 """
 
