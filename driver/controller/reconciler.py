@@ -24,10 +24,10 @@ from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.writeplan import Plan, plan_writes
 from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.ultraserver import SpecError, parse_spec
+from driver.jsontypes import JSON
 from driver.names import API_GROUP, API_VERSION
 
 log = logging.getLogger(__name__)
-JSON = dict[str, Any]
 Allocation = tuple[str, str, str]  # driver, pool, device
 
 

@@ -12,8 +12,8 @@ from typing import Any, Final
 from driver.controller.healthtaints import DeviceHealth
 from driver.devicemodel.layout import PlannedDevice
 from driver.devicemodel.nodemap import NodeMapping
+from driver.jsontypes import JSON
 
-JSON = dict[str, Any]
 MAX_LISTED: Final = 64
 """Longest list of unhealthy devices or missing servers shown in status."""
 

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from driver.devicemodel.ultraserver import JSON, UltraServerSpec
+from driver.devicemodel.ultraserver import UltraServerSpec
+from driver.jsontypes import JSON
 
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 

@@ -8,14 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from driver.jsontypes import JSON
 from simdevice.topology import RackSpec, TopologyError, rack_spec
 
 DEFAULT_SERVER_INDEX_LABEL: Final = "trainium.sim.dev/server-index"
 MODES: Final = ("partitioned", "flat")
 FLAT_DEVICES: Final = ("chip", "core")
 DEFAULT_LNC: Final = {"trainium3": 1, "trainium2": 2}
-
-JSON = dict[str, Any]
 
 
 class SpecError(ValueError):

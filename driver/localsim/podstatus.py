@@ -8,7 +8,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-JSON = dict[str, Any]
+from driver.jsontypes import JSON
+
 HOST_IP = "127.0.0.1"
 
 

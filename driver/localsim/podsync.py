@@ -23,6 +23,7 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
+from driver.jsontypes import JSON
 from driver.localsim import podstatus
 from driver.localsim.keyedqueue import KeyedQueue
 from driver.localsim.kubelet import KubeletError, KubeletStandIn
@@ -30,7 +31,6 @@ from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, workloa
 
 log = logging.getLogger("trainium-dra.kubelet")
 
-JSON = dict[str, Any]
 ClaimRef = tuple[str, str, str]  # namespace, uid, name
 
 FAILED_PREPARE = "FailedPrepareDynamicResources"

@@ -14,13 +14,12 @@ from typing import Any
 
 from kubernetes import client
 
+from driver.jsontypes import JSON
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.flags import parse_status
 from driver.localsim.localcluster import admin_client
 from driver.localsim.state import read_cluster, serve_pid
 from driver.names import API_GROUP, API_VERSION, DEVICE_KINDS
-
-JSON = dict[str, Any]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

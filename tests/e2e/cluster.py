@@ -9,10 +9,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kubernetes import client
 
+from driver.jsontypes import JSON
 from driver.localsim.binaries import Binaries
 from driver.localsim.children import die_with_parent, trainium_dra_argv
 from driver.localsim.clusterspec import ClusterPaths
@@ -22,7 +23,6 @@ from tests import waiting
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 START_TIMEOUT = 300.0
 T = TypeVar("T")
-JSON = dict[str, Any]
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
