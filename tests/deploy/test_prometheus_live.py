@@ -22,15 +22,13 @@ import yaml
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.kubelet import KubeletError
 from driver.localsim.prometheus import (
-    PanelQuery,
     PrometheusProcess,
     Targets,
-    dashboard_queries,
     rule_files,
     start_prometheus,
     substitute,
-    variable_queries,
 )
+from tests.deploy.dashboards import PanelQuery, dashboard_queries, variable_queries
 from tests.plugin.daemonproc import Daemon, short_tmpdir
 from tests.plugin.rackfixture import NODES, RACK_ID, Rack, published_rack
 from tests.waiting import wait_for
