@@ -35,7 +35,7 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class CoreTiming:
-    """Timing constants of one NeuronCore generation (DESIGN.md §2)."""
+    """Timing constants of one NeuronCore generation (docs/simulator.md, Timing rules)."""
 
     pe_clock: float  # Hz, the 128x128 systolic array
     matmul_floor_cycles: int  # successive matmuls are spaced at least this much

@@ -10,9 +10,9 @@ from typing import Any, Final
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from driver.jsontypes import JSON
 from driver.names import API_GROUP, API_VERSION
 
-JSON = dict[str, Any]
 PAGE: Final = 500
 
 

@@ -4,6 +4,14 @@ A replica writes only while it holds the Lease. It renews it every
 `renew_seconds`; a replica that cannot renew before the Lease expires stops
 (the caller exits, so nothing written later can race the new holder). A
 replica that stops cleanly hands the Lease back at once.
+
+Why not `kubernetes.leaderelection` with its `LeaseLock`: its `LeaseLock`
+builds its own `CoordinationV1Api()` from the default configuration, not the
+controller's `ApiClient`; `LeaderElection.run` waits to acquire in a loop no
+caller can stop (SIGTERM would wait forever in a standby); it never releases
+the Lease, so a clean stop leaves standbys waiting a full lease duration.
+This module is one attempt per call (`try_acquire`) plus `release`; the
+runner owns the loop and its stop signal.
 """
 
 import datetime

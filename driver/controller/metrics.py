@@ -8,13 +8,13 @@ holding the Lease reconciles, so only it exports rack series.
 
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-JSON = dict[str, Any]
+from driver.jsontypes import JSON
+
 RECONCILE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 CORE_STATES = ("total", "allocated", "free", "unhealthy")
 CONDITIONS = ("Ready", "Published", "Degraded")

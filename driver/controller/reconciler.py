@@ -9,18 +9,25 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from driver.controller.health import Report, device_health, parse_reports, taints, unhealthy_cores
+from driver.controller.healthtaints import (
+    Report,
+    device_health,
+    parse_reports,
+    taints,
+    unhealthy_cores,
+)
 from driver.controller.kube import SLICES, ULTRASERVERS, Kube
 from driver.controller.metrics import ControllerMetrics
-from driver.controller.rackspec import SpecError, map_nodes, parse_spec
-from driver.controller.reconcile import Plan, plan_writes
 from driver.controller.slices import RackInput, build_slices, planned_devices, rack_label
-from driver.controller.status import Observed, compute_status
 from driver.controller.stores import Store
+from driver.controller.ultraserverstatus import Observed, compute_status
+from driver.controller.writeplan import Plan, plan_writes
+from driver.devicemodel.nodemap import map_nodes
+from driver.devicemodel.ultraserver import SpecError, parse_spec
+from driver.jsontypes import JSON
 from driver.names import API_GROUP, API_VERSION
 
 log = logging.getLogger(__name__)
-JSON = dict[str, Any]
 Allocation = tuple[str, str, str]  # driver, pool, device
 
 

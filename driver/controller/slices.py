@@ -10,15 +10,11 @@ flat mode publishes per-node slices of chips or cores without counters.
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from driver.controller.layout import (
-    Layout,
-    PlannedDevice,
-    build_layout,
-    flat_devices,
-    server_name,
-)
+from driver.devicemodel.layout import Layout, PlannedDevice, build_layout, flat_devices
+from driver.devicemodel.naming import server_name
+from driver.jsontypes import JSON
 from simdevice.topology import RackSpec
 
 MAX_DEVICES_PER_SLICE: Final = 64
@@ -32,7 +28,6 @@ MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "trainium-dra-controller"
 
 Taint = Mapping[str, str]
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 UltraServer objects, and the command lines of the controller and node daemons.
 
 Pure: a `ClusterSpec` and a state directory in, names, paths, objects and
-argv lists out. `serve.py` does the I/O.
+argv lists out. `localcluster.py` does the I/O.
 """
 
 import string
@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS, TopologyError, rack_spec
 
 RACK_LABEL = f"{API_GROUP}/ultraserver"
-SERVER_INDEX_LABEL = f"{API_GROUP}/server-index"
-"""Node labels the UltraServer's node selector and the controller read."""
+"""Node label the UltraServer's node selector reads; the server index label is
+the spec's default one."""
 
 MAX_RACKS = len(string.ascii_lowercase)
 
@@ -101,7 +102,7 @@ class ClusterSpec:
 
 
 def node_labels(rack: RackPlan, server: int) -> dict[str, str]:
-    return {RACK_LABEL: rack.name, SERVER_INDEX_LABEL: str(server)}
+    return {RACK_LABEL: rack.name, DEFAULT_SERVER_INDEX_LABEL: str(server)}
 
 
 def ultraserver_object(rack: RackPlan, mode: str) -> dict[str, Any]:
@@ -115,14 +116,14 @@ def ultraserver_object(rack: RackPlan, mode: str) -> dict[str, Any]:
             "mode": mode,
             "nodes": {
                 "selector": {"matchLabels": {RACK_LABEL: rack.name}},
-                "serverIndexLabel": SERVER_INDEX_LABEL,
+                "serverIndexLabel": DEFAULT_SERVER_INDEX_LABEL,
             },
         },
     }
 
 
 @dataclass(frozen=True)
-class Layout:
+class ClusterPaths:
     """Where everything of a cluster lives under its state directory.
 
     Paths are short on purpose: unix socket paths may not exceed 107 bytes.
@@ -187,10 +188,10 @@ STATE_ENTRIES = (
 """Everything `serve` creates under the state directory; `down` removes exactly these."""
 
 
-def controller_argv(layout: Layout, spec: ClusterSpec, http_port: int) -> list[str]:
+def controller_argv(paths: ClusterPaths, spec: ClusterSpec, http_port: int) -> list[str]:
     return [
         "controller",
-        f"--kubeconfig={layout.kubeconfig}",
+        f"--kubeconfig={paths.kubeconfig}",
         f"--driver-name={spec.driver}",
         "--resync-seconds=60",
         f"--http-address=127.0.0.1:{http_port}",
@@ -198,18 +199,18 @@ def controller_argv(layout: Layout, spec: ClusterSpec, http_port: int) -> list[s
 
 
 def node_daemon_argv(
-    layout: Layout, spec: ClusterSpec, rack: RackPlan, http_port: int
+    paths: ClusterPaths, spec: ClusterSpec, rack: RackPlan, http_port: int
 ) -> list[str]:
     """One process serves every node of the rack (multi-node mode)."""
     return [
         "node",
-        f"--kubeconfig={layout.kubeconfig}",
+        f"--kubeconfig={paths.kubeconfig}",
         f"--driver-name={spec.driver}",
         f"--ultraserver={rack.name}",
         f"--generation={rack.generation}",
-        f"--kubelet-root={layout.node_template('k')}",
-        f"--state-dir={layout.node_template('s')}",
-        f"--cdi-dir={layout.node_template('cdi')}",
+        f"--kubelet-root={paths.node_template('k')}",
+        f"--state-dir={paths.node_template('s')}",
+        f"--cdi-dir={paths.node_template('cdi')}",
         f"--http-address=127.0.0.1:{http_port}",
         *(f"--node={rack.node_name(i)}={i}" for i in range(rack.nodes)),
     ]

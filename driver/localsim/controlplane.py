@@ -10,7 +10,6 @@ started it, even when that process is killed.
 import contextlib
 import datetime
 import functools
-import os
 import secrets
 import socket
 import subprocess
@@ -472,11 +471,3 @@ def fake_node_status() -> dict[str, Any]:
             }
         ],
     }
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

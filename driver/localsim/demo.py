@@ -16,7 +16,7 @@ from kubernetes import client
 from driver.localsim import top
 from driver.localsim.binaries import Binaries
 from driver.localsim.flags import parse_up
-from driver.localsim.serve import admin_client
+from driver.localsim.localcluster import admin_client
 from driver.localsim.status import render
 from driver.localsim.up import start_background, usage_lines
 
@@ -28,13 +28,13 @@ RUN_TIMEOUT = 120.0
 
 def main(argv: list[str]) -> int:
     flags = parse_up(argv)
-    layout, spec = flags.layout, flags.spec
-    if start_background(argv, layout, spec) != 0:
+    paths, spec = flags.paths, flags.spec
+    if start_background(argv, paths, spec) != 0:
         return 1
     print(f"\n== applying the demo job ({os.path.relpath(DEMO)}/)")
-    kubectl = [str(Binaries.locate().kubectl), f"--kubeconfig={layout.kubeconfig}"]
+    kubectl = [str(Binaries.locate().kubectl), f"--kubeconfig={paths.kubeconfig}"]
     subprocess.run([*kubectl, "apply", "-f", str(DEMO)], check=True)
-    with admin_client(layout.kubeconfig) as api:
+    with admin_client(paths.kubeconfig) as api:
         core = client.CoreV1Api(api)
         deadline = time.monotonic() + RUN_TIMEOUT
         while True:
@@ -49,13 +49,13 @@ def main(argv: list[str]) -> int:
             time.sleep(0.5)
         subprocess.run([*kubectl, "-n", NAMESPACE, "get", "pods", "-o", "wide"], check=False)
         print("\n== where it runs (trainium-dra status)\n")
-        print(render(layout, spec, api))
+        print(render(paths, spec, api))
     rack = spec.racks[0].name
     print(f"\n== live utilization of {rack} (trainium-dra top), 5 s\n")
     time.sleep(1.0)  # one full utilization window with the jobs running
-    top.main([f"--state-dir={layout.root}", f"--rack={rack}", "--iterations=5"])
+    top.main([f"--state-dir={paths.root}", f"--rack={rack}", "--iterations=5"])
     print("\nThe cluster keeps running.")
-    print("\n".join(usage_lines(layout, spec)))
+    print("\n".join(usage_lines(paths, spec)))
     print(f"  kubectl delete -f {os.path.relpath(DEMO)}/   # remove the demo job")
     return 0
 

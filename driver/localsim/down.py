@@ -7,22 +7,22 @@ from driver.localsim.state import remove_state, serve_pid, stray_pids, terminate
 
 
 def main(argv: list[str]) -> int:
-    layout = parse_down(argv)
-    pid = serve_pid(layout)
+    paths = parse_down(argv)
+    pid = serve_pid(paths)
     if pid is not None:
         print(f"stopping the local cluster (pid {pid}) ...", flush=True)
-        terminate([pid], layout, timeout=60.0)
-    strays = stray_pids(layout)
+        terminate([pid], paths, timeout=60.0)
+    strays = stray_pids(paths)
     if strays:
         print(f"stopping {len(strays)} processes left by a crashed cluster: {strays}")
-        terminate(strays, layout)
-    existed = layout.root.exists()
-    for what in cleanup(layout.nodes_dir):
+        terminate(strays, paths)
+    existed = paths.root.exists()
+    for what in cleanup(paths.nodes_dir):
         print(f"removed {what}")
-    remove_state(layout)
+    remove_state(paths)
     if pid is None and not strays:
         what = "stale state removed" if existed else "nothing to remove"
-        print(f"no local cluster running for {layout.root}; {what}")
+        print(f"no local cluster running for {paths.root}; {what}")
     else:
-        print(f"local cluster stopped; state removed from {layout.root}")
+        print(f"local cluster stopped; state removed from {paths.root}")
     return 0

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.localsim.clusterspec import ClusterSpec, ClusterSpecError, Layout
+from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, ClusterSpecError
 from driver.localsim.state import STATE_DIR_ENV, default_state_dir
 from driver.names import DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS
@@ -21,13 +21,13 @@ def _state_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _layout(args: argparse.Namespace) -> Layout:
-    return Layout((args.state_dir or default_state_dir()).absolute())
+def _layout(args: argparse.Namespace) -> ClusterPaths:
+    return ClusterPaths((args.state_dir or default_state_dir()).absolute())
 
 
 @dataclass(frozen=True)
 class UpFlags:
-    layout: Layout
+    paths: ClusterPaths
     spec: ClusterSpec
     foreground: bool
     with_prometheus: bool = False
@@ -88,7 +88,7 @@ def parse_up(argv: list[str]) -> UpFlags:
     return UpFlags(_layout(args), spec, args.foreground, args.with_prometheus, args.real_nodes)
 
 
-def parse_down(argv: list[str]) -> Layout:
+def parse_down(argv: list[str]) -> ClusterPaths:
     p = argparse.ArgumentParser(
         prog="trainium-dra down",
         description="Stop the local cluster started by `trainium-dra up` and remove its state.",
@@ -97,7 +97,7 @@ def parse_down(argv: list[str]) -> Layout:
     return _layout(p.parse_args(argv))
 
 
-def parse_status(argv: list[str]) -> Layout:
+def parse_status(argv: list[str]) -> ClusterPaths:
     p = argparse.ArgumentParser(
         prog="trainium-dra status",
         description="Racks, devices by kind, allocations by claim and unhealthy devices.",
@@ -108,7 +108,7 @@ def parse_status(argv: list[str]) -> Layout:
 
 @dataclass(frozen=True)
 class TopFlags:
-    layout: Layout
+    paths: ClusterPaths
     rack: str | None
     interval: float
     iterations: int | None

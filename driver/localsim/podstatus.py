@@ -1,6 +1,6 @@
 """Pod status the kubelet stand-in reports, as pure functions of the pod.
 
-Shapes follow what the kubelet writes: phase, the five pod conditions and one
+Shapes follow what the kubelet writes: phase, the four pod conditions and one
 status per container (waiting, running or terminated).
 """
 
@@ -8,7 +8,8 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-JSON = dict[str, Any]
+from driver.jsontypes import JSON
+
 HOST_IP = "127.0.0.1"
 
 

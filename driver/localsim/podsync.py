@@ -23,6 +23,7 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
+from driver.jsontypes import JSON
 from driver.localsim import podstatus
 from driver.localsim.keyedqueue import KeyedQueue
 from driver.localsim.kubelet import KubeletError, KubeletStandIn
@@ -30,7 +31,6 @@ from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, workloa
 
 log = logging.getLogger("trainium-dra.kubelet")
 
-JSON = dict[str, Any]
 ClaimRef = tuple[str, str, str]  # namespace, uid, name
 
 FAILED_PREPARE = "FailedPrepareDynamicResources"
@@ -49,7 +49,6 @@ class PodRecord:
 
     node: str
     claims: list[ClaimRef] = field(default_factory=list)
-    prepared: bool = False
     running: bool = False
     jobs: dict[str, tuple[ClaimEndpoint, str]] = field(default_factory=dict)  # container -> job
     restarts: dict[str, int] = field(default_factory=dict)
@@ -218,7 +217,6 @@ class PodSync:
             if pod["spec"].get("resourceClaims"):
                 record.claims = kubelet.pod_claims(self.api, pod)
                 edits = kubelet.start_pod(self.api, pod, self.cdi_dirs[record.node])
-                record.prepared = True
             else:
                 edits = {}
         except (KubeletError, ApiException) as err:
@@ -300,7 +298,7 @@ class PodSync:
             record.failures += 1
             record.retry_at = time.monotonic() + min(BACKOFF_MAX, 2.0**record.failures)
             return False
-        record.claims, record.prepared, record.running = [], False, False
+        record.claims, record.running = [], False
         record.last_error = ""
         return True
 

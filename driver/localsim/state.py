@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from driver.localsim.clusterspec import STATE_ENTRIES, Layout
+from driver.localsim.clusterspec import STATE_ENTRIES, ClusterPaths
 
 DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "trainium-dra" / "cluster"
 STATE_DIR_ENV = "TRAINIUM_DRA_CLUSTER_DIR"
@@ -26,18 +26,18 @@ def default_state_dir() -> Path:
     return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
 
 
-def read_cluster(layout: Layout) -> dict[str, Any]:
+def read_cluster(paths: ClusterPaths) -> dict[str, Any]:
     try:
-        data: dict[str, Any] = json.loads(layout.cluster_file.read_text())
+        data: dict[str, Any] = json.loads(paths.cluster_file.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
     return data
 
 
-def write_cluster(layout: Layout, data: dict[str, Any]) -> None:
-    tmp = layout.cluster_file.with_suffix(".tmp")
+def write_cluster(paths: ClusterPaths, data: dict[str, Any]) -> None:
+    tmp = paths.cluster_file.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(layout.cluster_file)
+    tmp.replace(paths.cluster_file)
 
 
 def cmdline(pid: int) -> str:
@@ -47,38 +47,38 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def owned(pid: int, layout: Layout) -> bool:
+def owned(pid: int, paths: ClusterPaths) -> bool:
     """The process lives and its command line names this state directory."""
     text = cmdline(pid) + " "
-    return any(f"{layout.root}{end}" in text for end in "/ ")
+    return any(f"{paths.root}{end}" in text for end in "/ ")
 
 
-def serve_pid(layout: Layout) -> int | None:
+def serve_pid(paths: ClusterPaths) -> int | None:
     """The pid of the live `serve` of this state directory, if any."""
     try:
-        pid = int(layout.pid_file.read_text())
+        pid = int(paths.pid_file.read_text())
     except (FileNotFoundError, ValueError):
         return None
-    return pid if owned(pid, layout) else None
+    return pid if owned(pid, paths) else None
 
 
-def stray_pids(layout: Layout) -> list[int]:
+def stray_pids(paths: ClusterPaths) -> list[int]:
     """Recorded children of this cluster that are still alive."""
-    pids = read_cluster(layout).get("pids", {}).values()
-    return [int(p) for p in pids if owned(int(p), layout)]
+    pids = read_cluster(paths).get("pids", {}).values()
+    return [int(p) for p in pids if owned(int(p), paths)]
 
 
-def terminate(pids: list[int], layout: Layout, timeout: float = 30.0) -> None:
+def terminate(pids: list[int], paths: ClusterPaths, timeout: float = 30.0) -> None:
     """SIGTERM, then SIGKILL whatever of this cluster is still alive after `timeout`."""
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while any(owned(p, layout) for p in pids) and time.monotonic() < deadline:
+    while any(owned(p, paths) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     for pid in pids:
-        if owned(pid, layout):
+        if owned(pid, paths):
             _signal(pid, signal.SIGKILL)
-    while any(owned(p, layout) and not _zombie(p) for p in pids):
+    while any(owned(p, paths) and not _zombie(p) for p in pids):
         time.sleep(0.05)
 
 
@@ -94,13 +94,13 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def remove_state(layout: Layout) -> None:
+def remove_state(paths: ClusterPaths) -> None:
     """Remove what `serve` creates (nothing else), then the directory if empty."""
     for name in STATE_ENTRIES:
-        path = layout.root / name
+        path = paths.root / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
-        layout.root.rmdir()  # only when nothing else is in it
+        paths.root.rmdir()  # only when nothing else is in it

@@ -14,13 +14,12 @@ from typing import Any
 
 from kubernetes import client
 
-from driver.localsim.clusterspec import ClusterSpec, Layout
+from driver.jsontypes import JSON
+from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.flags import parse_status
-from driver.localsim.serve import admin_client
+from driver.localsim.localcluster import admin_client
 from driver.localsim.state import read_cluster, serve_pid
 from driver.names import API_GROUP, API_VERSION, DEVICE_KINDS
-
-JSON = dict[str, Any]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -40,12 +39,12 @@ class ClaimCores:
     visible: str
 
 
-def claim_cores(layout: Layout, spec: ClusterSpec, uid: str) -> dict[str, ClaimCores]:
+def claim_cores(paths: ClusterPaths, spec: ClusterSpec, uid: str) -> dict[str, ClaimCores]:
     """Node -> the claim's cores there, read from every node's CDI specs."""
     out = {}
     for rack in spec.racks:
         for node in rack.node_names():
-            path = layout.cdi_dir(node) / f"k8s.{spec.driver}-claim_{uid}.json"
+            path = paths.cdi_dir(node) / f"k8s.{spec.driver}-claim_{uid}.json"
             if not path.exists():
                 continue
             env = dict(
@@ -152,7 +151,7 @@ def unhealthy_rows(racks: Sequence[JSON]) -> list[list[object]]:
     ]
 
 
-def render(layout: Layout, spec: ClusterSpec, api: client.ApiClient) -> str:
+def render(paths: ClusterPaths, spec: ClusterSpec, api: client.ApiClient) -> str:
     custom = client.CustomObjectsApi(api)
     racks = custom.list_cluster_custom_object(API_GROUP, API_VERSION, "ultraservers")["items"]
     claims = api.sanitize_for_serialization(
@@ -165,7 +164,7 @@ def render(layout: Layout, spec: ClusterSpec, api: client.ApiClient) -> str:
         )["items"]
     }
     allocations = allocation_rows(
-        claims, pods, spec.driver, lambda uid: claim_cores(layout, spec, uid)
+        claims, pods, spec.driver, lambda uid: claim_cores(paths, spec, uid)
     )
     unhealthy = unhealthy_rows(racks)
     sections = [
@@ -206,15 +205,15 @@ def render(layout: Layout, spec: ClusterSpec, api: client.ApiClient) -> str:
 
 
 def main(argv: list[str]) -> int:
-    layout = parse_status(argv)
-    data = read_cluster(layout)
-    if serve_pid(layout) is None or not data:
+    paths = parse_status(argv)
+    data = read_cluster(paths)
+    if serve_pid(paths) is None or not data:
         print(
-            f"no local cluster running for {layout.root}; start one with `trainium-dra up`",
+            f"no local cluster running for {paths.root}; start one with `trainium-dra up`",
             file=sys.stderr,
         )
         return 1
     spec = ClusterSpec.from_json(data["spec"])
     with admin_client(Path(data["kubeconfig"])) as api:
-        print(render(layout, spec, api))
+        print(render(paths, spec, api))
     return 0

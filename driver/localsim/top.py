@@ -84,10 +84,10 @@ def render(rack: RackPlan, sample: Sample, now: str, idle_rows: bool = True) -> 
 
 def main(argv: list[str]) -> int:
     flags = parse_top(argv)
-    data = read_cluster(flags.layout)
-    if serve_pid(flags.layout) is None or not data:
+    data = read_cluster(flags.paths)
+    if serve_pid(flags.paths) is None or not data:
         print(
-            f"no local cluster running for {flags.layout.root}; start one with `trainium-dra up`",
+            f"no local cluster running for {flags.paths.root}; start one with `trainium-dra up`",
             file=sys.stderr,
         )
         return 1

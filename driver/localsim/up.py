@@ -7,47 +7,47 @@ import time
 
 from driver.localsim.binaries import Binaries, BinariesMissingError
 from driver.localsim.children import trainium_dra_argv
-from driver.localsim.clusterspec import ClusterSpec, Layout
+from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.flags import parse_up
 from driver.localsim.images import ImageMissingError
+from driver.localsim.localcluster import serve
 from driver.localsim.realnodes.serve import serve_real_nodes
-from driver.localsim.serve import serve
 from driver.localsim.state import read_cluster, remove_state, serve_pid, stray_pids, terminate
 
 UP_TIMEOUT = 300.0
 
 
-def usage_lines(layout: Layout, spec: ClusterSpec) -> list[str]:
+def usage_lines(paths: ClusterPaths, spec: ClusterSpec) -> list[str]:
     rack = spec.racks[0]
     return [
         "",
         "Use it with:",
-        f"  export KUBECONFIG={layout.kubeconfig}",
+        f"  export KUBECONFIG={paths.kubeconfig}",
         f"  kubectl get ultraservers,nodes -l trainium.sim.dev/ultraserver={rack.name}",
         "  kubectl apply -f deploy/examples/single-core/",
         "  trainium-dra status            # racks, devices, allocations, unhealthy devices",
         f"  trainium-dra top --rack {rack.name}   # live per-core utilization",
         "Stop it with: trainium-dra down   (or: make demo-stop)",
-        f"Logs: {layout.logs}/ and {layout.serve_log}",
+        f"Logs: {paths.logs}/ and {paths.serve_log}",
     ]
 
 
-def start_background(argv: list[str], layout: Layout, spec: ClusterSpec) -> int:
-    if (pid := serve_pid(layout)) is not None:
-        running = ClusterSpec.from_json(read_cluster(layout).get("spec") or spec.to_json())
+def start_background(argv: list[str], paths: ClusterPaths, spec: ClusterSpec) -> int:
+    if (pid := serve_pid(paths)) is not None:
+        running = ClusterSpec.from_json(read_cluster(paths).get("spec") or spec.to_json())
         racks = ", ".join(f"{r.name} ({r.generation}, {r.nodes} nodes)" for r in running.racks)
         print(f"local cluster already running (pid {pid}): {racks}")
-        print("\n".join(usage_lines(layout, running)))
+        print("\n".join(usage_lines(paths, running)))
         return 0
-    leftovers = stray_pids(layout)
-    if leftovers or layout.pid_file.exists() or layout.cluster_file.exists():
-        terminate(leftovers, layout)
-        print(f"removed the state of a cluster that did not stop cleanly ({layout.root})")
-    remove_state(layout)
+    leftovers = stray_pids(paths)
+    if leftovers or paths.pid_file.exists() or paths.cluster_file.exists():
+        terminate(leftovers, paths)
+        print(f"removed the state of a cluster that did not stop cleanly ({paths.root})")
+    remove_state(paths)
     Binaries.locate()
-    layout.root.mkdir(parents=True, exist_ok=True)
-    args = [*argv, "--foreground", f"--state-dir={layout.root}"]
-    with layout.serve_log.open("wb") as out:
+    paths.root.mkdir(parents=True, exist_ok=True)
+    args = [*argv, "--foreground", f"--state-dir={paths.root}"]
+    with paths.serve_log.open("wb") as out:
         process = subprocess.Popen(
             trainium_dra_argv(["up", *args]),
             stdin=subprocess.DEVNULL,
@@ -57,45 +57,45 @@ def start_background(argv: list[str], layout: Layout, spec: ClusterSpec) -> int:
         )
     started = time.monotonic()
     shown = 0
-    while not layout.ready_file.exists():
-        lines = layout.serve_log.read_text(errors="replace").splitlines()
+    while not paths.ready_file.exists():
+        lines = paths.serve_log.read_text(errors="replace").splitlines()
         for line in lines[shown:]:
             print(f"  {line}", flush=True)
         shown = len(lines)
         if process.poll() is not None:
-            print(f"local cluster failed to start; see {layout.serve_log}", file=sys.stderr)
-            remove_state_keep_log(layout)
+            print(f"local cluster failed to start; see {paths.serve_log}", file=sys.stderr)
+            remove_state_keep_log(paths)
             return 1
         if time.monotonic() - started > UP_TIMEOUT:
-            terminate([process.pid], layout)
-            print(f"local cluster not ready after {UP_TIMEOUT:.0f}s; see {layout.serve_log}")
+            terminate([process.pid], paths)
+            print(f"local cluster not ready after {UP_TIMEOUT:.0f}s; see {paths.serve_log}")
             return 1
         time.sleep(0.3)
-    for line in layout.serve_log.read_text(errors="replace").splitlines()[shown:]:
+    for line in paths.serve_log.read_text(errors="replace").splitlines()[shown:]:
         print(f"  {line}", flush=True)
     elapsed = time.monotonic() - started
     print(f"\nLocal cluster running (pid {process.pid}), up in {elapsed:.0f}s.")
-    print(f"KUBECONFIG={layout.kubeconfig}")
-    print("\n".join(usage_lines(layout, spec)))
+    print(f"KUBECONFIG={paths.kubeconfig}")
+    print("\n".join(usage_lines(paths, spec)))
     return 0
 
 
-def remove_state_keep_log(layout: Layout) -> None:
+def remove_state_keep_log(paths: ClusterPaths) -> None:
     """After a failed start: keep serve.log (it says why), drop the rest."""
-    log = layout.serve_log.read_bytes() if layout.serve_log.exists() else b""
-    remove_state(layout)
-    layout.root.mkdir(parents=True, exist_ok=True)
-    layout.serve_log.write_bytes(log)
+    log = paths.serve_log.read_bytes() if paths.serve_log.exists() else b""
+    remove_state(paths)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.serve_log.write_bytes(log)
 
 
 def main(argv: list[str]) -> int:
     flags = parse_up(argv)
     try:
         if flags.foreground and flags.real_nodes:
-            return serve_real_nodes(flags.layout, flags.spec)
+            return serve_real_nodes(flags.paths, flags.spec)
         if flags.foreground:
-            return serve(flags.layout, flags.spec, flags.with_prometheus)
-        return start_background(argv, flags.layout, flags.spec)
+            return serve(flags.paths, flags.spec, flags.with_prometheus)
+        return start_background(argv, flags.paths, flags.spec)
     except (BinariesMissingError, ImageMissingError, RuntimeError) as error:
         print(f"trainium-dra up: {error}", file=sys.stderr)
         return 1

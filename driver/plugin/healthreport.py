@@ -1,7 +1,7 @@
 """The node's NodeDeviceHealth object: the controller's input for device taints.
 
 One cluster-scoped object per node, named after it and written only by that
-node's daemon (CRD in charts/trainium-dra/crds, read by driver/controller/health.py).
+node's daemon (CRD in charts/trainium-dra/crds, read by driver/controller/healthtaints.py).
 Unhealthy chips are listed; recovery removes them from the list.
 """
 

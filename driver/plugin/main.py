@@ -10,19 +10,19 @@ from types import FrameType
 from kubernetes import client, config
 from prometheus_client import CollectorRegistry
 
-from driver.httpserve import split_address
+from driver.devicemodel.placement import PlacementError, find_place
+from driver.httpendpoint import split_address
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
 from driver.plugin.checkpoint import CheckpointError
 from driver.plugin.cluster import ApiReader
 from driver.plugin.devices import NodePlace
 from driver.plugin.healthreport import HealthReporter
-from driver.plugin.httpserver import StatusServer
-from driver.plugin.layout import NodeLayout, node_path
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.node import HealthSink, NodeOptions, SimNode
-from driver.plugin.placement import PlacementError, find_place
+from driver.plugin.paths import NodePaths, node_path
 from driver.plugin.sockets import SocketPathError
+from driver.plugin.statusserver import StatusServer
 from driver.plugin.telemetry import TelemetryCollector
 from simdevice.topology import rack_spec
 
@@ -84,7 +84,7 @@ def build_node(
     return SimNode(
         driver=flags.driver_name,
         place=place,
-        layout=NodeLayout(
+        paths=NodePaths(
             kubelet_root=node_path(flags.kubelet_root, place.node_name),
             driver=flags.driver_name,
             state_dir=node_path(flags.state_dir, place.node_name),

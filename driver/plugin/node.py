@@ -21,8 +21,8 @@ from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.cluster import ClusterReader
 from driver.plugin.devices import NodePlace
 from driver.plugin.health import ChipState, HealthMonitor, device_health
-from driver.plugin.layout import NodeLayout
 from driver.plugin.metrics import DriverMetrics
+from driver.plugin.paths import NodePaths
 from driver.plugin.prepare import NodeState, Preparer, ensure_dirs
 from driver.plugin.simhost import SimHost
 from driver.plugin.telemetry import NodeInfo
@@ -69,7 +69,7 @@ class SimNode:
         *,
         driver: str,
         place: NodePlace,
-        layout: NodeLayout,
+        paths: NodePaths,
         reader: ClusterReader,
         metrics: DriverMetrics,
         options: NodeOptions,
@@ -77,18 +77,18 @@ class SimNode:
     ) -> None:
         self.driver = driver
         self.place = place
-        self.layout = layout
+        self.paths = paths
         self.options = options
         self.health_sink = health_sink
-        ensure_dirs(layout)
+        ensure_dirs(paths)
         self.sim = SimHost(place.rack, place.server_index)
-        self.state = NodeState(Checkpoint(layout.checkpoint))
+        self.state = NodeState(Checkpoint(paths.checkpoint))
         self.monitor = HealthMonitor(options.health_timeout)
         self.registration = grpcapi.RegistrationState()
         self.preparer = Preparer(
             driver=driver,
             place=place,
-            layout=layout,
+            paths=paths,
             reader=reader,
             state=self.state,
             metrics=metrics,
@@ -117,21 +117,21 @@ class SimNode:
 
     def start(self) -> None:
         """DRA socket first, then the registration socket, then workload API and health."""
-        layout = self.layout
-        sockets.prepare_dirs(layout)
+        paths = self.paths
+        sockets.prepare_dirs(paths)
         handlers = grpcapi.dra_handlers(self.preparer, self.monitor, self.stopping)
-        self._servers.append(sockets.serve(handlers, layout.dra_socket, self.options.grpc_workers))
+        self._servers.append(sockets.serve(handlers, paths.dra_socket, self.options.grpc_workers))
         registration = grpcapi.registration_handler(
-            self.driver, str(layout.dra_socket), self.registration
+            self.driver, str(paths.dra_socket), self.registration
         )
-        staging = layout.plugin_dir / ".reg.sock"
-        sockets.check_length(layout.registration_socket)
+        staging = paths.plugin_dir / ".reg.sock"
+        sockets.check_length(paths.registration_socket)
         self._servers.append(sockets.serve([registration], staging, 2))
-        sockets.publish(staging, layout.registration_socket)
+        sockets.publish(staging, paths.registration_socket)
         self._start_workload_api()
         self._spawn(self._health_loop, "health")
         self._spawn(self._reconcile, "reconcile")
-        log.info("node %s serving on %s", self.name, layout.dra_socket)
+        log.info("node %s serving on %s", self.name, paths.dra_socket)
 
     def _spawn(self, target: Callable[[], None], what: str) -> None:
         thread = threading.Thread(target=target, name=f"{self.name}-{what}", daemon=True)
@@ -140,7 +140,7 @@ class SimNode:
 
     def _start_workload_api(self) -> None:
         app = create_app(self.name, self.state, self.sim, self.place.rack.chip.cores)
-        listeners = [unix_listener(self.layout.workload_socket)]
+        listeners = [unix_listener(self.paths.workload_socket)]
         if self.options.workload_tcp:
             listeners.append(tcp_listener(*self.options.workload_tcp))
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
@@ -157,9 +157,9 @@ class SimNode:
             "name": self.name,
             "ultraserver": self.place.ultraserver,
             "serverIndex": self.place.server_index,
-            "registrationSocket": str(self.layout.registration_socket),
-            "draSocket": str(self.layout.dra_socket),
-            "workloadSocket": str(self.layout.workload_socket),
+            "registrationSocket": str(self.paths.registration_socket),
+            "draSocket": str(self.paths.dra_socket),
+            "workloadSocket": str(self.paths.workload_socket),
             "workloadTcpPort": self.workload_tcp_port,
             "registered": self.registration.registered,
             "preparedClaims": sorted(self.state.checkpoint.claims),
@@ -205,13 +205,13 @@ class SimNode:
     def stop(self) -> None:
         """Registration socket first (the kubelet drops us), then everything else."""
         self.stopping.set()
-        sockets.remove(self.layout.registration_socket)
+        sockets.remove(self.paths.registration_socket)
         for server in reversed(self._servers):
             server.stop(grace=1.0).wait()
-        sockets.remove(self.layout.dra_socket)
-        sockets.remove(self.layout.plugin_dir / ".reg.sock")
+        sockets.remove(self.paths.dra_socket)
+        sockets.remove(self.paths.plugin_dir / ".reg.sock")
         if self._http is not None:
             self._http.should_exit = True
         for thread in self._threads:
             thread.join(timeout=5.0)
-        sockets.remove(self.layout.workload_socket)
+        sockets.remove(self.paths.workload_socket)

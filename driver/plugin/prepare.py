@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-from driver.controller.rackspec import DEFAULT_LNC
+from driver.devicemodel.ultraserver import DEFAULT_LNC
 from driver.plugin import cdi, failpoints
 from driver.plugin.atomicfile import fsync_dir, write_atomic
 from driver.plugin.checkpoint import (
@@ -31,8 +31,8 @@ from driver.plugin.checkpoint import (
 )
 from driver.plugin.cluster import ClusterReader
 from driver.plugin.devices import ClaimPlan, NodePlace, plan_claim
-from driver.plugin.layout import NodeLayout
 from driver.plugin.metrics import DriverMetrics
+from driver.plugin.paths import NodePaths
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class Preparer:
         *,
         driver: str,
         place: NodePlace,
-        layout: NodeLayout,
+        paths: NodePaths,
         reader: ClusterReader,
         state: NodeState,
         metrics: DriverMetrics,
@@ -123,7 +123,7 @@ class Preparer:
     ) -> None:
         self.driver = driver
         self.place = place
-        self.layout = layout
+        self.paths = paths
         self.reader = reader
         self.state = state
         self.metrics = metrics
@@ -234,18 +234,18 @@ class Preparer:
         record = replace(record, token_sha256=hash_token(token))
         checkpoint.put(record)
         failpoints.reached("prepare-after-checkpoint-started")
-        token_file = self.layout.token_file(ref.uid)
+        token_file = self.paths.token_file(ref.uid)
         token_file.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
         write_atomic(token_file, token.encode(), mode=0o644)
         failpoints.reached("prepare-after-token")
         cdi.write_spec(
-            self.layout.cdi_dir,
+            self.paths.cdi_dir,
             self.driver,
             cdi.ClaimEdits(
                 claim_uid=ref.uid,
                 visible_cores=plan.visible_cores,
                 lnc=plan.lnc,
-                workload_socket=self.layout.workload_socket,
+                workload_socket=self.paths.workload_socket,
                 token_file=token_file,
                 node_name=self.place.node_name,
                 ultraserver=self.place.ultraserver,
@@ -262,9 +262,9 @@ class Preparer:
         with self.state.locked():
             self.release_claim(uid)
             failpoints.reached("unprepare-after-jobs-cancelled")
-            cdi.remove_spec(self.layout.cdi_dir, self.driver, uid)
+            cdi.remove_spec(self.paths.cdi_dir, self.driver, uid)
             failpoints.reached("unprepare-after-cdi-removed")
-            claim_dir = self.layout.token_file(uid).parent
+            claim_dir = self.paths.token_file(uid).parent
             if claim_dir.exists():
                 shutil.rmtree(claim_dir)
                 fsync_dir(claim_dir.parent)
@@ -273,9 +273,9 @@ class Preparer:
             failpoints.reached("unprepare-after-checkpoint-dropped")
 
 
-def ensure_dirs(layout: NodeLayout) -> None:
+def ensure_dirs(paths: NodePaths) -> None:
     """The node's private state dir (0750) and the CDI dir the runtime reads."""
-    layout.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
-    os.chmod(layout.state_dir, 0o750)
-    layout.claims_dir.mkdir(mode=0o711, exist_ok=True)
-    layout.cdi_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    paths.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
+    os.chmod(paths.state_dir, 0o750)
+    paths.claims_dir.mkdir(mode=0o711, exist_ok=True)
+    paths.cdi_dir.mkdir(mode=0o755, parents=True, exist_ok=True)

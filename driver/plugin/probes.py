@@ -21,11 +21,11 @@ PROBE_THREADS = 8
 def node_live(node: SimNode) -> str:
     """ "" when both servers answer, else what failed."""
     try:
-        with kubeletclient.channel(node.layout.registration_socket) as ch:
+        with kubeletclient.channel(node.paths.registration_socket) as ch:
             info = kubeletclient.get_info(ch, PROBE_TIMEOUT)
         if info.name != node.driver:
             return f"registration socket answers for driver {info.name!r}"
-        with kubeletclient.channel(node.layout.dra_socket) as ch:
+        with kubeletclient.channel(node.paths.dra_socket) as ch:
             kubeletclient.node_prepare(ch, [], PROBE_TIMEOUT)
     except grpc.RpcError as err:
         return f"gRPC: {err.code().name}: {err.details()}"

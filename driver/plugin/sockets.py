@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from driver.plugin.layout import NodeLayout
+from driver.plugin.paths import NodePaths
 
 SOCKET_MODE = 0o660
 DIR_MODE = 0o750
@@ -35,11 +35,11 @@ def check_length(path: Path) -> None:
         )
 
 
-def prepare_dirs(layout: NodeLayout) -> None:
+def prepare_dirs(paths: NodePaths) -> None:
     """Create the plugin dir (ours: forced to 0750) and the registry dir if missing."""
-    layout.plugin_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    os.chmod(layout.plugin_dir, DIR_MODE)
-    layout.registry_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    paths.plugin_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(paths.plugin_dir, DIR_MODE)
+    paths.registry_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
 
 
 def serve(

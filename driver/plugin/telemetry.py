@@ -1,4 +1,7 @@
-"""Hardware metrics of every simulated node under neuron-monitor's names.
+"""Hardware metrics of every simulated node, mostly under neuron-monitor's names.
+
+Per-engine utilization, device health and SBUF memory are the driver's own
+additions (docs/node-daemon.md, Metrics, says which is which).
 
 `node_metrics` is a pure function from one node's `ServerTelemetry` to metric
 families; `TelemetryCollector` reads every node at scrape time. Labels: node,

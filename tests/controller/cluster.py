@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
+from driver.jsontypes import JSON
 from driver.localsim.controlplane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 
@@ -24,7 +25,6 @@ CHART = ROOT / "charts" / "trainium-dra"
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 CONTROLLER = ROOT / ".venv" / "bin" / "trainium-dra"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
-JSON = dict[str, Any]
 
 
 def render_chart_file(path: Path, values: Mapping[str, str]) -> str:

@@ -5,7 +5,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from driver.controller.metrics import ControllerMetrics, rack_families
 from driver.controller.probes import ReplicaState, report
-from driver.httpserve import HTTPEndpoint, split_address
+from driver.httpendpoint import HTTPEndpoint, split_address
 from tests.controller.cluster import Samples, metric_key, metric_samples
 
 STATUS = {

@@ -6,11 +6,18 @@ import threading
 
 import pytest
 
-from driver.controller.health import Report, device_health, parse_reports, taints, unhealthy_cores
-from driver.controller.layout import build_layout
-from driver.controller.rackspec import SpecError, map_nodes, parse_spec, selector_matches
-from driver.controller.status import Observed, compute_status
+from driver.controller.healthtaints import (
+    Report,
+    device_health,
+    parse_reports,
+    taints,
+    unhealthy_cores,
+)
+from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.workqueue import WorkQueue
+from driver.devicemodel.layout import build_layout
+from driver.devicemodel.nodemap import map_nodes, selector_matches
+from driver.devicemodel.ultraserver import SpecError, parse_spec
 from simdevice.topology import rack_spec
 
 NOW = datetime.datetime(2026, 12, 2, 10, 0, tzinfo=datetime.UTC)

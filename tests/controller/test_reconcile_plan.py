@@ -3,8 +3,8 @@
 import copy
 from typing import Any
 
-from driver.controller.reconcile import plan_writes
 from driver.controller.slices import RackInput, build_slices
+from driver.controller.writeplan import plan_writes
 from simdevice.topology import rack_spec
 
 OWNER = {

@@ -5,10 +5,10 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from driver.jsontypes import JSON
 from driver.localsim.binaries import Binaries
 from driver.localsim.chart import helm_binary
 from driver.localsim.controlplane import ControlPlane
@@ -16,7 +16,6 @@ from driver.localsim.controlplane import ControlPlane
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainium-dra"
 MONITORING_API = "monitoring.coreos.com/v1"
-JSON = dict[str, Any]
 ACCESS_KINDS = (
     "ServiceAccount",
     "ClusterRole",

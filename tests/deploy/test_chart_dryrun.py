@@ -14,8 +14,9 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from driver.jsontypes import JSON
 from driver.localsim.controlplane import ControlPlane
-from tests.deploy.chart import JSON, Case, cases, fresh_namespace, kubectl, render
+from tests.deploy.chart import Case, cases, fresh_namespace, kubectl, render
 from tests.deploy.conftest import FIELD_MANAGER
 
 pytestmark = pytest.mark.integration

@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from driver.controller import flags as controller_flags
-from driver.httpserve import split_address
+from driver.httpendpoint import split_address
+from driver.jsontypes import JSON
 from driver.plugin import flags as node_flags
 from tests.deploy.chart import (
     CHART,
-    JSON,
     MONITORING_API,
     Case,
     by_kind,

@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
-from driver.controller.rackspec import map_nodes, parse_spec, selector_matches
+from driver.devicemodel.nodemap import map_nodes, selector_matches
+from driver.devicemodel.placement import find_place
+from driver.devicemodel.ultraserver import parse_spec
+from driver.jsontypes import JSON
 from driver.localsim.controlplane import DRA_FEATURE_GATES, RUNTIME_CONFIG, ControlPlane
 from driver.names import device_class_name
-from driver.plugin.placement import find_place
 from tests.deploy.chart import CHART, fresh_namespace, kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND = ROOT / "deploy" / "kind"
-JSON = dict[str, Any]
 
 
 def load(path: Path) -> Any:

@@ -22,15 +22,13 @@ import yaml
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.kubelet import KubeletError
 from driver.localsim.prometheus import (
-    PanelQuery,
     PrometheusProcess,
     Targets,
-    dashboard_queries,
     rule_files,
     start_prometheus,
     substitute,
-    variable_queries,
 )
+from tests.deploy.dashboards import PanelQuery, dashboard_queries, variable_queries
 from tests.plugin.daemonproc import Daemon, short_tmpdir
 from tests.plugin.rackfixture import NODES, RACK_ID, Rack, published_rack
 from tests.waiting import wait_for
@@ -58,9 +56,9 @@ class Workload:
         self.refs = self.kubelet.pod_claims(rack.api, bound)
         prepared = self.kubelet.prepare(self.refs)
         (self.uid,) = prepared
-        layout = daemon.layout(self.node)
-        token = layout.token_file(self.uid).read_text()
-        transport = httpx.HTTPTransport(uds=str(layout.workload_socket))
+        paths = daemon.paths(self.node)
+        token = paths.token_file(self.uid).read_text()
+        transport = httpx.HTTPTransport(uds=str(paths.workload_socket))
         self.api = httpx.Client(
             transport=transport,
             base_url="http://node",

@@ -14,13 +14,12 @@ from driver.localsim.prometheus import (
     NODE_JOB,
     RULES_DIR,
     Targets,
-    dashboard_queries,
     locate_binary,
     prometheus_config,
     rule_files,
     substitute,
-    variable_queries,
 )
+from tests.deploy.dashboards import dashboard_queries, variable_queries
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "charts/trainium-dra/dashboards").glob("*.json"))

@@ -9,20 +9,20 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kubernetes import client
 
+from driver.jsontypes import JSON
 from driver.localsim.binaries import Binaries
 from driver.localsim.children import die_with_parent, trainium_dra_argv
-from driver.localsim.clusterspec import Layout
-from driver.localsim.serve import admin_client
+from driver.localsim.clusterspec import ClusterPaths
+from driver.localsim.localcluster import admin_client
 from tests import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 START_TIMEOUT = 300.0
 T = TypeVar("T")
-JSON = dict[str, Any]
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
@@ -37,13 +37,13 @@ def short_state_dir() -> Path:
 
 @dataclass
 class Cluster:
-    layout: Layout
+    paths: ClusterPaths
     api: client.ApiClient
     kubectl_path: Path
 
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.kubectl_path), f"--kubeconfig={self.layout.kubeconfig}", *args],
+            [str(self.kubectl_path), f"--kubeconfig={self.paths.kubeconfig}", *args],
             capture_output=True,
             text=True,
             check=check,
@@ -108,13 +108,13 @@ class Cluster:
 
     def cdi_env(self, node: str, claim_uid: str) -> dict[str, str]:
         """The environment the node daemon's CDI spec gives the claim's containers."""
-        path = self.layout.cdi_dir(node) / f"k8s.trainium.sim.dev-claim_{claim_uid}.json"
+        path = self.paths.cdi_dir(node) / f"k8s.trainium.sim.dev-claim_{claim_uid}.json"
         spec = json.loads(path.read_text())
         env = spec["devices"][0]["containerEdits"]["env"]
         return dict(item.split("=", 1) for item in env)
 
     def metrics_url(self, rack: str = "rack-a") -> str:
-        data = json.loads(self.layout.cluster_file.read_text())
+        data = json.loads(self.paths.cluster_file.read_text())
         url: str = data["metrics"][rack]
         return url
 
@@ -127,11 +127,11 @@ def results(claim: JSON) -> list[JSON]:
 @contextlib.contextmanager
 def running_cluster(*up_args: str, start_timeout: float = START_TIMEOUT) -> Iterator[Cluster]:
     """`trainium-dra up --foreground` with a parent-death signal; stopped on exit."""
-    layout = Layout(short_state_dir())
-    log_path = layout.root.parent / f"{layout.root.name}.log"
+    paths = ClusterPaths(short_state_dir())
+    log_path = paths.root.parent / f"{paths.root.name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            trainium_dra_argv(["up", "--foreground", f"--state-dir={layout.root}", *up_args]),
+            trainium_dra_argv(["up", "--foreground", f"--state-dir={paths.root}", *up_args]),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -139,14 +139,14 @@ def running_cluster(*up_args: str, start_timeout: float = START_TIMEOUT) -> Iter
         )
     try:
         deadline = time.monotonic() + start_timeout
-        while not layout.ready_file.exists():
+        while not paths.ready_file.exists():
             if process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(
                     f"local cluster did not start:\n{log_path.read_text()[-3000:]}"
                 )
             time.sleep(0.5)
-        with admin_client(layout.kubeconfig) as api:
-            yield Cluster(layout, api, Binaries.locate().kubectl)
+        with admin_client(paths.kubeconfig) as api:
+            yield Cluster(paths, api, Binaries.locate().kubectl)
     finally:
         process.terminate()
         try:
@@ -156,7 +156,7 @@ def running_cluster(*up_args: str, start_timeout: float = START_TIMEOUT) -> Iter
             process.wait()
         log_path.unlink(missing_ok=True)
         subprocess.run(
-            trainium_dra_argv(["down", f"--state-dir={layout.root}"]),
+            trainium_dra_argv(["down", f"--state-dir={paths.root}"]),
             capture_output=True,
             check=False,
         )

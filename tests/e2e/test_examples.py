@@ -226,7 +226,7 @@ def test_device_taint_eviction(cluster: Cluster) -> None:
         claim = cluster.claim_of(pod)
         [result] = results(claim)
         assert result["device"] == "server06-chip02"
-        cdi = cluster.layout.cdi_dir(node_of(pod))
+        cdi = cluster.paths.cdi_dir(node_of(pod))
         spec_file = cdi / f"k8s.trainium.sim.dev-claim_{claim['metadata']['uid']}.json"
         assert spec_file.exists()
         cluster.apply(files[1])
@@ -301,7 +301,7 @@ def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> Non
 
         def status() -> str:
             done = subprocess.run(
-                trainium_dra_argv(["status", f"--state-dir={cluster.layout.root}"]),
+                trainium_dra_argv(["status", f"--state-dir={cluster.paths.root}"]),
                 capture_output=True,
                 text=True,
                 check=True,

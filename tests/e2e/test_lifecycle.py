@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from driver.localsim.children import trainium_dra_argv
-from driver.localsim.clusterspec import Layout
+from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.state import owned
 from tests.e2e.cluster import short_state_dir, wait_for
 
@@ -26,10 +26,10 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def processes(layout: Layout) -> set[int]:
+def processes(paths: ClusterPaths) -> set[int]:
     """Every live process whose command line names the state directory."""
     pids = {int(p) for p in os.listdir("/proc") if p.isdigit()}
-    return {p for p in pids if p != os.getpid() and owned(p, layout) and not zombie(p)}
+    return {p for p in pids if p != os.getpid() and owned(p, paths) and not zombie(p)}
 
 
 def zombie(pid: int) -> bool:
@@ -39,64 +39,64 @@ def zombie(pid: int) -> bool:
         return True
 
 
-def sockets(layout: Layout) -> list[Path]:
-    return [p for p in layout.root.rglob("*") if p.is_socket()] if layout.root.exists() else []
+def sockets(paths: ClusterPaths) -> list[Path]:
+    return [p for p in paths.root.rglob("*") if p.is_socket()] if paths.root.exists() else []
 
 
-def recorded_pids(layout: Layout) -> dict[str, int]:
-    pids: dict[str, int] = json.loads(layout.cluster_file.read_text())["pids"]
+def recorded_pids(paths: ClusterPaths) -> dict[str, int]:
+    pids: dict[str, int] = json.loads(paths.cluster_file.read_text())["pids"]
     return pids
 
 
 @pytest.fixture
-def layout() -> Iterator[Layout]:
-    where = Layout(short_state_dir())
+def paths() -> Iterator[ClusterPaths]:
+    where = ClusterPaths(short_state_dir())
     try:
         yield where
     finally:
         cli("down", f"--state-dir={where.root}")
 
 
-def up(layout: Layout) -> subprocess.CompletedProcess[str]:
-    result = cli("up", f"--state-dir={layout.root}", *SMALL)
+def up(paths: ClusterPaths) -> subprocess.CompletedProcess[str]:
+    result = cli("up", f"--state-dir={paths.root}", *SMALL)
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
 
-def crash(layout: Layout) -> None:
+def crash(paths: ClusterPaths) -> None:
     """SIGKILL `serve`, as a crash or the OOM killer would; its children die with it."""
-    pids = recorded_pids(layout)
+    pids = recorded_pids(paths)
     os.kill(pids["serve"], signal.SIGKILL)
-    wait_for("every process of the crashed cluster gone", lambda: not processes(layout), 60)
+    wait_for("every process of the crashed cluster gone", lambda: not processes(paths), 60)
 
 
-def test_up_twice_then_down(layout: Layout) -> None:
-    first = up(layout)
-    assert f"KUBECONFIG={layout.kubeconfig}" in first.stdout
-    before = processes(layout)
-    recorded = recorded_pids(layout)
+def test_up_twice_then_down(paths: ClusterPaths) -> None:
+    first = up(paths)
+    assert f"KUBECONFIG={paths.kubeconfig}" in first.stdout
+    before = processes(paths)
+    recorded = recorded_pids(paths)
     # serve, the 4 control-plane components, the controller and the rack's node daemon
     assert set(recorded) >= {"serve", "etcd", "kube-apiserver", "controller", "node-rack-a"}
     assert set(recorded.values()) <= before
-    second = up(layout)
+    second = up(paths)
     assert "already running" in second.stdout
-    assert processes(layout) == before
-    assert recorded_pids(layout) == recorded
-    down = cli("down", f"--state-dir={layout.root}")
+    assert processes(paths) == before
+    assert recorded_pids(paths) == recorded
+    down = cli("down", f"--state-dir={paths.root}")
     assert down.returncode == 0 and "stopped" in down.stdout
-    assert not processes(layout)
-    assert not layout.root.exists()
+    assert not processes(paths)
+    assert not paths.root.exists()
 
 
-def test_down_and_up_after_a_crash(layout: Layout) -> None:
-    up(layout)
-    crash(layout)
-    assert sockets(layout), "a killed node daemon leaves its sockets behind"
-    again = up(layout)  # up cleans what the crash left and starts afresh
+def test_down_and_up_after_a_crash(paths: ClusterPaths) -> None:
+    up(paths)
+    crash(paths)
+    assert sockets(paths), "a killed node daemon leaves its sockets behind"
+    again = up(paths)  # up cleans what the crash left and starts afresh
     assert "did not stop cleanly" in again.stdout
-    crash(layout)
-    down = cli("down", f"--state-dir={layout.root}")
+    crash(paths)
+    down = cli("down", f"--state-dir={paths.root}")
     assert down.returncode == 0, down.stderr
-    assert not processes(layout)
-    assert not sockets(layout)
-    assert not layout.root.exists()
+    assert not processes(paths)
+    assert not sockets(paths)
+    assert not paths.root.exists()

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
 from driver.localsim import podstatus
 from driver.localsim.chart import NAMESPACE, select
 from driver.localsim.clusterspec import (
     RACK_LABEL,
-    SERVER_INDEX_LABEL,
+    ClusterPaths,
     ClusterSpec,
     ClusterSpecError,
-    Layout,
     node_daemon_argv,
     node_labels,
     ultraserver_object,
@@ -64,12 +64,12 @@ def test_ultraserver_finds_its_nodes_by_label() -> None:
 
 
 def test_daemon_serves_every_node_of_the_rack_with_short_paths() -> None:
-    layout = Layout(Path("/tmp/tdra-abcdefgh"))
+    paths = ClusterPaths(Path("/tmp/tdra-abcdefgh"))
     spec = ClusterSpec.build()
-    argv = node_daemon_argv(layout, spec, spec.racks[0], 8080)
+    argv = node_daemon_argv(paths, spec, spec.racks[0], 8080)
     nodes = [a for a in argv if a.startswith("--node=")]
     assert nodes[0] == "--node=rack-a-node-0=0" and len(nodes) == 36
-    registration = layout.kubelet_root("rack-a-node-35") / "plugins_registry"
+    registration = paths.kubelet_root("rack-a-node-35") / "plugins_registry"
     assert len(str(registration / "trainium.sim.dev-reg.sock")) <= 107
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from driver.localsim.kubelet import KubeletStandIn
-from driver.plugin.layout import NodeLayout
+from driver.plugin.paths import NodePaths
 from tests.plugin.rackfixture import SITE, Site
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,9 +113,9 @@ class Daemon:
                 )
         return self
 
-    def layout(self, node: str) -> NodeLayout:
+    def paths(self, node: str) -> NodePaths:
         base = self.workdir / node
-        return NodeLayout(
+        return NodePaths(
             base / "kubelet", self.site.driver, base / "state", base / "cdi", self.pod_uid
         )
 

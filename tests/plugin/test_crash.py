@@ -48,21 +48,21 @@ def workdir() -> Iterator[Path]:
 
 
 def assert_clean(daemon: Daemon, node: str) -> None:
-    layout = daemon.layout(node)
-    assert list(layout.cdi_dir.iterdir()) == []
-    assert list(layout.claims_dir.iterdir()) == []
-    assert Checkpoint(layout.checkpoint).claims == {}
+    paths = daemon.paths(node)
+    assert list(paths.cdi_dir.iterdir()) == []
+    assert list(paths.claims_dir.iterdir()) == []
+    assert Checkpoint(paths.checkpoint).claims == {}
 
 
 def assert_prepared_once(daemon: Daemon, node: str, uid: str, cdi_ids: list[str]) -> None:
-    layout = daemon.layout(node)
-    claims = Checkpoint(layout.checkpoint).claims
+    paths = daemon.paths(node)
+    claims = Checkpoint(paths.checkpoint).claims
     assert list(claims) == [uid]
     assert claims[uid].state == PREPARE_COMPLETED
     cores = claims[uid].physical_cores()
     assert len(cores) == 8 and len({chip for chip, _ in cores}) == 1
-    assert len(list(layout.cdi_dir.iterdir())) == 1
-    env = container_edits(layout.cdi_dir, cdi_ids).env
+    assert len(list(paths.cdi_dir.iterdir())) == 1
+    env = container_edits(paths.cdi_dir, cdi_ids).env
     assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, claims[uid].visible_cores))
 
 
@@ -124,13 +124,13 @@ def test_claim_deleted_while_daemon_is_down_is_cleaned_on_restart(
     first = Daemon(workdir, control_plane.kubeconfig, failpoint="prepare-after-cdi").start()
     kubelet = first.kubelet(node)
     crash(first, lambda: kubelet.prepare(kubelet.pod_claims(rack.api, pod)))
-    assert len(list(first.layout(node).cdi_dir.iterdir())) == 1
+    assert len(list(first.paths(node).cdi_dir.iterdir())) == 1
     rack.delete_claim("gone", "gone-pod")
     second = Daemon(workdir, control_plane.kubeconfig).start()
     try:
         wait_for(
             "stale claim to be unprepared",
-            lambda: not Checkpoint(second.layout(node).checkpoint).claims,
+            lambda: not Checkpoint(second.paths(node).checkpoint).claims,
             timeout=20,
         )
         assert_clean(second, node)
@@ -149,8 +149,8 @@ def test_rolling_update_hands_claims_to_the_new_pod(
     kubelet.prepare(refs)
     new = Daemon(workdir, control_plane.kubeconfig, pod_uid="pod-2").start()
     try:
-        old_sockets = (old.layout(node).registration_socket, old.layout(node).dra_socket)
-        new_sockets = (new.layout(node).registration_socket, new.layout(node).dra_socket)
+        old_sockets = (old.paths(node).registration_socket, old.paths(node).dra_socket)
+        new_sockets = (new.paths(node).registration_socket, new.paths(node).dra_socket)
         assert new_sockets[0].name == f"{DRIVER}-pod-2-reg.sock"
         assert new_sockets[1].name == "dra-pod-2.sock"
         assert all(p.is_socket() for p in old_sockets + new_sockets)
@@ -160,7 +160,7 @@ def test_rolling_update_hands_claims_to_the_new_pod(
         plugin = kubelet.register()
         assert plugin.endpoint == new_sockets[1]
         kubelet.prepare(refs)  # the new pod sees the old pod's checkpoint: nothing doubled
-        assert len(Checkpoint(new.layout(node).checkpoint).claims) == 1
+        assert len(Checkpoint(new.paths(node).checkpoint).claims) == 1
         kubelet.unprepare(refs)
         assert_clean(new, node)
     finally:
@@ -171,7 +171,7 @@ def test_damaged_checkpoint_stops_the_daemon_with_a_clear_error(
     control_plane: ControlPlane, workdir: Path
 ) -> None:
     daemon = Daemon(workdir, control_plane.kubeconfig)
-    checkpoint = daemon.layout(SITE.nodes[0]).checkpoint
+    checkpoint = daemon.paths(SITE.nodes[0]).checkpoint
     checkpoint.parent.mkdir(parents=True)
     checkpoint.write_text('{"version": 1, "checksum": "0", "claims": {}}')
     with pytest.raises(AssertionError, match=r"(?s)exit 1\).*checkpoint.json: checksum mismatch"):

@@ -50,8 +50,8 @@ def daemon(
         yield running
         assert running.stop() == 0
         for node in NODES:  # SIGTERM removed every socket
-            layout = running.layout(node)
-            sockets = (layout.registration_socket, layout.dra_socket, layout.workload_socket)
+            paths = running.paths(node)
+            sockets = (paths.registration_socket, paths.dra_socket, paths.workload_socket)
             assert not any(path.exists() for path in sockets)
 
 
@@ -84,17 +84,17 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 def test_sockets_registration_and_probes(daemon: Daemon) -> None:
     for node in NODES:
-        layout = daemon.layout(node)
-        assert stat.S_IMODE(layout.dra_socket.stat().st_mode) == 0o660
-        assert stat.S_IMODE(layout.registration_socket.stat().st_mode) == 0o660
-        assert stat.S_IMODE(layout.plugin_dir.stat().st_mode) == 0o750
-        assert stat.S_IMODE(layout.state_dir.stat().st_mode) == 0o750
+        paths = daemon.paths(node)
+        assert stat.S_IMODE(paths.dra_socket.stat().st_mode) == 0o660
+        assert stat.S_IMODE(paths.registration_socket.stat().st_mode) == 0o660
+        assert stat.S_IMODE(paths.plugin_dir.stat().st_mode) == 0o750
+        assert stat.S_IMODE(paths.state_dir.stat().st_mode) == 0o750
     assert daemon.http("GET", "/healthz").status_code == 200
     assert daemon.http("GET", "/readyz").status_code == 503  # nobody registered yet
     plugins = [daemon.kubelet(node).plugin for node in NODES]
     assert [p.version if p else "" for p in plugins] == ["v1", "v1"]
     for plugin, node in zip(plugins, NODES, strict=True):
-        assert plugin is not None and plugin.endpoint == daemon.layout(node).dra_socket
+        assert plugin is not None and plugin.endpoint == daemon.paths(node).dra_socket
     ready = daemon.http("GET", "/readyz")
     assert ready.status_code == 200, ready.text
     assert set(ready.json()) == set(NODES)
@@ -113,11 +113,11 @@ def test_prepare_run_and_unprepare_a_core_partition(daemon: Daemon, rack: Rack) 
     )
     rack.create_pod("part-pod", "part")
     node, _, (kubelet, refs, prepared) = prepare_pod(daemon, rack, "part-pod")
-    layout = daemon.layout(node)
+    paths = daemon.paths(node)
     (uid,) = prepared
     (device,) = prepared[uid].devices
     cores = expected_cores(device["device_name"], 1)
-    edits = container_edits(layout.cdi_dir, device["cdi_device_ids"])
+    edits = container_edits(paths.cdi_dir, device["cdi_device_ids"])
     assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, cores))
     assert edits.env["NEURON_LOGICAL_NC_CONFIG"] == "1"
     mounts = {m["containerPath"]: Path(m["hostPath"]) for m in edits.mounts}
@@ -158,9 +158,9 @@ def test_prepare_run_and_unprepare_a_core_partition(daemon: Daemon, rack: Rack) 
     assert cancelled.json()["state"] == "cancelled"
 
     kubelet.unprepare(refs)
-    assert list(layout.cdi_dir.iterdir()) == []
-    assert not layout.token_file(uid).parent.exists()
-    assert Checkpoint(layout.checkpoint).claims == {}
+    assert list(paths.cdi_dir.iterdir()) == []
+    assert not paths.token_file(uid).parent.exists()
+    assert Checkpoint(paths.checkpoint).claims == {}
     assert api.get(f"/v1/claims/{uid}/jobs", headers=auth).status_code == 404
     metrics = daemon.http("GET", "/metrics").text
     assert metric(metrics, "trainium_dra_node_prepared_claims", node=node) == 0
@@ -176,7 +176,7 @@ def test_ultraserver_claim_is_prepared_on_every_node(daemon: Daemon, rack: Rack)
         pod = rack.bound_pod(f"whole-{i}")
         assert pod["spec"]["nodeName"] == node
         kubelet = daemon.kubelet(node)
-        edits = kubelet.start_pod(rack.api, pod, daemon.layout(node).cdi_dir)["main"]
+        edits = kubelet.start_pod(rack.api, pod, daemon.paths(node).cdi_dir)["main"]
         # no UltraServer object: the Trainium3 default LNC=1, every core its own id
         assert edits.env["NEURON_LOGICAL_NC_CONFIG"] == "1"
         assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(
@@ -184,7 +184,7 @@ def test_ultraserver_claim_is_prepared_on_every_node(daemon: Daemon, rack: Rack)
         )
         assert edits.env["TRAINIUM_DRA_SERVER_INDEX"] == str(i)
         kubelet.stop_pod(rack.api, pod)
-        assert list(daemon.layout(node).cdi_dir.iterdir()) == []
+        assert list(daemon.paths(node).cdi_dir.iterdir()) == []
     rack.delete_claim("whole", *(f"whole-{i}" for i in range(len(NODES))))
 
 
@@ -200,9 +200,9 @@ def test_bad_config_is_refused_and_nothing_is_written(daemon: Daemon, rack: Rack
         KubeletError, match=r"status.allocation.devices.config: logicalNeuronCore=4"
     ):
         kubelet.prepare(kubelet.pod_claims(rack.api, pod))
-    layout = daemon.layout(node)
-    assert list(layout.cdi_dir.iterdir()) == []
-    assert Checkpoint(layout.checkpoint).claims == {}
+    paths = daemon.paths(node)
+    assert list(paths.cdi_dir.iterdir()) == []
+    assert Checkpoint(paths.checkpoint).claims == {}
     rack.delete_claim("badlnc", "badlnc-pod")
 
 
@@ -213,7 +213,7 @@ def test_32_single_core_devices(daemon: Daemon, rack: Rack) -> None:
     (uid,) = prepared
     assert len(prepared[uid].devices) == 32
     ids = prepared[uid].devices[0]["cdi_device_ids"]
-    edits = container_edits(daemon.layout(node).cdi_dir, ids)
+    edits = container_edits(daemon.paths(node).cdi_dir, ids)
     assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, range(32)))
     assert kubelet.plugin is not None
     with kubeletclient.channel(kubelet.plugin.endpoint) as ch:
@@ -292,13 +292,13 @@ def test_concurrent_prepares_hand_out_each_core_once(daemon: Daemon, rack: Rack)
             pool.map(lambda i: kubelet.prepare(refs[i % 2 :] + refs[: i % 2]), range(16))
         )
     assert all(answer == answers[0] for answer in answers)
-    claims = Checkpoint(daemon.layout(NODES[0]).checkpoint).claims
+    claims = Checkpoint(daemon.paths(NODES[0]).checkpoint).claims
     assert set(claims) == {uid for _, uid, _ in refs}
     a, b = (claims[uid].physical_cores() for _, uid, _ in refs)
     assert len(a) == len(b) == 4 and not a & b
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda _: kubelet.unprepare(refs), range(8)))
-    assert Checkpoint(daemon.layout(NODES[0]).checkpoint).claims == {}
-    assert list(daemon.layout(NODES[0]).cdi_dir.iterdir()) == []
+    assert Checkpoint(daemon.paths(NODES[0]).checkpoint).claims == {}
+    assert list(daemon.paths(NODES[0]).cdi_dir.iterdir()) == []
     for name in names:
         rack.delete_claim(name, f"{name}-pod")

@@ -1,4 +1,4 @@
-"""Checkpoint, CDI spec and socket layout: the files the daemon leaves on a node."""
+"""Checkpoint, CDI spec and socket paths: the files the daemon leaves on a node."""
 
 import json
 import stat
@@ -17,7 +17,7 @@ from driver.plugin.checkpoint import (
     ClaimRecord,
     DeviceRecord,
 )
-from driver.plugin.layout import NodeLayout, node_path
+from driver.plugin.paths import NodePaths, node_path
 
 
 def record(uid: str) -> ClaimRecord:
@@ -96,10 +96,10 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
 
 
 def test_socket_names_follow_the_kubelet_conventions(tmp_path: Path) -> None:
-    plain = NodeLayout(tmp_path, "trainium.sim.dev", tmp_path / "state", tmp_path / "cdi")
+    plain = NodePaths(tmp_path, "trainium.sim.dev", tmp_path / "state", tmp_path / "cdi")
     assert plain.registration_socket == tmp_path / "plugins_registry/trainium.sim.dev-reg.sock"
     assert plain.dra_socket == tmp_path / "plugins/trainium.sim.dev/dra.sock"
-    rolling = NodeLayout(tmp_path, "trainium.sim.dev", tmp_path, tmp_path, pod_uid="p-1")
+    rolling = NodePaths(tmp_path, "trainium.sim.dev", tmp_path, tmp_path, pod_uid="p-1")
     assert rolling.registration_socket.name == "trainium.sim.dev-p-1-reg.sock"
     assert rolling.dra_socket.name == "dra-p-1.sock"
     assert node_path("/sim/{node}/kubelet", "n3") == Path("/sim/n3/kubelet")

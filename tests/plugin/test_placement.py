@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from driver.devicemodel.placement import PlacementError, find_place
 from driver.localsim.controlplane import ControlPlane
-from driver.plugin.placement import PlacementError, find_place
 from tests.plugin.daemonproc import Daemon, short_tmpdir
 from tests.plugin.rackfixture import Site, published_rack
 

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.devices import Attributes, NodePlace, device_attributes
-from driver.plugin.layout import NodeLayout
 from driver.plugin.metrics import DriverMetrics
+from driver.plugin.paths import NodePaths
 from driver.plugin.prepare import ClaimRef, NodeState, Preparer, ensure_dirs
 from tests.plugin.slicedata import DRIVER, RACK, allocated_claim, rack_slice
 
@@ -38,14 +38,14 @@ class ClaimsInMemory:
 
 
 def preparer(root: Path, claim: dict[str, Any]) -> Preparer:
-    layout = NodeLayout(root / "kubelet", DRIVER, root / "state", root / "cdi")
-    ensure_dirs(layout)
+    paths = NodePaths(root / "kubelet", DRIVER, root / "state", root / "cdi")
+    ensure_dirs(paths)
     return Preparer(
         driver=DRIVER,
         place=NodePlace("node-1", "rack-a", 1, RACK),
-        layout=layout,
+        paths=paths,
         reader=ClaimsInMemory(claim),
-        state=NodeState(Checkpoint(layout.checkpoint)),
+        state=NodeState(Checkpoint(paths.checkpoint)),
         metrics=DriverMetrics(CollectorRegistry()),
         release_claim=lambda uid: None,
     )

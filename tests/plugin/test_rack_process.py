@@ -24,7 +24,7 @@ def daemon(control_plane: ControlPlane) -> Iterator[Daemon]:
         running = Daemon(workdir, control_plane.kubeconfig, site=SITE).start(timeout=180)
         yield running
         assert running.stop() == 0
-        assert not any(running.layout(n).registration_socket.exists() for n in SITE.nodes)
+        assert not any(running.paths(n).registration_socket.exists() for n in SITE.nodes)
 
 
 def test_every_node_has_its_own_sockets_and_server(daemon: Daemon) -> None:
@@ -34,7 +34,7 @@ def test_every_node_has_its_own_sockets_and_server(daemon: Daemon) -> None:
     assert set(live.json()) == set(SITE.nodes)
     plugins = [daemon.kubelet(node).plugin for node in SITE.nodes]
     endpoints = {plugin.endpoint for plugin in plugins if plugin is not None}
-    assert endpoints == {daemon.layout(node).dra_socket for node in SITE.nodes}
+    assert endpoints == {daemon.paths(node).dra_socket for node in SITE.nodes}
     described = daemon.http("GET", "/sim/v1/nodes").json()
     assert [d["serverIndex"] for d in described] == list(range(36))
     assert all(d["registered"] for d in described)

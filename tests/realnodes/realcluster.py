@@ -8,13 +8,15 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from driver.localsim.images import driver_image
 from kubernetes import client
 
+from driver.jsontypes import JSON
 from driver.localsim.clusterspec import ClusterSpec
-from driver.localsim.images import driver_image
 from driver.localsim.realnodes import cgroups
 from driver.localsim.realnodes.plan import RealNode, plan_nodes
-from tests.e2e.cluster import JSON, Cluster, wait_for
+from tests.e2e.cluster import Cluster, wait_for
 
 DRIVER = "trainium.sim.dev"
 NAMESPACE = "trainium-dra"
@@ -38,7 +40,7 @@ class RealCluster:
             result = subprocess.run(
                 [
                     str(self.cluster.kubectl_path),
-                    f"--kubeconfig={self.cluster.layout.kubeconfig}",
+                    f"--kubeconfig={self.cluster.paths.kubeconfig}",
                     "apply",
                     "-f",
                     "-",
@@ -60,10 +62,11 @@ class RealCluster:
         return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
     def wait_logs(self, namespace: str, pod: str, key: str) -> dict[str, str]:
-        return wait_for(
-            f"{key}= in the logs of {namespace}/{pod}",
-            lambda: (lines := self.logs(namespace, pod)).get(key) is not None and lines,
-        )
+        def probe() -> dict[str, str] | None:
+            lines = self.logs(namespace, pod)
+            return lines if key in lines else None
+
+        return wait_for(f"{key}= in the logs of {namespace}/{pod}", probe)
 
     def cdi_spec(self, node: str, claim_uid: str) -> Path:
         return self.nodes[node].dir("cdi") / f"k8s.{DRIVER}-claim_{claim_uid}.json"
@@ -90,7 +93,7 @@ class RealCluster:
         return found[0]
 
     def kubelet_log(self, node: str) -> str:
-        return (self.cluster.layout.logs / f"{node}-kubelet.log").read_text(errors="replace")
+        return (self.cluster.paths.logs / f"{node}-kubelet.log").read_text(errors="replace")
 
     def process_pids(self, node: str, needle: str) -> list[int]:
         """Host pids of processes in `node`'s cgroups whose command line holds `needle`."""
@@ -113,9 +116,9 @@ class RealCluster:
 
 
 def real_cluster(cluster: Cluster) -> RealCluster:
-    data = json.loads(cluster.layout.cluster_file.read_text())
+    data = json.loads(cluster.paths.cluster_file.read_text())
     spec = ClusterSpec.from_json(data["spec"])
-    nodes = {n.name: n for n in plan_nodes(cluster.layout.nodes_dir, spec.racks)}
+    nodes = {n.name: n for n in plan_nodes(cluster.paths.nodes_dir, spec.racks)}
     return RealCluster(cluster, nodes)
 
 

@@ -11,9 +11,10 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
 from driver.localsim import binaries
 from driver.localsim.certs import issue_certificate, write_certs
-from driver.localsim.clusterspec import RACK_LABEL, SERVER_INDEX_LABEL, ClusterSpec
+from driver.localsim.clusterspec import RACK_LABEL, ClusterSpec
 from driver.localsim.controlplane import (
     CONTROLLERS,
     ControlPlaneConfig,
@@ -41,7 +42,7 @@ def test_every_node_gets_its_own_address_pod_subnet_namespace_and_cgroup(tmp_pat
     for node in found:
         assert ipaddress.ip_address(node.ip) in plan.NODE_SUBNET
         assert ipaddress.ip_address(node.ip) != gateway
-        assert ipaddress.ip_network(node.pod_cidr).subnet_of(plan.POD_SUPERNET)
+        assert ipaddress.IPv4Network(node.pod_cidr).subnet_of(plan.POD_SUPERNET)
         assert node.labels == {RACK_LABEL: node.rack, SERVER_INDEX_LABEL: str(node.server)}
         assert len(node.veth) <= 15  # IFNAMSIZ - 1
 

@@ -2,13 +2,15 @@
 with Helm, the driver image running as pods, workload containers that see
 what CDI injected. The kubelet is the client of our plugin here."""
 
+import functools
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from kubernetes import client
 
-from tests.e2e.cluster import JSON, running_cluster, wait_for
+from driver.jsontypes import JSON
+from tests.e2e.cluster import running_cluster, wait_for
 from tests.realnodes.realcluster import (
     DRIVER,
     NAMESPACE,
@@ -46,16 +48,20 @@ def slices(real: RealCluster) -> dict[str, str]:
     return {s.metadata.name: s.metadata.uid for s in items.items}
 
 
+def connected(real: RealCluster, node: str, times: int) -> bool:
+    """The kubelet's log says it chose our v1 service at least `times` times."""
+    return real.kubelet_log(node).count('chosenService="v1.DRAPlugin"') >= times
+
+
 def test_the_daemon_pods_register_with_every_real_kubelet(real: RealCluster) -> None:
     for node in real.nodes:
         pod = real.daemon_pod(node)
         assert pod["status"]["phase"] == "Running"
-        log = wait_for(
+        wait_for(
             f"the kubelet of {node} to connect to the plugin",
-            lambda node=node: 'chosenService="v1.DRAPlugin"' in (text := real.kubelet_log(node))
-            and text,
+            functools.partial(connected, real, node, 1),
         )
-        assert DRIVER in log
+        assert DRIVER in real.kubelet_log(node)
         registry = real.nodes[node].dir("kubelet") / "plugins_registry"
         assert any(p.name.startswith(DRIVER) for p in registry.iterdir())
 
@@ -74,7 +80,7 @@ def test_claims_reach_real_containers_through_cdi(real: RealCluster) -> None:
     real.apply(namespace(ns))
     for name, (device_class, cel, lnc, _) in CLAIMS.items():
         real.apply(claim_template(ns, name, device_class, cel, lnc), workload_pod(ns, name, name))
-    seen: dict[str, set[int]] = {}
+    seen: dict[str, set[tuple[str, int]]] = {}
     for name, (_, _, lnc, logical) in CLAIMS.items():
         pod = real.running(ns, name)
         lines = real.wait_logs(ns, name, "workload_api")
@@ -123,7 +129,7 @@ def test_a_kubelet_restart_keeps_pods_and_prepares_nothing_twice(real: RealClust
     real.kill(NODE1, "kubelet --config")
     wait_for(
         "the kubelet to come back and connect to the plugin again",
-        lambda: real.kubelet_log(NODE1).count('chosenService="v1.DRAPlugin"') >= 2,
+        functools.partial(connected, real, NODE1, 2),
         timeout=180,
     )
     after = real.running(ns, "train")

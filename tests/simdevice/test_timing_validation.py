@@ -1,4 +1,4 @@
-"""The model against the published figures (issue 3, item 7) and DESIGN.md §2."""
+"""The model against the published figures and the timing rules of docs/simulator.md."""
 
 import pytest
 

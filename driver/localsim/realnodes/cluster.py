@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client
 
 from driver.localsim.binaries import Binaries, NodeBinaries
-from driver.localsim.clusterspec import ClusterSpec, Layout
+from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.realnodes import cgroups, mountns, netns, release
 from driver.localsim.realnodes.plan import CGROUP_PARENT, RealNode, plan_nodes
@@ -42,23 +42,23 @@ class Images:
 class RealNodeCluster:
     def __init__(
         self,
-        layout: Layout,
+        paths: ClusterPaths,
         spec: ClusterSpec,
         plane: ControlPlane,
         binaries: Binaries,
         images: Images,
     ) -> None:
-        self.layout = layout
+        self.paths = paths
         self.spec = spec
         self.plane = plane
         self.binaries = binaries
         self.node_binaries = NodeBinaries.locate(binaries)
         self.images = images
-        self.nodes = plan_nodes(layout.nodes_dir, spec.racks)
+        self.nodes = plan_nodes(paths.nodes_dir, spec.racks)
         gates = {**plane.config.feature_gates, **RESOURCE_HEALTH_GATES}
         access = ClusterAccess(plane.config.url, plane.config.certs, gates, images.sandbox)
         self.runtimes = [
-            NodeRuntime(node, self.node_binaries, access, layout.logs) for node in self.nodes
+            NodeRuntime(node, self.node_binaries, access, paths.logs) for node in self.nodes
         ]
 
     def start(self, progress: Callable[[str], None]) -> None:
@@ -75,7 +75,7 @@ class RealNodeCluster:
         progress("installing the Helm chart (controller Deployment, node DaemonSet)")
         release.install(
             self.binaries,
-            self.layout,
+            self.paths,
             self.spec,
             self.images.driver_repository,
             self.images.driver_tag,
@@ -111,7 +111,7 @@ class RealNodeCluster:
                     raise NodeStartError(
                         f"nodes not Ready after {NODE_READY_TIMEOUT:.0f}s: "
                         f"{', '.join(sorted(names - ready))}; see the kubelet logs in "
-                        f"{self.layout.logs}/"
+                        f"{self.paths.logs}/"
                     )
                 time.sleep(0.5)
 
@@ -144,7 +144,7 @@ class RealNodeCluster:
     def stop(self) -> None:
         for runtime in self.runtimes:
             runtime.stop()
-        cleanup(self.layout.nodes_dir)
+        cleanup(self.paths.nodes_dir)
 
 
 def node_ready(node: Any) -> bool:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from driver.localsim.clusterspec import RACK_LABEL, SERVER_INDEX_LABEL, RackPlan
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL
+from driver.localsim.clusterspec import RACK_LABEL, RackPlan
 
 BRIDGE = "tdra0"
 """The host bridge every node's veth is plugged into (a kind network's bridge)."""
@@ -102,7 +103,7 @@ class RealNode:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {RACK_LABEL: self.rack, SERVER_INDEX_LABEL: str(self.server)}
+        return {RACK_LABEL: self.rack, DEFAULT_SERVER_INDEX_LABEL: str(self.server)}
 
     def bind_mounts(self) -> list[tuple[Path, str]]:
         """(node directory, standard path) pairs for the node's mount namespace."""

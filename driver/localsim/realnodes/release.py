@@ -9,7 +9,7 @@ import yaml
 
 from driver.localsim.binaries import Binaries
 from driver.localsim.chart import CHART_DIR, NAMESPACE, RELEASE, helm_binary
-from driver.localsim.clusterspec import ClusterSpec, Layout, ultraserver_object
+from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, ultraserver_object
 
 VALUES = Path(__file__).resolve().parents[3] / "deploy" / "values" / "real-nodes.yaml"
 INSTALL_TIMEOUT = "5m"
@@ -32,16 +32,16 @@ def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, An
 
 
 def install(
-    binaries: Binaries, layout: Layout, spec: ClusterSpec, repository: str, tag: str
+    binaries: Binaries, paths: ClusterPaths, spec: ClusterSpec, repository: str, tag: str
 ) -> None:
-    values = layout.root / "real-nodes-values.yaml"
+    values = paths.root / "real-nodes-values.yaml"
     values.write_text(yaml.safe_dump(cluster_values(spec, repository, tag)))
     argv = [
         str(helm_binary(binaries)),
         "install",
         RELEASE,
         str(CHART_DIR),
-        f"--kubeconfig={layout.kubeconfig}",
+        f"--kubeconfig={paths.kubeconfig}",
         f"--namespace={NAMESPACE}",
         "--create-namespace",
         f"--values={VALUES}",
@@ -53,5 +53,5 @@ def install(
     if result.returncode != 0:
         raise ReleaseError(
             f"helm install {RELEASE} failed: {result.stderr.strip()}; see `kubectl -n {NAMESPACE} "
-            f"get pods,events` and the kubelet logs in {layout.logs}/"
+            f"get pods,events` and the kubelet logs in {paths.logs}/"
         )

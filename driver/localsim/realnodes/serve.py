@@ -9,13 +9,13 @@ directory (see `cluster.cleanup`).
 import os
 
 from driver.localsim.binaries import Binaries
-from driver.localsim.clusterspec import ClusterSpec, Layout
+from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.images import driver_image, pause_image
+from driver.localsim.localcluster import SUPERVISE_INTERVAL, Progress, stop_signals
 from driver.localsim.realnodes import netns
 from driver.localsim.realnodes.cluster import Images, RealNodeCluster, cleanup
 from driver.localsim.realnodes.plan import gateway
-from driver.localsim.serve import SUPERVISE_INTERVAL, Progress, stop_signals
 from driver.localsim.state import write_cluster
 
 
@@ -25,14 +25,14 @@ def locate_images() -> Images:
     return Images((pause.archive, driver.archive), pause.ref, repository, tag)
 
 
-def serve_real_nodes(layout: Layout, spec: ClusterSpec) -> int:
+def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec) -> int:
     progress = Progress()
-    layout.ready_file.unlink(missing_ok=True)
-    layout.root.mkdir(parents=True, exist_ok=True)
-    layout.pid_file.write_text(str(os.getpid()))
+    paths.ready_file.unlink(missing_ok=True)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.pid_file.write_text(str(os.getpid()))
     binaries = Binaries.locate()
     images = locate_images()
-    leftovers = cleanup(layout.nodes_dir)
+    leftovers = cleanup(paths.nodes_dir)
     if leftovers:
         progress(f"removed what a crashed real-node cluster left: {', '.join(leftovers)}")
     try:
@@ -40,37 +40,37 @@ def serve_real_nodes(layout: Layout, spec: ClusterSpec) -> int:
         with (
             stop_signals() as stop,
             ControlPlane.running(
-                layout.root,
+                paths.root,
                 binaries=binaries,
                 on_progress=progress,
                 address=gateway(),
                 real_nodes=True,
             ) as plane,
         ):
-            cluster = RealNodeCluster(layout, spec, plane, binaries, images)
+            cluster = RealNodeCluster(paths, spec, plane, binaries, images)
             try:
                 cluster.start(progress)
                 pids = {c.name: c.process.pid for c in plane.components}
                 pids.update(cluster.pids())
                 pids["serve"] = os.getpid()
                 write_cluster(
-                    layout,
+                    paths,
                     {
                         "spec": spec.to_json(),
-                        "kubeconfig": str(layout.kubeconfig),
+                        "kubeconfig": str(paths.kubeconfig),
                         "pids": pids,
                         **cluster.record(),
                     },
                 )
                 progress(f"ready: {len(cluster.nodes)} real nodes")
-                layout.ready_file.touch()
+                paths.ready_file.touch()
                 while not stop.wait(SUPERVISE_INTERVAL):
                     cluster.supervise(progress)
             finally:
                 progress("stopping")
-                layout.ready_file.unlink(missing_ok=True)
+                paths.ready_file.unlink(missing_ok=True)
                 cluster.stop()
     finally:
-        cleanup(layout.nodes_dir)
-        layout.pid_file.unlink(missing_ok=True)
+        cleanup(paths.nodes_dir)
+        paths.pid_file.unlink(missing_ok=True)
     return 0

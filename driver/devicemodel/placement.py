@@ -1,14 +1,15 @@
 """Where a node sits when its flags do not say: found from the UltraServer objects.
 
-Reuses the controller's own spec parsing and node mapping
-(`driver.controller.rackspec`), so the daemon and the controller can never
-disagree about which server a node runs. Pure; the caller fetches the objects.
+Uses the same spec parsing and node mapping as the controller, so the daemon
+and the controller can never disagree about which server a node runs. Pure;
+the caller fetches the objects.
 """
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from driver.controller.rackspec import SpecError, map_nodes, parse_spec
+from driver.devicemodel.nodemap import map_nodes
+from driver.devicemodel.ultraserver import SpecError, parse_spec
 from simdevice.topology import RackSpec
 
 

@@ -24,8 +24,8 @@ from driver.localsim import chart
 from driver.localsim.binaries import Binaries
 from driver.localsim.children import Child, trainium_dra_argv
 from driver.localsim.clusterspec import (
+    ClusterPaths,
     ClusterSpec,
-    Layout,
     RackPlan,
     controller_argv,
     node_daemon_argv,
@@ -84,8 +84,8 @@ def http_ok(url: str) -> bool:
 class LocalCluster:
     """The processes and objects of one running local cluster."""
 
-    def __init__(self, layout: Layout, spec: ClusterSpec, plane: ControlPlane) -> None:
-        self.layout = layout
+    def __init__(self, paths: ClusterPaths, spec: ClusterSpec, plane: ControlPlane) -> None:
+        self.paths = paths
         self.spec = spec
         self.plane = plane
         self.children: dict[str, Child] = {}
@@ -95,7 +95,7 @@ class LocalCluster:
         self.pods: PodSync | None = None
 
     def _start_child(self, name: str, args: list[str]) -> Child:
-        child = Child.start(name, trainium_dra_argv(args), self.layout.logs / f"{name}.log")
+        child = Child.start(name, trainium_dra_argv(args), self.paths.logs / f"{name}.log")
         self.children[name] = child
         self._record()
         return child
@@ -105,10 +105,10 @@ class LocalCluster:
         pids.update({name: c.process.pid for name, c in self.children.items()})
         pids["serve"] = os.getpid()
         write_cluster(
-            self.layout,
+            self.paths,
             {
                 "spec": self.spec.to_json(),
-                "kubeconfig": str(self.layout.kubeconfig),
+                "kubeconfig": str(self.paths.kubeconfig),
                 "metrics": {
                     rack: f"http://127.0.0.1:{p}/metrics" for rack, p in self.ports.items()
                 },
@@ -120,16 +120,16 @@ class LocalCluster:
     def start(self, progress: Progress) -> None:
         binaries = self.plane.binaries or Binaries.locate()
         progress("installing CRDs, DeviceClasses and RBAC from charts/trainium-dra (helm template)")
-        rendered = chart.install(binaries, self.layout.kubeconfig, self.spec.driver)
+        rendered = chart.install(binaries, self.paths.kubeconfig, self.spec.driver)
         kinds = sorted({o["kind"] for o in rendered.applied})
         progress(f"  applied {len(rendered.applied)} objects: {', '.join(kinds)}")
         if rendered.skipped:
             progress(f"  not applied (run as local processes): {', '.join(rendered.skipped)}")
         progress("starting the controller")
         self._start_child(
-            "controller", controller_argv(self.layout, self.spec, self.controller_port)
+            "controller", controller_argv(self.paths, self.spec, self.controller_port)
         )
-        with admin_client(self.layout.kubeconfig) as api:
+        with admin_client(self.paths.kubeconfig) as api:
             for rack in self.spec.racks:
                 progress(
                     f"creating {rack.nodes} Nodes and UltraServer {rack.name} ({rack.generation})"
@@ -142,13 +142,13 @@ class LocalCluster:
             self._await_daemon(rack)
             self._register(rack)
             progress(f"  {rack.nodes} kubelet stand-ins registered the plugin of {rack.name}")
-        api = admin_client(self.layout.kubeconfig)
-        cdi_dirs = {n: self.layout.cdi_dir(n) for r in self.spec.racks for n in r.node_names()}
+        api = admin_client(self.paths.kubeconfig)
+        cdi_dirs = {n: self.paths.cdi_dir(n) for r in self.spec.racks for n in r.node_names()}
         kubelets = {n: k for by_node in self.kubelets.values() for n, k in by_node.items()}
         self.pods = PodSync(api, kubelets, cdi_dirs)
         self.pods.start()
         progress("waiting for the controller to publish the ResourceSlices")
-        with admin_client(self.layout.kubeconfig) as api:
+        with admin_client(self.paths.kubeconfig) as api:
             for rack in self.spec.racks:
                 wait_until(
                     f"waiting for {rack.name} to be published",
@@ -172,7 +172,7 @@ class LocalCluster:
         )
 
     def _start_daemon(self, rack: RackPlan) -> None:
-        argv = node_daemon_argv(self.layout, self.spec, rack, self.ports[rack.name])
+        argv = node_daemon_argv(self.paths, self.spec, rack, self.ports[rack.name])
         self._start_child(f"node-{rack.name}", argv)
 
     def _await_daemon(self, rack: RackPlan) -> None:
@@ -185,7 +185,7 @@ class LocalCluster:
         by_node = self.kubelets.setdefault(rack.name, {})
         for node in rack.node_names():
             kubelet = by_node.get(node) or KubeletStandIn(
-                self.layout.kubelet_root(node), self.spec.driver
+                self.paths.kubelet_root(node), self.spec.driver
             )
             kubelet.register(timeout=READY_TIMEOUT)
             by_node[node] = kubelet
@@ -240,36 +240,36 @@ def stop_signals() -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
-def serve(layout: Layout, spec: ClusterSpec, with_prometheus: bool = False) -> int:
+def serve(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False) -> int:
     """Start everything, report ready, run until signalled, stop everything."""
     progress = Progress()
-    layout.ready_file.unlink(missing_ok=True)
-    layout.root.mkdir(parents=True, exist_ok=True)
-    layout.pid_file.write_text(str(os.getpid()))
+    paths.ready_file.unlink(missing_ok=True)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.pid_file.write_text(str(os.getpid()))
     try:
         with (
             stop_signals() as stop,
-            ControlPlane.running(layout.root, on_progress=progress) as plane,
+            ControlPlane.running(paths.root, on_progress=progress) as plane,
         ):
-            cluster = LocalCluster(layout, spec, plane)
+            cluster = LocalCluster(paths, spec, plane)
             prometheus = None
             try:
                 cluster.start(progress)
                 if with_prometheus:
                     prometheus = start_for_cluster(
-                        layout.root, plane, cluster.ports, cluster.controller_port
+                        paths.root, plane, cluster.ports, cluster.controller_port
                     )
                     progress(f"prometheus: {prometheus.url}")
                 progress(f"ready: {spec.node_count()} nodes in {len(spec.racks)} racks")
-                layout.ready_file.touch()
+                paths.ready_file.touch()
                 while not stop.wait(SUPERVISE_INTERVAL):
                     cluster.supervise(progress)
             finally:
                 progress("stopping")
-                layout.ready_file.unlink(missing_ok=True)
+                paths.ready_file.unlink(missing_ok=True)
                 if prometheus is not None:
                     prometheus.stop()
                 cluster.stop()
     finally:
-        layout.pid_file.unlink(missing_ok=True)
+        paths.pid_file.unlink(missing_ok=True)
     return 0

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry
 
-from driver.httpserve import HTTPEndpoint, Reply, json_reply, metrics_reply
+from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply
 from driver.plugin import probes
 from driver.plugin.node import SimNode
 from simdevice.faults import FAULT_KINDS, Fault, FaultKind

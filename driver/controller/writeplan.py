@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from kubernetes.utils import parse_quantity
 
-JSON = dict[str, Any]
+from driver.jsontypes import JSON
 
 SPEC_FIELDS: Final = (
     "driver",

@@ -1,8 +1,8 @@
 """Which devices one rack publishes and which counters each consumes.
 
-Pure: a RackSpec in, a Layout out. The counter scheme (DESIGN.md §3) makes
-exclusivity exact: two devices can be allocated together iff their cores do
-not overlap.
+Pure: a RackSpec in, a Layout out. The counter scheme (docs/device-model.md,
+"Counters") makes exclusivity exact: two devices can be allocated together
+iff their cores do not overlap.
 
 - A *group* is up to 32 cores of consecutive chips on one server. Each group
   has a *fine* counter set with one counter per physical core.
@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from driver.devicemodel.naming import (
+    ULTRASERVER_DEVICE,
+    chip_name,
+    core_counter,
+    partition_name,
+    server_name,
+)
 from simdevice.topology import ChipPlace, RackSpec, chip_places
 
 MAX_CORES_PER_COUNTER_SET: Final = 32
@@ -109,26 +116,6 @@ class Layout:
         for name, members in self.coarse_sets:
             sets.append((name, {g.name: g.cores for g in members}))
         return sets
-
-
-def core_counter(local_chip: int, core: int) -> str:
-    return f"chip{local_chip:02d}-core{core}"
-
-
-def server_name(server: int) -> str:
-    return f"server{server:02d}"
-
-
-def chip_name(server: int, local_chip: int) -> str:
-    return f"{server_name(server)}-chip{local_chip:02d}"
-
-
-def partition_name(server: int, local_chip: int, start: int, count: int) -> str:
-    base = chip_name(server, local_chip)
-    return f"{base}-core{start}" if count == 1 else f"{base}-cores{start}-{start + count - 1}"
-
-
-ULTRASERVER_DEVICE: Final = "ultraserver"
 
 
 def chips_per_group(rack: RackSpec) -> int:

@@ -9,11 +9,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from driver.controller.health import DeviceHealth
-from driver.controller.layout import PlannedDevice
-from driver.controller.rackspec import NodeMapping
+from driver.controller.healthtaints import DeviceHealth
+from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.nodemap import NodeMapping
+from driver.jsontypes import JSON
 
-JSON = dict[str, Any]
 MAX_LISTED: Final = 64
 """Longest list of unhealthy devices or missing servers shown in status."""
 

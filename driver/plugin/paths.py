@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
-class NodeLayout:
+class NodePaths:
     kubelet_root: Path
     driver: str
     state_dir: Path  # this node's own state directory

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from driver.controller.layout import PlannedDevice
+from driver.devicemodel.layout import PlannedDevice
 
 STATES: Final = ("healthy", "degraded", "failed")
 EFFECTS: Final = {"degraded": "NoSchedule", "failed": "NoExecute"}

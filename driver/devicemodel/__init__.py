@@ -1,0 +1,7 @@
+"""The device model both sides share: an UltraServer's spec, which node runs
+which server, and the devices and counters one rack publishes.
+
+Pure and Kubernetes-object-shaped only (plain dicts in, dataclasses out): the
+controller, the node daemon and the local cluster import it; it imports none
+of them, and `simdevice` (the hardware) stays below it.
+"""

@@ -1,0 +1,28 @@
+"""Device and counter names of one rack: DNS labels a person can read.
+
+The controller publishes these names; nothing parses them back (the node
+daemon reads device attributes instead), so they may change without breaking
+allocations, but not without renaming every published device.
+"""
+
+from typing import Final
+
+
+def core_counter(local_chip: int, core: int) -> str:
+    return f"chip{local_chip:02d}-core{core}"
+
+
+def server_name(server: int) -> str:
+    return f"server{server:02d}"
+
+
+def chip_name(server: int, local_chip: int) -> str:
+    return f"{server_name(server)}-chip{local_chip:02d}"
+
+
+def partition_name(server: int, local_chip: int, start: int, count: int) -> str:
+    base = chip_name(server, local_chip)
+    return f"{base}-core{start}" if count == 1 else f"{base}-cores{start}-{start + count - 1}"
+
+
+ULTRASERVER_DEVICE: Final = "ultraserver"
