@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -115,16 +116,23 @@ def dra_handler(service: str, api: Any, preparer: Preparer) -> grpc.GenericRpcHa
 def health_handler(
     monitor: HealthMonitor, stopping: threading.Event
 ) -> grpc.GenericRpcHandler[Any, Any]:
-    """NodeWatchResources: the full device list now, then again on every change."""
+    """NodeWatchResources: the full device list now, again on every change, and
+    again whenever a third of the health-check timeout passed without one: the
+    kubelet marks a device Unknown once its last update is older than that."""
     api = kubeletapi.health
     status = {True: api.HEALTHY, False: api.UNHEALTHY}
+    resend = monitor.timeout_seconds / 3
 
     def watch(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         version = -1
+        sent = time.monotonic()
         while context.is_active() and not stopping.is_set():
             version, devices = monitor.wait_change(version, timeout=1.0)
             if devices is None:
-                continue
+                if time.monotonic() - sent < resend:
+                    continue
+                devices = monitor.devices()
+            sent = time.monotonic()
             yield api.NodeWatchResourcesResponse(
                 devices=[
                     api.DeviceHealth(

@@ -31,6 +31,10 @@ def short_tmpdir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+HEALTH_TIMEOUT = 3
+"""Seconds; short, so the health stream's resends show within a test."""
+
+
 class Daemon:
     def __init__(
         self,
@@ -78,6 +82,8 @@ class Daemon:
             "127.0.0.1:0",
             "--health-interval",
             "0.2",
+            "--health-timeout",
+            str(HEALTH_TIMEOUT),
             "--slice-cache-seconds",
             "0",
             "--pod-uid",

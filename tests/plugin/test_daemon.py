@@ -17,7 +17,7 @@ from driver.plugin import kubeletapi, kubeletclient
 from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.devices import device_attributes
 from simdevice.topology import CoreRange
-from tests.plugin.daemonproc import Daemon, short_tmpdir
+from tests.plugin.daemonproc import HEALTH_TIMEOUT, Daemon, short_tmpdir
 from tests.plugin.rackfixture import DRIVER, NODES, RACK, Rack, published_rack, slices
 from tests.waiting import wait_for
 
@@ -276,6 +276,23 @@ def test_fault_reaches_health_stream_and_report_and_clears(
     rack.delete_claim("sick", "sick-pod")
     for n in NODES:
         control_plane.kubectl("delete", "nodedevicehealths", n, "--ignore-not-found")
+
+
+def test_the_health_stream_resends_within_the_kubelets_timeout(daemon: Daemon) -> None:
+    """Without changes the full list comes again before the kubelet would call
+    the devices Unknown (its timeout is the one the stream reports)."""
+    stream = daemon.kubelet(NODES[0]).watch_health()
+    first = next(stream)
+    started = time.monotonic()
+    second = next(stream)
+    waited = time.monotonic() - started
+    stream.cancel()
+    timeout = first.devices[0].health_check_timeout_seconds
+    assert timeout == HEALTH_TIMEOUT
+    assert waited < timeout
+    assert [d.device.device_name for d in second.devices] == [
+        d.device.device_name for d in first.devices
+    ]
 
 
 def test_concurrent_prepares_hand_out_each_core_once(daemon: Daemon, rack: Rack) -> None:
