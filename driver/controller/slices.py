@@ -119,7 +119,7 @@ def _partitioned(inp: RackInput, layout: Layout) -> list[tuple[str, JSON]]:
             ]
             if group == groups[-1]:
                 members += [d for d in devices if d.kind == "server"]
-            out.append((group.name, {"nodeName": node, "devices": _devices(inp, members)}))
+            out.append((group.name, {**only_node(node), "devices": _devices(inp, members)}))
     if len(inp.nodes) == inp.rack.servers and inp.rack_nodes is not None:
         rack_device = layout.devices[-1]
         out.append(
@@ -141,8 +141,16 @@ def _flat(inp: RackInput) -> list[tuple[str, JSON]]:
         ]
         for i, chunk in enumerate(chunks):
             suffix = server_name(server) if len(chunks) == 1 else f"{server_name(server)}-{i}"
-            out.append((suffix, {"nodeName": node, "devices": _devices(inp, chunk)}))
+            out.append((suffix, {**only_node(node), "devices": _devices(inp, chunk)}))
     return out
+
+
+def only_node(node: str) -> JSON:
+    """Select one node by name without `spec.nodeName`: the kubelet deletes every
+    slice whose nodeName is its node when it starts and after a plugin leaves,
+    and these slices are the controller's, not the kubelet's plugin's."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {"nodeSelector": {"nodeSelectorTerms": [term]}}
 
 
 def _devices(inp: RackInput, devices: Iterable[PlannedDevice]) -> list[JSON]:

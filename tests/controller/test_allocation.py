@@ -404,7 +404,11 @@ def test_rack_status_counts_devices_and_conditions(api: client.ApiClient) -> Non
 def test_slices_read_as_core_ranges_of_chips_of_servers(api: client.ApiClient) -> None:
     by_name = {s["metadata"]["name"]: s for s in rack_slices(api, RACK)}
     server7 = by_name[f"{RACK}.server07.trainium.sim.dev"]
-    assert server7["spec"]["nodeName"] == GEN2_NODES[7]
+    assert "nodeName" not in server7["spec"]
+    (term,) = server7["spec"]["nodeSelector"]["nodeSelectorTerms"]
+    assert term["matchFields"] == [
+        {"key": "metadata.name", "operator": "In", "values": [GEN2_NODES[7]]}
+    ]
     device = next(d for d in server7["spec"]["devices"] if d["name"] == "server07-chip02-cores4-7")
     a = device["attributes"]
     assert (

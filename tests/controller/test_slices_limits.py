@@ -48,6 +48,7 @@ def test_every_limit_holds(generation: str, mode: str, flat_device: str) -> None
             if k in spec
         ]
         assert len(selections) == 1
+        assert "nodeName" not in spec, "a kubelet deletes the slices named after its node"
         sets = spec.get("sharedCounters", [])
         assert len(sets) <= MAX_COUNTER_SETS
         for counter_set in sets:
