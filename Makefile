@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN_DIR_FILE := build/bin-dir
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries test lint unit demo demo-stop bench-sim bench-controller bench-node clean
+.PHONY: venv binaries test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -45,6 +45,11 @@ test: venv lint binaries
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
 demo: venv binaries
 	$(WITH_BINARIES) $(PY) -m driver.localsim.demo $(DEMO_ARGS)
+
+# The same with real kubelets, containerd and the chart installed by helm
+# (root; docs/real-nodes.md): one Trn3 Gen1 UltraServer, 4 real nodes.
+demo-nodes: venv binaries image
+	$(WITH_BINARIES) $(PY) -m driver.localsim.demo --real-nodes $(DEMO_ARGS)
 
 demo-stop: venv
 	$(VENV)/bin/trainium-dra down

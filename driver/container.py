@@ -27,7 +27,9 @@ def say(key: str, value: Any) -> None:
 
 
 def run_workload(endpoint: ClaimEndpoint, spec: dict[str, Any], timeout: float) -> None:
+    """Submit, then wait until the job ends (for `--exit`)."""
     job = endpoint.submit(spec)
+    say("job_submitted", job["id"])
     deadline = time.monotonic() + timeout
     while job["state"] in ("queued", "running"):
         if time.monotonic() > deadline:
@@ -62,7 +64,11 @@ def main(argv: list[str]) -> int:
         help="also try another claim's API with this claim's token (must be refused)",
     )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the workload")
-    p.add_argument("--exit", action="store_true", help="exit when done instead of holding")
+    p.add_argument(
+        "--exit",
+        action="store_true",
+        help="wait for the workload to finish and exit, instead of holding until the pod stops",
+    )
     args = p.parse_args(argv)
     for name in SHOWN_ENV:
         say(name, os.environ.get(name, ""))
@@ -75,8 +81,10 @@ def main(argv: list[str]) -> int:
         say("claim_devices", ",".join(claim["devices"]))
         if args.probe_claim:
             probe_other_claim(endpoint, args.probe_claim)
-        if spec is not None:
+        if spec is not None and args.exit:
             run_workload(endpoint, spec, args.timeout)
+        elif spec is not None:
+            say("job_submitted", endpoint.start(spec))
     except (WorkloadError, json.JSONDecodeError) as err:
         say("error", err)
         return 1

@@ -20,10 +20,35 @@ from driver.localsim.localcluster import admin_client
 from driver.localsim.status import render
 from driver.localsim.up import start_background, usage_lines
 
-DEMO = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "demo-job"
+EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+DEMO = EXAMPLES / "demo-job"
+REAL_NODES_DEMO = EXAMPLES / "whole-chip"
 NAMESPACE = "demo"
 WORKERS = 4
 RUN_TIMEOUT = 120.0
+
+
+def real_nodes_demo(kubectl: list[str]) -> int:
+    """One whole chip for a real container: what it sees, through the real kubelet."""
+    print(f"\n== applying {os.path.relpath(REAL_NODES_DEMO)}/ (a pod on a whole chip)")
+    subprocess.run([*kubectl, "apply", "-f", str(REAL_NODES_DEMO)], check=True)
+    namespace = ["-n", "example-whole-chip"]
+    waited = subprocess.run(
+        [*kubectl, *namespace, "wait", "pod/train", "--for=condition=Ready", "--timeout=180s"],
+        check=False,
+    )
+    subprocess.run([*kubectl, *namespace, "get", "pods", "-o", "wide"], check=False)
+    if waited.returncode != 0:
+        subprocess.run([*kubectl, *namespace, "describe", "pod", "train"], check=False)
+        return 1
+    print("\n== what the container sees (kubectl logs, through the node's kubelet)\n")
+    subprocess.run([*kubectl, *namespace, "logs", "train"], check=False)
+    print("\nThe cluster keeps running. Try:")
+    print("  kubectl -n trainium-dra get pods -o wide     # the chart's pods on real nodes")
+    print("  kubectl get resourceslices                   # published by the controller pod")
+    print(f"  kubectl delete -f {os.path.relpath(REAL_NODES_DEMO)}/   # the kubelet unprepares")
+    print("Stop it with: trainium-dra down   (or: make demo-stop)")
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -31,8 +56,10 @@ def main(argv: list[str]) -> int:
     paths, spec = flags.paths, flags.spec
     if start_background(argv, paths, spec) != 0:
         return 1
-    print(f"\n== applying the demo job ({os.path.relpath(DEMO)}/)")
     kubectl = [str(Binaries.locate().kubectl), f"--kubeconfig={paths.kubeconfig}"]
+    if flags.real_nodes:
+        return real_nodes_demo(kubectl)
+    print(f"\n== applying the demo job ({os.path.relpath(DEMO)}/)")
     subprocess.run([*kubectl, "apply", "-f", str(DEMO)], check=True)
     with admin_client(paths.kubeconfig) as api:
         core = client.CoreV1Api(api)

@@ -14,7 +14,8 @@ from driver.localsim.localcluster import serve
 from driver.localsim.realnodes.serve import serve_real_nodes
 from driver.localsim.state import read_cluster, remove_state, serve_pid, stray_pids, terminate
 
-UP_TIMEOUT = 300.0
+UP_TIMEOUT = 900.0
+"""Real nodes import images into every containerd before the chart's pods start."""
 
 
 def usage_lines(paths: ClusterPaths, spec: ClusterSpec) -> list[str]:

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.localsim.images import driver_image
+from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
 from kubernetes import client
 
 from driver.jsontypes import JSON
@@ -134,7 +134,7 @@ def workload_pod(
         "containers": [
             {
                 "name": "main",
-                "image": driver_image().ref,
+                "image": WORKLOAD_IMAGE,
                 "imagePullPolicy": "Never",
                 "args": ["workload", *args],
                 "resources": {"claims": [{"name": "neuron"}]},

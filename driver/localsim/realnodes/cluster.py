@@ -38,6 +38,14 @@ class Images:
     driver_repository: str
     driver_tag: str
 
+    @property
+    def driver_ref(self) -> str:
+        return f"{self.driver_repository}:{self.driver_tag}"
+
+
+WORKLOAD_IMAGE = "localhost/trainium-dra/driver:dev"
+"""The stable name the examples' workload containers use for the driver image."""
+
 
 class RealNodeCluster:
     def __init__(
@@ -86,6 +94,7 @@ class RealNodeCluster:
         runtime.start_containerd()
         for archive in self.images.archives:
             runtime.import_image(archive)
+        runtime.tag_image(self.images.driver_ref, WORKLOAD_IMAGE)
 
     def _each(self, work: Callable[[NodeRuntime], object]) -> None:
         with ThreadPoolExecutor(NODE_WORKERS) as pool:

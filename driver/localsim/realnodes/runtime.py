@@ -169,6 +169,14 @@ class NodeRuntime:
                 f"{result.stderr.strip()}"
             )
 
+    def tag_image(self, ref: str, alias: str) -> None:
+        result = self.ctr("--namespace=k8s.io", "images", "tag", "--force", ref, alias)
+        if result.returncode != 0:
+            raise NodeStartError(
+                f"tagging {ref} as {alias} in containerd of {self.node.name} failed: "
+                f"{result.stderr.strip()}"
+            )
+
     def start_kubelet(self) -> None:
         etc = self._path("etc")
         labels = ",".join(f"{k}={v}" for k, v in self.node.labels.items())
