@@ -9,12 +9,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
 from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.realnodes import cgroups
+from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
 from driver.localsim.realnodes.plan import RealNode, plan_nodes
 from tests.e2e.cluster import Cluster, wait_for
 
