@@ -131,7 +131,7 @@ def health_handler(
             if devices is None:
                 if time.monotonic() - sent < resend:
                     continue
-                devices = monitor.devices()
+                devices = monitor.devices
             sent = time.monotonic()
             yield api.NodeWatchResourcesResponse(
                 devices=[
