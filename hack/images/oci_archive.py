@@ -80,9 +80,11 @@ def _sha256(data: bytes) -> str:
 
 def _compress(layer: IO[bytes], into: IO[bytes]) -> tuple[str, str, int]:
     """(diff_id, digest, size) of `layer` gzipped into `into`. The gzip header has
-    no name and a zero mtime, so the digest depends on the layer alone."""
+    no name and a zero mtime, so the digest depends on the layer alone. Level 1:
+    the archives stay on this machine, where time matters more than bytes
+    (a quarter of level 9's time for the base, 12% larger)."""
     diff = hashlib.sha256()
-    with gzip.GzipFile(fileobj=into, mode="wb", filename="", mtime=0) as gz:
+    with gzip.GzipFile(fileobj=into, mode="wb", filename="", mtime=0, compresslevel=1) as gz:
         while chunk := layer.read(CHUNK):
             diff.update(chunk)
             gz.write(chunk)
@@ -120,6 +122,9 @@ def write(out: Path, ref: str, layer: IO[bytes], config: Config) -> str:
                 if v
             },
             "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+            # buildah refuses to build on an image whose history does not
+            # account for each of its layers.
+            "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "oci_archive.py"}],
         }
         config_bytes = _canonical(image_config)
         manifest = _canonical(

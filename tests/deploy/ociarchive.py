@@ -84,4 +84,6 @@ def read(path: Path) -> Archive:
             layers.append(data)
     diff_ids = ["sha256:" + hashlib.sha256(layer).hexdigest() for layer in layers]
     assert config["rootfs"] == {"type": "layers", "diff_ids": diff_ids}
+    history = [h for h in config.get("history", []) if not h.get("empty_layer")]
+    assert len(history) == len(layers), "buildah needs a history entry per layer"
     return Archive(index, manifest, config, layers)
