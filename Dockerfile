@@ -8,11 +8,17 @@
 # access); add @sha256:... with `docker buildx imagetools inspect` before
 # publishing. Python dependencies are pinned by uv.lock (`--frozen`), uv by
 # version (the Makefile's UV_VERSION).
+# Without a registry, `make image` builds a base with Debian's own python3
+# (3.11, from Debian packages) and passes it as PYTHON_IMAGE; both bases have
+# `python` and `pip` on PATH, which is all the stages below need (docs/images.md).
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
 ARG UV_VERSION=0.13.8
+# Debian's python3 marks its pip externally managed (PEP 668); uv is the one
+# package pip installs, into a builder stage that is thrown away.
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_BREAK_SYSTEM_PACKAGES=1 \
     PIP_NO_CACHE_DIR=1 \
     UV_FROZEN=1 \
     UV_COMPILE_BYTECODE=1 \

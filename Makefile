@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN_DIR_FILE := build/bin-dir
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node clean
+.PHONY: venv binaries image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -29,6 +29,11 @@ binaries:
 	@mkdir -p build
 	hack/build-binaries.sh > $(BIN_DIR_FILE)
 
+# The driver and sandbox (pause) images, built with buildah and no registry,
+# exported as OCI archives into $(CACHE)/images (docs/images.md).
+image:
+	TRAINIUM_DRA_CACHE=$(CACHE) hack/images/build.sh
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -38,7 +43,7 @@ lint: venv
 unit: venv
 	$(PY) -m pytest -m "not integration"
 
-test: venv lint binaries
+test: venv lint binaries image
 	$(WITH_BINARIES) $(PY) -m pytest
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
@@ -78,15 +83,16 @@ KIND_DEMO ?= deploy/kind/demo.yaml
 KIND_DEMO_NAMESPACE ?= kind-demo
 KIND_CONTEXT = kind-$(KIND_CLUSTER)
 
-.PHONY: image kind-up kind-load kind-install kind-demo
+.PHONY: docker-image kind-up kind-load kind-install kind-demo
 
-image:
+# kind's nodes take images from docker (`make image` needs no docker).
+docker-image:
 	docker build -t $(IMAGE_REPO):$(IMAGE_TAG) .
 
 kind-up:
 	$(KIND) create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml $(if $(KIND_NODE_IMAGE),--image $(KIND_NODE_IMAGE))
 
-kind-load: image
+kind-load: docker-image
 	$(KIND) load docker-image $(IMAGE_REPO):$(IMAGE_TAG) --name $(KIND_CLUSTER)
 
 kind-install:

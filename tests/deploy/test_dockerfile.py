@@ -128,6 +128,7 @@ def test_gen_protos_builds_the_modules_from_a_clean_tree(tmp_path: Path) -> None
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert (tmp_path / GEN).stat().st_mode & 0o777 == 0o755  # readable by the image's user
     modules = sorted(p.name for p in (tmp_path / GEN).glob("*_pb2.py"))
     assert modules == [
         "dra_health_v1alpha1_pb2.py",
