@@ -79,13 +79,15 @@ driver_image() {
     bah bud "${policy[@]}" --pull=never --layers --isolation chroot \
       --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
       --build-arg "PYTHON_IMAGE=$base" --tag "$ref" --file "$root/Dockerfile" "$root" >&2
-    local ctr
+    # As the image's user, each command the chart runs must at least start.
     ctr=$(bah from --pull=never "${policy[@]}" "$ref")
+    trap 'bah rm "$ctr" >/dev/null' EXIT # also on failure: no container left mounted
     for args in "--help" "node --help" "controller --help"; do
       # shellcheck disable=SC2086 # the words of $args are the command's arguments
       bah run --isolation chroot "$ctr" -- trainium-dra $args >/dev/null
     done
     bah rm "$ctr" >/dev/null
+    trap - EXIT
     bah push "${policy[@]}" --quiet "$ref" "oci-archive:$archive.partial:$ref"
     mv "$archive.partial" "$archive"
   fi
