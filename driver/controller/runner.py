@@ -150,6 +150,9 @@ class Controller:
             settings=settings,
             standalone=True,
             clusterwide=True,
+            # kopf would otherwise ask getpass for a user name, which fails for
+            # the image's non-root UID (no passwd entry in a minimal image).
+            identity=self.flags.identity,
         )
 
     def _login(self, **_: Any) -> kopf.ConnectionInfo:

@@ -57,12 +57,14 @@ REAL_NODE_CONTROLLERS = (
     "deployment-controller",
     "replicaset-controller",
     "endpointslice-controller",
-    "root-ca-cert-publisher",
-    "podgc-controller",
+    "root-ca-certificate-publisher-controller",
+    "pod-garbage-collector-controller",
+    "node-lifecycle-controller",
 )
 """With real kubelets the chart's Deployment and DaemonSet run as pods, the
 daemon's Service needs endpoints and every pod's token volume needs the
-`kube-root-ca.crt` ConfigMap."""
+`kube-root-ca.crt` ConfigMap; the node lifecycle controller lifts the
+not-ready taint a node is created with, and sets it again when a kubelet stops."""
 
 SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"

@@ -124,7 +124,7 @@ class SimNode:
         registration = grpcapi.registration_handler(
             self.driver, str(paths.dra_socket), self.registration
         )
-        staging = paths.plugin_dir / ".reg.sock"
+        staging = paths.registration_staging
         sockets.check_length(paths.registration_socket)
         self._servers.append(sockets.serve([registration], staging, 2))
         sockets.publish(staging, paths.registration_socket)

@@ -31,6 +31,14 @@ class NodePaths:
         return self.registry_dir / f"{self.driver}{infix}-reg.sock"
 
     @property
+    def registration_staging(self) -> Path:
+        """Where the registration socket is bound before it is renamed into place:
+        the same directory (a rename cannot cross the separate mounts a pod has
+        for the registry and the plugin directory), hidden by its leading dot,
+        which the kubelet's plugin watcher skips."""
+        return self.registry_dir / f".{self.registration_socket.name}"
+
+    @property
     def dra_socket(self) -> Path:
         """`dra.sock`, or `dra-<podUID>.sock` so old and new pods never share a path."""
         suffix = f"-{self.pod_uid}" if self.pod_uid else ""

@@ -1,8 +1,9 @@
 """Kubelet plugin sockets: private permissions, registration last, clean removal.
 
-Both sockets are bound inside the driver's own plugin directory (0750), made
-0660, and only then is the registration socket renamed into the kubelet's
-plugins_registry: the kubelet never sees a registration socket whose DRA
+Both sockets are bound with mode 0660 — the DRA socket in the driver's own
+plugin directory (0750), the registration socket under a hidden name in the
+kubelet's plugins_registry — and only then is the registration socket renamed
+to its public name: the kubelet never sees a registration socket whose DRA
 endpoint is not already serving, nor a socket with loose permissions.
 """
 
@@ -57,7 +58,7 @@ def serve(
 
 
 def publish(bound: Path, public: Path) -> None:
-    """Move a bound socket to where the kubelet watches (same filesystem)."""
+    """Rename a bound socket to the name the kubelet watches for (same directory)."""
     os.replace(bound, public)
 
 

@@ -98,6 +98,8 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
 def test_socket_names_follow_the_kubelet_conventions(tmp_path: Path) -> None:
     plain = NodePaths(tmp_path, "trainium.sim.dev", tmp_path / "state", tmp_path / "cdi")
     assert plain.registration_socket == tmp_path / "plugins_registry/trainium.sim.dev-reg.sock"
+    assert plain.registration_staging.parent == plain.registration_socket.parent
+    assert plain.registration_staging.name.startswith(".")
     assert plain.dra_socket == tmp_path / "plugins/trainium.sim.dev/dra.sock"
     rolling = NodePaths(tmp_path, "trainium.sim.dev", tmp_path, tmp_path, pod_uid="p-1")
     assert rolling.registration_socket.name == "trainium.sim.dev-p-1-reg.sock"

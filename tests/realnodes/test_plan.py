@@ -66,6 +66,7 @@ def test_containerd_config_is_version_3_with_cdi_and_the_nodes_own_paths(tmp_pat
     assert runtime["enable_cdi"] is True
     assert "/var/run/cdi" in runtime["cdi_spec_dirs"]
     assert runtime["restrict_oom_score_adj"] is True
+    assert runtime["netns_mounts_under_state_dir"] is True
     assert runtime["cni"]["conf_dir"] == str(node.dir("cni"))
     assert config["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == (
         "localhost/pause:1"
@@ -114,7 +115,11 @@ def test_real_node_control_plane_authorizes_nodes_and_admits_service_accounts(
     assert any(a.startswith("--kubelet-client-certificate=") for a in args)
     manager = controller_manager_args(config, Path("kube-controller-manager"))
     controllers = next(a for a in manager if a.startswith("--controllers=")).split("=")[1]
-    for needed in ("daemonset-controller", "deployment-controller", "root-ca-cert-publisher"):
+    for needed in (
+        "daemonset-controller",
+        "deployment-controller",
+        "root-ca-certificate-publisher-controller",
+    ):
         assert needed in controllers.split(",")
     assert "10.96.0.1" in config.serving_hosts
     assert config.url == "https://172.30.99.1:3"

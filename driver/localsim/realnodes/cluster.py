@@ -74,7 +74,9 @@ class RealNodeCluster:
         for runtime in self.runtimes:
             runtime.prepare()
         progress("starting containerd on every node and importing the images")
-        self._each(self._start_containerd)
+        for runtime in self.runtimes:  # this thread owns the children (parent-death signal)
+            runtime.start_containerd()
+        self._each(self._import_images)
         progress("starting the kubelets and kube-proxies")
         for runtime in self.runtimes:
             runtime.start_kubelet()
@@ -90,8 +92,7 @@ class RealNodeCluster:
         )
         progress("  chart installed; every daemon pod is Ready")
 
-    def _start_containerd(self, runtime: NodeRuntime) -> None:
-        runtime.start_containerd()
+    def _import_images(self, runtime: NodeRuntime) -> None:
         for archive in self.images.archives:
             runtime.import_image(archive)
         runtime.tag_image(self.images.driver_ref, WORKLOAD_IMAGE)

@@ -130,7 +130,9 @@ def plan_nodes(nodes_dir: Path, racks: tuple[RackPlan, ...]) -> list[RealNode]:
 def containerd_config(node: RealNode, cni_bin_dir: Path, sandbox_image: str) -> str:
     """containerd 2 (config version 3): the node's own root, state and socket;
     CDI (always on in 2.x) reads the node's /var/run/cdi; CNI from the node's
-    conf dir. `restrict_oom_score_adj`: these hosts lack CAP_SYS_RESOURCE, and
+    conf dir; pods' network namespaces under the node's state, not the host's
+    /var/run/netns; NRI off (its socket path is fixed, and nodes share /var/run).
+    `restrict_oom_score_adj`: these hosts lack CAP_SYS_RESOURCE, and
     runc fails to raise a container's oom_score_adj without it."""
     return f"""version = 3
 root = {json.dumps(str(node.dir("c")))}
@@ -146,6 +148,7 @@ state = {json.dumps(str(node.dir("cs")))}
   enable_cdi = true
   cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
   restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
 
 [plugins."io.containerd.cri.v1.runtime".containerd]
   default_runtime_name = "runc"
@@ -163,8 +166,8 @@ state = {json.dumps(str(node.dir("cs")))}
 [plugins."io.containerd.cri.v1.images".pinned_images]
   sandbox = {json.dumps(sandbox_image)}
 
-[plugins."io.containerd.grpc.v1.cri"]
-  disable_tcp_service = true
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
 """
 
 
