@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import kopf
+from kopf._core.engines.peering import Identity
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -152,7 +153,7 @@ class Controller:
             clusterwide=True,
             # kopf would otherwise ask getpass for a user name, which fails for
             # the image's non-root UID (no passwd entry in a minimal image).
-            identity=self.flags.identity,
+            identity=Identity(self.flags.identity),
         )
 
     def _login(self, **_: Any) -> kopf.ConnectionInfo:
