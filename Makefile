@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN_DIR_FILE := build/bin-dir
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node clean
+.PHONY: venv binaries image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node bench-realnodes clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -67,6 +67,10 @@ bench-controller: venv binaries
 
 bench-node: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.node
+
+# Real nodes (root): the kubelet's own DRA latency histograms, memory and CPU per node.
+bench-realnodes: venv binaries image
+	$(WITH_BINARIES) $(PY) -m benchmarks.realnodes $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -3,13 +3,16 @@ with Helm, the driver image running as pods, workload containers that see
 what CDI injected. The kubelet is the client of our plugin here."""
 
 import functools
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from kubernetes import client
 
 from driver.jsontypes import JSON
+from driver.localsim.children import trainium_dra_argv
 from tests.e2e.cluster import running_cluster, wait_for
 from tests.realnodes.realcluster import (
     DRIVER,
@@ -31,9 +34,38 @@ NODE1 = "rack-a-node-1"
 
 
 @pytest.fixture(scope="module")
-def real() -> Iterator[RealCluster]:
+def host_before() -> dict[str, str]:
+    """What the host looked like before the cluster started."""
+    return host_state()
+
+
+@pytest.fixture(scope="module")
+def real(host_before: dict[str, str]) -> Iterator[RealCluster]:
     with running_cluster("--real-nodes", start_timeout=START_TIMEOUT) as cluster:
         yield real_cluster(cluster)
+
+
+def host_state() -> dict[str, str]:
+    """Network namespaces, links, mounts, cgroups and iptables rules of the host
+    that a real-node cluster could leave behind."""
+
+    def run(*argv: str) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+
+    mounts = [line for line in run("cat", "/proc/self/mounts").splitlines() if "tdra" in line]
+    rules = [line for line in run("iptables-save").splitlines() if not line.startswith("#")]
+    return {
+        "netns": run("ip", "netns", "list"),
+        "links": "\n".join(x for x in run("ip", "-o", "link").splitlines() if "tdra" in x),
+        "mounts": "\n".join(mounts),
+        "cgroup": str(Path("/sys/fs/cgroup/pids/trainium-dra").exists()),
+        "iptables": "\n".join(rules),
+        "processes": "\n".join(
+            x
+            for x in run("ps", "-eo", "args").splitlines()
+            if "containerd-shim" in x or x.startswith("/pause")
+        ),
+    }
 
 
 def claim_uid(real: RealCluster, pod: JSON) -> str:
@@ -200,3 +232,17 @@ def test_an_injected_chip_fault_evicts_the_pod_and_reports_health(real: RealClus
         "the container to be stopped by the kubelet",
         lambda: not real.process_pids(NODE1, container[:12]) and True,
     )
+
+
+def test_down_leaves_nothing_behind(real: RealCluster, host_before: dict[str, str]) -> None:
+    """Last: `trainium-dra down` with pods running removes every trace."""
+    paths = real.cluster.paths
+    result = subprocess.run(
+        trainium_dra_argv(["down", f"--state-dir={paths.root}"]),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert host_state() == host_before
+    assert not paths.root.exists()

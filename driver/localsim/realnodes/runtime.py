@@ -189,7 +189,7 @@ class NodeRuntime:
                 f"--hostname-override={self.node.name}",
                 f"--node-ip={self.node.ip}",
                 f"--node-labels={labels}",
-                "--v=2",
+                "--v=3",  # plugin registration is logged at 3
             ],
         )
 
