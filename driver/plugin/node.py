@@ -99,6 +99,7 @@ class SimNode:
         self._servers: list[grpc.Server] = []
         self._threads: list[threading.Thread] = []
         self._http: uvicorn.Server | None = None
+        self._workload_inode: int | None = None
         self.workload_tcp_port: int | None = None
         self._reported_chips: dict[int, ChipState] | None = None
 
@@ -141,6 +142,7 @@ class SimNode:
     def _start_workload_api(self) -> None:
         app = create_app(self.name, self.state, self.sim, self.place.rack.chip.cores)
         listeners = [unix_listener(self.paths.workload_socket)]
+        self._workload_inode = self.paths.workload_socket.stat().st_ino
         if self.options.workload_tcp:
             listeners.append(tcp_listener(*self.options.workload_tcp))
         config = uvicorn.Config(app, log_level="warning", lifespan="off")
@@ -209,9 +211,11 @@ class SimNode:
         for server in reversed(self._servers):
             server.stop(grace=1.0).wait()
         sockets.remove(self.paths.dra_socket)
-        sockets.remove(self.paths.plugin_dir / ".reg.sock")
+        sockets.remove(self.paths.registration_staging)
         if self._http is not None:
             self._http.should_exit = True
         for thread in self._threads:
             thread.join(timeout=5.0)
-        sockets.remove(self.paths.workload_socket)
+        # During a rolling update the new pod has bound the same path by now:
+        # remove the socket only while it is still the one this process bound.
+        sockets.remove_if_same(self.paths.workload_socket, self._workload_inode)

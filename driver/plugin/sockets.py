@@ -65,3 +65,10 @@ def publish(bound: Path, public: Path) -> None:
 def remove(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
+
+
+def remove_if_same(path: Path, inode: int | None) -> None:
+    """Remove `path` only if it is still the file with `inode` (not a successor's)."""
+    with contextlib.suppress(FileNotFoundError):
+        if inode is not None and path.stat().st_ino == inode:
+            path.unlink()

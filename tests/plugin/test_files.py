@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from driver.localsim.kubelet import container_edits
-from driver.plugin import cdi
+from driver.plugin import cdi, sockets
 from driver.plugin.atomicfile import write_atomic
 from driver.plugin.checkpoint import (
     PREPARE_COMPLETED,
@@ -105,3 +105,16 @@ def test_socket_names_follow_the_kubelet_conventions(tmp_path: Path) -> None:
     assert rolling.registration_socket.name == "trainium.sim.dev-p-1-reg.sock"
     assert rolling.dra_socket.name == "dra-p-1.sock"
     assert node_path("/sim/{node}/kubelet", "n3") == Path("/sim/n3/kubelet")
+
+
+def test_a_stopping_daemon_leaves_its_successors_socket(tmp_path: Path) -> None:
+    """Rolling update: the old pod must not delete the socket the new one bound."""
+    path = tmp_path / "workload.sock"
+    path.write_text("old")
+    old_inode = path.stat().st_ino
+    path.rename(tmp_path / "old")  # kept alive, so the new file gets another inode
+    path.write_text("new")
+    sockets.remove_if_same(path, old_inode)
+    assert path.read_text() == "new"
+    sockets.remove_if_same(path, path.stat().st_ino)
+    assert not path.exists()

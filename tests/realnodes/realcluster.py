@@ -12,6 +12,7 @@ from pathlib import Path
 from kubernetes import client
 
 from driver.jsontypes import JSON
+from driver.localsim.binaries import Binaries, NodeBinaries
 from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.realnodes import cgroups
 from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
@@ -106,6 +107,17 @@ class RealCluster:
             if needle in cmdline:
                 found.append(pid)
         return found
+
+    def containerd_tasks(self, node: str) -> str:
+        """`ctr tasks ls` of the node's containerd: the containers it runs now."""
+        ctr = NodeBinaries.locate(Binaries.locate()).ctr
+        socket = self.nodes[node].containerd_socket
+        return subprocess.run(
+            [str(ctr), f"--address={socket}", "--namespace=k8s.io", "tasks", "ls"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     def kill(self, node: str, needle: str) -> int:
         pids = self.process_pids(node, needle)

@@ -184,8 +184,14 @@ def test_a_rolling_update_of_the_daemonset_leaves_running_pods_alone(real: RealC
     real.kubectl(
         "-n", NAMESPACE, "rollout", "status", "daemonset/trainium-dra-node", "--timeout=300s"
     )
-    new = {p["metadata"]["uid"] for p in real.daemon_pods()}
-    assert not old & new
+
+    def replaced() -> bool:
+        pods = real.daemon_pods()
+        uids = {p["metadata"]["uid"] for p in pods}
+        ready = [p for p in pods if p["status"].get("phase") == "Running"]
+        return not old & uids and len(ready) == len(real.nodes)
+
+    wait_for("every old daemon pod gone and a new one Running on each node", replaced)
     pod = real.running(ns, "before")
     assert pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] == started
     real.apply(workload_pod(ns, "after", "chip", node=NODE0))
@@ -208,30 +214,78 @@ def test_a_daemon_killed_during_prepare_recovers_without_leaks(real: RealCluster
     assert specs == {real.cdi_spec(NODE0, u).name for u in prepared}
 
 
-def test_an_injected_chip_fault_evicts_the_pod_and_reports_health(real: RealCluster) -> None:
-    ns = "real-fault"
-    real.apply(namespace(ns), claim_template(ns, "chip", "chip.trainium.sim.dev"))
-    real.apply(workload_pod(ns, "victim", "chip", node=NODE1))
-    pod = real.running(ns, "victim")
-    device = real.cluster.claim_of(pod)["status"]["allocation"]["devices"]["results"][0]["device"]
+def inject_fault(real: RealCluster, node: str, pod: JSON) -> str:
+    """Fail the chip of `pod`'s claim through the daemon's simulator API; returns the device."""
+    results = real.cluster.claim_of(pod)["status"]["allocation"]["devices"]["results"]
+    device: str = results[0]["device"]
     chip = int(device.rsplit("chip", 1)[1])
-    daemon_ip = real.daemon_pod(NODE1)["status"]["podIP"]
+    daemon_ip = real.daemon_pod(node)["status"]["podIP"]
     response = httpx.post(
         f"http://{daemon_ip}:8080/sim/v1/faults",
-        json={"node": NODE1, "chip": chip, "kind": "uncorrectable_ecc"},
+        json={"node": node, "chip": chip, "kind": "ecc-uncorrected-hbm"},
         timeout=10,
     )
     assert response.status_code < 300, response.text
-    container = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    return device
+
+
+def device_health(pod: JSON | None) -> dict[str, str]:
+    """resourceID -> health from the pod's allocatedResourcesStatus."""
+    found: dict[str, str] = {}
+    for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        for entry in status.get("allocatedResourcesStatus") or []:
+            for resource in entry.get("resources") or []:
+                found[resource["resourceID"]] = resource.get("health", "")
+    return found
+
+
+def test_an_injected_chip_fault_reaches_the_pod_status_and_evicts(real: RealCluster) -> None:
+    ns = "real-fault"
+    tolerant = claim_template(ns, "tolerant", "chip.trainium.sim.dev")
+    tolerant["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": f"{DRIVER}/unhealthy", "operator": "Exists"}
+    ]
+    real.apply(namespace(ns), tolerant, claim_template(ns, "chip", "chip.trainium.sim.dev"))
+    real.apply(workload_pod(ns, "survivor", "tolerant", node=NODE1))
+    real.apply(workload_pod(ns, "victim", "chip", node=NODE1))
+    survivor = real.running(ns, "survivor")
+    victim = real.running(ns, "victim")
+
+    device = inject_fault(real, NODE1, survivor)
+    resource_id = f"{DRIVER}/rack-a/{device}"
     wait_for(
-        "the pod to be evicted",
-        lambda: real.cluster.pod(ns, "victim") is None,
-        timeout=180,
+        f"{resource_id} Unhealthy in the survivor's allocatedResourcesStatus",
+        lambda: device_health(real.cluster.pod(ns, "survivor")).get(resource_id) == "Unhealthy",
+        timeout=120,
     )
+    assert real.cluster.pod(ns, "survivor") is not None
+
+    container = victim["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    assert container in real.containerd_tasks(NODE1)
+    inject_fault(real, NODE1, victim)
+    wait_for("the victim evicted", lambda: real.cluster.pod(ns, "victim") is None, timeout=180)
     wait_for(
-        "the container to be stopped by the kubelet",
-        lambda: not real.process_pids(NODE1, container[:12]) and True,
+        "the victim's container stopped by the kubelet",
+        lambda: container not in real.containerd_tasks(NODE1),
     )
+
+
+def test_the_invalid_config_example_reaches_the_pods_events(real: RealCluster) -> None:
+    """The example unchanged: the real kubelet turns our refusal into a pod event."""
+    real.cluster.apply("invalid-config")
+
+    def refused() -> str | None:
+        for event in real.cluster.events("example-invalid-config", "train"):
+            message = event.get("message") or ""
+            if "logicalNeuronCore: must be one of 1, 2, 4, got 3" in message:
+                return message
+        return None
+
+    message = wait_for("the prepare error in the pod's events", refused, timeout=120)
+    assert "NodePrepareResources" in message or "prepare" in message.lower()
+    pod = real.cluster.pod("example-invalid-config", "train")
+    assert pod is not None and pod["status"].get("phase") == "Pending"
+    real.cluster.delete("invalid-config")
 
 
 def test_down_leaves_nothing_behind(real: RealCluster, host_before: dict[str, str]) -> None:
