@@ -25,9 +25,9 @@ from kubernetes.client.rest import ApiException
 
 from driver.jsontypes import JSON
 from driver.localsim import podstatus
-from driver.localsim.keyedqueue import KeyedQueue
 from driver.localsim.kubelet import KubeletError, KubeletStandIn
 from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, workload_spec
+from driver.workqueue import WorkQueue
 
 log = logging.getLogger("trainium-dra.kubelet")
 
@@ -73,7 +73,7 @@ class PodSync:
         self.kubelets = dict(kubelets)
         self.cdi_dirs = dict(cdi_dirs)
         self.workers = workers
-        self.queue = KeyedQueue()
+        self.queue = WorkQueue()
         self.lock = threading.Lock()
         self.pods: dict[str, JSON] = {}
         self.records: dict[str, PodRecord] = {}
@@ -83,7 +83,7 @@ class PodSync:
     # --- lifecycle -------------------------------------------------------
 
     def start(self) -> None:
-        targets = [self._watch_loop, self._tick_loop] + [self._work_loop] * self.workers
+        targets = [self._watch_loop] + [self._work_loop] * self.workers
         for i, target in enumerate(targets):
             thread = threading.Thread(target=target, name=f"kubelet-{i}", daemon=True)
             thread.start()
@@ -146,16 +146,6 @@ class PodSync:
                 return
             self._observe(event["raw_object"], deleted=event["type"] == "DELETED")
 
-    def _tick_loop(self) -> None:
-        """Retries failed pods when their back-off ends and follows running workloads."""
-        while not self.stopping.wait(TICK):
-            now = time.monotonic()
-            with self.lock:
-                due = [u for u, r in self.records.items() if r.last_error and r.retry_at <= now]
-                watched = [u for u, r in self.records.items() if r.running and r.jobs]
-            for uid in due + watched:
-                self.queue.add(uid)
-
     def _work_loop(self) -> None:
         while not self.stopping.is_set():
             uid = self.queue.get(timeout=1.0)
@@ -172,7 +162,19 @@ class PodSync:
                     record.retry_at = time.monotonic() + BACKOFF_MAX
                     record.last_error = record.last_error or "sync failed"
             finally:
+                self._again_later(uid)
                 self.queue.done(uid)
+
+    def _again_later(self, uid: str) -> None:
+        """Queue the pod's next visit: when its back-off ends, or in TICK to
+        follow its running workloads."""
+        with self.lock:
+            record = self.records.get(uid)
+        if record is None:
+            return
+        wait = next_visit(record, time.monotonic())
+        if wait is not None:
+            self.queue.add(uid, delay=wait)
 
     # --- one pod -----------------------------------------------------------
 
@@ -332,6 +334,19 @@ class PodSync:
         except ApiException as err:
             if err.status not in (404, 409):
                 raise
+
+
+def next_visit(record: PodRecord, now: float) -> float | None:
+    """Seconds until a pod needs another sync without a new event, or None.
+
+    A failed pod is retried when its back-off ends (every TICK once it is
+    overdue); a running pod with workloads is followed every TICK.
+    """
+    if record.last_error:
+        return record.retry_at - now if record.retry_at > now else TICK
+    if record.running and record.jobs:
+        return TICK
+    return None
 
 
 def api_reason(err: ApiException) -> str:
