@@ -25,33 +25,28 @@ def watch_pods(
     on_event: Callable[[JSON, bool], None],
 ) -> None:
     """Until `stopping`: `on_list(pods)` after each list, `on_event(pod, deleted)` per change."""
+    core = client.CoreV1Api(api)
+
+    def one_round() -> None:
+        listed = api.sanitize_for_serialization(core.list_pod_for_all_namespaces())
+        on_list(listed["items"])
+        stream = watch.Watch()
+        for event in stream.stream(
+            core.list_pod_for_all_namespaces,
+            resource_version=listed["metadata"]["resourceVersion"],
+            timeout_seconds=WATCH_SECONDS,
+        ):
+            if stopping.is_set():
+                stream.stop()
+                return
+            if event["type"] == "ERROR":
+                return
+            on_event(event["raw_object"], event["type"] == "DELETED")
+
     while not stopping.is_set():
         try:
-            _list_and_watch(api, stopping, on_list, on_event)
+            one_round()
         except Exception as err:  # the apiserver went away or the watch broke
             if not stopping.is_set():
                 log.warning("pod watch: %s; relisting", err)
                 time.sleep(1.0)
-
-
-def _list_and_watch(
-    api: client.ApiClient,
-    stopping: threading.Event,
-    on_list: Callable[[list[JSON]], None],
-    on_event: Callable[[JSON, bool], None],
-) -> None:
-    core = client.CoreV1Api(api)
-    listed = api.sanitize_for_serialization(core.list_pod_for_all_namespaces())
-    on_list(listed["items"])
-    stream = watch.Watch()
-    for event in stream.stream(
-        core.list_pod_for_all_namespaces,
-        resource_version=listed["metadata"]["resourceVersion"],
-        timeout_seconds=WATCH_SECONDS,
-    ):
-        if stopping.is_set():
-            stream.stop()
-            return
-        if event["type"] == "ERROR":
-            return
-        on_event(event["raw_object"], event["type"] == "DELETED")
