@@ -42,10 +42,10 @@ def summary(samples: list[float]) -> dict[str, float]:
     }
 
 
-def row(label: str, samples: list[float], baseline: list[float]) -> str:
-    ratio = percentile(samples, 50) / percentile(baseline, 50)
-    p50, p99 = percentile(samples, 50) * 1e3, percentile(samples, 99) * 1e3
-    return f"| {label} | {p50:.2f} | {p99:.2f} | {ratio:.1f}x |"
+def row(label: str, call: dict[str, float], baseline: dict[str, float]) -> str:
+    """One table row from two `summary` results."""
+    ratio = call["p50_ms"] / baseline["p50_ms"]
+    return f"| {label} | {call['p50_ms']:.2f} | {call['p99_ms']:.2f} | {ratio:.1f}x |"
 
 
 def timed(call: Callable[[], Any], rounds: int) -> list[float]:
@@ -125,7 +125,8 @@ def latencies(daemon: Daemon, rack: Rack, tag: str) -> dict[str, list[float]]:
     }
 
 
-def main() -> None:
+def measure() -> dict[str, Any]:
+    """Run the daemon twice (slice cache on and off) against one published rack."""
     runs: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as tmp, ControlPlane.running(Path(tmp) / "cp") as plane:
         with published_rack(plane) as rack:
@@ -139,7 +140,7 @@ def main() -> None:
         memory = memory_per_node(plane.kubeconfig)
     cached, uncached = runs["cached"], runs["uncached"]
     baseline, one, many = cached["baseline"], cached["one"], cached["many"]
-    results: dict[str, Any] = {
+    return {
         "rack": RACK_ID,
         "baseline_empty_call": summary(baseline),
         "prepare_1_device": summary(one),
@@ -153,8 +154,12 @@ def main() -> None:
         },
         "memory": memory,
     }
-    r, m = results, memory
-    markdown = f"""
+
+
+def render(r: dict[str, Any]) -> str:
+    """The docs/benchmarks.md section for the results of `measure`."""
+    m, baseline = r["memory"], r["baseline_empty_call"]
+    return f"""
 NodePrepareResources through the DRA socket (kubelet stand-in, claims allocated by
 the real scheduler; every prepare followed by an unprepare; {ROUNDS} rounds each).
 "Slices re-listed" runs the daemon with `--slice-cache-seconds 0`, so every
@@ -166,10 +171,10 @@ CDI spec) and their directory fsyncs.
 | call | p50 ms | p99 ms | p50 vs baseline |
 |---|---|---|---|
 {row("empty call (baseline)", baseline, baseline)}
-{row("1 device", one, baseline)}
-{row("32 devices", many, baseline)}
-{row("1 device, slices re-listed", uncached["one"], baseline)}
-{row("32 devices, slices re-listed", uncached["many"], baseline)}
+{row("1 device", r["prepare_1_device"], baseline)}
+{row("32 devices", r["prepare_32_devices"], baseline)}
+{row("1 device, slices re-listed", r["prepare_1_device_slices_relisted"], baseline)}
+{row("32 devices, slices re-listed", r["prepare_32_devices_slices_relisted"], baseline)}
 
 32 devices cost {r["ratios"]["prepare_32_p50_vs_prepare_1_p50"]:.2f}x one device at p50.
 
@@ -178,6 +183,11 @@ with a whole rack of {RACK_NODES} nodes {m[f"rss_{RACK_NODES}_nodes_mib"]:.0f} M
 further node costs {m["per_node_mib"]:.2f} MiB ({m["per_node_vs_process_ratio"]:.3f}x of the
 one-node process).
 """
+
+
+def main() -> None:
+    results = measure()
+    markdown = render(results)
     write_report("node", COMMAND, results, markdown)
     print(markdown)
 

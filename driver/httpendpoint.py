@@ -1,17 +1,26 @@
-"""The small threaded HTTP server behind the daemon's and the controller's
-/metrics and probes: routes are plain functions from a request body to a reply."""
+"""The small HTTP endpoint behind the daemon's and the controller's /metrics
+and probes: routes are plain functions from a request body to a reply.
 
+It runs on uvicorn, the server the node daemon's workload API already uses,
+so the project has one HTTP stack.
+"""
+
+import asyncio
 import json
+import socket
 import threading
-from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
+import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 Reply = tuple[int, str, bytes]
 """(status code, content type, body)."""
 Route = Callable[[bytes], Reply]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 
 def split_address(text: str, flag: str) -> tuple[str, int]:
@@ -31,56 +40,72 @@ def metrics_reply(registry: CollectorRegistry) -> Reply:
 
 
 class HTTPEndpoint:
-    """Serves `routes`, keyed by (method, path), on HOST:PORT (port 0 picks one)."""
+    """Serves `routes`, keyed by (method, path), on HOST:PORT (port 0 picks one).
+
+    The port is bound here, so a taken port fails before anything starts and
+    `port` is known at once; `start` serves it from a background thread.
+    Routes run in worker threads, so a slow probe does not hold up /metrics.
+    """
 
     def __init__(self, host: str, port: int, routes: Mapping[tuple[str, str], Route]) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self._serve("GET")
-
-            def do_POST(self) -> None:
-                self._serve("POST")
-
-            def do_DELETE(self) -> None:
-                self._serve("DELETE")
-
-            def _serve(self, method: str) -> None:
-                route = routes.get((method, self.path))
-                if route is None:
-                    self._reply(*json_reply(404, {"error": f"{method} {self.path} not found"}))
-                    return
-                length = int(self.headers.get("Content-Length") or 0)
-                self._reply(*route(self.rfile.read(length) if length else b""))
-
-            def _reply(self, code: int, ctype: str, body: bytes) -> None:
-                """Answer; a client that hung up (probe timeout) is not an error."""
-                try:
-                    self.send_response(code)
-                    self.send_header("Content-Type", ctype)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
+        self._routes = dict(routes)
         try:
-            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self._socket = _listen(host, port)
         except OSError as err:
             raise SystemExit(
                 f"--http-address: cannot listen on {host}:{port} ({err.strerror}); "
                 "pick a free port, or port 0 for any"
             ) from err
-        self.httpd.daemon_threads = True
-        self.port: int = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.port: int = self._socket.getsockname()[1]
+        config = uvicorn.Config(
+            self._app,
+            interface="asgi3",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            proxy_headers=False,
+        )
+        self._server = uvicorn.Server(config)
+        server, sock = self._server, self._socket
+        self._thread = threading.Thread(target=lambda: server.run(sockets=[sock]), daemon=True)
+
+    async def _app(self, scope: Message, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        query = scope["query_string"].decode("latin-1")
+        path = scope["raw_path"].decode("latin-1") + (f"?{query}" if query else "")
+        route = self._routes.get((scope["method"], path))
+        if route is None:
+            code, ctype, payload = json_reply(404, {"error": f"{scope['method']} {path} not found"})
+        else:
+            code, ctype, payload = await asyncio.to_thread(route, body)
+        headers = [(b"content-type", ctype.encode()), (b"content-length", b"%d" % len(payload))]
+        await send({"type": "http.response.start", "status": code, "headers": headers})
+        await send({"type": "http.response.body", "body": payload, "more_body": False})
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(timeout=5.0)
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+        self._socket.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -1,5 +1,6 @@
 """One rack's reconcile: read the UltraServer and the stores, compute the
-desired slices and status with the pure functions, write only differences."""
+desired slices and status with the pure functions of `rackstate`, write only
+differences, and map API failures to what the status says."""
 
 import datetime
 import logging
@@ -9,26 +10,26 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from driver.controller.healthtaints import (
-    Report,
-    device_health,
-    parse_reports,
-    taints,
-    unhealthy_cores,
-)
+from driver.controller.healthtaints import Report, parse_reports
 from driver.controller.kube import SLICES, ULTRASERVERS, Kube
 from driver.controller.metrics import ControllerMetrics
-from driver.controller.slices import RackInput, build_slices, planned_devices, rack_label
+from driver.controller.rackstate import (
+    Allocation,
+    Published,
+    allocated_devices,
+    desired_rack,
+    invalid_spec,
+    observe_rack,
+    owner_reference,
+)
+from driver.controller.slices import rack_label
 from driver.controller.stores import Store
 from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.writeplan import Plan, plan_writes
-from driver.devicemodel.nodemap import map_nodes
-from driver.devicemodel.ultraserver import SpecError, parse_spec
+from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
-from driver.names import API_GROUP, API_VERSION
 
 log = logging.getLogger(__name__)
-Allocation = tuple[str, str, str]  # driver, pool, device
 
 
 def node_labels(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -91,60 +92,47 @@ class Reconciler:
         self.refused: dict[str, tuple[str, int]] = {}
 
     def reconcile(self, name: str) -> Outcome:
+        """Read the rack, compute its slices and status, write only differences."""
         obj = self.kube.get(ULTRASERVERS, name)
         existing = self.kube.list_all(
             SLICES, labels=f"{rack_label(self.driver)}={name}", fields=f"spec.driver={self.driver}"
         )
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            for s in existing:
-                self._delete_slice(s["metadata"]["name"])
-            self.metrics.racks.forget(name)
-            if existing:
-                log.info("rack %s: deleted %d slices", name, len(existing))
-            return Outcome(name, len(existing), 0)
+            return self._remove(name, existing)
         try:
             spec = parse_spec(obj)
         except SpecError as err:
-            invalid = Observed(
-                generation=int(obj["metadata"].get("generation", 0)),
-                servers=0,
-                mapping=None,
-                published=(),
-                pool_generation=0,
-                slices=len(existing),
-                health=(),
-                allocated=(),
-                unhealthy_cores=0,
-                error=str(err),
-                error_reason="InvalidSpec",
-            )
-            self._write_status(obj, invalid)
+            generation = int(obj["metadata"].get("generation", 0))
+            self._write_status(obj, invalid_spec(generation, len(existing), str(err)))
             return Outcome(name, 0, 0)
-        mapping = map_nodes(spec, self.stores.nodes.items())
-        devices = planned_devices(spec.rack, spec.mode, spec.flat_device)
         reports = self.stores.health.items()
-        health = device_health(devices, mapping.nodes, reports)
-        desired = build_slices(
-            RackInput(
-                name=spec.name,
-                rack=spec.rack,
-                mode=spec.mode,
-                flat_device=spec.flat_device,
-                nodes=mapping.nodes,
-                rack_nodes=mapping.rack_nodes,
-                driver=self.driver,
-                taints=taints(health, self.driver),
+        want = desired_rack(spec, self.stores.nodes.items(), reports, self.driver)
+        plan = plan_writes(want.slices, existing, owner_reference(spec))
+        published = self._apply(spec, plan, want.slices)
+        allocated = allocated_devices(self.stores.claims.items(), self.driver, name)
+        self._write_status(obj, observe_rack(spec, want, published, reports, allocated))
+        if plan.writes:
+            log.info(
+                "rack %s: %d writes (%s), pool generation %d",
+                name,
+                len(plan.writes),
+                ", ".join(sorted({w.verb for w in plan.writes})),
+                published.pool_generation,
             )
-        )
-        owner = {
-            "apiVersion": f"{API_GROUP}/{API_VERSION}",
-            "kind": "UltraServer",
-            "name": spec.name,
-            "uid": spec.uid,
-            "controller": True,
-        }
-        plan = plan_writes(desired, existing, owner)
-        error, reason = None, "PublishFailed"
+        return Outcome(name, len(plan.writes), published.pool_generation)
+
+    def _remove(self, name: str, existing: Sequence[JSON]) -> Outcome:
+        """The UltraServer is gone or going: delete its slices and forget it."""
+        for s in existing:
+            self._delete_slice(s["metadata"]["name"])
+        self.metrics.racks.forget(name)
+        if existing:
+            log.info("rack %s: deleted %d slices", name, len(existing))
+        return Outcome(name, len(existing), 0)
+
+    def _apply(self, spec: UltraServerSpec, plan: Plan, desired: list[JSON]) -> Published:
+        """Execute the plan; map API failures to what the status should say."""
+        name = spec.name
         try:
             if self.refused.get(name) == (spec.uid, spec.generation):
                 raise CountersDroppedError(PARTITIONING_OFF)
@@ -153,43 +141,13 @@ class Reconciler:
             if err.status == 409:
                 raise ConflictError(f"rack {name}: {err.reason}") from err
             error = f"{err.status} {err.reason}: {(err.body or '')[:300]}"
+            return Published(desired, plan.generation, error)
         except CountersDroppedError:
             self.refused[name] = (spec.uid, spec.generation)
             for s in self.kube.list_all(SLICES, labels=f"{rack_label(self.driver)}={name}"):
                 self._delete_slice(s["metadata"]["name"])
-            error, reason, desired = PARTITIONING_OFF, "PartitionableDevicesOff", []
-            plan = Plan(0, plan.writes)
-        published_names = {d["name"] for s in desired for d in s["spec"].get("devices") or []}
-        published = [d for d in devices if d.name in published_names]
-        allocated = {
-            device
-            for allocations in self.stores.claims.items().values()
-            for drv, pool, device in allocations
-            if drv == self.driver and pool == name
-        }
-        observed = Observed(
-            generation=spec.generation,
-            servers=spec.rack.servers,
-            mapping=mapping,
-            published=published,
-            pool_generation=plan.generation,
-            slices=len(desired),
-            health=health,
-            allocated=allocated,
-            unhealthy_cores=unhealthy_cores(mapping.nodes, reports, spec.rack.chip.cores),
-            error=error,
-            error_reason=reason,
-        )
-        self._write_status(obj, observed)
-        if plan.writes:
-            log.info(
-                "rack %s: %d writes (%s), pool generation %d",
-                name,
-                len(plan.writes),
-                ", ".join(sorted({w.verb for w in plan.writes})),
-                plan.generation,
-            )
-        return Outcome(name, len(plan.writes), plan.generation)
+            return Published([], 0, PARTITIONING_OFF, "PartitionableDevicesOff")
+        return Published(desired, plan.generation)
 
     def _execute(self, plan: Plan) -> None:
         for w in plan.writes:

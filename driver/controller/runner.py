@@ -21,8 +21,8 @@ from driver.controller.lease import LeaseElector
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.probes import ReplicaState, Role, report
 from driver.controller.reconciler import ConflictError, Reconciler, Stores
-from driver.controller.workqueue import WorkQueue
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
+from driver.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from driver.devicemodel import attributes
 from driver.devicemodel.layout import Layout, PlannedDevice, build_layout, flat_devices
 from driver.devicemodel.naming import server_name
 from driver.jsontypes import JSON
@@ -161,17 +162,17 @@ def device_entry(inp: RackInput, device: PlannedDevice) -> JSON:
     """One `spec.devices[]` entry: attributes a newcomer can read, capacities, counters, taints."""
     rack, places = inp.rack, device.chips
     attrs: dict[str, JSON] = {
-        "resourceType": {"string": device.kind},
-        "ultraserverId": {"string": inp.name},
+        attributes.KIND: {"string": device.kind},
+        attributes.ULTRASERVER: {"string": inp.name},
         "generation": {"string": rack.generation},
         "coreVersion": {"string": rack.chip.core_version},
-        "coreStart": {"int": device.core_start},
-        "coreCount": {"int": device.core_count},
+        attributes.CORE_START: {"int": device.core_start},
+        attributes.CORE_COUNT: {"int": device.core_count},
     }
     if device.server is not None:
-        attrs["serverIndex"] = {"int": device.server}
+        attrs[attributes.SERVER_INDEX] = {"int": device.server}
     if len(places) == 1:
-        attrs["chipIndex"] = {"int": places[0].local_index}
+        attrs[attributes.CHIP_INDEX] = {"int": places[0].local_index}
         attrs["rackChipIndex"] = {"int": places[0].index}
         if device.kind == "core" and device.core_count <= rack.chip.cores_per_chiplet:
             attrs["chiplet"] = {"int": rack.chip.chiplet_of(device.core_start)}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS, TopologyError, rack_spec
 
@@ -61,7 +61,7 @@ class ClusterSpec:
             )
         if not 1 <= racks <= MAX_RACKS:
             raise ClusterSpecError(f"--racks: must be between 1 and {MAX_RACKS}, got {racks}")
-        if mode not in ("partitioned", "flat"):
+        if mode not in MODES:
             raise ClusterSpecError(f"--mode: {mode!r} is not partitioned or flat")
         try:
             servers = rack_spec(generation).servers

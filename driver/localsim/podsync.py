@@ -20,14 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from driver.jsontypes import JSON
 from driver.localsim import podstatus
-from driver.localsim.keyedqueue import KeyedQueue
 from driver.localsim.kubelet import KubeletError, KubeletStandIn
+from driver.localsim.podwatch import watch_pods
+from driver.localsim.podwrites import PodWrites, api_reason
 from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, workload_spec
+from driver.workqueue import WorkQueue
 
 log = logging.getLogger("trainium-dra.kubelet")
 
@@ -38,7 +40,6 @@ FAILED_UNPREPARE = "FailedUnprepareDynamicResources"
 FAILED_CREATE = "CreateContainerError"
 BACKOFF_START, BACKOFF_MAX = 1.0, 20.0
 TICK = 2.0
-WATCH_SECONDS = 30
 STOP_TIMEOUT = 10.0
 FINISHED_JOB_STATES = ("succeeded", "failed", "cancelled")
 
@@ -69,11 +70,11 @@ class PodSync:
         workers: int = 8,
     ) -> None:
         self.api = api
-        self.core = client.CoreV1Api(api)
+        self.writes = PodWrites(api)
         self.kubelets = dict(kubelets)
         self.cdi_dirs = dict(cdi_dirs)
         self.workers = workers
-        self.queue = KeyedQueue()
+        self.queue = WorkQueue()
         self.lock = threading.Lock()
         self.pods: dict[str, JSON] = {}
         self.records: dict[str, PodRecord] = {}
@@ -83,7 +84,7 @@ class PodSync:
     # --- lifecycle -------------------------------------------------------
 
     def start(self) -> None:
-        targets = [self._watch_loop, self._tick_loop] + [self._work_loop] * self.workers
+        targets = [self._watch_loop] + [self._work_loop] * self.workers
         for i, target in enumerate(targets):
             thread = threading.Thread(target=target, name=f"kubelet-{i}", daemon=True)
             thread.start()
@@ -113,18 +114,12 @@ class PodSync:
         self.queue.add(uid)
 
     def _watch_loop(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                self._list_and_watch()
-            except Exception as err:  # the apiserver went away or the watch broke
-                if not self.stopping.is_set():
-                    log.warning("pod watch: %s; relisting", err)
-                    time.sleep(1.0)
+        watch_pods(self.api, self.stopping, self._listed, self._observe)
 
-    def _list_and_watch(self) -> None:
-        listed = self.api.sanitize_for_serialization(self.core.list_pod_for_all_namespaces())
-        present = {p["metadata"]["uid"] for p in listed["items"] if self._ours(p)}
-        for pod in listed["items"]:
+    def _listed(self, pods: list[JSON]) -> None:
+        """A fresh list: observe every pod, and queue the ones that vanished."""
+        present = {p["metadata"]["uid"] for p in pods if self._ours(p)}
+        for pod in pods:
             self._observe(pod)
         with self.lock:
             gone = [uid for uid in set(self.pods) | set(self.records) if uid not in present]
@@ -132,29 +127,6 @@ class PodSync:
                 self.pods.pop(uid, None)
         for uid in gone:
             self.queue.add(uid)
-        version = listed["metadata"]["resourceVersion"]
-        stream = watch.Watch()
-        for event in stream.stream(
-            self.core.list_pod_for_all_namespaces,
-            resource_version=version,
-            timeout_seconds=WATCH_SECONDS,
-        ):
-            if self.stopping.is_set():
-                stream.stop()
-                return
-            if event["type"] == "ERROR":
-                return
-            self._observe(event["raw_object"], deleted=event["type"] == "DELETED")
-
-    def _tick_loop(self) -> None:
-        """Retries failed pods when their back-off ends and follows running workloads."""
-        while not self.stopping.wait(TICK):
-            now = time.monotonic()
-            with self.lock:
-                due = [u for u, r in self.records.items() if r.last_error and r.retry_at <= now]
-                watched = [u for u, r in self.records.items() if r.running and r.jobs]
-            for uid in due + watched:
-                self.queue.add(uid)
 
     def _work_loop(self) -> None:
         while not self.stopping.is_set():
@@ -172,7 +144,19 @@ class PodSync:
                     record.retry_at = time.monotonic() + BACKOFF_MAX
                     record.last_error = record.last_error or "sync failed"
             finally:
+                self._again_later(uid)
                 self.queue.done(uid)
+
+    def _again_later(self, uid: str) -> None:
+        """Queue the pod's next visit: when its back-off ends, or in TICK to
+        follow its running workloads."""
+        with self.lock:
+            record = self.records.get(uid)
+        if record is None:
+            return
+        wait = next_visit(record, time.monotonic())
+        if wait is not None:
+            self.queue.add(uid, delay=wait)
 
     # --- one pod -----------------------------------------------------------
 
@@ -191,7 +175,7 @@ class PodSync:
                 self.records[uid] = record
         if pod["metadata"].get("deletionTimestamp"):
             if self._unprepare(pod, record):
-                self._delete(pod)
+                self.writes.delete(pod)
                 self._forget(uid)
             return
         phase = (pod.get("status") or {}).get("phase")
@@ -236,7 +220,7 @@ class PodSync:
             record.jobs.clear()  # the daemon cancels them when the claim is unprepared
             self._fail(pod, record, FAILED_CREATE, str(err))
             return
-        self._patch_status(pod, podstatus.running(pod, record.restarts))
+        self.writes.patch_status(pod, podstatus.running(pod, record.restarts))
         record.running, record.last_error, record.failures = True, "", 0
         log.info("pod %s running on %s (%d jobs)", name, record.node, len(record.jobs))
 
@@ -249,8 +233,8 @@ class PodSync:
             return
         record.last_error = message
         log.warning("pod %s/%s: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], message)
-        self._event(pod, record.node, "Warning", reason, message)
-        self._patch_status(pod, podstatus.waiting(pod, reason, message))
+        self.writes.event(pod, record.node, "Warning", reason, message)
+        self.writes.patch_status(pod, podstatus.waiting(pod, reason, message))
 
     def _follow_jobs(self, pod: JSON, record: PodRecord) -> None:
         policy = pod["spec"].get("restartPolicy", "Always")
@@ -276,13 +260,13 @@ class PodSync:
                     record.exits[container] = (1, str(err))
                     continue
                 record.restarts[container] = record.restarts.get(container, 0) + 1
-                self._patch_status(pod, podstatus.running(pod, record.restarts))
+                self.writes.patch_status(pod, podstatus.running(pod, record.restarts))
             else:
                 record.exits[container] = (code, str(job.get("error") or ""))
         if record.exits and set(record.exits) >= {c["name"] for c in pod["spec"]["containers"]}:
             codes = {c: code for c, (code, _) in record.exits.items()}
             messages = {c: msg for c, (_, msg) in record.exits.items()}
-            self._patch_status(pod, podstatus.finished(pod, codes, messages))
+            self.writes.patch_status(pod, podstatus.finished(pod, codes, messages))
             record.running = False
 
     def _unprepare(self, pod: JSON | None, record: PodRecord) -> bool:
@@ -294,7 +278,7 @@ class PodSync:
         except KubeletError as err:
             if pod is not None and str(err) != record.last_error:
                 record.last_error = str(err)
-                self._event(pod, record.node, "Warning", FAILED_UNPREPARE, str(err))
+                self.writes.event(pod, record.node, "Warning", FAILED_UNPREPARE, str(err))
             record.failures += 1
             record.retry_at = time.monotonic() + min(BACKOFF_MAX, 2.0**record.failures)
             return False
@@ -302,37 +286,15 @@ class PodSync:
         record.last_error = ""
         return True
 
-    # --- API writes --------------------------------------------------------
 
-    def _patch_status(self, pod: JSON, status: JSON) -> None:
-        meta = pod["metadata"]
-        try:
-            self.core.patch_namespaced_pod_status(
-                meta["name"], meta["namespace"], {"status": status}
-            )
-        except ApiException as err:
-            if err.status != 404:
-                log.warning("pod %s: status update failed: %s", meta["name"], api_reason(err))
+def next_visit(record: PodRecord, now: float) -> float | None:
+    """Seconds until a pod needs another sync without a new event, or None.
 
-    def _event(self, pod: JSON, node: str, kind: str, reason: str, message: str) -> None:
-        body = podstatus.event(pod, node, kind, reason, message)
-        try:
-            self.core.create_namespaced_event(pod["metadata"]["namespace"], body)
-        except ApiException as err:
-            log.warning("event for pod %s failed: %s", pod["metadata"]["name"], api_reason(err))
-
-    def _delete(self, pod: JSON) -> None:
-        meta = pod["metadata"]
-        try:
-            self.core.delete_namespaced_pod(
-                meta["name"],
-                meta["namespace"],
-                body={"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}},
-            )
-        except ApiException as err:
-            if err.status not in (404, 409):
-                raise
-
-
-def api_reason(err: ApiException) -> str:
-    return f"{err.status} {err.reason}: {(err.body or '')[:300]}"
+    A failed pod is retried when its back-off ends (every TICK once it is
+    overdue); a running pod with workloads is followed every TICK.
+    """
+    if record.last_error:
+        return record.retry_at - now if record.retry_at > now else TICK
+    if record.running and record.jobs:
+        return TICK
+    return None

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from driver.devicemodel import attributes as attr
 from driver.plugin.claimconfig import (
     NEURON_CONFIG,
     ULTRASERVER_CONFIG,
@@ -103,24 +104,18 @@ def _int_attr(attrs: Attributes, name: str, where: str) -> int:
 
 def device_ranges(attrs: Attributes, place: NodePlace, where: str) -> tuple[CoreRange, ...]:
     """The cores one device gives this node, or AllocationError if it is not here."""
-    kind = attrs.get("resourceType")
-    rack_id = attrs.get("ultraserverId")
+    kind = attrs.get(attr.KIND)
+    rack_id = attrs.get(attr.ULTRASERVER)
     if rack_id != place.ultraserver:
         raise AllocationError(
             f"{where}: device is in UltraServer {rack_id!r}, but node {place.node_name} is in "
             f"{place.ultraserver!r}; the claim was allocated for another node"
         )
-    node = attrs.get("nodeName")
-    if node is not None and node != place.node_name:
-        raise AllocationError(
-            f"{where}: device belongs to node {node!r}, not {place.node_name!r}; "
-            "the claim was allocated for another node"
-        )
     cores = place.rack.chip.cores
     local_chips = range(place.rack.chips_per_server)
     if kind == "ultraserver":
         return tuple(CoreRange(chip, 0, cores) for chip in local_chips)
-    server = _int_attr(attrs, "serverIndex", where)
+    server = _int_attr(attrs, attr.SERVER_INDEX, where)
     if server != place.server_index:
         raise AllocationError(
             f"{where}: device is on server {server}, but node {place.node_name} is server "
@@ -128,15 +123,15 @@ def device_ranges(attrs: Attributes, place: NodePlace, where: str) -> tuple[Core
         )
     if kind == "server":
         return tuple(CoreRange(chip, 0, cores) for chip in local_chips)
-    chip_index = _int_attr(attrs, "chipIndex", where)
+    chip_index = _int_attr(attrs, attr.CHIP_INDEX, where)
     chip = chip_index % place.rack.chips_per_server
     if chip_index >= place.rack.chips_per_server and chip_index // len(local_chips) != server:
         raise AllocationError(f"{where}: chipIndex {chip_index} is not on server {server}")
     if kind == "chip":
         return (CoreRange(chip, 0, cores),)
     if kind == "core":
-        start = _int_attr(attrs, "coreStart", where)
-        count = _int_attr(attrs, "coreCount", where)
+        start = _int_attr(attrs, attr.CORE_START, where)
+        count = _int_attr(attrs, attr.CORE_COUNT, where)
         if start < 0 or count < 1 or start + count > cores:
             raise AllocationError(f"{where}: cores [{start}, {start + count}) are not on a chip")
         return (CoreRange(chip, start, count),)
@@ -199,7 +194,7 @@ def plan_claim(
                 request=result.get("request", ""),
                 pool=key[0],
                 device=key[1],
-                kind=str(attrs.get("resourceType")),
+                kind=str(attrs.get(attr.KIND)),
                 ranges=device_ranges(attrs, place, where),
                 share_id=result.get("shareID"),
                 admin_access=bool(result.get("adminAccess", False)),

@@ -107,4 +107,4 @@ def test_a_port_in_use_names_the_flag() -> None:
         with pytest.raises(SystemExit, match=r"--http-address: cannot listen on 127\.0\.0\.1:\d+"):
             HTTPEndpoint("127.0.0.1", taken.port, {})
     finally:
-        taken.httpd.server_close()
+        taken.stop()

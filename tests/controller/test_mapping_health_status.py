@@ -1,8 +1,7 @@
 """Pure pieces around the builder: spec parsing and node mapping, health
-reports to taints, status conditions, and the work queue."""
+reports to taints and status conditions."""
 
 import datetime
-import threading
 
 import pytest
 
@@ -14,7 +13,6 @@ from driver.controller.healthtaints import (
     unhealthy_cores,
 )
 from driver.controller.ultraserverstatus import Observed, compute_status
-from driver.controller.workqueue import WorkQueue
 from driver.devicemodel.layout import build_layout
 from driver.devicemodel.nodemap import map_nodes, selector_matches
 from driver.devicemodel.ultraserver import SpecError, parse_spec
@@ -157,25 +155,3 @@ def test_status_conditions_keep_their_time_until_they_change() -> None:
         broken["conditions"][2]["lastTransitionTime"]
         == first["conditions"][2]["lastTransitionTime"]
     )
-
-
-def test_work_queue_dedups_serializes_and_requeues() -> None:
-    q = WorkQueue()
-    q.add("a")
-    q.add("a")
-    q.add("b", delay=0.2)
-    assert q.get(timeout=0.1) == "a"
-    q.add("a")  # requested again while in progress: not handed to a second worker
-    assert q.get(timeout=0.05) is None
-    q.done("a")
-    assert q.get(timeout=0.1) == "a"
-    q.done("a")
-    assert q.get(timeout=1) == "b"
-    q.done("b")
-    assert q.idle()
-    got: list[str | None] = []
-    waiter = threading.Thread(target=lambda: got.append(q.get()))
-    waiter.start()
-    q.close()
-    waiter.join(1)
-    assert got == [None]

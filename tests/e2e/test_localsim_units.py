@@ -1,7 +1,6 @@
 """Unit tests of the local cluster's pure parts: cluster plan, chart selection,
 pod status shapes, the keyed queue, workload annotations, status and top."""
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from driver.localsim.clusterspec import (
     node_labels,
     ultraserver_object,
 )
-from driver.localsim.keyedqueue import KeyedQueue
 from driver.localsim.status import ClaimCores, allocation_rows, compact, table
 from driver.localsim.top import parse_metrics, render, shade
 from driver.localsim.workloadclient import WorkloadError, workload_spec
@@ -129,24 +127,6 @@ def test_finished_status_fails_when_any_container_failed() -> None:
 def test_event_is_about_the_pod() -> None:
     event = podstatus.event(POD, "n1", "Warning", "Why", "what")
     assert event["involvedObject"]["uid"] == "u1" and event["source"]["host"] == "n1"
-
-
-def test_keyed_queue_never_hands_out_a_key_twice_at_once() -> None:
-    queue = KeyedQueue()
-    queue.add("a")
-    queue.add("a")
-    queue.add("b")
-    assert queue.get(0.1) == "a"
-    queue.add("a")  # changed while being worked on: runs again after done()
-    assert queue.get(0.1) == "b"
-    assert queue.get(0.05) is None
-    queue.done("a")
-    assert queue.get(0.1) == "a"
-    waiter = threading.Thread(target=lambda: queue.get(5.0))
-    waiter.start()
-    queue.close()
-    waiter.join(1.0)
-    assert not waiter.is_alive()
 
 
 def test_workload_annotation() -> None:

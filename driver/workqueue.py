@@ -1,6 +1,7 @@
-"""A controller work queue: each key at most once pending, never processed by
-two workers at once, re-run if requested again while it was being processed,
-and retried later after a failure."""
+"""The work queue of the controller (racks) and the kubelet stand-in (pods):
+each key at most once pending, never processed by two workers at once, re-run
+if requested again while it was being processed, and optionally delayed (a
+retry after a failure, a periodic visit)."""
 
 import threading
 import time

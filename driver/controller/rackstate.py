@@ -1,0 +1,128 @@
+"""What one reconcile computes, kept apart from what it reads and writes.
+
+Pure: a parsed UltraServer and the watched state in, the desired slices and
+the `Observed` facts for its status out. The reconciler does the I/O around
+these functions.
+"""
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from driver.controller.healthtaints import DeviceHealth, Report, device_health, taints
+from driver.controller.healthtaints import unhealthy_cores as count_unhealthy_cores
+from driver.controller.slices import RackInput, build_slices, planned_devices
+from driver.controller.ultraserverstatus import Observed
+from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.nodemap import NodeMapping, map_nodes
+from driver.devicemodel.ultraserver import UltraServerSpec
+from driver.jsontypes import JSON
+from driver.names import API_GROUP, API_VERSION
+
+Allocation = tuple[str, str, str]  # driver, pool, device
+
+
+@dataclass(frozen=True)
+class DesiredRack:
+    """The rack as it should be published now."""
+
+    mapping: NodeMapping
+    devices: tuple[PlannedDevice, ...]  # every device the mode defines
+    health: Sequence[DeviceHealth]
+    slices: list[JSON]
+
+
+def desired_rack(
+    spec: UltraServerSpec,
+    nodes: Mapping[str, Mapping[str, str]],
+    reports: Mapping[str, Sequence[Report]],
+    driver: str,
+) -> DesiredRack:
+    mapping = map_nodes(spec, nodes)
+    devices = planned_devices(spec.rack, spec.mode, spec.flat_device)
+    health = device_health(devices, mapping.nodes, reports)
+    slices = build_slices(
+        RackInput(
+            name=spec.name,
+            rack=spec.rack,
+            mode=spec.mode,
+            flat_device=spec.flat_device,
+            nodes=mapping.nodes,
+            rack_nodes=mapping.rack_nodes,
+            driver=driver,
+            taints=taints(health, driver),
+        )
+    )
+    return DesiredRack(mapping, devices, health, slices)
+
+
+def owner_reference(spec: UltraServerSpec) -> JSON:
+    """The UltraServer as controller owner of its slices, so they go with it."""
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "UltraServer",
+        "name": spec.name,
+        "uid": spec.uid,
+        "controller": True,
+    }
+
+
+def allocated_devices(
+    claims: Mapping[str, frozenset[Allocation]], driver: str, pool: str
+) -> set[str]:
+    """Device names of `pool` that some claim holds."""
+    return {
+        device
+        for allocations in claims.values()
+        for drv, pool_name, device in allocations
+        if drv == driver and pool_name == pool
+    }
+
+
+@dataclass(frozen=True)
+class Published:
+    """What the apply step left in the cluster and why it stopped, if it did."""
+
+    slices: Sequence[JSON]
+    pool_generation: int
+    error: str | None = None
+    error_reason: str = "PublishFailed"
+
+
+def observe_rack(
+    spec: UltraServerSpec,
+    want: DesiredRack,
+    published: Published,
+    reports: Mapping[str, Sequence[Report]],
+    allocated: Collection[str],
+) -> Observed:
+    names = {d["name"] for s in published.slices for d in s["spec"].get("devices") or []}
+    return Observed(
+        generation=spec.generation,
+        servers=spec.rack.servers,
+        mapping=want.mapping,
+        published=[d for d in want.devices if d.name in names],
+        pool_generation=published.pool_generation,
+        slices=len(published.slices),
+        health=want.health,
+        allocated=allocated,
+        unhealthy_cores=count_unhealthy_cores(want.mapping.nodes, reports, spec.rack.chip.cores),
+        error=published.error,
+        error_reason=published.error_reason,
+    )
+
+
+def invalid_spec(generation: int, slices: int, error: str) -> Observed:
+    """Status facts of an UltraServer whose spec cannot be published."""
+    return Observed(
+        generation=generation,
+        servers=0,
+        mapping=None,
+        published=(),
+        pool_generation=0,
+        slices=slices,
+        health=(),
+        allocated=(),
+        unhealthy_cores=0,
+        error=error,
+        error_reason="InvalidSpec",
+    )
