@@ -147,12 +147,25 @@ def measure(real: RealCluster, pods: int) -> dict[str, Any]:
     }
 
 
+def table(r: dict[str, Any]) -> str:
+    rows = ["| kubelet metric | call | p50 ms | p99 ms | calls |", "|---|---|---|---|---|"]
+    for metric, key in (
+        ("dra_grpc_operations_duration_seconds", "kubelet_grpc_ms"),
+        ("dra_operations_duration_seconds", "kubelet_step_ms"),
+    ):
+        for call, figures in r[key].items():
+            rows.append(
+                f"| `{metric}` | {call} | {figures['p50']:.1f} | {figures['p99']:.1f} "
+                f"| {figures['count']:.0f} |"
+            )
+    return "\n".join(rows)
+
+
 def render(r: dict[str, Any]) -> str:
     idle = r["idle"]
     mem = [v["memory_mib"] for v in idle.values()]
     cpu = [v["cpu_percent"] for v in idle.values()]
     system = [v["system_memory_mib"] for v in idle.values()]
-    g, s = r["kubelet_grpc_ms"], r["kubelet_step_ms"]
     startup = r["pod_startup_s"]
     return f"""
 {r["nodes"]} real nodes (kubelet, containerd, kube-proxy and the chart's pods in each
@@ -162,20 +175,15 @@ after another. Latencies are the kubelet's own histograms, read through the apis
 interpolated inside the histogram buckets as Prometheus' `histogram_quantile` does, so
 they are only as fine as the kubelet's bucket bounds.
 
-| kubelet metric | call | p50 ms | p99 ms | calls |
-|---|---|---|---|---|
-| `dra_grpc_operations_duration_seconds` | NodePrepareResources | {g["prepare"]["p50"]:.1f} | {g["prepare"]["p99"]:.1f} | {g["prepare"]["count"]:.0f} |
-| `dra_grpc_operations_duration_seconds` | NodeUnprepareResources | {g["unprepare"]["p50"]:.1f} | {g["unprepare"]["p99"]:.1f} | {g["unprepare"]["count"]:.0f} |
-| `dra_operations_duration_seconds` | PrepareResources | {s["prepare"]["p50"]:.1f} | {s["prepare"]["p99"]:.1f} | {s["prepare"]["count"]:.0f} |
-| `dra_operations_duration_seconds` | UnprepareResources | {s["unprepare"]["p50"]:.1f} | {s["unprepare"]["p99"]:.1f} | {s["unprepare"]["count"]:.0f} |
+{table(r)}
 
 Pod create to Running (scheduler, kubelet, prepare, CDI, container start): median
 {startup[len(startup) // 2]:.1f} s, slowest {startup[-1]:.1f} s.
 
 Per node, idle for {IDLE_SECONDS:.0f} s after start-up (cgroup `memory.stat`
-rss + mapped files; `cpuacct.usage`): memory {min(mem):.0f}–{max(mem):.0f} MiB of which
-kubelet, containerd, shims and kube-proxy {min(system):.0f}–{max(system):.0f} MiB; CPU
-{min(cpu):.1f}–{max(cpu):.1f} % of one core.
+rss + mapped files; `cpuacct.usage`): memory {min(mem):.0f} to {max(mem):.0f} MiB of which
+kubelet, containerd, shims and kube-proxy {min(system):.0f} to {max(system):.0f} MiB; CPU
+{min(cpu):.1f} to {max(cpu):.1f} % of one core.
 """
 
 
