@@ -133,6 +133,8 @@ def test_claims_reach_real_containers_through_cdi(real: RealCluster) -> None:
     real.running(ns, "probe")
     probe = real.wait_logs(ns, "probe", "other_claim")
     assert probe["other_claim"].startswith("refused"), probe
+    # The whole-server claim would leave its node no chip for the tests below.
+    real.kubectl("delete", "namespace", ns, "--wait", "--timeout=180s")
 
 
 def test_deleting_the_pod_makes_the_kubelet_unprepare(real: RealCluster) -> None:
