@@ -231,21 +231,21 @@ def inject_fault(real: RealCluster, node: str, pod: JSON) -> str:
     return device
 
 
-def device_health(pod: JSON | None) -> dict[str, str]:
-    """resourceID -> health from the pod's allocatedResourcesStatus."""
-    found: dict[str, str] = {}
-    for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
-        for entry in status.get("allocatedResourcesStatus") or []:
-            for resource in entry.get("resources") or []:
-                found[resource["resourceID"]] = resource.get("health", "")
-    return found
+def device_health(pod: JSON | None) -> list[tuple[str, str]]:
+    """(health, message) of each resource in the pod's allocatedResourcesStatus."""
+    return [
+        (resource.get("health", ""), resource.get("message", ""))
+        for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []
+        for entry in status.get("allocatedResourcesStatus") or []
+        for resource in entry.get("resources") or []
+    ]
 
 
 def test_an_injected_chip_fault_reaches_the_pod_status_and_evicts(real: RealCluster) -> None:
     ns = "real-fault"
     tolerant = claim_template(ns, "tolerant", "chip.trainium.sim.dev")
     tolerant["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
-        {"key": f"{DRIVER}/unhealthy", "operator": "Exists"}
+        {"key": f"{DRIVER}/unhealthy", "operator": "Exists", "effect": "NoExecute"}
     ]
     real.apply(namespace(ns), tolerant, claim_template(ns, "chip", "chip.trainium.sim.dev"))
     real.apply(workload_pod(ns, "survivor", "tolerant", node=NODE1))
@@ -254,13 +254,14 @@ def test_an_injected_chip_fault_reaches_the_pod_status_and_evicts(real: RealClus
     victim = real.running(ns, "victim")
 
     device = inject_fault(real, NODE1, survivor)
-    resource_id = f"{DRIVER}/rack-a/{device}"
-    wait_for(
-        f"{resource_id} Unhealthy in the survivor's allocatedResourcesStatus",
-        lambda: device_health(real.cluster.pod(ns, "survivor")).get(resource_id) == "Unhealthy",
+    chip = int(device.rsplit("chip", 1)[1])
+    health = wait_for(
+        f"{device} Unhealthy in the survivor's allocatedResourcesStatus",
+        lambda: [h for h in device_health(real.cluster.pod(ns, "survivor")) if h[0] == "Unhealthy"],
         timeout=120,
     )
-    assert real.cluster.pod(ns, "survivor") is not None
+    assert health == [("Unhealthy", f"chip {chip} failed: uncorrected HBM ECC error")]
+    assert real.cluster.pod(ns, "survivor") is not None, "a tolerating pod was evicted"
 
     container = victim["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
     assert container in real.containerd_tasks(NODE1)
