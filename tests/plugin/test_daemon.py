@@ -284,7 +284,8 @@ def test_the_health_stream_resends_within_the_kubelets_timeout(daemon: Daemon) -
     the devices Unknown (its timeout is the one the stream reports)."""
     stream = daemon.kubelet(NODES[0]).watch_health()
     cache = HealthCache()
-    first = next(stream)
+    # Until the daemon has read its devices the list is empty.
+    first = next(update for update in stream if update.devices)
     cache.ingest(first.devices, time.monotonic())
     device = first.devices[0].device
     assert first.devices[0].health_check_timeout_seconds == HEALTH_TIMEOUT
