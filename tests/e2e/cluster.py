@@ -22,6 +22,7 @@ from tests import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 START_TIMEOUT = 300.0
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 T = TypeVar("T")
 
 
@@ -86,6 +87,22 @@ class Cluster:
             pod = self.pod(namespace, name) or {}
             states = [c["state"] for c in pod.get("status", {}).get("containerStatuses") or []]
             raise AssertionError(f"{err}; container states: {states}") from None
+
+    def job_pods(self, namespace: str, job: str, count: int) -> list[JSON]:
+        """The Running pods of an Indexed Job, in completion-index order."""
+
+        def probe() -> list[JSON] | None:
+            items = (
+                client.CoreV1Api(self.api)
+                .list_namespaced_pod(namespace, label_selector=f"job-name={job}")
+                .items
+            )
+            pods: list[JSON] = [self.api.sanitize_for_serialization(p) for p in items]
+            running = [p for p in pods if p["status"].get("phase") == "Running"]
+            return running if len(running) == count else None
+
+        pods = wait_for(f"{count} pods of job {namespace}/{job} Running", probe)
+        return sorted(pods, key=lambda p: int(p["metadata"]["annotations"][COMPLETION_INDEX]))
 
     def claim_of(self, pod: JSON) -> JSON:
         """The pod's (first) ResourceClaim, generated or named."""

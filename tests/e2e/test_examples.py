@@ -137,7 +137,7 @@ def test_whole_rack_shared_by_36_pods(cluster: Cluster) -> None:
     files = ("whole-rack/whole-rack.yaml",)
     cluster.apply(*files)
     try:
-        pods = [cluster.running("example-whole-rack", f"worker-{i}") for i in range(36)]
+        pods = cluster.job_pods("example-whole-rack", "rack-train", 36)
         nodes = {node_of(p) for p in pods}
         assert nodes == {server_node(i) for i in range(36)}
         claim = cluster.claim_of(pods[0])
@@ -267,7 +267,7 @@ def test_demo_job(cluster: Cluster) -> None:
     files = ("demo-job/demo-job.yaml",)
     cluster.apply(*files)
     try:
-        pods = [cluster.running("demo", f"trainer-{i}") for i in range(4)]
+        pods = cluster.job_pods("demo", "trainer", 4)
         devices = [results(cluster.claim_of(p))[0]["device"] for p in pods]
         assert all(re.fullmatch(r"server\d\d", d) for d in devices) and len(set(devices)) == 4
         nodes = {node_of(p) for p in pods}
