@@ -34,11 +34,20 @@ DRA_FEATURE_GATES: Mapping[str, bool] = {
     "DRADeviceTaintRules": True,
     "DRADeviceBindingConditions": True,
     "DRAResourceClaimDeviceStatus": True,
+    "GenericWorkload": True,
+    "GangScheduling": True,
+    "DRAWorkloadResourceClaims": True,
 }
-"""Gates the driver's features need; the same set goes to every component."""
+"""Gates the driver's features need; the same set goes to every component.
+The last three (alpha in 1.36) give PodGroups, all-or-nothing gangs, and
+claims reserved for a whole PodGroup (docs/scheduling.md)."""
 
-RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true"
-"""DeviceTaintRules are served only in resource.k8s.io/v1beta2 in 1.36."""
+RUNTIME_CONFIG: Mapping[str, str] = {
+    "resource.k8s.io/v1beta2": "true",
+    "scheduling.k8s.io/v1alpha2": "true",
+}
+"""DeviceTaintRules are served only in resource.k8s.io/v1beta2 in 1.36, and
+PodGroups only in scheduling.k8s.io/v1alpha2."""
 
 CONTROLLERS = (
     "resourceclaim-controller",
@@ -46,10 +55,13 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "job-controller",
     "namespace-controller",
+    "resourcequota-controller",
     "serviceaccount-controller",
 )
-"""Controllers the driver relies on, plus Jobs for users' workloads; notably
-no node-lifecycle controller, so fake Nodes stay Ready without a kubelet."""
+"""Controllers the driver relies on, plus Jobs for users' workloads and
+ResourceQuota usage (quota admission refuses everything in a namespace whose
+quota has no status yet); notably no node-lifecycle controller, so fake
+Nodes stay Ready without a kubelet."""
 
 REAL_NODE_CONTROLLERS = (
     *CONTROLLERS,
@@ -215,7 +227,7 @@ def apiserver_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
         "--profiling=false",
-        f"--runtime-config={RUNTIME_CONFIG}",
+        "--runtime-config=" + ",".join(f"{k}={v}" for k, v in RUNTIME_CONFIG.items()),
         feature_gates_flag(config.feature_gates),
     ]
 

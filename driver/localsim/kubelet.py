@@ -23,6 +23,66 @@ from driver.plugin import kubeletapi, kubeletclient
 RPC_TIMEOUT = 45.0
 
 
+EXTENDED = ""
+"""The key `claim_names` gives the claim the scheduler made for the pod's
+extended resources (`status.extendedResourceClaimStatus`); pod claim entries
+are DNS labels, never empty."""
+
+
+def claim_names(pod: Mapping[str, Any]) -> dict[str, str]:
+    """Pod claim entry -> ResourceClaim name, generated names included, plus the
+    scheduler's extended-resource claim under EXTENDED."""
+    status = pod.get("status") or {}
+    generated = {
+        s["name"]: s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+    }
+    names = {}
+    for entry in pod["spec"].get("resourceClaims") or []:
+        name = generated.get(entry["name"]) or entry.get("resourceClaimName")
+        if not name:
+            raise KubeletError(f"pod claim {entry['name']}: no ResourceClaim generated yet")
+        names[entry["name"]] = name
+    extended = status.get("extendedResourceClaimStatus") or {}
+    if extended.get("resourceClaimName"):
+        names[EXTENDED] = extended["resourceClaimName"]
+    return names
+
+
+def container_claim_uses(
+    pod: Mapping[str, Any], container: Mapping[str, Any]
+) -> list[tuple[str, str | None]]:
+    """(pod claim entry, request or None for all) the container uses: its
+    `resources.claims`, and the requests the scheduler mapped to its extended
+    resources."""
+    uses: list[tuple[str, str | None]] = [
+        (use["name"], use.get("request"))
+        for use in (container.get("resources") or {}).get("claims") or []
+    ]
+    extended = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    uses.extend(
+        (EXTENDED, mapping["requestName"])
+        for mapping in extended.get("requestMappings") or []
+        if mapping["containerName"] == container["name"]
+    )
+    return uses
+
+
+def reserved_for_pod(claim: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """The claim is reserved for the pod itself or for the PodGroup it names:
+    a pod does not know its group's uid, so the group matches by name."""
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    for reserved in (claim.get("status") or {}).get("reservedFor") or []:
+        if reserved.get("uid") == pod["metadata"]["uid"]:
+            return True
+        if group and (reserved.get("apiGroup"), reserved.get("resource"), reserved.get("name")) == (
+            "scheduling.k8s.io",
+            "podgroups",
+            group,
+        ):
+            return True
+    return False
+
+
 class KubeletError(RuntimeError):
     """What the kubelet would log and report as a pod event."""
 
@@ -146,20 +206,12 @@ class KubeletStandIn:
         """(namespace, uid, name) of the pod's claims of this driver, checked like the kubelet."""
         resource = client.ResourceV1Api(api)
         namespace = pod["metadata"]["namespace"]
-        statuses = {
-            s["name"]: s.get("resourceClaimName")
-            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-        }
         refs = []
-        for entry in pod["spec"].get("resourceClaims") or []:
-            name = statuses.get(entry["name"]) or entry.get("resourceClaimName")
-            if not name:
-                raise KubeletError(f"pod claim {entry['name']}: no ResourceClaim generated yet")
+        for name in claim_names(pod).values():
             claim = api.sanitize_for_serialization(
                 resource.read_namespaced_resource_claim(name, namespace)
             )
-            reserved = (claim.get("status") or {}).get("reservedFor") or []
-            if not any(r.get("uid") == pod["metadata"]["uid"] for r in reserved):
+            if not reserved_for_pod(claim, pod):
                 raise KubeletError(f"claim {name}: not reserved for pod {pod['metadata']['name']}")
             results = ((claim["status"].get("allocation") or {}).get("devices") or {}).get(
                 "results"
@@ -175,24 +227,16 @@ class KubeletStandIn:
         kubelet and the container runtime do before starting the containers."""
         refs = self.pod_claims(api, pod)
         prepared = self.prepare(refs)
-        statuses = {
-            s["name"]: s.get("resourceClaimName")
-            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-        }
         by_name = {name: uid for _, uid, name in refs}
-        pod_claims = {
-            entry["name"]: statuses.get(entry["name"]) or entry.get("resourceClaimName")
-            for entry in pod["spec"].get("resourceClaims") or []
-        }
+        names = claim_names(pod)
         edits: dict[str, ContainerEdits] = {}
         for container in pod["spec"]["containers"]:
             ids: list[str] = []
-            for use in (container.get("resources") or {}).get("claims") or []:
-                uid = by_name.get(pod_claims.get(use["name"]) or "")
+            for entry, wanted in container_claim_uses(pod, container):
+                uid = by_name.get(names.get(entry) or "")
                 if uid is None:
                     continue
                 for device in prepared[uid].devices:
-                    wanted = use.get("request")
                     if wanted and wanted not in device["request_names"]:
                         continue
                     ids.extend(i for i in device["cdi_device_ids"] if i not in ids)

@@ -102,6 +102,17 @@ def device_rows(racks: Sequence[JSON]) -> list[list[object]]:
     ]
 
 
+def consumer_names(reserved: Sequence[JSON], pods: Mapping[str, JSON]) -> list[str]:
+    """Pods by name; a claim reserved for a whole PodGroup shows the group."""
+    names = []
+    for ref in reserved:
+        if ref.get("resource") == "podgroups":
+            names.append(f"podgroup/{ref['name']}")
+        elif pod := pods.get(ref["uid"]):
+            names.append(pod["metadata"]["name"])
+    return names
+
+
 def allocation_rows(
     claims: Sequence[JSON], pods: Mapping[str, JSON], driver: str, cores: Any
 ) -> list[list[object]]:
@@ -117,8 +128,7 @@ def allocation_rows(
         if not results:
             continue
         meta = claim["metadata"]
-        reserved = [pods.get(r["uid"]) for r in (claim["status"].get("reservedFor") or [])]
-        names = sorted(p["metadata"]["name"] for p in reserved if p)
+        names = sorted(consumer_names(claim["status"].get("reservedFor") or [], pods))
         devices = sorted({f"{r['pool']}/{r['device']}" for r in results})
         admin = any(r.get("adminAccess") for r in results)
         shown = devices if len(devices) <= 3 else [*devices[:2], f"... ({len(devices)} devices)"]

@@ -52,8 +52,7 @@ def test_gates_runtime_config_and_cdi() -> None:
     c = cluster()
     assert c["apiVersion"] == "kind.x-k8s.io/v1alpha4"
     assert c["featureGates"] == dict(DRA_FEATURE_GATES)
-    key, _, value = RUNTIME_CONFIG.partition("=")
-    assert c["runtimeConfig"] == {key: value}
+    assert c["runtimeConfig"] == dict(RUNTIME_CONFIG)
     (patch,) = c["containerdConfigPatches"]
     assert re.search(r"^\s*enable_cdi = true$", patch, re.M)
     cdi_dir = load(CHART / "values.yaml")["cdiDir"]

@@ -2,29 +2,23 @@
 (one full Trn3 Gen2 rack, 36 nodes), checking what its README promises.
 
 Examples run one after the other and each is deleted (namespace included)
-before the next, so each starts from an empty rack.
+before the next, so each starts from an empty rack. The cluster is the
+package's (conftest.py), shared with test_scheduling.py.
 """
 
 import re
 import subprocess
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from driver.localsim.children import trainium_dra_argv
 from driver.localsim.top import parse_metrics
-from tests.e2e.cluster import Cluster, results, running_cluster, wait_for
+from tests.e2e.cluster import Cluster, results, wait_for
 
 pytestmark = pytest.mark.integration
 
 CHIP = re.compile(r"^server(\d\d)-chip(\d\d)$")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster() as running:
-        yield running
 
 
 def node_of(pod: dict[str, object]) -> str:

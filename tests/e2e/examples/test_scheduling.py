@@ -1,0 +1,154 @@
+"""The scheduling examples (docs/scheduling.md) against the real scheduler:
+gangs in PodGroups, extended resource requests served through DRA, and a
+ResourceQuota on devices."""
+
+import re
+
+import pytest
+from kubernetes import client
+
+from driver.jsontypes import JSON
+from tests.e2e.cluster import EXAMPLES, Cluster, results, wait_for
+
+pytestmark = pytest.mark.integration
+
+PODGROUPS = ("scheduling.k8s.io", "v1alpha2", "podgroups")
+GROUP_REF = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups"}
+
+
+def podgroup(cluster: Cluster, namespace: str, name: str) -> JSON:
+    found: JSON = client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
+        *PODGROUPS[:2], namespace, PODGROUPS[2], name
+    )
+    return found
+
+
+def scheduled_condition(group: JSON) -> JSON | None:
+    conditions = (group.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "PodGroupScheduled"), None)
+
+
+def pods(cluster: Cluster, namespace: str) -> list[JSON]:
+    items = client.CoreV1Api(cluster.api).list_namespaced_pod(namespace).items
+    return [cluster.api.sanitize_for_serialization(p) for p in items]
+
+
+def test_whole_rack_gang_binds_all_or_nothing(cluster: Cluster) -> None:
+    files = ("gang-rack/gang-rack.yaml",)
+    namespace = "example-gang-rack"
+    blocked = "rack-a-node-5"
+    cluster.kubectl("cordon", blocked)
+    try:
+        cluster.apply(*files)
+
+        def refused() -> JSON | None:
+            condition = scheduled_condition(podgroup(cluster, namespace, "rack-train"))
+            return condition if condition and condition["status"] == "False" else None
+
+        condition = wait_for("the gang's PodGroupScheduled=False", refused)
+        assert condition["reason"] == "Unschedulable"
+        assert condition["message"], condition
+        waiting = pods(cluster, namespace)
+        assert len(waiting) == 36
+        assert [p["metadata"]["name"] for p in waiting if p["spec"].get("nodeName")] == []
+        claim_name = podgroup(cluster, namespace, "rack-train")["status"]["resourceClaimStatuses"][
+            0
+        ]["resourceClaimName"]
+
+        cluster.kubectl("uncordon", blocked)
+        running = cluster.job_pods(namespace, "rack-train", 36)
+        assert {p["spec"]["nodeName"] for p in running} == {f"rack-a-node-{i}" for i in range(36)}
+        scheduled = scheduled_condition(podgroup(cluster, namespace, "rack-train"))
+        assert scheduled and scheduled["status"] == "True"
+        claim = cluster.claim_of(running[0])
+        assert claim["metadata"]["name"] == claim_name
+        assert [r["device"] for r in results(claim)] == ["ultraserver"]
+        # Reserved once for the group, not 36 times for its pods.
+        [reserved] = claim["status"]["reservedFor"]
+        assert {k: reserved[k] for k in GROUP_REF} == GROUP_REF
+        assert reserved["name"] == "rack-train"
+        for node in (p["spec"]["nodeName"] for p in running):
+            env = cluster.cdi_env(node, claim["metadata"]["uid"])
+            assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
+            assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(str(i) for i in range(16))
+    finally:
+        cluster.kubectl("uncordon", blocked, check=False)
+        cluster.delete(*files)
+
+
+def test_four_server_gang_on_one_rack(cluster: Cluster) -> None:
+    files = ("gang-servers/gang-servers.yaml",)
+    namespace = "example-gang-servers"
+    cluster.apply(*files)
+    try:
+        running = cluster.job_pods(namespace, "four-servers", 4)
+        nodes = {p["spec"]["nodeName"] for p in running}
+        assert len(nodes) == 4
+        devices = set()
+        for pod in running:
+            [result] = results(cluster.claim_of(pod))
+            match = re.fullmatch(r"server(\d\d)", result["device"])
+            assert match, result["device"]
+            assert pod["spec"]["nodeName"] == f"rack-a-node-{int(match[1])}"
+            devices.add(result["pool"])
+        assert devices == {"rack-a"}
+        condition = scheduled_condition(podgroup(cluster, namespace, "four-servers"))
+        assert condition and condition["status"] == "True"
+    finally:
+        cluster.delete(*files)
+
+
+def test_extended_resource_requests_are_served_by_dra(cluster: Cluster) -> None:
+    files = ("extended-resources/extended-resources.yaml",)
+    namespace = "example-extended-resources"
+    cluster.apply(*files)
+    try:
+        for name, pattern, visible in (
+            ("two-cores", r"server\d\d-chip\d\d-core\d", 2),
+            ("one-chip", r"server\d\d-chip\d\d", 8),
+        ):
+            pod = cluster.running(namespace, name)
+            assert not pod["spec"].get("resourceClaims")
+            extended = pod["status"]["extendedResourceClaimStatus"]
+            [mapping] = extended["requestMappings"]
+            assert mapping["containerName"] == "main"
+            claim = client.ResourceV1Api(cluster.api).read_namespaced_resource_claim(
+                extended["resourceClaimName"], namespace
+            )
+            claim_json: JSON = cluster.api.sanitize_for_serialization(claim)
+            found = results(claim_json)
+            assert all(re.fullmatch(pattern, r["device"]) for r in found), found
+            assert len(found) == (2 if name == "two-cores" else 1)
+            env = cluster.cdi_env(pod["spec"]["nodeName"], claim_json["metadata"]["uid"])
+            assert len(env["NEURON_RT_VISIBLE_CORES"].split(",")) == visible
+    finally:
+        cluster.delete(*files)
+
+
+def test_quota_refuses_the_fifth_core(cluster: Cluster) -> None:
+    files = ("core-quota/1-quota.yaml", "core-quota/2-four-cores.yaml")
+    namespace = "example-core-quota"
+    cluster.apply(files[0])
+    try:
+
+        def counted() -> JSON | None:
+            quota = client.CoreV1Api(cluster.api).read_namespaced_resource_quota("cores", namespace)
+            return quota.status.hard or None
+
+        wait_for("the quota's status (the quota controller)", counted)
+        cluster.apply(files[1])
+        fifth = cluster.kubectl(
+            "apply", "-f", str(EXAMPLES / "core-quota/3-fifth-core.yaml"), check=False
+        )
+        assert fifth.returncode != 0
+        assert "exceeded quota: cores" in fifth.stderr, fifth.stderr
+        assert "neuroncore.trainium.sim.dev.deviceclass.resource.k8s.io/devices=1" in fifth.stderr
+        names = {
+            c.metadata.name
+            for c in client.ResourceV1Api(cluster.api)
+            .list_namespaced_resource_claim(namespace)
+            .items
+        }
+        assert names == {f"core-{i}" for i in range(4)}
+    finally:
+        cluster.delete(*files)
