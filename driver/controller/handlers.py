@@ -9,6 +9,7 @@ import kopf
 from driver.controller.kube import CLAIMS, HEALTH, SLICES, ULTRASERVERS
 from driver.controller.reconciler import Stores, racks_for_node, racks_of_claim
 from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
+from driver.controller.stores import key_of
 
 CLAIM_DELAY = 2.0
 """Claims change only the rack's status (allocated cores); waiting a little
@@ -18,10 +19,14 @@ folds a burst of allocations into one reconcile."""
 def register(
     registry: kopf.OperatorRegistry,
     stores: Stores,
+    *,
     enqueue: Callable[[str, float], None],
+    enqueue_claim: Callable[[str, float], None],
     driver: str,
     login: Callable[..., Any],
 ) -> None:
+    """`enqueue` takes rack names, `enqueue_claim` namespace/name of claims
+    whose device status may need writing."""
     kopf.on.login(registry=registry)(login)
 
     @kopf.on.event(ULTRASERVERS.group, ULTRASERVERS.version, ULTRASERVERS.plural, registry=registry)
@@ -29,6 +34,8 @@ def register(
         old, new = stores.racks.apply(type, dict(body))
         if new is None or old is None or _meta(old, "generation") != _meta(new, "generation"):
             enqueue(name, 0.0)
+            for claim in claims_of_rack(stores, driver, name):
+                enqueue_claim(claim, 0.0)
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
     def node(*, type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
@@ -50,6 +57,8 @@ def register(
         if old != new:
             for rack in racks_of_claim(driver, [old, new]):
                 enqueue(rack, CLAIM_DELAY)
+        if new and any(drv == driver for drv, _, _ in new):
+            enqueue_claim(key_of(body), 0.0)
 
     @kopf.on.event(
         SLICES.group,
@@ -64,6 +73,15 @@ def register(
         rack = labels.get(rack_label(driver))
         if type == "DELETED" and rack and body.get("spec", {}).get("driver") == driver:
             enqueue(rack, 0.0)
+
+
+def claims_of_rack(stores: Stores, driver: str, rack: str) -> list[str]:
+    """Claims holding a device of `rack`."""
+    return [
+        key
+        for key, allocations in stores.claims.items().items()
+        if any(drv == driver and pool == rack for drv, pool, _ in allocations)
+    ]
 
 
 def _meta(obj: Any, key: str) -> Any:

@@ -50,6 +50,7 @@ def desired_rack(
             rack_nodes=mapping.rack_nodes,
             driver=driver,
             taints=taints(health, driver),
+            binding_conditions=spec.fabric.binding_conditions,
         )
     )
     return DesiredRack(mapping, devices, health, slices)

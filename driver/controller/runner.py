@@ -14,6 +14,7 @@ from kopf._core.engines.peering import Identity
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from driver.controller.claimstatus import ClaimStatusWriter, StatusConflictError
 from driver.controller.flags import Flags
 from driver.controller.handlers import register
 from driver.controller.kube import CLAIMS, HEALTH, ULTRASERVERS, Kube
@@ -35,6 +36,8 @@ class Controller:
         self.kube = Kube(api)
         self.stores = Stores()
         self.queue = WorkQueue()
+        self.claim_queue = WorkQueue()
+        self.claim_status = ClaimStatusWriter(api, flags.driver_name)
         self.registry = CollectorRegistry()
         self.metrics = ControllerMetrics(self.registry)
         self.reconciler = Reconciler(self.kube, self.stores, flags.driver_name, self.metrics)
@@ -103,6 +106,9 @@ class Controller:
                 for i in range(self.flags.workers)
             ]
             threads.append(threading.Thread(target=self._resync, name="resync", daemon=True))
+            threads.append(
+                threading.Thread(target=self._claim_work, name="claim-status", daemon=True)
+            )
             for t in threads:
                 t.start()
             self.threads = threads
@@ -111,6 +117,7 @@ class Controller:
         finally:
             self.stop.set()
             self.queue.close()
+            self.claim_queue.close()
             for t in threads:
                 if t.is_alive():
                     t.join(timeout=10)
@@ -139,10 +146,20 @@ class Controller:
         self.stores.racks.replace(racks)
         for rack in racks:
             self.queue.add(rack["metadata"]["name"])
+        for key, allocations in self.stores.claims.items().items():
+            if any(drv == self.flags.driver_name for drv, _, _ in allocations):
+                self.claim_queue.add(key)
 
     def _run_kopf(self) -> None:
         registry = kopf.OperatorRegistry()
-        register(registry, self.stores, self.queue.add, self.flags.driver_name, self._login)
+        register(
+            registry,
+            self.stores,
+            enqueue=self.queue.add,
+            enqueue_claim=self.claim_queue.add,
+            driver=self.flags.driver_name,
+            login=self._login,
+        )
         settings = kopf.OperatorSettings()
         settings.posting.enabled = False
         settings.scanning.disabled = True
@@ -200,6 +217,29 @@ class Controller:
             finally:
                 self.metrics.reconciled(result, time.perf_counter() - started)
                 self.queue.done(rack)
+
+    def _claim_work(self) -> None:
+        """Device status of claims, one at a time: a write per claim, rarely many at once."""
+        while not self.stop.is_set():
+            key = self.claim_queue.get(timeout=1.0)
+            if key is None:
+                continue
+            try:
+                recheck = self.claim_status.sync(key, self.stores.racks.items())
+                self._failures.pop(key, None)
+                if recheck is not None:
+                    self.claim_queue.add(key, recheck)
+            except StatusConflictError as err:
+                log.info("%s; retrying", err)
+                self.claim_queue.add(key, 0.2)
+            except Exception:
+                n = self._failures.get(key, 0) + 1
+                self._failures[key] = n
+                delay = min(MAX_BACKOFF, 0.5 * 2**n)
+                log.exception("claim %s: device status failed, retrying in %.1fs", key, delay)
+                self.claim_queue.add(key, delay)
+            finally:
+                self.claim_queue.done(key)
 
     def _resync(self) -> None:
         while not self.stop.wait(self.flags.resync_seconds):

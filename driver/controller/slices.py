@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from driver.devicemodel import attributes
+from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
 from driver.devicemodel.layout import Layout, PlannedDevice, build_layout, flat_devices
 from driver.devicemodel.naming import server_name
 from driver.jsontypes import JSON
@@ -43,6 +44,7 @@ class RackInput:
     rack_nodes: JSON | None  # node selector matching exactly the rack's nodes, if known
     driver: str
     taints: Mapping[str, Sequence[Taint]]  # device name -> taints
+    binding_conditions: bool  # server and ultraserver devices wait for their fabric
 
 
 def rack_label(driver: str) -> str:
@@ -199,6 +201,9 @@ def device_entry(inp: RackInput, device: PlannedDevice) -> JSON:
     taints = inp.taints.get(device.name)
     if taints:
         entry["taints"] = [dict(t) for t in taints]
+    if inp.binding_conditions and device.kind in FABRIC_KINDS:
+        entry["bindingConditions"] = [FABRIC_READY]
+        entry["bindingFailureConditions"] = [FABRIC_FAILED]
     return entry
 
 

@@ -22,6 +22,15 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
+class FabricSpec:
+    """The simulated NeuronLink/EFA fabric of a rack (docs/device-model.md)."""
+
+    binding_conditions: bool = True
+    setup_seconds: float = 1.0
+    failed_servers: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
 class UltraServerSpec:
     name: str
     uid: str
@@ -33,6 +42,7 @@ class UltraServerSpec:
     node_names: tuple[str, ...] | None  # explicit mapping, server-ordered
     selector: JSON | None  # label selector mapping
     server_index_label: str
+    fabric: FabricSpec
 
 
 def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
@@ -62,6 +72,7 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
         )
     if names is not None and len(set(names)) != len(names):
         raise SpecError("spec.nodes.names: a node is listed twice; list each node once")
+    fabric = parse_fabric(spec.get("fabric") or {}, rack)
     return UltraServerSpec(
         name=str(meta["name"]),
         uid=str(meta.get("uid", "")),
@@ -73,4 +84,24 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
         node_names=tuple(names) if names is not None else None,
         selector=dict(selector) if selector is not None else None,
         server_index_label=str(nodes.get("serverIndexLabel", DEFAULT_SERVER_INDEX_LABEL)),
+        fabric=fabric,
+    )
+
+
+def parse_fabric(fabric: Mapping[str, Any], rack: RackSpec) -> FabricSpec:
+    default = FabricSpec()
+    setup = fabric.get("setupSeconds", default.setup_seconds)
+    if not isinstance(setup, int | float) or isinstance(setup, bool) or not 0 <= setup <= 600:
+        raise SpecError(f"spec.fabric.setupSeconds: {setup!r} is not a number from 0 to 600")
+    failed = fabric.get("failedServers") or []
+    bad = [s for s in failed if not isinstance(s, int) or not 0 <= s < rack.servers]
+    if bad:
+        raise SpecError(
+            f"spec.fabric.failedServers: {bad} are not server indexes of {rack.generation} "
+            f"(0 to {rack.servers - 1})"
+        )
+    return FabricSpec(
+        binding_conditions=bool(fabric.get("bindingConditions", default.binding_conditions)),
+        setup_seconds=float(setup),
+        failed_servers=frozenset(failed),
     )

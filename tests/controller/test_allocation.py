@@ -419,3 +419,87 @@ def test_slices_read_as_core_ranges_of_chips_of_servers(api: client.ApiClient) -
     ) == (7, 2, 4, 4)
     assert a["rackChipIndex"]["int"] == 30 and a["chiplet"]["int"] == 1
     assert a["devicegroup4_id"]["int"] == 7 and a["devicegroup16_id"]["int"] == 1
+
+
+def claim_status_devices(api: client.ApiClient, name: str) -> list[dict[str, Any]]:
+    claim = custom(api).get_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims", name
+    )
+    devices: list[dict[str, Any]] = (claim.get("status") or {}).get("devices") or []
+    return devices
+
+
+def conditions_of(entry: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in entry["conditions"]}
+
+
+def bound_node(api: client.ApiClient, name: str) -> str | None:
+    node: str | None = client.CoreV1Api(api).read_namespaced_pod(name, NS).spec.node_name
+    return node
+
+
+def set_fabric(api: client.ApiClient, fabric: dict[str, Any] | None) -> None:
+    custom(api).patch_cluster_custom_object(
+        "trainium.sim.dev", "v1alpha1", "ultraservers", RACK, {"spec": {"fabric": fabric}}
+    )
+
+
+def test_server_binds_once_its_fabric_is_up_and_the_claim_shows_its_topology(
+    api: client.ApiClient, claims: Claims
+) -> None:
+    published_device = next(
+        d
+        for s in rack_slices(api, RACK)
+        for d in s["spec"].get("devices", [])
+        if d["name"] == "server02"
+    )
+    assert published_device["bindingConditions"] == ["FabricReady"]
+    assert published_device["bindingFailureConditions"] == ["FabricFailed"]
+    on_server2 = 'device.attributes["trainium.sim.dev"].serverIndex == 2'
+    name = claims.make("server", "fabric-up", extra_cel=on_server2)
+    [result] = claims.allocated(name)
+    assert wait_for("pod bound", lambda: bound_node(api, name)) == GEN2_NODES[2]
+    [entry] = claim_status_devices(api, name)
+    assert (entry["driver"], entry["pool"], entry["device"]) == (
+        result["driver"],
+        result["pool"],
+        result["device"],
+    )
+    assert conditions_of(entry) == {"FabricReady": "True", "FabricFailed": "False"}
+    assert entry["data"]["ring"] == [8, 9, 10, 11]  # Gen2: chips 4s..4s+3 of server s
+    assert entry["networkData"]["interfaceName"] == "neuronlink0"
+    assert len(set(entry["networkData"]["ips"])) == 4
+
+
+def test_a_failed_fabric_unallocates_the_claim_and_the_scheduler_retries(
+    api: client.ApiClient, claims: Claims
+) -> None:
+    set_fabric(api, {"failedServers": [5]})
+    try:
+        on_server5 = 'device.attributes["trainium.sim.dev"].serverIndex == 5'
+        name = claims.make("server", "fabric-fail", extra_cel=on_server5)
+
+        def failed() -> dict[str, Any] | None:
+            entries = claim_status_devices(api, name)
+            return next(
+                (e for e in entries if conditions_of(e).get("FabricFailed") == "True"), None
+            )
+
+        entry = wait_for("FabricFailed in the claim's status", failed, 60, 0.1)
+        [message] = {c["message"] for c in entry["conditions"]}
+        assert "server05" in message and "failedServers" in message
+        assert bound_node(api, name) is None
+
+        def deallocated_once() -> bool:
+            events = client.CoreV1Api(api).list_namespaced_event(
+                NS, field_selector=f"involvedObject.name={name}"
+            )
+            return any("device binding failed" in (e.message or "") for e in events.items)
+
+        wait_for("the scheduler's binding failure event", deallocated_once, 60)
+        assert bound_node(api, name) is None
+    finally:
+        set_fabric(api, None)
+    assert wait_for("pod bound after the fabric recovers", lambda: bound_node(api, name), 120)
+    [entry] = claim_status_devices(api, name)
+    assert conditions_of(entry) == {"FabricReady": "True", "FabricFailed": "False"}

@@ -17,7 +17,7 @@ def published(generation: str) -> tuple[dict[tuple[str, str], int], list[dict[st
     rack = rack_spec(generation)
     nodes = {s: f"n{s}" for s in range(rack.servers)}
     inp = RackInput(
-        "rack", rack, "partitioned", "chip", nodes, {"nodeSelectorTerms": []}, "d.dev", {}
+        "rack", rack, "partitioned", "chip", nodes, {"nodeSelectorTerms": []}, "d.dev", {}, False
     )
     capacity: dict[tuple[str, str], int] = {}
     devices: list[dict[str, Any]] = []

@@ -23,7 +23,7 @@ def desired(
     nodes = {s: f"n{s}" for s in range(rack.servers)} if nodes is None else nodes
     sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
     return build_slices(
-        RackInput("r", rack, "partitioned", "chip", nodes, sel, "d.dev", taints or {})
+        RackInput("r", rack, "partitioned", "chip", nodes, sel, "d.dev", taints or {}, False)
     )
 
 

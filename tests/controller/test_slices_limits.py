@@ -26,7 +26,8 @@ def rack_input(generation: str, mode: str, flat_device: str, name: str = "r" * 6
     rack = rack_spec(generation)
     nodes = {s: f"node-{s:03d}-" + "n" * 200 for s in range(rack.servers)}
     selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
-    return RackInput(name, rack, mode, flat_device, nodes, selector, "trainium.sim.dev", {})
+    # With binding conditions, as published by default: the limits must hold with them.
+    return RackInput(name, rack, mode, flat_device, nodes, selector, "trainium.sim.dev", {}, True)
 
 
 @pytest.mark.parametrize(

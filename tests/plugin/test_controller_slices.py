@@ -34,6 +34,8 @@ SLICES = build_slices(
         rack_nodes=None,
         driver=SITE.driver,
         taints={},
+        # Published without the controller, so nothing would bring a fabric up.
+        binding_conditions=False,
     )
 )
 ATTRS = device_attributes(SLICES, SITE.driver)

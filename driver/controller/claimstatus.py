@@ -1,0 +1,147 @@
+"""The `status.devices` of claims holding this driver's devices: read the
+claim, compute each device's entry with `devicemodel.fabric`, write only when
+it differs. The fabric of server and ultraserver devices comes up here, so
+the scheduler, waiting on their binding conditions, binds the pods."""
+
+import datetime
+import functools
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from driver.controller.slices import planned_devices
+from driver.devicemodel.fabric import device_status
+from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
+from driver.jsontypes import JSON
+from simdevice.topology import rack_spec
+
+log = logging.getLogger(__name__)
+
+
+class StatusConflictError(RuntimeError):
+    """The claim changed between our read and our write; read it again."""
+
+
+@functools.lru_cache(maxsize=32)
+def devices_by_name(generation: str, mode: str, flat_device: str) -> Mapping[str, PlannedDevice]:
+    return {d.name: d for d in planned_devices(rack_spec(generation), mode, flat_device)}
+
+
+def allocated_at(claim: Mapping[str, Any], now: datetime.datetime) -> datetime.datetime:
+    """When the scheduler allocated the claim; without the timestamp the fabric
+    is taken to be up already (it cannot be timed)."""
+    raw = ((claim.get("status") or {}).get("allocation") or {}).get("allocationTimestamp")
+    if not raw:
+        return datetime.datetime.min.replace(tzinfo=datetime.UTC)
+    return datetime.datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+
+
+def desired_devices(
+    claim: Mapping[str, Any],
+    racks: Mapping[str, UltraServerSpec],
+    driver: str,
+    now: datetime.datetime,
+) -> tuple[list[JSON], float | None]:
+    """The claim's whole `status.devices` (other drivers' entries kept as they
+    are) and the seconds until ours change by themselves."""
+    status = claim.get("status") or {}
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    current = status.get("devices") or []
+    ours = {(e["pool"], e["device"]): e for e in current if e.get("driver") == driver}
+    out = [e for e in current if e.get("driver") != driver]
+    when = allocated_at(claim, now)
+    recheck: float | None = None
+    for result in results:
+        spec = racks.get(result["pool"])
+        if result["driver"] != driver or spec is None:
+            continue
+        device = devices_by_name(spec.rack.generation, spec.mode, spec.flat_device).get(
+            result["device"]
+        )
+        if device is None:
+            continue
+        key = (result["pool"], result["device"])
+        entry = device_status(
+            driver,
+            key[0],
+            device,
+            fabric=spec.fabric,
+            allocated_at=when,
+            now=now,
+            old=ours.get(key),
+        )
+        out.append(entry.entry)
+        if entry.recheck_seconds is not None:
+            recheck = (
+                entry.recheck_seconds if recheck is None else min(recheck, entry.recheck_seconds)
+            )
+    return out, recheck
+
+
+def parse_racks(objects: Mapping[str, JSON]) -> dict[str, UltraServerSpec]:
+    """UltraServer name -> spec; a spec that does not parse is the rack reconcile's to report."""
+    specs = {}
+    for name, obj in objects.items():
+        try:
+            specs[name] = parse_spec(obj)
+        except SpecError:
+            continue
+    return specs
+
+
+class ClaimStatusWriter:
+    def __init__(self, api: client.ApiClient, driver: str) -> None:
+        self.resource = client.ResourceV1Api(api)
+        self.driver = driver
+
+    def sync(self, key: str, racks: Mapping[str, JSON]) -> float | None:
+        """Bring one claim's device status up to date; seconds until it needs another look."""
+        namespace, name = key.split("/", 1)
+        try:
+            raw = self.resource.read_namespaced_resource_claim(
+                name, namespace, _preload_content=False
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        claim = json.loads(raw.data)
+        if not (claim.get("status") or {}).get("allocation"):
+            return None
+        now = datetime.datetime.now(datetime.UTC)
+        devices, recheck = desired_devices(claim, parse_racks(racks), self.driver, now)
+        if devices != (claim["status"].get("devices") or []):
+            self._write(claim, devices)
+        return recheck
+
+    def _write(self, claim: JSON, devices: list[JSON]) -> None:
+        meta = claim["metadata"]
+        body = {
+            "metadata": {"resourceVersion": meta["resourceVersion"]},
+            "status": {"devices": devices},
+        }
+        try:
+            self.resource.patch_namespaced_resource_claim_status(
+                meta["name"],
+                meta["namespace"],
+                body,
+                _content_type="application/merge-patch+json",
+            )
+        except ApiException as err:
+            if err.status == 409:
+                raise StatusConflictError(
+                    f"claim {meta['namespace']}/{meta['name']} changed meanwhile"
+                ) from err
+            if err.status != 404:
+                raise
+        log.info(
+            "claim %s/%s: status of %d device(s) written",
+            meta["namespace"],
+            meta["name"],
+            len(devices),
+        )

@@ -1,0 +1,154 @@
+"""The simulated NeuronLink/EFA fabric of a claim's devices: whether its domain
+is up, and the addresses and ring a job reads from the claim's status.
+
+Pure: a device, the rack's fabric spec and two timestamps in, one
+`status.devices` entry (resource.k8s.io/v1 AllocatedDeviceStatus) out.
+Server and ultraserver devices span chips that talk over the fabric, so they
+carry the binding conditions below and the scheduler binds a pod only once
+FabricReady is True; a single chip or core partition needs no domain.
+"""
+
+import datetime
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.naming import server_name
+from driver.devicemodel.ultraserver import FabricSpec
+from driver.jsontypes import JSON
+
+FABRIC_READY: Final = "FabricReady"
+FABRIC_FAILED: Final = "FabricFailed"
+FABRIC_KINDS: Final = frozenset({"server", "ultraserver"})
+INTERFACE: Final = "neuronlink0"
+MAX_IPS: Final = 16
+"""NetworkDeviceData.ips holds at most 16 addresses; a larger device gets its
+domain's prefix instead of one address per chip."""
+
+
+@dataclass(frozen=True)
+class DeviceStatus:
+    entry: JSON  # the status.devices entry
+    recheck_seconds: float | None  # when the entry changes by itself; None: it does not
+
+
+def rack_prefix(pool: str) -> str:
+    """The rack's IPv6 ULA /48: fd + 40 bits of the pool name's hash."""
+    digest = hashlib.sha256(pool.encode()).hexdigest()
+    return f"fd{digest[:2]}:{digest[2:6]}:{digest[6:10]}"
+
+
+def chip_address(pool: str, server: int, local_chip: int) -> str:
+    return f"{rack_prefix(pool)}:{server:x}::{local_chip + 1:x}/64"
+
+
+def hardware_address(pool: str, rack_chip: int) -> str:
+    """A locally administered MAC for one chip's fabric port."""
+    digest = hashlib.sha256(pool.encode()).digest()
+    octets = (0x02, digest[0], digest[1], digest[2], rack_chip >> 8, rack_chip & 0xFF)
+    return ":".join(f"{o:02x}" for o in octets)
+
+
+def network_data(pool: str, device: PlannedDevice) -> JSON:
+    """The device's fabric interface: one address per chip, or the domain's
+    prefix when the chips are more than NetworkDeviceData can list."""
+    chips = device.chips
+    data: JSON = {"interfaceName": INTERFACE}
+    if len(chips) <= MAX_IPS:
+        data["ips"] = [chip_address(pool, c.server, c.local_index) for c in chips]
+    else:
+        data["ips"] = [f"{rack_prefix(pool)}::/48"]
+    if len(chips) == 1:
+        data["hardwareAddress"] = hardware_address(pool, chips[0].index)
+    return data
+
+
+def ring(device: PlannedDevice) -> list[int]:
+    """Rack chip indexes in ring order: server-major, as the chips are cabled."""
+    return sorted(c.index for c in device.chips)
+
+
+def failed_servers(device: PlannedDevice, fabric: FabricSpec) -> list[int]:
+    return sorted({c.server for c in device.chips} & fabric.failed_servers)
+
+
+def condition(
+    kind: str,
+    status: bool,
+    *,
+    reason: str,
+    message: str,
+    now: datetime.datetime,
+    old: Sequence[JSON],
+) -> JSON:
+    """A metav1.Condition; its transition time stays while its status does."""
+    previous = next((c for c in old if c.get("type") == kind), None)
+    value = "True" if status else "False"
+    since = (
+        previous["lastTransitionTime"]
+        if previous and previous.get("status") == value and previous.get("lastTransitionTime")
+        else now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    return {
+        "type": kind,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
+def fabric_conditions(
+    device: PlannedDevice,
+    fabric: FabricSpec,
+    allocated_at: datetime.datetime,
+    now: datetime.datetime,
+    old: Sequence[JSON],
+) -> tuple[list[JSON], float | None]:
+    """FabricReady / FabricFailed of a device with a fabric domain, and when to look again."""
+    servers = ", ".join(server_name(s) for s in failed_servers(device, fabric))
+    left = (allocated_at - now).total_seconds() + fabric.setup_seconds
+    recheck: float | None = None
+    if servers:
+        ready, failed, reason = False, True, "LinkTrainingFailed"
+        message = f"NeuronLink training failed on {servers} (simulated: spec.fabric.failedServers)"
+    elif left > 0:
+        ready, failed, reason, recheck = False, False, "Configuring", left
+        message = f"bringing up the fabric domain of {len(device.chips)} chips"
+    else:
+        ready, failed, reason = True, False, "Configured"
+        message = f"fabric domain of {len(device.chips)} chips up"
+    return [
+        condition(FABRIC_READY, ready, reason=reason, message=message, now=now, old=old),
+        condition(FABRIC_FAILED, failed, reason=reason, message=message, now=now, old=old),
+    ], recheck
+
+
+def device_status(
+    driver: str,
+    pool: str,
+    device: PlannedDevice,
+    *,
+    fabric: FabricSpec,
+    allocated_at: datetime.datetime,
+    now: datetime.datetime,
+    old: JSON | None = None,
+) -> DeviceStatus:
+    """The `status.devices` entry of one allocated device; `old` is the entry
+    there now, if any, whose condition transition times are kept."""
+    previous: list[JSON] = list((old or {}).get("conditions") or [])
+    conditions: list[JSON] = []
+    recheck = None
+    if fabric.binding_conditions and device.kind in FABRIC_KINDS:
+        conditions, recheck = fabric_conditions(device, fabric, allocated_at, now, previous)
+    entry: JSON = {
+        "driver": driver,
+        "pool": pool,
+        "device": device.name,
+        "conditions": conditions,
+        "networkData": network_data(pool, device),
+        "data": {"ultraserver": pool, "kind": device.kind, "ring": ring(device)},
+    }
+    return DeviceStatus(entry, recheck)
