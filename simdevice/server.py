@@ -12,7 +12,7 @@ import itertools
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -240,6 +240,12 @@ class ServerSim:
     def chip_health(self) -> dict[int, ChipHealth]:
         self._tick()
         return {c: self._health(c) for c in range(self.spec.chips_per_server)}
+
+    def health_by_place(self) -> dict[tuple[int, int | None], ChipHealth]:
+        """Unhealthy places only: (chip, core) for a fault of one core, (chip,
+        None) for one of the whole chip, so a bad core spares its neighbours."""
+        self._tick()
+        return fault_health(self._faults)
 
     def telemetry(self) -> ServerTelemetry:
         now = self._tick()
@@ -496,16 +502,7 @@ class ServerSim:
         return None
 
     def _health(self, chip: int) -> ChipHealth:
-        faults = sorted(
-            (f for f in self._faults if f.chip == chip), key=lambda f: (f.kind.value, f.core or 0)
-        )
-        failed = [f for f in faults if f.uncorrected]
-        if failed:
-            return ChipHealth("failed", "; ".join(_describe(f) for f in failed))
-        degraded = [f for f in faults if f.kind in (FaultKind.CORE_HANG, FaultKind.LINK_DOWN)]
-        if degraded:
-            return ChipHealth("degraded", "; ".join(_describe(f) for f in degraded))
-        return ChipHealth("healthy", "")
+        return summarize([f for f in self._faults if f.chip == chip])
 
     def _info(self, job: _Job) -> JobInfo:
         compute = job.plan.compute
@@ -549,6 +546,33 @@ def _numerics(workload: Workload, cores: int) -> NumericsResult | None:
         sparsity=params.get("sparsity", "dense"),
         func=params.get("func", "gelu"),
     )
+
+
+def summarize(faults: Iterable[Fault]) -> ChipHealth:
+    """The health a set of faults leaves: failed on an uncorrected error,
+    degraded on a hang or a link down, else healthy (corrected errors)."""
+    ordered = sorted(faults, key=lambda f: (f.kind.value, f.core or 0))
+    failed = [f for f in ordered if f.uncorrected]
+    if failed:
+        return ChipHealth("failed", "; ".join(_describe(f) for f in failed))
+    degraded = [f for f in ordered if f.kind in (FaultKind.CORE_HANG, FaultKind.LINK_DOWN)]
+    if degraded:
+        return ChipHealth("degraded", "; ".join(_describe(f) for f in degraded))
+    return ChipHealth("healthy", "")
+
+
+def fault_health(faults: Iterable[Fault]) -> dict[tuple[int, int | None], ChipHealth]:
+    """Unhealthy (chip, core-or-None) places of a set of faults."""
+    places: dict[tuple[int, int | None], list[Fault]] = {}
+    for fault in faults:
+        places.setdefault((fault.chip, fault.core), []).append(fault)
+    out = {place: summarize(group) for place, group in places.items()}
+    return {place: h for place, h in sorted(out.items(), key=_place_key) if h.state != "healthy"}
+
+
+def _place_key(item: tuple[tuple[int, int | None], ChipHealth]) -> tuple[int, int]:
+    (chip, core), _ = item
+    return (chip, -1 if core is None else core)
 
 
 def _describe(fault: Fault) -> str:

@@ -1,7 +1,8 @@
-"""Device health of one node: which prepared devices sit on unhealthy chips.
+"""Device health of one node: which prepared devices sit on unhealthy chips
+or cores.
 
-`device_health` is pure (checkpoint records + chip health in, device states
-out); `HealthMonitor` keeps the latest list with a version number so the
+`device_health` is pure (checkpoint records + unhealthy places in, device
+states out); `HealthMonitor` keeps the latest list with a version number so the
 NodeWatchResources streams and the controller's health report wake on change.
 """
 
@@ -11,10 +12,13 @@ from dataclasses import dataclass
 
 from driver.plugin.checkpoint import ClaimRecord
 
+Place = tuple[int, int | None]
+"""(local chip, physical core), or (local chip, None) for the whole chip."""
+
 
 @dataclass(frozen=True)
-class ChipState:
-    """A chip's health as the node reports it."""
+class PlaceState:
+    """The health of a chip or of one core, as the node reports it."""
 
     state: str  # "healthy" | "degraded" | "failed"
     reason: str = ""
@@ -29,21 +33,34 @@ class DeviceState:
     since: float  # wall-clock seconds of the last change
 
 
+def describe(place: Place) -> str:
+    chip, core = place
+    return f"chip {chip}" if core is None else f"chip {chip} core {core}"
+
+
 def device_health(
     records: Iterable[ClaimRecord],
-    chips: Mapping[int, ChipState],
+    places: Mapping[Place, PlaceState],
     previous: Mapping[tuple[str, str], DeviceState],
     now: float,
 ) -> list[DeviceState]:
-    """Every prepared device; unhealthy when any of its chips has failed."""
+    """Every prepared device; unhealthy when a failed chip or a failed core of
+    its own lies under it (a bad core spares the partitions beside it)."""
     states: dict[tuple[str, str], DeviceState] = {}
     for record in records:
         for device in record.devices:
-            used = sorted({chip for chip, _, _ in device.ranges})
-            bad = [c for c in used if chips.get(c, ChipState("healthy")).state == "failed"]
-            degraded = [c for c in used if chips.get(c, ChipState("healthy")).state == "degraded"]
-            notes = [f"chip {c} failed: {chips[c].reason}" for c in bad]
-            notes += [f"chip {c} degraded: {chips[c].reason}" for c in degraded]
+            cores = {(r.chip, c) for r in device.core_ranges() for c in r.physical()}
+            chips = {chip for chip, _ in cores}
+            hit = sorted(
+                (place, state)
+                for place, state in places.items()
+                if state.state != "healthy"
+                and (place in cores if place[1] is not None else place[0] in chips)
+            )
+            bad = [(p, st) for p, st in hit if st.state == "failed"]
+            degraded = [(p, st) for p, st in hit if st.state == "degraded"]
+            notes = [f"{describe(p)} failed: {st.reason}" for p, st in bad]
+            notes += [f"{describe(p)} degraded: {st.reason}" for p, st in degraded]
             key = (device.pool, device.device)
             healthy, message = not bad, "; ".join(notes)
             before = previous.get(key)

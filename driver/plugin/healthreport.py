@@ -2,7 +2,7 @@
 
 One cluster-scoped object per node, named after it and written only by that
 node's daemon (CRD in charts/trainium-dra/crds, read by driver/controller/healthtaints.py).
-Unhealthy chips are listed; recovery removes them from the list.
+Unhealthy chips and single cores are listed; recovery removes them.
 """
 
 import datetime
@@ -15,7 +15,7 @@ from kubernetes import client
 
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin.devices import NodePlace
-from driver.plugin.health import ChipState
+from driver.plugin.health import Place, PlaceState
 
 log = logging.getLogger(__name__)
 PLURAL = "nodedevicehealths"
@@ -29,19 +29,25 @@ def reason_word(text: str, state: str) -> str:
 
 
 def report_object(
-    node: str, chips: Mapping[int, ChipState], now: datetime.datetime
+    node: str, places: Mapping[Place, PlaceState], now: datetime.datetime
 ) -> dict[str, Any]:
-    """The whole NodeDeviceHealth object for `node` (pure)."""
-    entries = [
-        {
-            "chip": chip,
+    """The whole NodeDeviceHealth object for `node` (pure): one entry per
+    unhealthy chip or core, chip entries first."""
+    entries = []
+    for (chip, core), state in sorted(
+        places.items(), key=lambda item: (item[0][0], -1 if item[0][1] is None else item[0][1])
+    ):
+        if state.state == "healthy":
+            continue
+        entry: dict[str, Any] = {"chip": chip}
+        if core is not None:
+            entry["core"] = core
+        entry |= {
             "state": state.state,
             "reason": reason_word(state.reason, state.state),
             "message": state.reason[:1024],
         }
-        for chip, state in sorted(chips.items())
-        if state.state != "healthy"
-    ]
+        entries.append(entry)
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": KIND,
@@ -60,8 +66,8 @@ class HealthReporter:
     def __init__(self, api: client.ApiClient) -> None:
         self.objects = client.CustomObjectsApi(api)
 
-    def __call__(self, place: NodePlace, chips: dict[int, ChipState]) -> None:
-        body = report_object(place.node_name, chips, datetime.datetime.now(datetime.UTC))
+    def __call__(self, place: NodePlace, places: dict[Place, PlaceState]) -> None:
+        body = report_object(place.node_name, places, datetime.datetime.now(datetime.UTC))
         try:
             current = self.objects.get_cluster_custom_object(
                 API_GROUP, API_VERSION, PLURAL, place.node_name

@@ -20,7 +20,7 @@ from driver.plugin import grpcapi, sockets
 from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.cluster import ClusterReader
 from driver.plugin.devices import NodePlace
-from driver.plugin.health import ChipState, HealthMonitor, device_health
+from driver.plugin.health import HealthMonitor, Place, PlaceState, device_health
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
 from driver.plugin.prepare import NodeState, Preparer, ensure_dirs
@@ -31,7 +31,7 @@ from simdevice.telemetry import ServerTelemetry
 
 log = logging.getLogger(__name__)
 
-HealthSink = Callable[[NodePlace, dict[int, ChipState]], None]
+HealthSink = Callable[[NodePlace, dict[Place, PlaceState]], None]
 """Receives a node's chip health whenever it changes (the controller's health path)."""
 
 
@@ -101,7 +101,7 @@ class SimNode:
         self._http: uvicorn.Server | None = None
         self._workload_inode: int | None = None
         self.workload_tcp_port: int | None = None
-        self._reported_chips: dict[int, ChipState] | None = None
+        self._reported: dict[Place, PlaceState] | None = None
 
     @property
     def name(self) -> str:
@@ -182,14 +182,16 @@ class SimNode:
 
         The sink is retried on the next check until it has accepted the change.
         """
-        chips = {index: ChipState(h.state, h.reason) for index, h in self.sim.chip_health().items()}
+        places = {
+            place: PlaceState(h.state, h.reason) for place, h in self.sim.health_by_place().items()
+        }
         devices = device_health(
-            self.state.checkpoint.claims.values(), chips, self.monitor.by_key(), time.time()
+            self.state.checkpoint.claims.values(), places, self.monitor.by_key(), time.time()
         )
         changed = self.monitor.update(devices)
-        if self.health_sink is not None and chips != self._reported_chips:
-            self.health_sink(self.place, chips)
-            self._reported_chips = chips
+        if self.health_sink is not None and places != self._reported:
+            self.health_sink(self.place, places)
+            self._reported = places
         return changed
 
     def _health_loop(self) -> None:

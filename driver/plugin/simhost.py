@@ -62,6 +62,10 @@ class SimHost:
         with self._lock:
             return self.sim.chip_health()
 
+    def health_by_place(self) -> dict[tuple[int, int | None], ChipHealth]:
+        with self._lock:
+            return self.sim.health_by_place()
+
     def inject(self, fault: Fault) -> None:
         with self._lock:
             self.sim.inject(fault)

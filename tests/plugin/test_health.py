@@ -3,7 +3,7 @@
 import datetime
 
 from driver.plugin.checkpoint import PREPARE_COMPLETED, ClaimRecord, DeviceRecord
-from driver.plugin.health import ChipState, DeviceState, HealthMonitor, device_health
+from driver.plugin.health import DeviceState, HealthMonitor, Place, PlaceState, device_health
 from driver.plugin.healthreport import reason_word, report_object
 
 RECORD = ClaimRecord(
@@ -22,7 +22,10 @@ RECORD = ClaimRecord(
 
 
 def test_a_failed_chip_makes_every_device_using_it_unhealthy() -> None:
-    chips = {0: ChipState("healthy"), 1: ChipState("failed", "ecc-uncorrected-hbm on chip 1")}
+    chips: dict[Place, PlaceState] = {
+        (0, None): PlaceState("healthy"),
+        (1, None): PlaceState("failed", "ecc-uncorrected-hbm on chip 1"),
+    }
     states = {d.device: d for d in device_health([RECORD], chips, {}, now=10.0)}
     assert {name: s.healthy for name, s in states.items()} == {
         "chip0": True,
@@ -33,12 +36,38 @@ def test_a_failed_chip_makes_every_device_using_it_unhealthy() -> None:
 
 
 def test_degraded_chips_stay_healthy_with_a_message_and_since_is_kept() -> None:
-    chips = {1: ChipState("degraded", "core 3 hangs")}
+    chips: dict[Place, PlaceState] = {(1, None): PlaceState("degraded", "core 3 hangs")}
     first = device_health([RECORD], chips, {}, now=10.0)
     again = device_health([RECORD], chips, {(d.pool, d.device): d for d in first}, now=20.0)
     assert all(d.healthy for d in again)
     assert {d.device: d.since for d in again} == {"chip0": 10.0, "chip1": 10.0, "server": 10.0}
     assert next(d for d in again if d.device == "chip1").message == "chip 1 degraded: core 3 hangs"
+
+
+def test_a_failed_core_fails_only_the_devices_over_it() -> None:
+    record = ClaimRecord(
+        "u2",
+        "ns",
+        "c",
+        PREPARE_COMPLETED,
+        1,
+        [],
+        [
+            DeviceRecord("a", "rack", "c0-3", "core", [[2, 0, 4]]),
+            DeviceRecord("a", "rack", "c4-7", "core", [[2, 4, 4]]),
+            DeviceRecord("a", "rack", "chip2", "chip", [[2, 0, 8]]),
+        ],
+    )
+    places: dict[Place, PlaceState] = {
+        (2, 6): PlaceState("failed", "uncorrected SRAM ECC error (core 6)")
+    }
+    states = {d.device: d for d in device_health([record], places, {}, now=1.0)}
+    assert {name: s.healthy for name, s in states.items()} == {
+        "c0-3": True,
+        "c4-7": False,
+        "chip2": False,
+    }
+    assert states["c4-7"].message == "chip 2 core 6 failed: uncorrected SRAM ECC error (core 6)"
 
 
 def test_monitor_wakes_waiters_only_on_change() -> None:
@@ -54,15 +83,23 @@ def test_monitor_wakes_waiters_only_on_change() -> None:
 def test_report_lists_unhealthy_chips_only() -> None:
     now = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
     chips = {
-        0: ChipState("healthy"),
-        2: ChipState("failed", "ecc-uncorrected-hbm on chip 2"),
-        1: ChipState("degraded", "link-down"),
+        (0, None): PlaceState("healthy"),
+        (2, None): PlaceState("failed", "ecc-uncorrected-hbm on chip 2"),
+        (1, None): PlaceState("degraded", "link-down"),
+        (1, 5): PlaceState("failed", "uncorrected SRAM ECC error (core 5)"),
     }
     obj = report_object("node-a", chips, now)
     assert obj["metadata"] == {"name": "node-a"}
     assert obj["spec"]["reportedAt"] == "2026-01-02T03:04:05Z"
     assert obj["spec"]["devices"] == [
         {"chip": 1, "state": "degraded", "reason": "LinkDown", "message": "link-down"},
+        {
+            "chip": 1,
+            "core": 5,
+            "state": "failed",
+            "reason": "UncorrectedSRAMECCErrorCore5",
+            "message": "uncorrected SRAM ECC error (core 5)",
+        },
         {
             "chip": 2,
             "state": "failed",

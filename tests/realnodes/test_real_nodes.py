@@ -31,6 +31,7 @@ START_TIMEOUT = 900.0
 
 NODE0 = "rack-a-node-0"
 NODE1 = "rack-a-node-1"
+NODE2 = "rack-a-node-2"
 
 
 @pytest.fixture(scope="module")
@@ -271,6 +272,54 @@ def test_an_injected_chip_fault_reaches_the_pod_status_and_evicts(real: RealClus
         "the victim's container stopped by the kubelet",
         lambda: container not in real.containerd_tasks(NODE1),
     )
+
+
+def healthy_only(real: RealCluster, ns: str, name: str) -> bool:
+    return [h for h, _ in device_health(real.cluster.pod(ns, name))] == ["Healthy"]
+
+
+def test_a_failed_core_marks_only_the_partition_over_it(real: RealCluster) -> None:
+    """Per-core health through the real kubelet: an SRAM error on core 6 makes
+    the partition of cores 4-7 Unhealthy and leaves cores 0-3 of the chip Healthy."""
+    ns = "real-core-fault"
+    on_chip = f'device.attributes["{DRIVER}"].chipIndex == 3'
+    templates = {
+        "low": f'{on_chip} && device.attributes["{DRIVER}"].coreStart == 0',
+        "high": f'{on_chip} && device.attributes["{DRIVER}"].coreStart == 4',
+    }
+    real.apply(namespace(ns))
+    for name, cel in templates.items():
+        four = f'{cel} && device.attributes["{DRIVER}"].coreCount == 4'
+        template = claim_template(ns, name, "core.trainium.sim.dev", four)
+        # The failed core taints its devices NoExecute; "high" stays to be looked at.
+        template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+            {"key": f"{DRIVER}/unhealthy", "operator": "Exists", "effect": "NoExecute"}
+        ]
+        real.apply(template, workload_pod(ns, name, name, node=NODE2))
+    high = real.running(ns, "high")
+    real.running(ns, "low")
+    for name in templates:
+        wait_for(
+            f"{name} Healthy in its allocatedResourcesStatus",
+            functools.partial(healthy_only, real, ns, name),
+        )
+    [result] = real.cluster.claim_of(high)["status"]["allocation"]["devices"]["results"]
+    assert result["device"].endswith("-chip03-cores4-7"), result
+    daemon_ip = real.daemon_pod(NODE2)["status"]["podIP"]
+    response = httpx.post(
+        f"http://{daemon_ip}:8080/sim/v1/faults",
+        json={"node": NODE2, "chip": 3, "core": 6, "kind": "ecc-uncorrected-sram"},
+        timeout=10,
+    )
+    assert response.status_code < 300, response.text
+    health = wait_for(
+        "cores 4-7 Unhealthy in the pod's allocatedResourcesStatus",
+        lambda: [h for h in device_health(real.cluster.pod(ns, "high")) if h[0] == "Unhealthy"],
+        timeout=120,
+    )
+    assert health == [("Unhealthy", "chip 3 core 6 failed: uncorrected SRAM ECC error (core 6)")]
+    assert healthy_only(real, ns, "low")
+    real.kubectl("delete", "namespace", ns, "--wait=false")
 
 
 def test_the_invalid_config_example_reaches_the_pods_events(real: RealCluster) -> None:
