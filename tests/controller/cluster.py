@@ -17,6 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from driver.jsontypes import JSON
+from driver.localsim import chart
+from driver.localsim.binaries import Binaries
 from driver.localsim.controlplane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 
@@ -25,18 +27,6 @@ CHART = ROOT / "charts" / "trainium-dra"
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 CONTROLLER = ROOT / ".venv" / "bin" / "trainium-dra"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
-
-
-def render_chart_file(path: Path, values: Mapping[str, str]) -> str:
-    """The chart's templates use only `{{ .Values.<key> }}`; anything else is a test error."""
-    text = path.read_text()
-
-    def value(m: re.Match[str]) -> str:
-        return values[m.group(1)]
-
-    rendered = re.sub(r"\{\{\s*\.Values\.(\w+)\s*\}\}", value, text)
-    assert "{{" not in rendered, f"{path} uses template actions this renderer does not know"
-    return rendered
 
 
 def install(cp: ControlPlane, driver: str = DEFAULT_DRIVER_NAME) -> None:
@@ -48,12 +38,9 @@ def install(cp: ControlPlane, driver: str = DEFAULT_DRIVER_NAME) -> None:
         "crd/ultraservers.trainium.sim.dev",
         "crd/nodedevicehealths.trainium.sim.dev",
     )
-    cp.kubectl(
-        "apply",
-        "-f",
-        "-",
-        input=render_chart_file(CHART / "templates" / "deviceclasses.yaml", {"driverName": driver}),
-    )
+    rendered = yaml.safe_load_all(chart.render(chart.helm_binary(Binaries.locate()), driver))
+    classes = [d for d in rendered if isinstance(d, dict) and d.get("kind") == "DeviceClass"]
+    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(classes))
 
 
 @contextmanager
