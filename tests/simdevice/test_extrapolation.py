@@ -2,65 +2,20 @@
 exact event-driven run of the whole program, over GEMM shapes from 64 to
 32,768 in every dimension."""
 
-import math
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 
-from simdevice.isa import MOVING_FREE_MAX
-from simdevice.kernels.gemm import block_rows, gemm
+from benchmarks.sim_validation import REPORTED, draw_shapes
+from simdevice.kernels.gemm import gemm
 from simdevice.timing import time_program
 from simdevice.topology import rack_spec
-from simdevice.workloads import EXACT_STEPS, gemm_timing, steady_state
+from simdevice.workloads import gemm_timing, steady_state
 
 CHIP = rack_spec("trn3-gen2").chip
-LOW, HIGH = 64, 32768
-MAX_INSTRUCTIONS = 120_000  # per exact run, so the whole test stays fast
-# The argument order of kernels.gemm.gemm(m, n, k): small K, wide N.
-REPORTED = [(4096, 4096, 128), (512, 4096, 128), (512, 32768, 128), (256, 16384, 256)]
 
 
-def instructions(m: int, n: int, k: int, dtype: str) -> int:
-    """Roughly how many instructions gemm(m, n, k) emits (the exact run's cost)."""
-    rows = block_rows(k, dtype)
-    blocks, tiles = math.ceil(m / rows), math.ceil(n / MOVING_FREE_MAX)
-    k_tiles, m_tiles = math.ceil(k / 128), math.ceil(min(m, rows) / 128)
-    return blocks * tiles * (k_tiles * (1 + 2 * m_tiles) + 2 * m_tiles)
-
-
-def extrapolated(m: int, n: int, k: int, dtype: str) -> bool:
-    """Does the fast path extrapolate over rows or columns (not time it whole)?"""
-    return math.ceil(m / block_rows(k, dtype)) > EXACT_STEPS or n // MOVING_FREE_MAX > EXACT_STEPS
-
-
-def draw_shapes(count: int, seed: int = 7) -> list[tuple[int, int, int, str]]:
-    """Shapes drawn log-uniformly in [64, 32768], by family: small K and wide
-    N, large K and narrow N, and anything; every dtype; each one extrapolated
-    and cheap enough to time exactly."""
-    rng = np.random.default_rng(seed)
-    dtypes = ("bf16", "fp32", "fp8", "mxfp8")
-
-    def log_uniform(lo: int, hi: int) -> int:
-        return round(math.exp(rng.uniform(math.log(lo), math.log(hi))))
-
-    # (m, n, k) ranges: small K and wide N, large K and narrow N, anything
-    families = [
-        ((LOW, 4096), (8192, HIGH), (LOW, 512)),
-        ((4096, HIGH), (LOW, 1024), (4096, HIGH)),
-        ((LOW, HIGH), (LOW, HIGH), (LOW, HIGH)),
-    ]
-    shapes: list[tuple[int, int, int, str]] = []
-    while len(shapes) < count:
-        for family in families:
-            m, n, k = (log_uniform(lo, hi) for lo, hi in family)
-            dtype = dtypes[len(shapes) % len(dtypes)]
-            if extrapolated(m, n, k, dtype) and instructions(m, n, k, dtype) <= MAX_INSTRUCTIONS:
-                shapes.append((m, n, k, dtype))
-    return shapes[:count]
-
-
-SHAPES = [*((m, n, k, "bf16") for m, n, k in REPORTED), *draw_shapes(50)]
+SHAPES = [*((m, n, k, "bf16") for m, n, k in REPORTED), *draw_shapes(50, seed=7)]
 
 
 def test_the_drawn_shapes_cover_every_family_and_dtype() -> None:
