@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN_DIR_FILE := build/bin-dir
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node bench-realnodes clean
+.PHONY: venv binaries image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node bench-realnodes validate-sim clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -61,6 +61,11 @@ demo-stop: venv
 
 bench-sim: venv
 	$(PY) -m benchmarks.sim
+
+# Every validation case of the simulated core; writes the tables of
+# docs/simulator.md and benchmarks/results/sim-validation.json.
+validate-sim: venv
+	$(PY) -m benchmarks.sim_validation
 
 bench-controller: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.controller

@@ -58,9 +58,7 @@ class Op(IntEnum):
     NOP = 11  # a semaphore-only instruction
 
 
-# Storage and matmul data types: bytes per element and matmul cycles per moving
-# column relative to BF16 (the PE array does 4x the work per cycle for MX types
-# and 1/4 for FP32).
+# Storage and matmul data types and their bytes per element.
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4")
 DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0,
@@ -85,6 +83,22 @@ BF16_EQUIVALENT: dict[str, float] = {
 # Structured sparsity k:m (k non-zeros of every m along the contraction).
 SPARSITY: tuple[str, ...] = ("dense", "4:16", "4:12", "4:8", "2:8", "2:4", "1:4", "1:2")
 SPARSITY_CODE: dict[str, int] = {name: i for i, name in enumerate(SPARSITY)}
+# 128-row contraction tiles one matmul instruction takes: each PE multiplies
+# two FP8 pairs or four MX pairs per cycle (the double-FP8 and quad-MX modes),
+# so the instruction contracts over 256 or 512 rows in the time BF16 takes for
+# 128; a k:m sparse stationary packs m/k rows into each kept one. At most 4.
+DTYPE_TILES: dict[str, int] = {"fp8": 2, "mxfp8": 4, "mxfp4": 4}
+MAX_CONTRACTION_TILES = 4
+
+
+def contraction_tiles(dtype: str, sparsity: str = "dense") -> int:
+    """How many 128-row contraction tiles one matmul of `dtype` takes."""
+    tiles = DTYPE_TILES.get(dtype, 1)
+    if sparsity == "dense":
+        return tiles
+    nonzero, group = (int(x) for x in sparsity.split(":"))
+    return max(tiles, min(tiles * group // nonzero, MAX_CONTRACTION_TILES))
+
 
 ALU_OPS: tuple[str, ...] = ("add", "subtract", "multiply", "max", "min", "divide")
 ACTIVATIONS: tuple[str, ...] = (
@@ -104,6 +118,15 @@ REDUCE_OPS: tuple[str, ...] = ("sum", "max")
 TRANSCENDENTAL: frozenset[str] = frozenset(
     {"exp", "tanh", "sigmoid", "gelu", "silu", "sqrt", "rsqrt", "reciprocal"}
 )
+# Elementwise cost class, the descriptor `b` of vector/scalar/gpsimd ops: one
+# function kind plus flags; simdevice.timing turns it into cycles per element.
+EXP = 1  # exp: the scalar engine's table, or the vector engine's fast exponential
+TRANSCENDENTAL_OTHER = 2  # any other table function: scalar only, emulated elsewhere
+NARROW = 4  # every tensor operand is 16 bits or narrower (the engines' fast modes)
+IN_PSUM = 8  # an operand is in PSUM
+TWO_INPUTS = 16  # reads two tensors (tensor_tensor)
+IS_ACTIVATION = 32  # an activation (scalar engine's fast mode is for copy/tensor_scalar)
+NARROW_DTYPES: frozenset[str] = frozenset({"bf16", "fp16", "fp8"})
 
 
 @dataclass(frozen=True)
@@ -185,6 +208,7 @@ class Columns:
     op: npt.NDArray[np.int64]
     a: npt.NDArray[np.float64]
     b: npt.NDArray[np.float64]
+    c: npt.NDArray[np.float64]
     flops: npt.NDArray[np.float64]
 
 
@@ -192,9 +216,11 @@ class Columns:
 class Program:
     """Columnar instruction stream plus the buffers it uses.
 
-    `a`, `b` are numeric descriptors whose meaning depends on the op (see
-    simdevice.timing): DMA bytes and bytes per partition, matmul moving free
-    size and stationary columns, elementwise free size and cost class.
+    `a`, `b`, `c` are numeric descriptors whose meaning depends on the op (see
+    simdevice.timing): DMA bytes and bytes per partition; for the PE array the
+    moving free size (transpose: partitions), the dtype/sparsity code and the
+    stationary columns (transpose: free size); elementwise free size and cost
+    class.
     """
 
     name: str
@@ -204,6 +230,7 @@ class Program:
     op: "array[int]" = field(default_factory=lambda: array("q"))
     a: "array[float]" = field(default_factory=lambda: array("d"))
     b: "array[float]" = field(default_factory=lambda: array("d"))
+    c: "array[float]" = field(default_factory=lambda: array("d"))
     flops: "array[float]" = field(default_factory=lambda: array("d"))  # BF16-equivalent FLOPs
     # Signal events are numbered in program order (the n-th instruction that
     # signals anything makes event n); waits name the events they wait for.
@@ -225,6 +252,7 @@ class Program:
                 op=np.frombuffer(self.op, dtype=np.int64).copy(),
                 a=np.frombuffer(self.a, dtype=np.float64).copy(),
                 b=np.frombuffer(self.b, dtype=np.float64).copy(),
+                c=np.frombuffer(self.c, dtype=np.float64).copy(),
                 flops=np.frombuffer(self.flops, dtype=np.float64).copy(),
             )
         return self._columns
@@ -251,7 +279,7 @@ class ProgramBuilder:
         self._events = 0
         self._sbuf_offset = 0
         self._psum_offset = 0
-        self._stationary: View | None = None
+        self._stationary: tuple[View, ...] | None = None
 
     # -- buffers -------------------------------------------------------------
     def _buffer(self, name: str, memory: str, rows: int, cols: int, dtype: str) -> Buffer:
@@ -297,6 +325,7 @@ class ProgramBuilder:
         operands: tuple[Any, ...],
         wait: tuple[Token | None, ...],
         signal: str | None,
+        c: float = 0.0,
     ) -> Token | None:
         p = self.program
         waits = []
@@ -330,6 +359,7 @@ class ProgramBuilder:
         p.op.append(op)
         p.a.append(a)
         p.b.append(b)
+        p.c.append(c)
         p.flops.append(flops)
         p.waits.append(tuple(waits))
         p.signal.append(sem_id)
@@ -381,32 +411,45 @@ class ProgramBuilder:
 
     def load_stationary(
         self,
-        stationary: View,
+        stationary: View | tuple[View, ...],
         *,
         wait: tuple[Token | None, ...] = (),
         signal: str | None = None,
     ) -> Token | None:
-        """Load weights [K<=128, M<=128] into the PE array (pipelined behind the
-        previous MultiplyMoving, so it adds no queue time of its own)."""
-        self._on_chip("stationary", stationary, ("sbuf",))
-        if stationary.cols > PARTITIONS:
-            raise ProgramError(f"stationary: {stationary.cols} columns > {PARTITIONS}")
-        self._stationary = stationary
+        """Load weights into the PE array: one [K<=128, M<=128] tile, or up to
+        four contraction tiles of the same M for a packed (FP8, MX, sparse)
+        matmul. It runs in the background of the previous matmul."""
+        tiles = (stationary,) if isinstance(stationary, View) else stationary
+        if not 1 <= len(tiles) <= MAX_CONTRACTION_TILES:
+            raise ProgramError(
+                f"stationary: 1 to {MAX_CONTRACTION_TILES} contraction tiles, got {len(tiles)}"
+            )
+        for tile in tiles:
+            self._on_chip("stationary", tile, ("sbuf",))
+            if tile.cols > PARTITIONS:
+                raise ProgramError(f"stationary: {tile.cols} columns > {PARTITIONS}")
+            if tile.cols != tiles[0].cols:
+                raise ProgramError(
+                    f"stationary: contraction tiles have {tiles[0].cols} and {tile.cols} columns"
+                )
+        self._stationary = tiles
+        columns = float(tiles[0].cols)
         return self._emit(
             Queue.TENSOR,
             Op.LOAD_STATIONARY,
             0.0,
-            stationary.cols,
+            columns,
             0.0,
-            (stationary,),
+            tiles,
             wait,
             signal,
+            c=columns,
         )
 
     def multiply_moving(
         self,
         dst: View,
-        moving: View,
+        moving: View | tuple[View, ...],
         *,
         dtype: str = "bf16",
         sparsity: str = "dense",
@@ -414,8 +457,12 @@ class ProgramBuilder:
         wait: tuple[Token | None, ...] = (),
         signal: str | None = None,
     ) -> Token | None:
-        """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] with the last LoadStationary."""
-        self._on_chip("moving", moving, ("sbuf",))
+        """dst[M, N] (+)= sum over contraction tiles of stationary[K, M].T @ moving[K, N],
+        with the tiles of the last LoadStationary; FP8, MX and sparse matmuls
+        take up to `contraction_tiles(dtype, sparsity)` tiles at once."""
+        movings = (moving,) if isinstance(moving, View) else moving
+        for tile in movings:
+            self._on_chip("moving", tile, ("sbuf",))
         self._on_chip("dst", dst, ("psum",))
         if dtype not in BF16_EQUIVALENT:
             raise ProgramError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
@@ -424,12 +471,26 @@ class ProgramBuilder:
         stationary = self._stationary
         if stationary is None:
             raise ProgramError("stationary: multiply_moving needs a load_stationary before it")
-        k, m = stationary.shape
-        if moving.rows != k:
+        limit = contraction_tiles(dtype, sparsity)
+        if len(movings) > limit:
             raise ProgramError(
-                f"moving: {moving.rows} partitions do not match the stationary's {k}"
+                f"moving: {len(movings)} contraction tiles, but a {dtype} {sparsity} matmul "
+                f"takes at most {limit}"
             )
-        n = moving.cols
+        if len(movings) != len(stationary):
+            raise ProgramError(
+                f"moving: {len(movings)} contraction tiles do not match the stationary's "
+                f"{len(stationary)}"
+            )
+        m = stationary[0].cols
+        n = movings[0].cols
+        for s_tile, m_tile in zip(stationary, movings, strict=True):
+            if m_tile.rows != s_tile.rows:
+                raise ProgramError(
+                    f"moving: {m_tile.rows} partitions do not match the stationary's {s_tile.rows}"
+                )
+            if m_tile.cols != n:
+                raise ProgramError(f"moving: contraction tiles have {n} and {m_tile.cols} columns")
         if n > MOVING_FREE_MAX:
             raise ProgramError(f"moving: free size {n} > {MOVING_FREE_MAX}; split the tile")
         if dst.shape != (m, n):
@@ -444,6 +505,7 @@ class ProgramBuilder:
         if sparsity != "dense":
             nonzero, group = (int(x) for x in sparsity.split(":"))
             density = nonzero / group
+        k = sum(tile.rows for tile in movings)
         flops = 2.0 * k * m * n * density * BF16_EQUIVALENT[dtype]
         return self._emit(
             Queue.TENSOR,
@@ -451,9 +513,10 @@ class ProgramBuilder:
             float(n),
             float(DTYPE_CODE[dtype] * 16 + SPARSITY_CODE[sparsity]),
             flops,
-            (dst, moving, stationary, dtype, sparsity, accumulate),
+            (dst, movings, stationary, dtype, sparsity, accumulate),
             wait,
             signal,
+            c=float(m),
         )
 
     def transpose(
@@ -481,6 +544,7 @@ class ProgramBuilder:
             (dst, src),
             wait,
             signal,
+            c=float(src.cols),
         )
 
     def _elementwise(  # noqa: PLR0917
@@ -489,20 +553,31 @@ class ProgramBuilder:
         op: Op,
         dst: View,
         free: int,
-        transcendental: bool,
+        function: int,
         operands: tuple[Any, ...],
         wait: tuple[Token | None, ...],
         signal: str | None,
     ) -> Token | None:
+        """Emit a vector/scalar/gpsimd op; its cost class is `function` (0,
+        EXP or TRANSCENDENTAL_OTHER) plus the flags its operands set."""
         if queue in (Queue.TENSOR, Queue.SYNC):
             raise ProgramError("queue: elementwise ops run on the vector, scalar or gpsimd queue")
         self._on_chip("dst", dst)
-        for v in operands:
-            if isinstance(v, View):
-                self._on_chip("src", v)
-        return self._emit(
-            queue, op, float(free), 1.0 if transcendental else 0.0, 0.0, operands, wait, signal
-        )
+        tensors = [v for v in operands if isinstance(v, View)]
+        for v in tensors[1:]:
+            self._on_chip("src", v)
+        # [P, 1] scale, bias and row-sum columns ride along; only tiles set the rate
+        tiles = [v for v in tensors if v.cols == free]
+        cost = function
+        if all(v.buffer.dtype in NARROW_DTYPES for v in tiles):
+            cost |= NARROW
+        if any(v.buffer.memory == "psum" for v in tiles):
+            cost |= IN_PSUM
+        if op == Op.TENSOR_TENSOR:
+            cost |= TWO_INPUTS
+        if op == Op.ACTIVATION:
+            cost |= IS_ACTIVATION
+        return self._emit(queue, op, float(free), float(cost), 0.0, operands, wait, signal)
 
     def tensor_tensor(
         self,
@@ -520,7 +595,7 @@ class ProgramBuilder:
         self._same_shape("a", dst, a)
         self._same_shape("b", dst, b)
         return self._elementwise(
-            queue, Op.TENSOR_TENSOR, dst, dst.cols, False, (dst, a, b, alu), wait, signal
+            queue, Op.TENSOR_TENSOR, dst, dst.cols, 0, (dst, a, b, alu), wait, signal
         )
 
     def tensor_scalar(
@@ -541,7 +616,7 @@ class ProgramBuilder:
         if isinstance(scalar, View) and scalar.shape != (dst.rows, 1):
             raise ProgramError(f"scalar: shape {scalar.shape} should be {(dst.rows, 1)}")
         return self._elementwise(
-            queue, Op.TENSOR_SCALAR, dst, dst.cols, False, (dst, a, scalar, alu), wait, signal
+            queue, Op.TENSOR_SCALAR, dst, dst.cols, 0, (dst, a, scalar, alu), wait, signal
         )
 
     def activation(
@@ -568,15 +643,17 @@ class ProgramBuilder:
                 raise ProgramError(f"{name}: shape {v.shape} should be {(dst.rows, 1)}")
         if row_sum is not None:
             self._on_chip("row_sum", row_sum)
-        # The scalar engine's lookup tables make transcendentals as cheap as
-        # arithmetic there; the vector engine computes them at 1/4 the rate.
-        transcendental = func in TRANSCENDENTAL and queue != Queue.SCALAR
+        function = 0
+        if func == "exp":
+            function = EXP
+        elif func in TRANSCENDENTAL:
+            function = TRANSCENDENTAL_OTHER
         return self._elementwise(
             queue,
             Op.ACTIVATION,
             dst,
             dst.cols,
-            transcendental,
+            function,
             (dst, src, func, scale, bias, row_sum),
             wait,
             signal,
@@ -598,7 +675,7 @@ class ProgramBuilder:
         if dst.shape != (src.rows, 1):
             raise ProgramError(f"dst: shape {dst.shape} should be {(src.rows, 1)}")
         return self._elementwise(
-            queue, Op.REDUCE, dst, src.cols, False, (dst, src, reduce_op), wait, signal
+            queue, Op.REDUCE, dst, src.cols, 0, (dst, src, reduce_op), wait, signal
         )
 
     def copy(
@@ -612,7 +689,7 @@ class ProgramBuilder:
     ) -> Token | None:
         """Copy (and cast to dst's dtype), e.g. evacuate PSUM into SBUF."""
         self._same_shape("src", dst, src)
-        return self._elementwise(queue, Op.COPY, dst, dst.cols, False, (dst, src), wait, signal)
+        return self._elementwise(queue, Op.COPY, dst, dst.cols, 0, (dst, src), wait, signal)
 
     def barrier(
         self,

@@ -189,7 +189,7 @@ def execute(program: Program, inputs: Mapping[str, npt.ArrayLike]) -> dict[str, 
     """Run `program`'s data path in program order (a valid order of its
     semaphores); returns every HBM buffer afterwards."""
     mem = Memory(program, inputs)
-    stationary: npt.NDArray[np.float64] | None = None
+    stationary: list[npt.NDArray[np.float64]] | None = None
     for op, operands in zip(program.op, program.operands, strict=True):
         if op in (Op.DMA_LOAD, Op.DMA_STORE):
             dst, src = operands
@@ -198,14 +198,19 @@ def execute(program: Program, inputs: Mapping[str, npt.ArrayLike]) -> dict[str, 
             dst, src = operands
             mem.write(dst, mem.read(dst) + mem.read(src))
         elif op == Op.LOAD_STATIONARY:
-            stationary = mem.read(operands[0])
+            stationary = [mem.read(tile) for tile in operands]
         elif op == Op.MULTIPLY_MOVING:
-            dst, moving, _, dtype, pattern, accumulate = operands
+            dst, movings, _, dtype, pattern, accumulate = operands
             if stationary is None:
                 raise ProgramError("stationary: multiply_moving before any load_stationary")
-            s = sparsify(quantize(stationary, dtype), pattern).astype(np.float64)
-            product = s.T @ quantize(mem.read(moving), dtype).astype(np.float64)
-            product = product.astype(np.float32).astype(np.float64)
+            # each contraction tile is quantised (and pruned) on its own; the
+            # array sums the tiles' products in FP32
+            product = sum(
+                sparsify(quantize(s, dtype), pattern).astype(np.float64).T
+                @ quantize(mem.read(moving), dtype).astype(np.float64)
+                for s, moving in zip(stationary, movings, strict=True)
+            )
+            product = np.asarray(product).astype(np.float32).astype(np.float64)
             mem.write(dst, mem.read(dst) + product if accumulate else product)
         elif op == Op.TRANSPOSE:
             dst, src = operands

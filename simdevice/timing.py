@@ -20,13 +20,19 @@ import numpy.typing as npt
 
 from simdevice.isa import (
     DTYPES,
+    EXP,
+    IN_PSUM,
+    IS_ACTIVATION,
+    NARROW,
     PARTITIONS,
-    SPARSITY,
+    TRANSCENDENTAL_OTHER,
+    TWO_INPUTS,
     CapacityError,
     Op,
     Program,
     ProgramError,
     Queue,
+    contraction_tiles,
 )
 from simdevice.topology import ChipSpec
 
@@ -35,46 +41,59 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class CoreTiming:
-    """Timing constants of one NeuronCore generation (docs/simulator.md, Timing rules)."""
+    """Timing constants of one NeuronCore generation; docs/simulator.md lists
+    each with its source (`make validate-sim` writes that table)."""
 
     pe_clock: float  # Hz, the 128x128 systolic array
-    matmul_floor_cycles: int  # successive matmuls are spaced at least this much
-    # moving columns per PE cycle by dtype (BF16 = 1); absent = unsupported
-    tensor_rate: Mapping[str, float]
-    max_sparse_rate: float  # structured sparsity speeds up to this many columns/cycle
-    engine_clock: float  # Hz, vector / scalar / gpsimd
+    # A matmul occupies the array max(min(floor, stationary columns), moving
+    # columns) cycles, times the dtype's cycles per column (FP32 takes 4
+    # passes); absent dtype = no such matmul on this core.
+    matmul_floor_cycles: int
+    matmul_cycles_per_column: Mapping[str, float]
+    stationary_load_speedup: float  # LoadStationary vs a matmul of the same free size
+    engine_clock: Mapping[str, float]  # Hz per engine: vector, scalar, gpsimd
+    # elements per partition per cycle
+    vector_rate: float  # 32-bit operands
+    vector_narrow_rate: float  # every operand BF16/FP16/FP8, all in SBUF
+    vector_psum_rate: float  # the narrow rate when an operand is in PSUM
+    vector_exp_rate: float  # the fast exponential (0: none, emulated)
+    scalar_rate: float  # activations (any function: lookup tables), 32-bit copies
+    scalar_narrow_rate: float  # BF16/FP16/FP8 copy and tensor_scalar
+    gpsimd_rate: float
+    emulated_transcendental_rate: float  # table functions off the scalar engine
     elementwise_floor_cycles: int
-    transcendental_cycles: int  # per element on vector/gpsimd (1 on scalar's LUTs)
     dma_engine_bandwidth: float  # bytes/s per DMA engine
     dma_fixed_latency: float  # seconds per transfer
     dma_half_efficiency_bytes: float  # bytes per partition at which efficiency is 50%
     dma_outstanding: int  # transfers in flight per core
 
-    def peak_flops(self, dtype: str = "bf16") -> float:
-        """Dense peak of one core: 128 x 128 MACs x 2 FLOPs x clock x rate."""
-        return 2.0 * PARTITIONS * PARTITIONS * self.pe_clock * self.tensor_rate[dtype]
+    def peak_flops(self, dtype: str = "bf16", sparsity: str = "dense") -> float:
+        """Dense-equivalent peak of one core: 128 x 128 PEs, each doing one
+        multiply-add per contraction tile per cycle, at the dtype's column rate."""
+        tiles = contraction_tiles(dtype, sparsity)
+        macs = PARTITIONS * PARTITIONS * tiles / self.matmul_cycles_per_column[dtype]
+        return 2.0 * macs * self.pe_clock
 
+
+_V4_MATMUL = {"fp32": 4.0, "tf32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 1.0}
 
 CORE_TIMING: Mapping[str, CoreTiming] = MappingProxyType(
     {
         "neuroncore-v4": CoreTiming(
             pe_clock=2.4e9,
             matmul_floor_cycles=64,
-            tensor_rate=MappingProxyType(
-                {
-                    "fp32": 0.25,
-                    "tf32": 1.0,
-                    "bf16": 1.0,
-                    "fp16": 1.0,
-                    "fp8": 2.0,
-                    "mxfp8": 4.0,
-                    "mxfp4": 4.0,
-                }
-            ),
-            max_sparse_rate=4.0,
-            engine_clock=1.2e9,
+            matmul_cycles_per_column=MappingProxyType({**_V4_MATMUL, "mxfp8": 1.0, "mxfp4": 1.0}),
+            stationary_load_speedup=4.0,
+            engine_clock=MappingProxyType({"vector": 1.2e9, "scalar": 1.2e9, "gpsimd": 1.2e9}),
+            vector_rate=2.0,
+            vector_narrow_rate=4.0,
+            vector_psum_rate=2.0,
+            vector_exp_rate=4.0,
+            scalar_rate=1.0,
+            scalar_narrow_rate=2.0,
+            gpsimd_rate=1.0,
+            emulated_transcendental_rate=0.25,
             elementwise_floor_cycles=64,
-            transcendental_cycles=4,
             dma_engine_bandwidth=38.4e9,
             dma_fixed_latency=1.3e-6,
             dma_half_efficiency_bytes=256.0,
@@ -83,13 +102,18 @@ CORE_TIMING: Mapping[str, CoreTiming] = MappingProxyType(
         "neuroncore-v3": CoreTiming(
             pe_clock=2.4e9,
             matmul_floor_cycles=64,
-            tensor_rate=MappingProxyType(
-                {"fp32": 0.25, "tf32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 2.0}
-            ),
-            max_sparse_rate=4.0,
-            engine_clock=1.2e9,
+            matmul_cycles_per_column=MappingProxyType(_V4_MATMUL),
+            stationary_load_speedup=4.0,
+            engine_clock=MappingProxyType({"vector": 0.96e9, "scalar": 1.2e9, "gpsimd": 1.2e9}),
+            vector_rate=2.0,
+            vector_narrow_rate=4.0,
+            vector_psum_rate=2.0,
+            vector_exp_rate=0.0,
+            scalar_rate=1.0,
+            scalar_narrow_rate=1.0,
+            gpsimd_rate=1.0,
+            emulated_transcendental_rate=0.25,
             elementwise_floor_cycles=64,
-            transcendental_cycles=4,
             dma_engine_bandwidth=27.2e9,
             dma_fixed_latency=1.3e-6,
             dma_half_efficiency_bytes=256.0,
@@ -166,7 +190,7 @@ def durations(
     if bandwidth <= 0:
         raise ProgramError(f"dma_bandwidth: must be > 0, got {dma_bandwidth}")
     cols = program.columns()
-    op, a, b = cols.op, cols.a, cols.b
+    op, a, b, c = cols.op, cols.a, cols.b, cols.c
     busy = np.zeros(len(op))
     latency = np.zeros(len(op))
 
@@ -174,33 +198,68 @@ def durations(
     busy[dma] = a[dma] / (bandwidth * dma_efficiency(b[dma], t))
     latency[dma] = t.dma_fixed_latency
 
-    pe = (op == Op.MULTIPLY_MOVING) | (op == Op.TRANSPOSE)
-    if pe.any():
-        code = b[pe].astype(np.int64)
-        rate = np.zeros(len(DTYPES) * 16)
-        for dtype, r in t.tensor_rate.items():
-            for s, pattern in enumerate(SPARSITY):
-                speedup = 1.0
-                if pattern != "dense":
-                    nonzero, group = (int(x) for x in pattern.split(":"))
-                    speedup = group / nonzero
-                rate[DTYPES.index(dtype) * 16 + s] = min(r * speedup, max(r, t.max_sparse_rate))
-        r = rate[code]
-        if (r == 0).any():
-            bad = DTYPES[int(code[r == 0][0]) // 16]
+    matmul = op == Op.MULTIPLY_MOVING
+    if matmul.any():
+        dtype_code = (b[matmul] // 16).astype(np.int64)
+        per_column = np.zeros(len(DTYPES))
+        for dtype, cycles in t.matmul_cycles_per_column.items():
+            per_column[DTYPES.index(dtype)] = cycles
+        cost = per_column[dtype_code]
+        if (cost == 0).any():
+            bad = DTYPES[int(dtype_code[cost == 0][0])]
             raise ProgramError(
                 f"dtype: {chip.core_version} has no {bad} matmul; "
-                f"supported: {', '.join(t.tensor_rate)}"
+                f"supported: {', '.join(t.matmul_cycles_per_column)}"
             )
-        cycles = np.maximum(a[pe] / r, t.matmul_floor_cycles)
-        busy[pe] = cycles / t.pe_clock
+        floor = np.minimum(t.matmul_floor_cycles, c[matmul])
+        busy[matmul] = cost * np.maximum(a[matmul], floor) / t.pe_clock
+    transpose = op == Op.TRANSPOSE
+    busy[transpose] = (
+        np.maximum(a[transpose], np.minimum(t.matmul_floor_cycles, c[transpose])) / t.pe_clock
+    )
+    pe = matmul | transpose
+    # the result leaves the array once the data has crossed its rows and the
+    # stationary's columns (fill and drain)
+    latency[pe] = (PARTITIONS + c[pe]) / t.pe_clock
+    stationary = op == Op.LOAD_STATIONARY
+    busy[stationary] = c[stationary] / t.stationary_load_speedup / t.pe_clock
 
     elementwise = op >= Op.TENSOR_TENSOR
     elementwise &= op != Op.NOP
-    per_element = np.where(b[elementwise] > 0, t.transcendental_cycles, 1)
-    cycles = np.maximum(a[elementwise] * per_element, t.elementwise_floor_cycles)
-    busy[elementwise] = cycles / t.engine_clock
+    if elementwise.any():
+        busy[elementwise] = _elementwise_seconds(
+            t, cols.queue[elementwise], a[elementwise], b[elementwise].astype(np.int64)
+        )
     return busy, latency
+
+
+def _elementwise_seconds(
+    t: CoreTiming, queue: npt.NDArray[np.int64], free: FloatArray, cost: npt.NDArray[np.int64]
+) -> FloatArray:
+    """Vector/scalar/gpsimd busy time: elements read over elements per cycle,
+    at least the instruction floor, at the engine's clock."""
+    function = cost & (EXP | TRANSCENDENTAL_OTHER)
+    narrow = (cost & NARROW) > 0
+    on_vector, on_scalar = queue == Queue.VECTOR, queue == Queue.SCALAR
+    vector = np.where(narrow, t.vector_narrow_rate, t.vector_rate)
+    vector = np.where((cost & IN_PSUM) > 0, np.minimum(vector, t.vector_psum_rate), vector)
+    fast_exp = t.vector_exp_rate or t.emulated_transcendental_rate
+    vector = np.where(function == EXP, fast_exp, vector)
+    scalar_fast = narrow & ((cost & IS_ACTIVATION) == 0)
+    scalar = np.where(scalar_fast, t.scalar_narrow_rate, t.scalar_rate)
+    rate = np.where(on_vector, vector, np.where(on_scalar, scalar, t.gpsimd_rate))
+    emulated = (function == TRANSCENDENTAL_OTHER) & ~on_scalar
+    emulated |= (function == EXP) & (queue == Queue.GPSIMD)
+    rate = np.where(emulated, t.emulated_transcendental_rate, rate)
+    elements = free * np.where((cost & TWO_INPUTS) > 0, 2.0, 1.0)
+    cycles = np.maximum(elements / rate, t.elementwise_floor_cycles)
+    clock = np.where(
+        on_vector,
+        t.engine_clock["vector"],
+        np.where(on_scalar, t.engine_clock["scalar"], t.engine_clock["gpsimd"]),
+    )
+    seconds: FloatArray = cycles / clock
+    return seconds
 
 
 def simulate(
@@ -214,21 +273,25 @@ def simulate(
     add_event = events.append
     free = [0.0] * len(Queue)
     sync = int(Queue.SYNC)
+    tensor = int(Queue.TENSOR)
     sync_last = 0.0  # Sync/DMA completions stay in order
+    tensor_start = 0.0  # a LoadStationary runs in the background of this matmul
     outstanding = core_timing(chip).dma_outstanding
     in_flight: list[float] = []  # completion times of the Sync queue, in order
-    sync_starts: list[float] = []  # other queues start at end - busy
+    starts: list[float] = []
     ends: list[float] = []
-    add_end = ends.append
-    for q, waits, sig, busy, latency in zip(
+    add_start, add_end = starts.append, ends.append
+    background = (program.columns().op == Op.LOAD_STATIONARY).tolist()
+    for q, waits, sig, busy, latency, behind in zip(
         program.queue,
         program.waits,
         program.signal,
         busy_s.tolist(),
         latency_s.tolist(),
+        background,
         strict=True,
     ):
-        s = free[q]
+        s = tensor_start if behind else free[q]
         if waits:
             for event in waits:
                 e = events[event]
@@ -245,17 +308,22 @@ def simulate(
                 e = sync_last
             sync_last = e
             in_flight.append(e)
-            sync_starts.append(s)
         else:
             e = s + busy
-            free[q] = e
+            if not behind or e > free[q]:
+                free[q] = e
+            if q == tensor and not behind:
+                tensor_start = s
+            e += latency
+        add_start(s)
         add_end(e)
         if sig >= 0:
             add_event(e)
-    last = [*free[:sync], sync_last]
-    duration = max(last) if n else 0.0
+    duration = max(ends + free) if n else 0.0
     cols = program.columns()
-    busy_per_queue = np.bincount(cols.queue, weights=busy_s, minlength=len(Queue))
+    # a LoadStationary overlaps the matmul before it: not extra engine time
+    foreground = np.where(cols.op == Op.LOAD_STATIONARY, 0.0, busy_s)
+    busy_per_queue = np.bincount(cols.queue, weights=foreground, minlength=len(Queue))
     timing = ProgramTiming(
         duration=duration,
         instructions=n,
@@ -266,10 +334,7 @@ def simulate(
         psum_bytes=program.psum_bytes_per_partition() * PARTITIONS,
         hbm_bytes=program.hbm_bytes(),
     )
-    end = np.asarray(ends)
-    start = end - busy_s
-    start[cols.queue == sync] = sync_starts
-    return timing, start, end
+    return timing, np.asarray(starts), np.asarray(ends)
 
 
 def time_program(

@@ -8,6 +8,7 @@ program, so one core's timing stands for all. Timings are pure functions of
 their arguments and are cached, so a rack of identical jobs is timed once.
 """
 
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -236,15 +237,57 @@ def _timed(
     return time_program(builder(*args), chip, dma_bandwidth)
 
 
+# Along one loop dimension a kernel's cost settles into a repeating pattern
+# after a few steps, but the pattern may span several steps (the GEMM
+# alternates two sets of PSUM banks, so its step costs alternate). Up to
+# EXACT_STEPS steps the whole program is timed; beyond, programs of 1, 2, ...
+# steps are timed until the step costs repeat with a period of at most
+# MAX_PERIOD, and whole periods are extrapolated.
+EXACT_STEPS = 16
+FIRST_SAMPLES = 6
+MAX_SAMPLES = 16
+MAX_PERIOD = 4
+SAME = 1e-9  # relative: step costs this close are the same
+
+
+def steady_state(duration: Callable[[int], float]) -> tuple[int, int]:
+    """(start, period) of a cost sequence: from `start` steps on, every
+    `period` further steps cost the same. The period is the smallest one the
+    last samples confirm on every phase (plus one more step); `start` walks
+    back as far as it holds. If no period shows within MAX_SAMPLES steps, the
+    longest period is taken over the last samples (an average, not exact)."""
+    samples = [duration(j) for j in range(1, FIRST_SAMPLES + 1)]
+    while True:
+        step = [b - a for a, b in itertools.pairwise(samples)]
+        same = [
+            [abs(step[i] - step[i + p]) <= SAME * samples[-1] for i in range(len(step) - p)]
+            for p in range(MAX_PERIOD + 1)
+        ]
+        for p in range(1, MAX_PERIOD + 1):
+            first = len(step) - 2 * p - 1
+            if first >= 0 and all(same[p][first:]):
+                while first > 0 and same[p][first - 1]:
+                    first -= 1
+                return first + 1, p
+        if len(samples) == MAX_SAMPLES:
+            return MAX_SAMPLES - MAX_PERIOD, MAX_PERIOD
+        samples.append(duration(len(samples) + 1))
+
+
 def _extrapolated(total: int, unit: int, timed: Callable[[int], ProgramTiming]) -> ProgramTiming:
-    """Timing of `total` along one loop dimension of `unit`-sized steps: past
-    three full steps the steady state is extrapolated, every further step
-    costing what the third one did (exact once the pipeline is periodic)."""
+    """Timing of `total` along one loop dimension of `unit`-sized steps: the
+    whole program up to EXACT_STEPS steps, else the program of `base` steps
+    (same phase of the period as the full count) plus the whole periods
+    between them, each costing what one period costs in the steady state."""
     full, rest = divmod(total, unit)
-    if full <= 3:
+    if full <= EXACT_STEPS:
         return timed(total)
-    two, three = timed(2 * unit), timed(3 * unit)
-    return combine([(timed(2 * unit + rest), 1.0), (three, full - 2), (two, -(full - 2))])
+    start, period = steady_state(lambda j: timed(j * unit).duration)
+    base = start + (full - start) % period
+    cycles = (full - base) // period
+    one = timed(start * unit)
+    later = timed((start + period) * unit)
+    return combine([(timed(base * unit + rest), 1.0), (later, cycles), (one, -cycles)])
 
 
 def gemm_timing(

@@ -6,7 +6,8 @@ partitions, as the stationary operand needs. Rows are processed in blocks of
 when all of K for 512 rows would not fit SBUF); the A block is double-buffered
 when two fit, B tiles rotate through eight SBUF buffers, and the eight
 PSUM banks form two sets of four so one set accumulates while the other is
-evacuated. Stores are emitted after the next tile's first loads so the in-order
+evacuated. FP8, MX and sparse matmuls take two to four 128-row contraction
+tiles per instruction. Stores are emitted after the next tile's first loads so the in-order
 Sync queue keeps prefetching.
 """
 
@@ -22,6 +23,7 @@ from simdevice.isa import (
     Queue,
     Token,
     View,
+    contraction_tiles,
 )
 
 BLOCK_ROWS = 4 * PARTITIONS  # rows per block when the A block fits
@@ -76,6 +78,7 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
     c = pb.hbm("c", m, n, out_dt)
 
     k_tiles = _ceil_div(k, PARTITIONS)
+    pack = contraction_tiles(dtype, sparsity)  # contraction tiles per matmul
     block_cols = k_tiles * rows_per_block
     a_row_bytes = block_cols * DTYPE_BYTES[sdt]
     a_buffers = 2 if 2 * a_row_bytes <= A_DOUBLE_BUFFER_LIMIT else 1
@@ -118,33 +121,48 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
             nn = min(MOVING_FREE_MAX, n - col0)
             bank_set = (tile_count % 2) * (PSUM_BANKS // 2)
             tile_count += 1
-            for ki in range(k_tiles):
-                kk = min(PARTITIONS, k - ki * PARTITIONS)
-                slot = b_count % B_BUFFERS
-                b_count += 1
-                b_tok = pb.dma(
-                    b_buf[slot][0:kk, 0:nn],
-                    b[ki * PARTITIONS : ki * PARTITIONS + kk, col0 : col0 + nn],
-                    wait=(b_free[slot],),
-                    signal="ld",
-                )
-                if ki == min(B_BUFFERS, k_tiles) - 1:
-                    flush()
+            for g0 in range(0, k_tiles, pack):
+                group = range(g0, min(g0 + pack, k_tiles))
+                parts = []  # (B slot, contraction rows, load token) per contraction tile
+                for ki in group:
+                    kk = min(PARTITIONS, k - ki * PARTITIONS)
+                    slot = b_count % B_BUFFERS
+                    b_count += 1
+                    b_tok = pb.dma(
+                        b_buf[slot][0:kk, 0:nn],
+                        b[ki * PARTITIONS : ki * PARTITIONS + kk, col0 : col0 + nn],
+                        wait=(b_free[slot],),
+                        signal="ld",
+                    )
+                    parts.append((slot, kk, b_tok))
+                    if ki == min(B_BUFFERS, k_tiles) - 1:
+                        flush()
+                moving = tuple(b_buf[slot][0:kk, 0:nn] for slot, kk, _ in parts)
                 for mi in range(m_tiles):
                     mm_rows = min(PARTITIONS, rows - mi * PARTITIONS)
-                    col = ki * rows_per_block + mi * PARTITIONS
-                    pb.load_stationary(abuf[0:kk, col : col + mm_rows], wait=(a_tokens[ki],))
+                    col = mi * PARTITIONS
+                    pb.load_stationary(
+                        tuple(
+                            abuf[
+                                0:kk,
+                                ki * rows_per_block + col : ki * rows_per_block + col + mm_rows,
+                            ]
+                            for ki, (_, kk, _) in zip(group, parts, strict=True)
+                        ),
+                        wait=tuple(a_tokens[ki] for ki in group),
+                    )
                     bank = bank_set + mi
                     last_mm = pb.multiply_moving(
                         banks[bank][0:mm_rows, 0:nn],
-                        b_buf[slot][0:kk, 0:nn],
+                        moving,
                         dtype=dtype,
                         sparsity=sparsity,
-                        accumulate=ki > 0,
-                        wait=(b_tok, bank_free[bank] if ki == 0 else None),
+                        accumulate=g0 > 0,
+                        wait=(*(tok for _, _, tok in parts), bank_free[bank] if g0 == 0 else None),
                         signal="mm",
                     )
-                b_free[slot] = last_mm
+                for slot, _, _ in parts:
+                    b_free[slot] = last_mm
             for mi in range(m_tiles):
                 mm_rows = min(PARTITIONS, rows - mi * PARTITIONS)
                 bank = bank_set + mi

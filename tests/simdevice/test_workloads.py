@@ -1,19 +1,20 @@
 """Workload specs, per-core plans and the collective model."""
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from simdevice.checks import check
 from simdevice.collectives import collective_time
-from simdevice.kernels.gemm import gemm
-from simdevice.kernels.rowwise import layernorm
+from simdevice.isa import Program
+from simdevice.kernels.rowwise import elementwise, layernorm, softmax
 from simdevice.timing import time_program
 from simdevice.topology import rack_spec
 from simdevice.workloads import (
+    EXACT_STEPS,
     KINDS,
     WorkloadError,
-    gemm_timing,
     parse_workload,
     plan,
     rowwise_timing,
@@ -89,17 +90,6 @@ def test_shapes_a_core_cannot_hold_are_refused_at_plan_time() -> None:
 def test_more_cores_take_less_time() -> None:
     w = parse_workload({"kind": "gemm", "m": 4096, "n": 2048, "k": 2048})
     assert plan(w, GEN2, 8, 1).duration < plan(w, GEN2, 2, 1).duration / 3
-
-
-def test_gemm_extrapolation_matches_the_full_program() -> None:
-    """Past two 512-row blocks and two 512-column tiles the steady state is
-    extrapolated; it stays within 1% of timing the whole program."""
-    chip = GEN2.chip
-    full = time_program(gemm(2560 + 100, 2048 + 300, 1024), chip)
-    fast = gemm_timing(2560 + 100, 2048 + 300, 1024, dtype="bf16", sparsity="dense", chip=chip)
-    assert fast.instructions == full.instructions
-    assert fast.duration == pytest.approx(full.duration, rel=0.01)
-    assert fast.flops == pytest.approx(full.flops, rel=1e-9)
 
 
 def test_collectives_cross_more_switch_levels_between_servers() -> None:
@@ -191,10 +181,17 @@ def test_long_k_uses_smaller_row_blocks() -> None:
     assert utilization > 0.8
 
 
-def test_rowwise_extrapolation_matches_the_full_program() -> None:
+@pytest.mark.parametrize(
+    ("builder", "args"),
+    [(layernorm, ("fp32",)), (softmax, ("bf16",)), (elementwise, ("fp32", "gelu"))],
+)
+def test_rowwise_extrapolation_matches_the_full_program(
+    builder: Callable[..., Program], args: tuple[str, ...]
+) -> None:
     chip = GEN2.chip
-    full = time_program(layernorm(1000, 512), chip)
-    fast = rowwise_timing(layernorm, 1000, 512, "fp32", chip=chip)
+    rows = (EXACT_STEPS + 23) * 128 + 77  # past the exact limit, with a partial tile
+    full = time_program(builder(rows, 512, *args), chip)
+    fast = rowwise_timing(builder, rows, 512, *args, chip=chip)
     assert fast.duration == pytest.approx(full.duration, rel=0.01)
     assert fast.instructions == full.instructions
 

@@ -1,0 +1,447 @@
+"""`make validate-sim`: run every validation case of the execution model and
+write the figures into docs/simulator.md (between the validation and
+constants markers) and benchmarks/results/sim-validation.json.
+
+Every figure is computed here from simdevice; nothing in those tables is
+typed by hand. The output is deterministic: a second run rewrites the same
+bytes.
+"""
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simdevice.checks import check
+from simdevice.collectives import collective_time
+from simdevice.isa import MOVING_FREE_MAX, ProgramBuilder, contraction_tiles
+from simdevice.kernels.gemm import block_rows, gemm
+from simdevice.kernels.rowwise import elementwise
+from simdevice.timing import CORE_TIMING, core_dma_bandwidth, dma_efficiency, time_program
+from simdevice.topology import rack_spec
+from simdevice.workloads import EXACT_STEPS, gemm_timing
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "simulator.md"
+RESULTS = ROOT / "benchmarks" / "results" / "sim-validation.json"
+TRN3 = rack_spec("trn3-gen2").chip
+TRN2 = rack_spec("trn2").chip
+LOW, HIGH = 64, 32768
+MAX_INSTRUCTIONS = 120_000  # per exact run of a drawn GEMM shape
+# The argument order of kernels.gemm.gemm(m, n, k): small K, wide N.
+REPORTED = [(4096, 4096, 128), (512, 4096, 128), (512, 32768, 128), (256, 16384, 256)]
+SWEEP = 150  # drawn shapes checked here (the tests check 50)
+
+NKI3 = "NKI Trainium3 Architecture Guide"
+NKI2 = "NKI Trainium2 Architecture Guide"
+NKI1 = "NKI Trainium/Inferentia2 Architecture Guide"
+TRN3_PAGE = "Neuron docs, Trainium3 Architecture page"
+# (constant, value of neuroncore-v4, source)
+CONSTANTS: list[tuple[str, str, str]] = [
+    (
+        "PE array clock",
+        "{pe_clock}",
+        f"{NKI3}, Compute Engine Specifications table (Tensor 2.4 GHz)",
+    ),
+    (
+        "matmul cycles",
+        "max(min({floor}, stationary columns), moving columns)",
+        "nki.isa.nc_matmul docstring, Estimated instruction cost; "
+        f"{NKI1}, Tensor Engine performance (MM initiation interval 64)",
+    ),
+    ("FP32 matmul passes", "{fp32} x", "nki.isa.nc_matmul docstring (FP32 costs 4x)"),
+    (
+        "contraction tiles per matmul",
+        "BF16 1, FP8 {fp8_tiles}, MXFP8/MXFP4 {mx_tiles}, k:m sparse m/k (at most 4)",
+        f"{NKI3}, Quad-MXFP8/MXFP4 Matmul Performance (K = 512); "
+        f"{NKI2}, Double FP8 Matmul Performance (K = 256)",
+    ),
+    (
+        "LoadStationary",
+        "stationary columns / {ls} cycles, behind the previous matmul",
+        f"{NKI1}, Background and Fast LoadStationary (up to 4x faster than a matmul)",
+    ),
+    (
+        "matmul fill/drain latency",
+        "128 rows + stationary columns, PE cycles",
+        "no AWS figure: the geometry of the 128x128 systolic array (an estimate)",
+    ),
+    (
+        "vector / scalar / gpsimd clock",
+        "{vclock} / {sclock} / {gclock}",
+        f"{NKI3}, Compute Engine Specifications table",
+    ),
+    (
+        "vector elements per partition per cycle",
+        "BF16/FP16/FP8 {vn}, other {vr}; {vp} with a PSUM operand; x2 elements for two inputs",
+        f"{NKI3}, Compute Engine Specifications (512 / 256 per cycle over 128 lanes); "
+        f"{NKI2}, Vector Engine Performance Mode (PSUM halves the gain); "
+        f"{NKI1}, Vector Engine cost model (two inputs ~2N)",
+    ),
+    (
+        "scalar elements per partition per cycle",
+        "activations {sr}; BF16/FP16/FP8 copy and tensor_scalar {sn}",
+        f"{NKI3}, Compute Engine Specifications (256 / 128) and Scalar Engine "
+        "Performance mode (2x for BF16/FP16 tensor_scalar, tensor_copy)",
+    ),
+    ("gpsimd elements per partition per cycle", "{gr}", f"{NKI3}, table (128 per cycle)"),
+    (
+        "exp on the vector engine",
+        "{vexp} per partition per cycle",
+        f"{NKI3}, Fast Exponential Evaluation (4x the scalar engine's exp)",
+    ),
+    (
+        "other table functions off the scalar engine",
+        "{emu} per partition per cycle",
+        "no AWS figure: an assumption (emulated)",
+    ),
+    (
+        "instruction floor (vector/scalar/gpsimd)",
+        "{efloor} cycles",
+        "nki.isa docstrings, Estimated instruction cost (MIN_II roughly 64)",
+    ),
+    (
+        "DMA engines per core x bandwidth",
+        "16 x {dma_bw}",
+        "NKI DMA overview (16 engines per core, 38.4 GB/s each on v4)",
+    ),
+    (
+        "DMA efficiency",
+        "b / (b + {half}) for b bytes per partition; {lat} per transfer",
+        "no AWS formula: fitted to the NKI DMA bandwidth guide's advice "
+        "(>= 2 KiB per partition); the fixed latency is an estimate",
+    ),
+    (
+        "HBM per chip",
+        "{hbm}",
+        f"{TRN3_PAGE} (4.9 TB/s); the {NKI3} says 4.7 TB/s",
+    ),
+]
+
+
+def _gbs(x: float) -> str:
+    return f"{x / 1e9:.1f} GB/s"
+
+
+def constants_table() -> str:
+    t = CORE_TIMING["neuroncore-v4"]
+    values = {
+        "pe_clock": f"{t.pe_clock / 1e9:g} GHz",
+        "floor": t.matmul_floor_cycles,
+        "fp32": f"{t.matmul_cycles_per_column['fp32']:g}",
+        "fp8_tiles": contraction_tiles("fp8"),
+        "mx_tiles": contraction_tiles("mxfp8"),
+        "ls": f"{t.stationary_load_speedup:g}",
+        "vclock": f"{t.engine_clock['vector'] / 1e9:g} GHz",
+        "sclock": f"{t.engine_clock['scalar'] / 1e9:g} GHz",
+        "gclock": f"{t.engine_clock['gpsimd'] / 1e9:g} GHz",
+        "vn": f"{t.vector_narrow_rate:g}",
+        "vr": f"{t.vector_rate:g}",
+        "vp": f"{t.vector_psum_rate:g}",
+        "sr": f"{t.scalar_rate:g}",
+        "sn": f"{t.scalar_narrow_rate:g}",
+        "gr": f"{t.gpsimd_rate:g}",
+        "vexp": f"{t.vector_exp_rate:g}",
+        "emu": f"{t.emulated_transcendental_rate:g}",
+        "efloor": t.elementwise_floor_cycles,
+        "dma_bw": _gbs(t.dma_engine_bandwidth),
+        "half": f"{t.dma_half_efficiency_bytes:g}",
+        "lat": f"{t.dma_fixed_latency * 1e6:g} us",
+        "hbm": f"{TRN3.hbm_bandwidth / 1e12:g} TB/s",
+    }
+    rows = ["| constant (NeuronCore-v4) | model | source |", "|---|---|---|"]
+    rows += [
+        f"| {name} | {value.format(**values)} | {source} |" for name, value, source in CONSTANTS
+    ]
+    return "\n".join(rows)
+
+
+def matmul_stream(n: int, dtype: str, count: int = 1000) -> float:
+    """Raw FLOP/s of back-to-back matmuls with n moving columns."""
+    tiles = contraction_tiles(dtype)
+    pb = ProgramBuilder("stream")
+    w = tuple(pb.sbuf(f"w{i}", 128, 128).all() for i in range(tiles))
+    x = tuple(pb.sbuf(f"x{i}", 128, n).all() for i in range(tiles))
+    acc = pb.psum("acc", 128, 512)
+    for _ in range(count):
+        pb.load_stationary(w)
+        pb.multiply_moving(acc[0:128, 0:n], x, dtype=dtype)
+    t = time_program(pb.build(), TRN3)
+    return 2.0 * 128 * 128 * tiles * n * count / t.duration
+
+
+def instructions(m: int, n: int, k: int, dtype: str) -> int:
+    """Roughly how many instructions gemm(m, n, k) emits (the exact run's cost)."""
+    rows = block_rows(k, dtype)
+    blocks, tiles = math.ceil(m / rows), math.ceil(n / MOVING_FREE_MAX)
+    k_tiles, m_tiles = math.ceil(k / 128), math.ceil(min(m, rows) / 128)
+    return blocks * tiles * (k_tiles * (1 + 2 * m_tiles) + 2 * m_tiles)
+
+
+def extrapolated(m: int, n: int, k: int, dtype: str) -> bool:
+    """Does the fast path extrapolate over rows or columns (not time it whole)?"""
+    return math.ceil(m / block_rows(k, dtype)) > EXACT_STEPS or n // MOVING_FREE_MAX > EXACT_STEPS
+
+
+def draw_shapes(count: int, seed: int) -> list[tuple[int, int, int, str]]:
+    """GEMM shapes drawn log-uniformly in [64, 32768], by family (small K and
+    wide N, large K and narrow N, anything), every dtype; each one extrapolated
+    by the fast path and cheap enough to time exactly."""
+    rng = np.random.default_rng(seed)
+    dtypes = ("bf16", "fp32", "fp8", "mxfp8")
+    families = [
+        ((LOW, 4096), (8192, HIGH), (LOW, 512)),
+        ((4096, HIGH), (LOW, 1024), (4096, HIGH)),
+        ((LOW, HIGH), (LOW, HIGH), (LOW, HIGH)),
+    ]
+    shapes: list[tuple[int, int, int, str]] = []
+    while len(shapes) < count:
+        for family in families:
+            m, n, k = (
+                round(math.exp(rng.uniform(math.log(lo), math.log(hi)))) for lo, hi in family
+            )
+            dtype = dtypes[len(shapes) % len(dtypes)]
+            if extrapolated(m, n, k, dtype) and instructions(m, n, k, dtype) <= MAX_INSTRUCTIONS:
+                shapes.append((m, n, k, dtype))
+    return shapes[:count]
+
+
+def fast_vs_exact(m: int, n: int, k: int, dtype: str) -> tuple[int, int]:
+    """PE cycles of the exact run and of the fast path."""
+    exact = time_program(gemm(m, n, k, dtype), TRN3).duration
+    fast = gemm_timing(m, n, k, dtype=dtype, sparsity="dense", chip=TRN3).duration
+    return round(exact * TRN3_PE), round(fast * TRN3_PE)
+
+
+TRN3_PE = CORE_TIMING["neuroncore-v4"].pe_clock
+
+
+def gemm_efficiency(m: int, n: int, k: int, dtype: str) -> float:
+    t = gemm_timing(m, n, k, dtype=dtype, sparsity="dense", chip=TRN3)
+    return 2.0 * m * n * k / t.duration / CORE_TIMING["neuroncore-v4"].peak_flops(dtype)
+
+
+def dma_rate(bytes_per_partition: int, transfers: int = 64) -> float:
+    pb = ProgramBuilder("dma")
+    cols = bytes_per_partition // 2
+    src = pb.hbm("src", 128 * transfers, cols)
+    dst = [pb.sbuf(f"d{i}", 128, cols) for i in range(2)]
+    for i in range(transfers):
+        pb.dma(dst[i % 2].all(), src[i * 128 : (i + 1) * 128, 0:cols])
+    t = time_program(pb.build(), TRN3)
+    return t.dma_bytes / t.duration / core_dma_bandwidth(TRN3)
+
+
+def run() -> dict[str, Any]:
+    """Every validation case; the keys name the figures the page shows."""
+    v4 = CORE_TIMING["neuroncore-v4"]
+    results: dict[str, Any] = {}
+    results["peaks_tflops_per_core"] = {
+        dtype: round(matmul_stream(512, dtype) / 1e12, 2)
+        for dtype in ("bf16", "fp8", "mxfp8", "fp32")
+    }
+    results["peak_mxfp8_pflops_per_chip"] = round(
+        results["peaks_tflops_per_core"]["mxfp8"] * TRN3.cores / 1e3, 3
+    )
+    results["matmul_efficiency_by_moving_columns"] = {
+        dtype: {
+            str(n): round(matmul_stream(n, dtype) / v4.peak_flops(dtype), 3)
+            for n in (16, 32, 64, 128, 256, 512)
+        }
+        for dtype in ("bf16", "fp8", "mxfp8")
+    }
+    results["gemm_efficiency_over_n"] = {
+        dtype: {
+            str(n): round(gemm_efficiency(2048, n, 4096, dtype), 3) for n in (128, 512, 2048, 8192)
+        }
+        for dtype in ("bf16", "mxfp8")
+    }
+    results["gemm_efficiency_over_k"] = {
+        dtype: {
+            str(k): round(gemm_efficiency(2048, 4096, k, dtype), 3) for k in (128, 512, 2048, 8192)
+        }
+        for dtype in ("bf16", "mxfp8")
+    }
+    sizes = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    results["dma_efficiency_by_bytes_per_partition"] = {
+        str(b): round(dma_rate(b), 3) for b in sizes
+    }
+    results["dma_curve_at_half"] = float(dma_efficiency(v4.dma_half_efficiency_bytes, v4))
+    gelu = time_program(elementwise(4096, 2048, "fp32", "gelu"), TRN3)
+    results["gelu_one_trn3_core"] = {
+        "gb_per_s": round(gelu.dma_bytes / gelu.duration / 1e9, 1),
+        "dma_peak_gb_per_s": round(core_dma_bandwidth(TRN3) / 1e9, 1),
+        "sync_busy": round(gelu.busy_ratio[4], 3),
+        "scalar_busy": round(gelu.busy_ratio[2], 3),
+    }
+    shared = time_program(elementwise(4096, 2048, "fp32", "gelu"), TRN2, TRN2.hbm_bandwidth / 8)
+    results["gelu_eight_trn2_cores"] = {
+        "chip_tb_per_s": round(8 * shared.dma_bytes / shared.duration / 1e12, 3),
+        "hbm_tb_per_s": round(TRN2.hbm_bandwidth / 1e12, 3),
+    }
+    spec = rack_spec("trn3-gen2")
+    results["all_reduce_1_gib"] = {}
+    for chips in (4, 16, 144):
+        c = collective_time("all-reduce", spec, chips, float(1 << 30))
+        results["all_reduce_1_gib"][str(chips)] = {
+            "levels": c.levels,
+            "ms": round(c.duration * 1e3, 3),
+            "link_share": round(c.bytes_per_chip / c.duration / spec.chip.link_bandwidth, 3),
+        }
+    results["gemm_numerics_relative_error"] = {
+        dtype: float(f"{check('gemm', {'m': 256, 'n': 256, 'k': 512}, dtype).relative_error:.2g}")
+        for dtype in ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4")
+    }
+    results["kernel_numerics_relative_error"] = {
+        kind: float(f"{check(kind, shape, 'bf16').relative_error:.2g}")
+        for kind, shape in (
+            ("softmax", {"rows": 256, "cols": 512}),
+            ("layernorm", {"rows": 256, "cols": 512}),
+            ("attention", {"seq": 512, "head_dim": 64}),
+        )
+    }
+    results["fast_path_reported_shapes_cycles"] = {
+        f"{m}x{n}x{k}": dict(zip(("exact", "fast"), fast_vs_exact(m, n, k, "bf16"), strict=True))
+        for m, n, k in REPORTED
+    }
+    errors = []
+    for m, n, k, dtype in draw_shapes(SWEEP, seed=2026):
+        exact, fast = fast_vs_exact(m, n, k, dtype)
+        errors.append(abs(fast - exact) / exact)
+    results["fast_path_sweep"] = {
+        "shapes": SWEEP,
+        "max_relative_error": float(f"{max(errors):.2g}"),
+    }
+    return results
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def validation_table(r: dict[str, Any]) -> str:
+    peaks = r["peaks_tflops_per_core"]
+    rows = ["| figure | published / expected | model |", "|---|---|---|"]
+    rows += [
+        _row(
+            "BF16 per core",
+            f"79 TFLOPS ({NKI3}); 671 / 8 = 83.9 ({TRN3_PAGE})",
+            f"{peaks['bf16']} TFLOPS",
+        ),
+        _row("MXFP8 per core", f"315 TFLOPS ({NKI3})", f"{peaks['mxfp8']} TFLOPS"),
+        _row(
+            "MXFP8 per chip",
+            f"2,517 TFLOPS ({TRN3_PAGE})",
+            f"{r['peak_mxfp8_pflops_per_chip']} PFLOPS",
+        ),
+        _row("FP8 per core", "2x BF16 (double FP8 mode)", f"{peaks['fp8']} TFLOPS"),
+        _row(
+            "FP32 per core",
+            f"20 TFLOPS ({NKI3}); 183 / 8 = 22.9 ({TRN3_PAGE})",
+            f"{peaks['fp32']} TFLOPS",
+        ),
+    ]
+    for dtype, curve in r["matmul_efficiency_by_moving_columns"].items():
+        rows.append(
+            _row(
+                f"{dtype} matmul stream, % of its peak by moving columns N",
+                "floor min(64, M) cycles: N >= 64 at peak",
+                ", ".join(f"{n}: {_pct(e)}" for n, e in curve.items()),
+            )
+        )
+    for axis, fixed in (("n", "m=2048, k=4096"), ("k", "m=2048, n=4096")):
+        for dtype, curve in r[f"gemm_efficiency_over_{axis}"].items():
+            rows.append(
+                _row(
+                    f"{dtype} GEMM ({fixed}) over {axis.upper()}, % of peak",
+                    f"rises with {axis.upper()}",
+                    ", ".join(f"{x}: {_pct(e)}" for x, e in curve.items()),
+                )
+            )
+    dma = r["dma_efficiency_by_bytes_per_partition"]
+    g, g2 = r["gelu_one_trn3_core"], r["gelu_eight_trn2_cores"]
+    rows += [
+        _row(
+            "DMA efficiency by bytes per partition",
+            "< 256 B poor, >= 2 KiB near peak",
+            ", ".join(f"{b}: {e}" for b, e in dma.items()),
+        ),
+        _row(
+            "GELU over HBM, one Trn3 core",
+            "DMA-bound",
+            f"{g['gb_per_s']} GB/s of {g['dma_peak_gb_per_s']}, Sync busy "
+            f"{_pct(g['sync_busy'])}, Scalar {_pct(g['scalar_busy'])}",
+        ),
+        _row(
+            "GELU over HBM, 8 Trn2 cores",
+            "HBM-bound",
+            f"{g2['chip_tb_per_s']} TB/s of {g2['hbm_tb_per_s']}",
+        ),
+    ]
+    for chips, c in r["all_reduce_1_gib"].items():
+        rows.append(
+            _row(
+                f"all-reduce of 1 GiB over {chips} Gen2 chips",
+                f"link-bound, {c['levels']} switch level(s)",
+                f"{c['ms']} ms, {_pct(c['link_share'])} of the link",
+            )
+        )
+    rows += [
+        _row(
+            "GEMM 256x256x512 vs float64 (normwise)",
+            "within dtype error",
+            ", ".join(f"{d} {e:g}" for d, e in r["gemm_numerics_relative_error"].items()),
+        ),
+        _row(
+            "BF16 kernels vs float64 (normwise)",
+            "within BF16 error",
+            ", ".join(f"{k} {e:g}" for k, e in r["kernel_numerics_relative_error"].items()),
+        ),
+    ]
+    for shape, c in r["fast_path_reported_shapes_cycles"].items():
+        rows.append(
+            _row(
+                f"GEMM {shape} (m x n x k), PE cycles",
+                "fast path = exact",
+                f"exact {c['exact']}, fast {c['fast']}",
+            )
+        )
+    sweep = r["fast_path_sweep"]
+    rows.append(
+        _row(
+            f"fast path vs exact over {sweep['shapes']} drawn shapes",
+            "within 1%",
+            f"largest error {sweep['max_relative_error']:g}",
+        )
+    )
+    return "\n".join(rows)
+
+
+def _replace(page: str, name: str, body: str) -> str:
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if not pattern.search(page):
+        raise SystemExit(f"docs/simulator.md: no {start} ... {end} markers")
+    return pattern.sub(lambda _: f"{start}\n{body}\n{end}", page)
+
+
+def main() -> None:
+    results = run()
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    page = PAGE.read_text()
+    page = _replace(page, "constants", constants_table())
+    page = _replace(page, "validation", validation_table(results))
+    PAGE.write_text(page)
+    print(f"wrote {RESULTS.relative_to(ROOT)} and docs/simulator.md")
+
+
+if __name__ == "__main__":
+    main()
