@@ -10,6 +10,7 @@ their arguments and are cached, so a rack of identical jobs is timed once.
 
 import itertools
 import math
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -374,12 +375,25 @@ def hbm_footprint(workload: Workload, cores: int) -> tuple[int, str]:
     return w["bytes"], "bytes"
 
 
-@lru_cache(maxsize=1024)
+_PLANNING = threading.Lock()
+"""Planning is CPU-bound Python, so threads gain nothing by planning at once;
+one at a time, the many servers of a rack that submit the same job at the
+same moment plan it once and read the rest from the cache."""
+
+
 def plan(
     workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None = None
 ) -> Plan:
     """What `workload` costs on `cores` cores spread over `chips` chips, each core
     drawing at most `dma_bandwidth` bytes/s from HBM."""
+    with _PLANNING:
+        return _cached_plan(workload, spec, cores, chips, dma_bandwidth)
+
+
+@lru_cache(maxsize=1024)
+def _cached_plan(
+    workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None
+) -> Plan:
     if cores < 1 or chips < 1:
         raise WorkloadError(f"cores: need at least one core on one chip, got {cores} on {chips}")
     footprint, field_name = hbm_footprint(workload, cores)
@@ -486,5 +500,5 @@ def _plan_train_step(
 
 def clear_caches() -> None:
     """Forget every cached timing and plan (benchmarks measure cold planning)."""
-    plan.cache_clear()
+    _cached_plan.cache_clear()
     _timed.cache_clear()

@@ -10,6 +10,7 @@ FabricReady is True; a single chip or core partition needs no domain.
 
 import datetime
 import hashlib
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -34,14 +35,19 @@ class DeviceStatus:
     recheck_seconds: float | None  # when the entry changes by itself; None: it does not
 
 
-def rack_prefix(pool: str) -> str:
+def rack_network(pool: str) -> ipaddress.IPv6Network:
     """The rack's IPv6 ULA /48: fd + 40 bits of the pool name's hash."""
-    digest = hashlib.sha256(pool.encode()).hexdigest()
-    return f"fd{digest[:2]}:{digest[2:6]}:{digest[6:10]}"
+    digest = hashlib.sha256(pool.encode()).digest()
+    prefix = bytes([0xFD]) + digest[:5] + bytes(10)
+    return ipaddress.IPv6Network((prefix, 48))
 
 
 def chip_address(pool: str, server: int, local_chip: int) -> str:
-    return f"{rack_prefix(pool)}:{server:x}::{local_chip + 1:x}/64"
+    """`<rack /48>:<server>::<chip + 1>/64`, written canonically (RFC 5952), as
+    the apiserver requires."""
+    base = int(rack_network(pool).network_address)
+    address = ipaddress.IPv6Address(base | server << 64 | local_chip + 1)
+    return ipaddress.IPv6Interface((address, 64)).compressed
 
 
 def hardware_address(pool: str, rack_chip: int) -> str:
@@ -59,7 +65,7 @@ def network_data(pool: str, device: PlannedDevice) -> JSON:
     if len(chips) <= MAX_IPS:
         data["ips"] = [chip_address(pool, c.server, c.local_index) for c in chips]
     else:
-        data["ips"] = [f"{rack_prefix(pool)}::/48"]
+        data["ips"] = [rack_network(pool).compressed]
     if len(chips) == 1:
         data["hardwareAddress"] = hardware_address(pool, chips[0].index)
     return data

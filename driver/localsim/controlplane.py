@@ -55,13 +55,15 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "job-controller",
     "namespace-controller",
+    "podgroup-protection-controller",
     "resourcequota-controller",
     "serviceaccount-controller",
 )
-"""Controllers the driver relies on, plus Jobs for users' workloads and
-ResourceQuota usage (quota admission refuses everything in a namespace whose
-quota has no status yet); notably no node-lifecycle controller, so fake
-Nodes stay Ready without a kubelet."""
+"""Controllers the driver relies on, plus Jobs for users' workloads, the
+PodGroup finalizer (a deleted PodGroup otherwise never goes, and neither does
+the claim reserved for it) and ResourceQuota usage (quota admission refuses
+everything in a namespace whose quota has no status yet); notably no
+node-lifecycle controller, so fake Nodes stay Ready without a kubelet."""
 
 REAL_NODE_CONTROLLERS = (
     *CONTROLLERS,

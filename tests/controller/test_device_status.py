@@ -84,6 +84,8 @@ def test_addresses_are_unique_and_valid_across_the_rack() -> None:
     ips = [status(d, FabricSpec(), T0).entry["networkData"]["ips"][0] for d in chips]
     macs = {status(d, FabricSpec(), T0).entry["networkData"]["hardwareAddress"] for d in chips}
     assert len(set(ips)) == len(chips) == len(macs) == 144
+    # The apiserver takes only the canonical (RFC 5952) spelling.
+    assert all(ipaddress.ip_interface(ip).compressed == ip for ip in ips)
     rack = status(DEVICES["ultraserver"], FabricSpec(), T0 + 5 * SECOND).entry
     [prefix] = rack["networkData"]["ips"]
     network = ipaddress.ip_network(prefix)

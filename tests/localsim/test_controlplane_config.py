@@ -67,9 +67,13 @@ def test_all_components_get_the_same_feature_gates(tmp_path: Path) -> None:
         assert flag in args
 
 
-def test_apiserver_serves_the_v1beta2_taint_rules_and_skips_node_admission(tmp_path: Path) -> None:
+def test_apiserver_serves_taint_rules_and_podgroups_and_skips_node_admission(
+    tmp_path: Path,
+) -> None:
     args = apiserver_args(config(tmp_path), Path("kube-apiserver"))
-    assert "--runtime-config=resource.k8s.io/v1beta2=true" in args
+    [runtime] = [a for a in args if a.startswith("--runtime-config=")]
+    served = set(runtime.removeprefix("--runtime-config=").split(","))
+    assert served == {"resource.k8s.io/v1beta2=true", "scheduling.k8s.io/v1alpha2=true"}
     assert "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition" in args
     assert "--secure-port=3" in args and "--bind-address=127.0.0.1" in args
 
