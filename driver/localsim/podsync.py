@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from driver.jsontypes import JSON
 from driver.localsim import podstatus
-from driver.localsim.kubelet import KubeletError, KubeletStandIn
+from driver.localsim.kubelet import KubeletError, KubeletStandIn, claim_names
 from driver.localsim.podwatch import watch_pods
 from driver.localsim.podwrites import PodWrites, api_reason
 from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, workload_spec
@@ -198,7 +198,7 @@ class PodSync:
         kubelet = self.kubelets[record.node]
         name = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         try:
-            if pod["spec"].get("resourceClaims"):
+            if claim_names(pod):
                 record.claims = kubelet.pod_claims(self.api, pod)
                 edits = kubelet.start_pod(self.api, pod, self.cdi_dirs[record.node])
             else:
