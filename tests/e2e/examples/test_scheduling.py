@@ -67,8 +67,13 @@ def test_whole_rack_gang_binds_all_or_nothing(cluster: Cluster) -> None:
         [reserved] = claim["status"]["reservedFor"]
         assert {k: reserved[k] for k in GROUP_REF} == GROUP_REF
         assert reserved["name"] == "rack-train"
+        [status] = claim["status"]["devices"]
+        assert status["data"]["ring"] == list(range(144))
         for node in (p["spec"]["nodeName"] for p in running):
             env = cluster.cdi_env(node, claim["metadata"]["uid"])
+            # What the containers see of the fabric is what the claim's status says.
+            assert env["TRAINIUM_DRA_RING"] == ",".join(map(str, status["data"]["ring"]))
+            assert env["TRAINIUM_DRA_FABRIC_IPS"] == ",".join(status["networkData"]["ips"])
             assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
             assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(str(i) for i in range(16))
     finally:
