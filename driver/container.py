@@ -18,7 +18,13 @@ from typing import Any
 
 from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError
 
-SHOWN_ENV = ("NEURON_RT_VISIBLE_CORES", "NEURON_LOGICAL_NC_CONFIG", "TRAINIUM_DRA_CLAIM_UID")
+SHOWN_ENV = (
+    "NEURON_RT_VISIBLE_CORES",
+    "NEURON_LOGICAL_NC_CONFIG",
+    "TRAINIUM_DRA_CLAIM_UID",
+    "TRAINIUM_DRA_RING",
+    "TRAINIUM_DRA_FABRIC_IPS",
+)
 POLL = 0.5
 
 

@@ -36,7 +36,10 @@ def desired_rack(
     nodes: Mapping[str, Mapping[str, str]],
     reports: Mapping[str, Sequence[Report]],
     driver: str,
+    *,
+    binding_conditions: bool = True,
 ) -> DesiredRack:
+    """`binding_conditions` False: the apiserver does not keep them, whatever the spec says."""
     mapping = map_nodes(spec, nodes)
     devices = planned_devices(spec.rack, spec.mode, spec.flat_device)
     health = device_health(devices, mapping.nodes, reports)
@@ -50,7 +53,7 @@ def desired_rack(
             rack_nodes=mapping.rack_nodes,
             driver=driver,
             taints=taints(health, driver),
-            binding_conditions=spec.fabric.binding_conditions,
+            binding_conditions=spec.fabric.binding_conditions and binding_conditions,
         )
     )
     return DesiredRack(mapping, devices, health, slices)

@@ -67,6 +67,13 @@ PARTITIONING_OFF = (
 )
 
 
+BINDING_CONDITIONS_OFF = (
+    "the apiserver drops bindingConditions from ResourceSlices (feature gates "
+    "DRADeviceBindingConditions and DRAResourceClaimDeviceStatus are off): publishing server "
+    "and rack devices without fabric readiness, so pods bind without waiting for the fabric"
+)
+
+
 @dataclass(frozen=True)
 class Outcome:
     rack: str
@@ -90,6 +97,8 @@ class Reconciler:
         self.clock = clock
         # (uid, generation) of specs whose partitioned slices the apiserver refused
         self.refused: dict[str, tuple[str, int]] = {}
+        # False once the apiserver was seen dropping binding conditions
+        self.binding_conditions_served = True
 
     def reconcile(self, name: str) -> Outcome:
         """Read the rack, compute its slices and status, write only differences."""
@@ -106,7 +115,13 @@ class Reconciler:
             self._write_status(obj, invalid_spec(generation, len(existing), str(err)))
             return Outcome(name, 0, 0)
         reports = self.stores.health.items()
-        want = desired_rack(spec, self.stores.nodes.items(), reports, self.driver)
+        want = desired_rack(
+            spec,
+            self.stores.nodes.items(),
+            reports,
+            self.driver,
+            binding_conditions=self.binding_conditions_served,
+        )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published = self._apply(spec, plan, want.slices)
         allocated = allocated_devices(self.stores.claims.items(), self.driver, name)
@@ -162,6 +177,13 @@ class Reconciler:
                 self.metrics.wrote(SLICES.plural, w.verb)
                 if _has_counters(w.body["spec"]) and not _has_counters(stored["spec"]):
                     raise CountersDroppedError(PARTITIONING_OFF)
+                if _has_binding_conditions(w.body["spec"]) and not _has_binding_conditions(
+                    stored["spec"]
+                ):
+                    # Publishing them again would rewrite the slices on every reconcile.
+                    self.binding_conditions_served = False
+                    log.warning(BINDING_CONDITIONS_OFF)
+                    raise ConflictError(f"slice {w.name}: republishing without binding conditions")
 
     def _delete_slice(self, name: str, resource_version: str | None = None) -> None:
         self.kube.delete(SLICES, name, resource_version)
@@ -175,6 +197,10 @@ class Reconciler:
             self.kube.patch_status(ULTRASERVERS, name, status)
             self.metrics.wrote(f"{ULTRASERVERS.plural}/status", "patch")
         self.metrics.racks.record(name, status)
+
+
+def _has_binding_conditions(spec: Mapping[str, Any]) -> bool:
+    return any(d.get("bindingConditions") for d in spec.get("devices") or [])
 
 
 def _has_counters(spec: Mapping[str, Any]) -> bool:

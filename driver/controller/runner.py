@@ -207,13 +207,7 @@ class Controller:
                 log.info("%s; retrying", err)
                 self.queue.add(rack, 0.2)
             except Exception:
-                n = self._failures.get(rack, 0) + 1
-                self._failures[rack] = n
-                delay = min(MAX_BACKOFF, 0.5 * 2**n)
-                log.exception(
-                    "rack %s: reconcile failed (attempt %d), retrying in %.1fs", rack, n, delay
-                )
-                self.queue.add(rack, delay)
+                self._back_off(self.queue, rack, f"rack {rack}: reconcile")
             finally:
                 self.metrics.reconciled(result, time.perf_counter() - started)
                 self.queue.done(rack)
@@ -233,13 +227,19 @@ class Controller:
                 log.info("%s; retrying", err)
                 self.claim_queue.add(key, 0.2)
             except Exception:
-                n = self._failures.get(key, 0) + 1
-                self._failures[key] = n
-                delay = min(MAX_BACKOFF, 0.5 * 2**n)
-                log.exception("claim %s: device status failed, retrying in %.1fs", key, delay)
-                self.claim_queue.add(key, delay)
+                self._back_off(self.claim_queue, key, f"claim {key}: device status")
             finally:
                 self.claim_queue.done(key)
+
+    def _back_off(self, queue: WorkQueue, key: str, what: str) -> None:
+        """Log the failure being handled and retry `key` later, waiting longer
+        each time it fails in a row (racks and claims keep separate counts:
+        claim keys hold a slash, rack names cannot)."""
+        n = self._failures.get(key, 0) + 1
+        self._failures[key] = n
+        delay = min(MAX_BACKOFF, 0.5 * 2**n)
+        log.exception("%s failed (attempt %d), retrying in %.1fs", what, n, delay)
+        queue.add(key, delay)
 
     def _resync(self) -> None:
         while not self.stop.wait(self.flags.resync_seconds):

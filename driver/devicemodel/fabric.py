@@ -2,7 +2,9 @@
 is up, and the addresses and ring a job reads from the claim's status.
 
 Pure: a device, the rack's fabric spec and two timestamps in, one
-`status.devices` entry (resource.k8s.io/v1 AllocatedDeviceStatus) out.
+`status.devices` entry (resource.k8s.io/v1 AllocatedDeviceStatus) out. The
+node daemon puts the same ring and addresses into the container's
+environment, computed from the same chips.
 Server and ultraserver devices span chips that talk over the fabric, so they
 carry the binding conditions below and the scheduler binds a pod only once
 FabricReady is True; a single chip or core partition needs no domain.
@@ -19,6 +21,7 @@ from driver.devicemodel.layout import PlannedDevice
 from driver.devicemodel.naming import server_name
 from driver.devicemodel.ultraserver import FabricSpec
 from driver.jsontypes import JSON
+from simdevice.topology import ChipPlace
 
 FABRIC_READY: Final = "FabricReady"
 FABRIC_FAILED: Final = "FabricFailed"
@@ -57,23 +60,25 @@ def hardware_address(pool: str, rack_chip: int) -> str:
     return ":".join(f"{o:02x}" for o in octets)
 
 
-def network_data(pool: str, device: PlannedDevice) -> JSON:
-    """The device's fabric interface: one address per chip, or the domain's
-    prefix when the chips are more than NetworkDeviceData can list."""
-    chips = device.chips
-    data: JSON = {"interfaceName": INTERFACE}
+def fabric_ips(pool: str, chips: Sequence[ChipPlace]) -> list[str]:
+    """One address per chip, or the domain's prefix when the chips are more
+    than NetworkDeviceData can list."""
     if len(chips) <= MAX_IPS:
-        data["ips"] = [chip_address(pool, c.server, c.local_index) for c in chips]
-    else:
-        data["ips"] = [rack_network(pool).compressed]
+        return [chip_address(pool, c.server, c.local_index) for c in chips]
+    return [rack_network(pool).compressed]
+
+
+def network_data(pool: str, chips: Sequence[ChipPlace]) -> JSON:
+    """A device's fabric interface, as written to the claim's status."""
+    data: JSON = {"interfaceName": INTERFACE, "ips": fabric_ips(pool, chips)}
     if len(chips) == 1:
         data["hardwareAddress"] = hardware_address(pool, chips[0].index)
     return data
 
 
-def ring(device: PlannedDevice) -> list[int]:
+def ring(chips: Sequence[ChipPlace]) -> list[int]:
     """Rack chip indexes in ring order: server-major, as the chips are cabled."""
-    return sorted(c.index for c in device.chips)
+    return sorted(c.index for c in chips)
 
 
 def failed_servers(device: PlannedDevice, fabric: FabricSpec) -> list[int]:
@@ -154,7 +159,7 @@ def device_status(
         "pool": pool,
         "device": device.name,
         "conditions": conditions,
-        "networkData": network_data(pool, device),
-        "data": {"ultraserver": pool, "kind": device.kind, "ring": ring(device)},
+        "networkData": network_data(pool, device.chips),
+        "data": {"ultraserver": pool, "kind": device.kind, "ring": ring(device.chips)},
     }
     return DeviceStatus(entry, recheck)

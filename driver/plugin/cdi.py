@@ -1,8 +1,9 @@
 """CDI specs for prepared claims: what the container runtime injects.
 
 One CDI device per claim, named by the claim UID, carrying the claim's core
-list (`NEURON_RT_VISIBLE_CORES`, host-global logical ids), its LNC, and mounts
-for the node's workload API socket and the claim's token file.
+list (`NEURON_RT_VISIBLE_CORES`, host-global logical ids), its LNC, its
+fabric ring and addresses, and mounts for the node's workload API socket and
+the claim's token file.
 """
 
 import json
@@ -32,6 +33,8 @@ class ClaimEdits:
     node_name: str
     ultraserver: str
     server_index: int
+    ring: Sequence[int]  # rack chip indexes of the claim's devices, in ring order
+    fabric_ips: Sequence[str]  # their fabric addresses, as in the claim's status
 
 
 def cdi_kind(driver: str) -> str:
@@ -60,6 +63,8 @@ def claim_spec(driver: str, edits: ClaimEdits) -> dict[str, Any]:
         f"TRAINIUM_DRA_NODE={edits.node_name}",
         f"TRAINIUM_DRA_ULTRASERVER={edits.ultraserver}",
         f"TRAINIUM_DRA_SERVER_INDEX={edits.server_index}",
+        f"TRAINIUM_DRA_RING={','.join(map(str, edits.ring))}",
+        f"TRAINIUM_DRA_FABRIC_IPS={','.join(edits.fabric_ips)}",
     ]
     mounts = [
         {

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from driver.devicemodel import attributes as attr
+from driver.devicemodel import fabric
 from driver.plugin.claimconfig import (
     NEURON_CONFIG,
     ULTRASERVER_CONFIG,
@@ -18,7 +19,7 @@ from driver.plugin.claimconfig import (
     DeviceConfig,
     configs_by_request,
 )
-from simdevice.topology import CoreRange, RackSpec, TopologyError
+from simdevice.topology import CoreRange, RackSpec, TopologyError, chip_places
 
 Attributes = Mapping[str, str | int | bool]
 """One device's attributes, unqualified names, plain values."""
@@ -253,3 +254,22 @@ def logical_to_physical(logical: int, lnc: int, cores_per_chip: int) -> list[tup
     per_chip = cores_per_chip // lnc
     chip, index = divmod(logical, per_chip)
     return [(chip, index * lnc + offset) for offset in range(lnc)]
+
+
+def fabric_of(plan: ClaimPlan, place: NodePlace) -> tuple[list[int], list[str]]:
+    """The ring (rack chip indexes) and fabric addresses of the claim's devices,
+    the same the controller writes into the claim's status: the rack device
+    spans every chip of the rack, any other device the chips it holds here."""
+    places = chip_places(place.rack)
+    ring: list[int] = []
+    ips: list[str] = []
+    for device in plan.devices:
+        if device.kind == "ultraserver":
+            chips = places
+        else:
+            first = place.server_index * place.rack.chips_per_server
+            local = sorted({r.chip for r in device.ranges})
+            chips = [places[first + c] for c in local]
+        ring.extend(i for i in fabric.ring(chips) if i not in ring)
+        ips.extend(ip for ip in fabric.fabric_ips(device.pool, chips) if ip not in ips)
+    return ring, ips

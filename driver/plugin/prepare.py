@@ -30,7 +30,7 @@ from driver.plugin.checkpoint import (
     DeviceRecord,
 )
 from driver.plugin.cluster import ClusterReader
-from driver.plugin.devices import ClaimPlan, NodePlace, plan_claim
+from driver.plugin.devices import ClaimPlan, NodePlace, fabric_of, plan_claim
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
 
@@ -238,6 +238,7 @@ class Preparer:
         token_file.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
         write_atomic(token_file, token.encode(), mode=0o644)
         failpoints.reached("prepare-after-token")
+        ring, fabric_ips = fabric_of(plan, self.place)
         cdi.write_spec(
             self.paths.cdi_dir,
             self.driver,
@@ -250,6 +251,8 @@ class Preparer:
                 node_name=self.place.node_name,
                 ultraserver=self.place.ultraserver,
                 server_index=self.place.server_index,
+                ring=ring,
+                fabric_ips=fabric_ips,
             ),
         )
         failpoints.reached("prepare-after-cdi")

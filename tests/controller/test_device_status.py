@@ -12,7 +12,8 @@ from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_READY, DeviceStatus,
 from driver.devicemodel.layout import PlannedDevice
 from driver.devicemodel.ultraserver import FabricSpec, SpecError, parse_spec
 from driver.jsontypes import JSON
-from simdevice.topology import rack_spec
+from driver.plugin.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
+from simdevice.topology import CoreRange, rack_spec
 
 GEN2 = rack_spec("trn3-gen2")
 DEVICES = {d.name: d for d in planned_devices(GEN2, "partitioned", "chip")}
@@ -139,3 +140,27 @@ def test_desired_devices_keeps_other_drivers_and_skips_unknown_pools() -> None:
     assert devices[0] == foreign
     assert [(d["pool"], d["device"]) for d in devices[1:]] == [("rack-a", "server03")]
     assert recheck is None
+
+
+@pytest.mark.parametrize(
+    "name", ["server07", "ultraserver", "server07-chip02", "server07-chip02-cores4-7"]
+)
+def test_the_container_sees_the_ring_and_addresses_the_claim_status_shows(name: str) -> None:
+    """The node daemon (CDI environment) and the controller (claim status)
+    compute a device's fabric from the same chips."""
+    device = DEVICES[name]
+    on_server7 = [c for c in device.chips if c.server == 7]
+    ranges = tuple(
+        CoreRange(c.local_index, device.core_start, device.core_count // len(device.chips))
+        for c in on_server7
+    )
+    plan = ClaimPlan(
+        devices=(AllocatedDevice("r", "rack-a", name, device.kind, ranges),),
+        visible_cores=(),
+        lnc=1,
+        ultraserver=device.kind == "ultraserver",
+    )
+    ring, ips = fabric_of(plan, NodePlace("node-7", "rack-a", 7, GEN2))
+    entry = status(device, FabricSpec(), T0 + 5 * SECOND).entry
+    assert ring == entry["data"]["ring"]
+    assert ips == entry["networkData"]["ips"]

@@ -143,3 +143,45 @@ def test_flat_mode_without_partitionable_devices(tmp_path: Path) -> None:
             assert "set spec.mode to flat" in published_cond["message"]
             time.sleep(3)
             assert rack_slices(api, "parted") == []
+
+
+def test_without_binding_conditions_the_rack_publishes_once_and_servers_bind(
+    tmp_path: Path,
+) -> None:
+    """DRADeviceBindingConditions off (the apiserver drops the field): the
+    controller says so and publishes without them, instead of rewriting the
+    slices on every resync; a server claim still binds."""
+    gates = {"DRADeviceBindingConditions": False}
+    with ControlPlane.running(tmp_path / "cp", feature_gates=gates) as cp:
+        install(cp)
+        nodes = [f"nobc-{i}" for i in range(4)]
+        for node in nodes:
+            cp.create_node(node)
+        log = tmp_path / "c.log"
+        with cp.api_client() as api, controller(cp, log, "--resync-seconds", "1"):
+            custom(api).create_cluster_custom_object(
+                "trainium.sim.dev",
+                "v1alpha1",
+                "ultraservers",
+                ultraserver("nobc", "trn3-gen1", nodes),
+            )
+            wait_for("rack published", lambda: published(api, "nobc", 3 + 16 + 1), 60)
+            wait_for("the warning", lambda: "drops bindingConditions" in log.read_text(), 30)
+            versions = {
+                s["metadata"]["name"]: s["metadata"]["resourceVersion"]
+                for s in rack_slices(api, "nobc")
+            }
+            time.sleep(4)  # four resyncs
+            again = {
+                s["metadata"]["name"]: s["metadata"]["resourceVersion"]
+                for s in rack_slices(api, "nobc")
+            }
+            assert again == versions
+            client.CoreV1Api(api).create_namespace({"metadata": {"name": "nobc"}})
+            create_claim_and_pod(api, load_claim("server", "server", "nobc"))
+            wait_for("server claim allocated", lambda: allocation(api, "nobc", "server"), 60)
+            node = wait_for(
+                "pod bound",
+                lambda: client.CoreV1Api(api).read_namespaced_pod("server", "nobc").spec.node_name,
+            )
+            assert node in nodes

@@ -220,10 +220,19 @@ def test_driver_name_everywhere(case: Case) -> None:
     objects = render(case)
     classes = by_kind(objects, "DeviceClass")
     assert sorted(c["metadata"]["name"] for c in classes) == sorted(
-        [driver] + [f"{k}.{driver}" for k in ("core", "chip", "server", "ultraserver")]
+        [driver]
+        + [f"{k}.{driver}" for k in ("core", "neuroncore", "chip", "server", "ultraserver")]
     )
     for c in classes:
         assert f'device.driver == "{driver}"' in c["spec"]["selectors"][0]["cel"]["expression"]
+    extended = {
+        c["metadata"]["name"]: c["spec"]["extendedResourceName"]
+        for c in classes
+        if "extendedResourceName" in c["spec"]
+    }
+    names = values_of(case)["extendedResources"]
+    wanted = {f"neuroncore.{driver}": names["core"], f"chip.{driver}": names["chip"]}
+    assert extended == {name: value for name, value in wanted.items() if value}
     args = [
         a
         for kind in ("DaemonSet", "Deployment")

@@ -279,12 +279,15 @@ def test_fault_reaches_health_stream_and_report_and_clears(
         control_plane.kubectl("delete", "nodedevicehealths", n, "--ignore-not-found")
 
 
-def test_the_health_stream_resends_within_the_kubelets_timeout(daemon: Daemon) -> None:
+def test_the_health_stream_resends_within_the_kubelets_timeout(daemon: Daemon, rack: Rack) -> None:
     """Without changes the full list comes again before the kubelet would call
     the devices Unknown (its timeout is the one the stream reports)."""
-    stream = daemon.kubelet(NODES[0]).watch_health()
+    rack.create_claim("resend", selector=f"{attr('coreCount')} == 1")
+    rack.create_pod("resend-pod", "resend", node=NODES[0])
+    _, _, (kubelet, refs, _) = prepare_pod(daemon, rack, "resend-pod")
+    stream = kubelet.watch_health()
     cache = HealthCache()
-    # Until the daemon has read its devices the list is empty.
+    # The stream lists prepared devices only: the one above, from the next health check on.
     first = next(update for update in stream if update.devices)
     cache.ingest(first.devices, time.monotonic())
     device = first.devices[0].device
@@ -298,6 +301,8 @@ def test_the_health_stream_resends_within_the_kubelets_timeout(daemon: Daemon) -
         if now > deadline:
             break
     stream.cancel()
+    kubelet.unprepare(refs)
+    rack.delete_claim("resend", "resend-pod")
     assert len(states) >= 3
     assert set(states) == {"Healthy"}, "a device went stale between two updates"
 

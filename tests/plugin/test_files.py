@@ -79,6 +79,8 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
         node_name="node-1",
         ultraserver="rack-a",
         server_index=1,
+        ring=[4, 5],
+        fabric_ips=["fd00::1/64", "fd00::2/64"],
     )
     path = cdi.write_spec(tmp_path, "trainium.sim.dev", edits)
     assert path.name == "k8s.trainium.sim.dev-claim_uid-1.json"
@@ -87,6 +89,8 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
     resolved = container_edits(tmp_path, [cdi.cdi_device_id("trainium.sim.dev", "uid-1")])
     assert resolved.env["NEURON_RT_VISIBLE_CORES"] == "8,9"
     assert resolved.env["NEURON_LOGICAL_NC_CONFIG"] == "2"
+    assert resolved.env["TRAINIUM_DRA_RING"] == "4,5"
+    assert resolved.env["TRAINIUM_DRA_FABRIC_IPS"] == "fd00::1/64,fd00::2/64"
     assert {m["containerPath"] for m in resolved.mounts} == {
         cdi.CONTAINER_WORKLOAD_SOCKET,
         cdi.CONTAINER_TOKEN_FILE,

@@ -108,6 +108,12 @@ CLAIMS = {
 """name -> (DeviceClass, CEL, LNC, logical cores the container sees)."""
 
 
+def device_status(real: RealCluster, pod: JSON) -> JSON | None:
+    """The claim's one status.devices entry, once the controller wrote it."""
+    entries = real.cluster.claim_of(pod)["status"].get("devices") or []
+    return entries[0] if entries else None
+
+
 def test_claims_reach_real_containers_through_cdi(real: RealCluster) -> None:
     ns = "real-claims"
     real.apply(namespace(ns))
@@ -124,6 +130,10 @@ def test_claims_reach_real_containers_through_cdi(real: RealCluster) -> None:
         assert lines["TRAINIUM_DRA_CLAIM_UID"] == claim_uid(real, pod)
         node = pod["spec"]["nodeName"]
         assert real.cdi_spec(node, claim_uid(real, pod)).exists()
+        # The fabric the controller wrote into the claim is what the container sees.
+        status = wait_for("the claim's device status", functools.partial(device_status, real, pod))
+        assert lines["TRAINIUM_DRA_RING"] == ",".join(map(str, status["data"]["ring"]))
+        assert lines["TRAINIUM_DRA_FABRIC_IPS"] == ",".join(status["networkData"]["ips"])
         seen[name] = {(node, c) for c in cores}
     names = list(seen)
     for i, a in enumerate(names):

@@ -67,8 +67,13 @@ def test_whole_rack_gang_binds_all_or_nothing(cluster: Cluster) -> None:
         [reserved] = claim["status"]["reservedFor"]
         assert {k: reserved[k] for k in GROUP_REF} == GROUP_REF
         assert reserved["name"] == "rack-train"
+        [status] = claim["status"]["devices"]
+        assert status["data"]["ring"] == list(range(144))
         for node in (p["spec"]["nodeName"] for p in running):
             env = cluster.cdi_env(node, claim["metadata"]["uid"])
+            # What the containers see of the fabric is what the claim's status says.
+            assert env["TRAINIUM_DRA_RING"] == ",".join(map(str, status["data"]["ring"]))
+            assert env["TRAINIUM_DRA_FABRIC_IPS"] == ",".join(status["networkData"]["ips"])
             assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
             assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(str(i) for i in range(16))
     finally:
@@ -150,5 +155,59 @@ def test_quota_refuses_the_fifth_core(cluster: Cluster) -> None:
             .items
         }
         assert names == {f"core-{i}" for i in range(4)}
+    finally:
+        cluster.delete(*files)
+
+
+def set_fabric(cluster: Cluster, fabric: JSON | None) -> None:
+    client.CustomObjectsApi(cluster.api).patch_cluster_custom_object(
+        "trainium.sim.dev", "v1alpha1", "ultraservers", "rack-a", {"spec": {"fabric": fabric}}
+    )
+
+
+def fabric_states(cluster: Cluster, namespace: str, claim: str) -> dict[str, str]:
+    found = client.ResourceV1Api(cluster.api).read_namespaced_resource_claim(claim, namespace)
+    entries = cluster.api.sanitize_for_serialization(found)["status"].get("devices") or []
+    return {c["type"]: c["status"] for e in entries for c in e.get("conditions") or []}
+
+
+def test_a_server_binds_after_its_fabric_and_not_while_it_fails(cluster: Cluster) -> None:
+    files = ("fabric-readiness/fabric-readiness.yaml",)
+    namespace = "example-fabric-readiness"
+    set_fabric(cluster, {"failedServers": [3]})
+    try:
+        cluster.apply(*files)
+        wait_for(
+            "FabricFailed=True in the claim's status",
+            lambda: fabric_states(cluster, namespace, "server3").get("FabricFailed") == "True",
+        )
+        wait_for(
+            "the scheduler's binding failure",
+            lambda: any(
+                "device binding failed" in (e.get("message") or "")
+                for e in cluster.events(namespace, "train")
+            ),
+        )
+        pod = cluster.pod(namespace, "train")
+        assert pod is not None and not pod["spec"].get("nodeName")
+    finally:
+        set_fabric(cluster, None)
+    try:
+        pod = cluster.running(namespace, "train")
+        assert pod["spec"]["nodeName"] == "rack-a-node-3"
+        assert any(
+            e["reason"] == "BindingConditionsPending" for e in cluster.events(namespace, "train")
+        )
+        claim = cluster.claim_of(pod)
+        [status] = claim["status"]["devices"]
+        assert fabric_states(cluster, namespace, "server3") == {
+            "FabricReady": "True",
+            "FabricFailed": "False",
+        }
+        assert status["data"]["ring"] == [12, 13, 14, 15]
+        assert status["networkData"]["interfaceName"] == "neuronlink0"
+        env = cluster.cdi_env("rack-a-node-3", claim["metadata"]["uid"])
+        assert env["TRAINIUM_DRA_RING"] == "12,13,14,15"
+        assert env["TRAINIUM_DRA_FABRIC_IPS"] == ",".join(status["networkData"]["ips"])
     finally:
         cluster.delete(*files)
