@@ -177,6 +177,9 @@ they are only as fine as the kubelet's bucket bounds.
 
 {table(r)}
 
+Start-up, `trainium-dra up --real-nodes` until every node is Ready and the chart's
+pods run (images imported, certificates issued, helm install): {r["start_s"]:.0f} s.
+
 Pod create to Running (scheduler, kubelet, prepare, CDI, container start): median
 {startup[len(startup) // 2]:.1f} s, slowest {startup[-1]:.1f} s.
 
@@ -197,8 +200,10 @@ def main() -> None:
     if args.nodes_per_rack:
         up.append(f"--nodes-per-rack={args.nodes_per_rack}")
     cluster: Cluster
+    started = time.monotonic()
     with running_cluster(*up, start_timeout=1800.0) as cluster:
-        results = measure(real_cluster(cluster), args.pods)
+        start_s = time.monotonic() - started
+        results = {"start_s": start_s, **measure(real_cluster(cluster), args.pods)}
     command = "make bench-realnodes" + (
         f" BENCH_ARGS='{' '.join(up[1:])}'" if args.nodes_per_rack else ""
     )
