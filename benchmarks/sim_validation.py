@@ -18,11 +18,12 @@ import numpy as np
 from simdevice.checks import check
 from simdevice.collectives import collective_time
 from simdevice.isa import MOVING_FREE_MAX, ProgramBuilder, contraction_tiles
+from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import block_rows, gemm
 from simdevice.kernels.rowwise import elementwise
 from simdevice.timing import CORE_TIMING, core_dma_bandwidth, dma_efficiency, time_program
 from simdevice.topology import rack_spec
-from simdevice.workloads import EXACT_STEPS, gemm_timing
+from simdevice.workloads import EXACT_STEPS, attention_timing, gemm_timing
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "simulator.md"
@@ -34,6 +35,17 @@ MAX_INSTRUCTIONS = 120_000  # per exact run of a drawn GEMM shape
 # The argument order of kernels.gemm.gemm(m, n, k): small K, wide N.
 REPORTED = [(4096, 4096, 128), (512, 4096, 128), (512, 32768, 128), (256, 16384, 256)]
 SWEEP = 150  # drawn shapes checked here (the tests check 50)
+# Multi-head attention: the exact run of one program holding every head
+# against one head's time multiplied by the number of heads.
+ATTENTION_SEQS = (128, 512, 2048)
+ATTENTION_HEADS = (2, 4, 8)
+ATTENTION_HEAD_DIM = 128
+# The fast path (attention_timing) against the exact run, for head counts it
+# extrapolates (more than EXACT_STEPS), on both core generations.
+ATTENTION_FAST_SEQS = (100, 128, 384, 512, 1000)
+ATTENTION_FAST_HEADS = (EXACT_STEPS + 1, 2 * EXACT_STEPS - 2, 2 * EXACT_STEPS + 1)
+ATTENTION_FAST_DIMS = (64, 128)
+ATTENTION_FAST_BOUND = 1e-6  # relative
 
 NKI3 = "NKI Trainium3 Architecture Guide"
 NKI2 = "NKI Trainium2 Architecture Guide"
@@ -235,6 +247,37 @@ def dma_rate(bytes_per_partition: int, transfers: int = 64) -> float:
     return t.dma_bytes / t.duration / core_dma_bandwidth(TRN3)
 
 
+def heads_at_once(seq: int, heads: int) -> dict[str, float]:
+    """PE cycles of `heads` heads as one program and of one head times
+    `heads`, and how far the product overstates the program."""
+    exact = time_program(attention(seq, ATTENTION_HEAD_DIM, "bf16", heads), TRN3).duration
+    one = time_program(attention(seq, ATTENTION_HEAD_DIM, "bf16"), TRN3).duration
+    return {
+        "exact_cycles": round(exact * TRN3_PE),
+        "one_head_times_heads_cycles": round(heads * one * TRN3_PE),
+        "overstated": round(heads * one / exact - 1, 4),
+    }
+
+
+def attention_fast_cases() -> list[tuple[str, int, int, int]]:
+    """(generation, seq, head_dim, heads) the attention fast path is checked on."""
+    return [
+        (gen, seq, d, heads)
+        for gen in ("trn3-gen2", "trn2")
+        for seq in ATTENTION_FAST_SEQS
+        for d in ATTENTION_FAST_DIMS
+        for heads in ATTENTION_FAST_HEADS
+    ]
+
+
+def attention_fast_error(gen: str, seq: int, head_dim: int, heads: int) -> float:
+    """Relative error of attention_timing against the exact run of the program."""
+    chip = rack_spec(gen).chip
+    exact = time_program(attention(seq, head_dim, "bf16", heads), chip).duration
+    fast = attention_timing(seq, head_dim, heads, dtype="bf16", chip=chip).duration
+    return abs(fast - exact) / exact
+
+
 def run() -> dict[str, Any]:
     """Every validation case; the keys name the figures the page shows."""
     v4 = CORE_TIMING["neuroncore-v4"]
@@ -314,6 +357,14 @@ def run() -> dict[str, Any]:
     results["fast_path_sweep"] = {
         "shapes": SWEEP,
         "max_relative_error": float(f"{max(errors):.2g}"),
+    }
+    results["attention_heads_vs_one_head"] = {
+        str(seq): {str(h): heads_at_once(seq, h) for h in ATTENTION_HEADS} for seq in ATTENTION_SEQS
+    }
+    cases = attention_fast_cases()
+    results["attention_fast_path"] = {
+        "cases": len(cases),
+        "max_relative_error": float(f"{max(attention_fast_error(*c) for c in cases):.2g}"),
     }
     return results
 
@@ -419,6 +470,28 @@ def validation_table(r: dict[str, Any]) -> str:
             f"fast path vs exact over {sweep['shapes']} drawn shapes",
             "within 1%",
             f"largest error {sweep['max_relative_error']:g}",
+        )
+    )
+    for seq, by_heads in r["attention_heads_vs_one_head"].items():
+        rows.append(
+            _row(
+                f"attention, seq {seq}, d {ATTENTION_HEAD_DIM}: one head's time x heads "
+                "vs the exact run of all heads as one program",
+                "heads overlap, so the product overstates (>= 0)",
+                ", ".join(
+                    f"{h} heads: +{_pct(c['overstated'])} ({c['exact_cycles']} cycles)"
+                    for h, c in by_heads.items()
+                ),
+            )
+        )
+    fast = r["attention_fast_path"]
+    rows.append(
+        _row(
+            f"attention fast path vs exact over {fast['cases']} cases (seq "
+            f"{ATTENTION_FAST_SEQS[0]}-{ATTENTION_FAST_SEQS[-1]}, "
+            f"{ATTENTION_FAST_HEADS[0]}-{ATTENTION_FAST_HEADS[-1]} heads, Trn3 and Trn2)",
+            f"within {ATTENTION_FAST_BOUND:g}",
+            f"largest error {fast['max_relative_error']:g}",
         )
     )
     return "\n".join(rows)
