@@ -10,19 +10,37 @@ bytes.
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simdevice.checks import check
-from simdevice.collectives import collective_time
-from simdevice.isa import MOVING_FREE_MAX, ProgramBuilder, contraction_tiles
-from simdevice.kernels.gemm import block_rows, gemm
+from simdevice.checks import MAX_ATTENTION_SEQ, MAX_ELEMENTS, MAX_GEMM_MACS, check
+from simdevice.collectives import STEP_OVERHEAD, collective_time
+from simdevice.isa import (
+    BF16_EQUIVALENT,
+    MAX_CONTRACTION_TILES,
+    MOVING_FREE_MAX,
+    PARTITIONS,
+    PSUM_BANK_BYTES,
+    PSUM_BANKS,
+    ProgramBuilder,
+    contraction_tiles,
+)
+from simdevice.kernels.attention import attention
+from simdevice.kernels.gemm import BLOCK_ROWS, block_rows, gemm
 from simdevice.kernels.rowwise import elementwise
-from simdevice.timing import CORE_TIMING, core_dma_bandwidth, dma_efficiency, time_program
-from simdevice.topology import rack_spec
-from simdevice.workloads import EXACT_STEPS, gemm_timing
+from simdevice.server import UTILIZATION_TAU
+from simdevice.timing import (
+    CORE_TIMING,
+    core_dma_bandwidth,
+    core_timing,
+    dma_efficiency,
+    time_program,
+)
+from simdevice.topology import GENERATIONS, GiB, MiB, RackSpec, rack_spec
+from simdevice.workloads import EXACT_STEPS, MAX_PERIOD, attention_timing, gemm_timing
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "simulator.md"
@@ -34,11 +52,26 @@ MAX_INSTRUCTIONS = 120_000  # per exact run of a drawn GEMM shape
 # The argument order of kernels.gemm.gemm(m, n, k): small K, wide N.
 REPORTED = [(4096, 4096, 128), (512, 4096, 128), (512, 32768, 128), (256, 16384, 256)]
 SWEEP = 150  # drawn shapes checked here (the tests check 50)
+# Multi-head attention: the exact run of one program holding every head
+# against one head's time multiplied by the number of heads.
+ATTENTION_SEQS = (128, 512, 2048)
+ATTENTION_HEADS = (2, 4, 8)
+ATTENTION_HEAD_DIM = 128
+# The fast path (attention_timing) against the exact run, for head counts it
+# extrapolates (more than EXACT_STEPS), on both core generations.
+ATTENTION_FAST_SEQS = (100, 128, 384, 512, 1000)
+ATTENTION_FAST_HEADS = (EXACT_STEPS + 1, 2 * EXACT_STEPS - 2, 2 * EXACT_STEPS + 1)
+ATTENTION_FAST_DIMS = (64, 128)
+ATTENTION_FAST_BOUND = 1e-6  # relative
 
 NKI3 = "NKI Trainium3 Architecture Guide"
 NKI2 = "NKI Trainium2 Architecture Guide"
 NKI1 = "NKI Trainium/Inferentia2 Architecture Guide"
 TRN3_PAGE = "Neuron docs, Trainium3 Architecture page"
+TRN2_PAGE = "Neuron docs, Trainium2 Architecture page"
+TRN3_EC2 = "Neuron docs, Amazon EC2 Trn3 Architecture page"
+TRN2_EC2 = "Neuron docs, Amazon EC2 Trn2 Architecture page"
+NO_AWS = "no AWS figure (the simulator's assumption)"
 # (constant, value of neuroncore-v4, source)
 CONSTANTS: list[tuple[str, str, str]] = [
     (
@@ -105,7 +138,7 @@ CONSTANTS: list[tuple[str, str, str]] = [
     ),
     (
         "DMA engines per core x bandwidth",
-        "16 x {dma_bw}",
+        "{dma_engines} x {dma_bw}",
         "NKI DMA overview (16 engines per core, 38.4 GB/s each on v4)",
     ),
     (
@@ -147,6 +180,7 @@ def constants_table() -> str:
         "vexp": f"{t.vector_exp_rate:g}",
         "emu": f"{t.emulated_transcendental_rate:g}",
         "efloor": t.elementwise_floor_cycles,
+        "dma_engines": TRN3.dma_engines_per_core,
         "dma_bw": _gbs(t.dma_engine_bandwidth),
         "half": f"{t.dma_half_efficiency_bytes:g}",
         "lat": f"{t.dma_fixed_latency * 1e6:g} us",
@@ -155,6 +189,265 @@ def constants_table() -> str:
     rows = ["| constant (NeuronCore-v4) | model | source |", "|---|---|---|"]
     rows += [
         f"| {name} | {value.format(**values)} | {source} |" for name, value, source in CONSTANTS
+    ]
+    return "\n".join(rows)
+
+
+def _tb(x: float) -> str:
+    return f"{x / 1e12:g} TB/s"
+
+
+def _us(x: float) -> str:
+    return f"{x * 1e6:g} us"
+
+
+# (figure, its value for one rack, source): one row per figure of the topology
+TOPOLOGY: list[tuple[str, Any, str]] = [
+    (
+        "servers x chips per server",
+        lambda r: f"{r.servers} x {r.chips_per_server} = {r.chips}",
+        f"{TRN3_EC2} (Gen1, Gen2); {TRN2_EC2} (Trn2 UltraServer)",
+    ),
+    (
+        "chip, core",
+        lambda r: f"{r.chip.name.capitalize()}, {r.chip.core_version}",
+        f"{TRN3_PAGE}; {TRN2_PAGE}",
+    ),
+    (
+        "cores per chip (chiplets x cores)",
+        lambda r: f"{r.chip.cores} ({r.chip.chiplets} x {r.chip.cores_per_chiplet})",
+        f"{TRN3_PAGE}; {TRN2_PAGE}; the chiplet split: {NO_AWS}",
+    ),
+    (
+        "HBM per chip",
+        lambda r: f"{r.chip.hbm_bytes / GiB:g} GiB, {_tb(r.chip.hbm_bandwidth)}",
+        f"{TRN3_PAGE}; {TRN2_PAGE}",
+    ),
+    (
+        "SBUF per core",
+        lambda r: (
+            f"{r.chip.sbuf_bytes_per_core / MiB:g} MiB "
+            f"({r.chip.sbuf_bytes_per_core // PARTITIONS // 1024} KiB per partition)"
+        ),
+        f"{NKI3}, NeuronCore-v4 Compute Engine Updates (v4, and v3 before it)",
+    ),
+    (
+        "PSUM per core",
+        lambda r: (
+            f"{r.chip.psum_bytes_per_core / MiB:g} MiB ({PSUM_BANKS} banks of "
+            f"{PSUM_BANK_BYTES // 1024} KiB per partition)"
+        ),
+        f"{NKI1}, PSUM; {NKI3} (unchanged on v4)",
+    ),
+    (
+        "DMA engines per chip",
+        lambda r: (
+            f"{r.chip.dma_engines} ({r.chip.dma_engines_per_core} per core), "
+            f"{_gbs(core_timing(r.chip).dma_engine_bandwidth)} each"
+        ),
+        f"{NKI3}; {NKI2}; per engine: NKI DMA overview",
+    ),
+    (
+        "NeuronLink per chip",
+        lambda r: _tb(r.chip.link_bandwidth),
+        f"{TRN3_PAGE} (NeuronLink-v4); {TRN2_PAGE} (NeuronLink-v3)",
+    ),
+    (
+        "fabric: levels crossed in / between servers",
+        lambda r: (
+            f"{r.fabric.kind}: {r.fabric.intra_server_levels} / "
+            f"{r.fabric.inter_server_levels}, {_us(r.fabric.level_latency)} each"
+        ),
+        f"{TRN3_EC2} (NeuronSwitch-v1, all-to-all); {TRN2_EC2} (2D torus, rings "
+        f"between servers); levels and latencies: {NO_AWS}",
+    ),
+    (
+        "software cost per collective ring step",
+        lambda _: _us(STEP_OVERHEAD),
+        NO_AWS,
+    ),
+]
+
+
+def topology_table() -> str:
+    """One column per generation, from simdevice.topology's rack table."""
+    racks: list[RackSpec] = [rack_spec(g) for g in GENERATIONS]
+    rows = [
+        _row("figure", *(f"`{r.generation}`" for r in racks), "source"),
+        "|---" * (len(racks) + 2) + "|",
+    ]
+    rows += [_row(name, *(value(r) for r in racks), source) for name, value, source in TOPOLOGY]
+    return "\n".join(rows)
+
+
+def rules_table() -> str:
+    """The timing rules, their figures from CORE_TIMING and simdevice.isa."""
+    t = CORE_TIMING["neuroncore-v4"]
+    floor, p = t.matmul_floor_cycles, PARTITIONS
+    trn2 = rack_spec("trn2").chip
+    rows = [
+        "| engine | rule |",
+        "|---|---|",
+        _row(
+            "Tensor",
+            f"a MultiplyMoving occupies the array `max(min({floor}, M), N)` cycles "
+            f"(FP32: {t.matmul_cycles_per_column['fp32']:g}x) for M <= {p} stationary and "
+            f"N <= {MOVING_FREE_MAX} moving columns; FP8, MX and k:m sparse matmuls contract "
+            f"over {contraction_tiles('fp8')}, {contraction_tiles('mxfp8')} and m/k {p}-row "
+            f"tiles in one instruction (at most {MAX_CONTRACTION_TILES}), so they reach their "
+            "peak by doing more per instruction, not by moving more columns. A LoadStationary "
+            f"runs behind the previous matmul at {t.stationary_load_speedup:g} columns per "
+            f"cycle; a result reaches PSUM after the array's fill and drain ({p} rows + M "
+            "columns), which only a consumer on another engine waits for. A transpose costs "
+            f"`max(P, min({floor}, F))`.",
+        ),
+        _row(
+            "Vector / Scalar / GpSimd",
+            f"`max({t.elementwise_floor_cycles}, elements / rate)` cycles, `rate` elements per "
+            "partition per cycle by engine and dtype (table below); two-input ops read twice "
+            "the elements; exp on the vector engine is its fast exponential, other table "
+            "functions off the scalar engine are emulated.",
+        ),
+        _row(
+            "DMA",
+            "engines busy `bytes / (bandwidth x efficiency)`, efficiency = "
+            f"`b / (b + {t.dma_half_efficiency_bytes:g})` for b bytes per partition; bandwidth "
+            "= min(the core's engines, the core's share of HBM); each transfer completes a "
+            "fixed latency after its bytes moved; completions stay in order; at most "
+            f"{t.dma_outstanding} transfers in flight per core.",
+        ),
+        _row(
+            "capacity",
+            f"SBUF {TRN3.sbuf_bytes_per_core // p // 1024} KiB (Trn3) / "
+            f"{trn2.sbuf_bytes_per_core // p // 1024} KiB (Trn2) per partition, PSUM "
+            f"{TRN3.psum_bytes_per_core // p // 1024} KiB per partition ({PSUM_BANKS} banks); "
+            "a program allocating more raises `CapacityError` naming the memory, what it "
+            "allocates and what the core has. A matmul output must stay inside one bank.",
+        ),
+        _row(
+            "HBM sharing",
+            "`ServerSim` shares a chip's HBM bandwidth max-min fairly between its running "
+            "cores (`simdevice/sharing.py`): each core's demand is what its job moves per "
+            "second unconstrained; when the chip's cores want more than the HBM delivers, "
+            "cores wanting less than the fair cap are served in full and the rest are capped "
+            "(the cap rounded down to HBM / j for a whole j, so cached plans stay few). "
+            "Running jobs are re-planned whenever the caps change.",
+        ),
+    ]
+    return "\n".join(rows)
+
+
+# What NeuronCore-v3 differs in, and the source of each of its figures.
+V3_SOURCES: dict[str, str] = {
+    "dma_engine_bandwidth": "NKI DMA overview",
+    "engine_clock": "source not confirmed: the model's earlier Trn2 figure",
+    "matmul_cycles_per_column": f"{NKI3} (MX matmuls are new on v4)",
+    "scalar_narrow_rate": f"{NKI3} (the scalar engine's performance mode is new on v4)",
+    "vector_exp_rate": f"{NKI3} (the fast exponential is new on v4)",
+}
+
+
+def older_core() -> str:
+    """The fields of CORE_TIMING where neuroncore-v3 differs from v4."""
+    v3, v4 = CORE_TIMING["neuroncore-v3"], CORE_TIMING["neuroncore-v4"]
+    said = []
+    for name, source in V3_SOURCES.items():
+        old, new = getattr(v3, name), getattr(v4, name)
+        if old == new:
+            continue
+        if name == "dma_engine_bandwidth":
+            text = f"{_gbs(old)} DMA engines"
+        elif name == "engine_clock":
+            text = ", ".join(f"a {old[e] / 1e9:g} GHz {e} engine" for e in old if old[e] != new[e])
+        elif name == "matmul_cycles_per_column":
+            gone = ", ".join(d.upper() for d in new if d not in old)
+            text = f"no {gone} matmuls (`dtype: neuroncore-v3 has no mxfp8 matmul`)"
+        elif name == "scalar_narrow_rate":
+            text = "no scalar BF16 fast mode"
+        else:
+            text = "no fast exponential (exp off the scalar engine is emulated)"
+        said.append(f"{text} ({source})")
+    differing = {f for f in v3.__dataclass_fields__ if getattr(v3, f) != getattr(v4, f)} - set(
+        V3_SOURCES
+    )
+    if differing:
+        raise SystemExit(f"neuroncore-v3 differs in {sorted(differing)}: give them a source")
+    return (
+        "NeuronCore-v3 (Trn2) uses the same rules with its own row of `CORE_TIMING`: "
+        + "; ".join(said)
+        + "."
+    )
+
+
+def leaves_out() -> str:
+    """Every simplification, with the model's own figure for it."""
+    t = CORE_TIMING["neuroncore-v4"]
+    fill_us = (PARTITIONS + PARTITIONS) / t.pe_clock * 1e6
+    gen2 = rack_spec("trn3-gen2").fabric
+    torus = rack_spec("trn2").fabric
+    items = [
+        f"DMA efficiency is a smooth `b / (b + {t.dma_half_efficiency_bytes:g})` curve, not "
+        f"a descriptor-level model, and its {_us(t.dma_fixed_latency)} fixed cost is an "
+        "estimate (hidden by enough transfers in flight).",
+        f"Fill/drain latency ({PARTITIONS} rows + M columns) has no AWS figure; it adds up "
+        f"to {fill_us:.2f} us to each cross-engine dependency on a matmul result.",
+        "Transcendental functions other than exp on the vector or gpsimd engine are assumed "
+        f"emulated at {t.emulated_transcendental_rate:g} element per partition per cycle "
+        "(no AWS figure).",
+        "MX scales are grouped as consecutive values along the contraction axis (the OCP MX "
+        "rule, OCP Microscaling Formats specification), not the hardware's grouping over "
+        "partitions; quantisation error is alike, the grouping differs.",
+        "Background transposes, row/column tiling of the PE array, BF16 PSUM accumulation, "
+        "DMA transpose, traffic shaping and QoS are not modelled; they only speed kernels "
+        "up that use them, and no kernel here does.",
+        "The vector engine's static overhead for dependent back-to-back instructions is not "
+        f"charged; only the {t.elementwise_floor_cycles}-cycle floor is.",
+        "MX GEMMs are DMA-bound on one core (their K tiles arrive "
+        f"{contraction_tiles('mxfp8')} times as fast as they are consumed in BF16), which "
+        "the validation table shows; the model does not compress operands in flight.",
+        "Collectives are an alpha-beta ring model, not packet-level: an all-reduce over p "
+        "chips sends `2 (p-1)/p x bytes` through each chip's link bandwidth and pays "
+        "`2 (p-1)` steps of (levels crossed x level latency + software cost) latency; "
+        f"all-gather is one phase. NeuronSwitch racks cross {gen2.intra_server_levels} level "
+        f"inside a server and {gen2.inter_server_levels} between; Trn2's torus counts "
+        f"{torus.intra_server_levels} ring hops inside a server and "
+        f"{torus.inter_server_levels} between (topology table).",
+        "A training step runs its phases back to back (no overlap of the gradient "
+        "all-reduce with the backward pass); the backward of attention is counted as "
+        "twice its forward and layernorm's as once more its forward.",
+        "Attention heads on one core overlap as one program does; heads on different cores "
+        "are independent (no shared HBM traffic between them beyond the chip's fair share).",
+    ]
+    return "\n".join(f"- {item}" for item in items)
+
+
+def model_limits() -> str:
+    """Figures the Jobs and Numerics sections use, from the code."""
+    rows = [
+        "| limit | value |",
+        "|---|---|",
+        _row(
+            "numerics on request, largest per-core shape",
+            f"gemm m*n*k <= 2^{MAX_GEMM_MACS.bit_length() - 1}; elementwise, softmax, "
+            f"layernorm rows*cols <= 2^{MAX_ELEMENTS.bit_length() - 1}; attention seq <= "
+            f"{MAX_ATTENTION_SEQ}",
+        ),
+        _row(
+            "fast path steps",
+            f"GEMMs over row blocks of {BLOCK_ROWS} rows (fewer, down to {PARTITIONS}, when "
+            f"long K does not fit SBUF) and tiles of {MOVING_FREE_MAX} columns; row-wise "
+            f"kernels over {PARTITIONS}-row tiles; attention over heads",
+        ),
+        _row(
+            "fast path extrapolation",
+            f"up to {EXACT_STEPS} steps timed whole; beyond, a period of at most "
+            f"{MAX_PERIOD} steps",
+        ),
+        _row("utilization averaging", f"time constant {UTILIZATION_TAU:g} s"),
+        _row(
+            "BF16-equivalent FLOPs per FLOP",
+            ", ".join(f"{d} {w:g}" for d, w in BF16_EQUIVALENT.items()),
+        ),
     ]
     return "\n".join(rows)
 
@@ -233,6 +526,37 @@ def dma_rate(bytes_per_partition: int, transfers: int = 64) -> float:
         pb.dma(dst[i % 2].all(), src[i * 128 : (i + 1) * 128, 0:cols])
     t = time_program(pb.build(), TRN3)
     return t.dma_bytes / t.duration / core_dma_bandwidth(TRN3)
+
+
+def heads_at_once(seq: int, heads: int) -> dict[str, float]:
+    """PE cycles of `heads` heads as one program and of one head times
+    `heads`, and how far the product overstates the program."""
+    exact = time_program(attention(seq, ATTENTION_HEAD_DIM, "bf16", heads), TRN3).duration
+    one = time_program(attention(seq, ATTENTION_HEAD_DIM, "bf16"), TRN3).duration
+    return {
+        "exact_cycles": round(exact * TRN3_PE),
+        "one_head_times_heads_cycles": round(heads * one * TRN3_PE),
+        "overstated": round(heads * one / exact - 1, 4),
+    }
+
+
+def attention_fast_cases() -> list[tuple[str, int, int, int]]:
+    """(generation, seq, head_dim, heads) the attention fast path is checked on."""
+    return [
+        (gen, seq, d, heads)
+        for gen in ("trn3-gen2", "trn2")
+        for seq in ATTENTION_FAST_SEQS
+        for d in ATTENTION_FAST_DIMS
+        for heads in ATTENTION_FAST_HEADS
+    ]
+
+
+def attention_fast_error(gen: str, seq: int, head_dim: int, heads: int) -> float:
+    """Relative error of attention_timing against the exact run of the program."""
+    chip = rack_spec(gen).chip
+    exact = time_program(attention(seq, head_dim, "bf16", heads), chip).duration
+    fast = attention_timing(seq, head_dim, heads, dtype="bf16", chip=chip).duration
+    return abs(fast - exact) / exact
 
 
 def run() -> dict[str, Any]:
@@ -314,6 +638,14 @@ def run() -> dict[str, Any]:
     results["fast_path_sweep"] = {
         "shapes": SWEEP,
         "max_relative_error": float(f"{max(errors):.2g}"),
+    }
+    results["attention_heads_vs_one_head"] = {
+        str(seq): {str(h): heads_at_once(seq, h) for h in ATTENTION_HEADS} for seq in ATTENTION_SEQS
+    }
+    cases = attention_fast_cases()
+    results["attention_fast_path"] = {
+        "cases": len(cases),
+        "max_relative_error": float(f"{max(attention_fast_error(*c) for c in cases):.2g}"),
     }
     return results
 
@@ -421,6 +753,28 @@ def validation_table(r: dict[str, Any]) -> str:
             f"largest error {sweep['max_relative_error']:g}",
         )
     )
+    for seq, by_heads in r["attention_heads_vs_one_head"].items():
+        rows.append(
+            _row(
+                f"attention, seq {seq}, d {ATTENTION_HEAD_DIM}: one head's time x heads "
+                "vs the exact run of all heads as one program",
+                "heads overlap, so the product overstates (>= 0)",
+                ", ".join(
+                    f"{h} heads: +{_pct(c['overstated'])} ({c['exact_cycles']} cycles)"
+                    for h, c in by_heads.items()
+                ),
+            )
+        )
+    fast = r["attention_fast_path"]
+    rows.append(
+        _row(
+            f"attention fast path vs exact over {fast['cases']} cases (seq "
+            f"{ATTENTION_FAST_SEQS[0]}-{ATTENTION_FAST_SEQS[-1]}, "
+            f"{ATTENTION_FAST_HEADS[0]}-{ATTENTION_FAST_HEADS[-1]} heads, Trn3 and Trn2)",
+            f"within {ATTENTION_FAST_BOUND:g}",
+            f"largest error {fast['max_relative_error']:g}",
+        )
+    )
     return "\n".join(rows)
 
 
@@ -432,12 +786,30 @@ def _replace(page: str, name: str, body: str) -> str:
     return pattern.sub(lambda _: f"{start}\n{body}\n{end}", page)
 
 
+# Blocks of docs/simulator.md written from the code alone (no run needed).
+STATIC_BLOCKS: dict[str, Callable[[], str]] = {
+    "topology": topology_table,
+    "rules": rules_table,
+    "constants": constants_table,
+    "older-core": older_core,
+    "leaves-out": leaves_out,
+    "limits": model_limits,
+}
+
+
+def block(page: str, name: str) -> str:
+    """The text between a block's markers."""
+    start, end = f"<!-- {name}:start -->\n", f"\n<!-- {name}:end -->"
+    return page[page.index(start) + len(start) : page.index(end)]
+
+
 def main() -> None:
     results = run()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     page = PAGE.read_text()
-    page = _replace(page, "constants", constants_table())
+    for name, text in STATIC_BLOCKS.items():
+        page = _replace(page, name, text())
     page = _replace(page, "validation", validation_table(results))
     PAGE.write_text(page)
     print(f"wrote {RESULTS.relative_to(ROOT)} and docs/simulator.md")

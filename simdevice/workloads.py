@@ -27,7 +27,7 @@ from simdevice.isa import (
     Program,
     ProgramError,
 )
-from simdevice.kernels.attention import attention
+from simdevice.kernels.attention import MAX_SEQ, attention
 from simdevice.kernels.gemm import block_rows, gemm, output_dtype
 from simdevice.kernels.rowwise import elementwise, layernorm, softmax
 from simdevice.timing import ProgramTiming, combine, time_program
@@ -314,6 +314,22 @@ def gemm_timing(
     return _extrapolated(m, block_rows(k, dtype), rows)
 
 
+def attention_timing(
+    seq: int,
+    head_dim: int,
+    heads: int,
+    *,
+    dtype: str,
+    chip: ChipSpec,
+    dma_bandwidth: float | None = None,
+) -> ProgramTiming:
+    """`heads` attention heads run as one program (the next head loads and
+    starts while the last one finishes), extrapolated over heads."""
+    return _extrapolated(
+        heads, 1, lambda h: _timed(attention, (seq, head_dim, dtype, h), chip, dma_bandwidth)
+    )
+
+
 ROWWISE: dict[str, Callable[..., Program]] = {
     "elementwise": elementwise,
     "softmax": softmax,
@@ -435,8 +451,14 @@ def _plan(
                 dma_bandwidth=dma_bandwidth,
             )
         elif w.kind == "attention":
-            head = _timed(attention, (w["seq"], w["head_dim"], w["dtype"]), chip, dma_bandwidth)
-            compute = combine([(head, core_shape(w, cores)["heads"])])
+            compute = attention_timing(
+                w["seq"],
+                w["head_dim"],
+                core_shape(w, cores)["heads"],
+                dtype=w["dtype"],
+                chip=chip,
+                dma_bandwidth=dma_bandwidth,
+            )
         elif w.kind == "train-step":
             return _plan_train_step(w, spec, cores, chips, dma_bandwidth)
         else:
@@ -485,9 +507,16 @@ def _plan_train_step(
         )
         for m, n, k in train_step_gemms(tokens, h)
     ]
-    seq = min(w["seq"], 4096)
-    head = _timed(attention, (seq, h // heads, w["dtype"]), chip, dma_bandwidth)
-    parts.append((head, 3.0 * heads * w["batch"] * w["seq"] / seq))
+    seq = min(w["seq"], MAX_SEQ)
+    attn = attention_timing(
+        seq,
+        h // heads,
+        heads * w["batch"],
+        dtype=w["dtype"],
+        chip=chip,
+        dma_bandwidth=dma_bandwidth,
+    )
+    parts.append((attn, 3.0 * w["seq"] / seq))
     norm = rowwise_timing(layernorm, tokens, h, "bf16", chip=chip, dma_bandwidth=dma_bandwidth)
     parts.append((norm, 4.0))
     layer = combine(parts)
