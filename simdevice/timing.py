@@ -12,7 +12,7 @@ earlier signals) plays the five in-order queues against each other:
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
@@ -77,47 +77,38 @@ class CoreTiming:
 
 _V4_MATMUL = {"fp32": 4.0, "tf32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 1.0}
 
+_V4 = CoreTiming(
+    pe_clock=2.4e9,
+    matmul_floor_cycles=64,
+    matmul_cycles_per_column=MappingProxyType({**_V4_MATMUL, "mxfp8": 1.0, "mxfp4": 1.0}),
+    stationary_load_speedup=4.0,
+    engine_clock=MappingProxyType({"vector": 1.2e9, "scalar": 1.2e9, "gpsimd": 1.2e9}),
+    vector_rate=2.0,
+    vector_narrow_rate=4.0,
+    vector_psum_rate=2.0,
+    vector_exp_rate=4.0,
+    scalar_rate=1.0,
+    scalar_narrow_rate=2.0,
+    gpsimd_rate=1.0,
+    emulated_transcendental_rate=0.25,
+    elementwise_floor_cycles=64,
+    dma_engine_bandwidth=38.4e9,
+    dma_fixed_latency=1.3e-6,
+    dma_half_efficiency_bytes=256.0,
+    dma_outstanding=16,
+)
+"""NeuronCore-v4 (Trainium3); v3 differs only where it says so below."""
+
 CORE_TIMING: Mapping[str, CoreTiming] = MappingProxyType(
     {
-        "neuroncore-v4": CoreTiming(
-            pe_clock=2.4e9,
-            matmul_floor_cycles=64,
-            matmul_cycles_per_column=MappingProxyType({**_V4_MATMUL, "mxfp8": 1.0, "mxfp4": 1.0}),
-            stationary_load_speedup=4.0,
-            engine_clock=MappingProxyType({"vector": 1.2e9, "scalar": 1.2e9, "gpsimd": 1.2e9}),
-            vector_rate=2.0,
-            vector_narrow_rate=4.0,
-            vector_psum_rate=2.0,
-            vector_exp_rate=4.0,
-            scalar_rate=1.0,
-            scalar_narrow_rate=2.0,
-            gpsimd_rate=1.0,
-            emulated_transcendental_rate=0.25,
-            elementwise_floor_cycles=64,
-            dma_engine_bandwidth=38.4e9,
-            dma_fixed_latency=1.3e-6,
-            dma_half_efficiency_bytes=256.0,
-            dma_outstanding=16,
-        ),
-        "neuroncore-v3": CoreTiming(
-            pe_clock=2.4e9,
-            matmul_floor_cycles=64,
+        "neuroncore-v4": _V4,
+        "neuroncore-v3": replace(
+            _V4,
             matmul_cycles_per_column=MappingProxyType(_V4_MATMUL),
-            stationary_load_speedup=4.0,
             engine_clock=MappingProxyType({"vector": 0.96e9, "scalar": 1.2e9, "gpsimd": 1.2e9}),
-            vector_rate=2.0,
-            vector_narrow_rate=4.0,
-            vector_psum_rate=2.0,
             vector_exp_rate=0.0,
-            scalar_rate=1.0,
             scalar_narrow_rate=1.0,
-            gpsimd_rate=1.0,
-            emulated_transcendental_rate=0.25,
-            elementwise_floor_cycles=64,
             dma_engine_bandwidth=27.2e9,
-            dma_fixed_latency=1.3e-6,
-            dma_half_efficiency_bytes=256.0,
-            dma_outstanding=16,
         ),
     }
 )
