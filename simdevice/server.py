@@ -567,11 +567,12 @@ def fault_health(faults: Iterable[Fault]) -> dict[tuple[int, int | None], ChipHe
     for fault in faults:
         places.setdefault((fault.chip, fault.core), []).append(fault)
     out = {place: summarize(group) for place, group in places.items()}
-    return {place: h for place, h in sorted(out.items(), key=_place_key) if h.state != "healthy"}
+    return {p: out[p] for p in sorted(out, key=place_order) if out[p].state != "healthy"}
 
 
-def _place_key(item: tuple[tuple[int, int | None], ChipHealth]) -> tuple[int, int]:
-    (chip, core), _ = item
+def place_order(place: tuple[int, int | None]) -> tuple[int, int]:
+    """Chip by chip; a whole chip before its single cores."""
+    chip, core = place
     return (chip, -1 if core is None else core)
 
 

@@ -16,6 +16,7 @@ from kubernetes import client
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin.devices import NodePlace
 from driver.plugin.health import Place, PlaceState
+from simdevice.server import place_order
 
 log = logging.getLogger(__name__)
 PLURAL = "nodedevicehealths"
@@ -34,9 +35,8 @@ def report_object(
     """The whole NodeDeviceHealth object for `node` (pure): one entry per
     unhealthy chip or core, chip entries first."""
     entries = []
-    for (chip, core), state in sorted(
-        places.items(), key=lambda item: (item[0][0], -1 if item[0][1] is None else item[0][1])
-    ):
+    for chip, core in sorted(places, key=place_order):
+        state = places[(chip, core)]
         if state.state == "healthy":
             continue
         entry: dict[str, Any] = {"chip": chip}
