@@ -5,6 +5,7 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 
 from kubernetes import client, config
@@ -21,6 +22,8 @@ from driver.plugin.healthreport import HealthReporter
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.node import HealthSink, NodeOptions, SimNode
 from driver.plugin.paths import NodePaths, node_path
+from driver.plugin.simaccess import SimControlError, parse_address, read_token
+from driver.plugin.simcontrol import SimControlServer
 from driver.plugin.sockets import SocketPathError
 from driver.plugin.statusserver import StatusServer
 from driver.plugin.telemetry import TelemetryCollector
@@ -103,6 +106,16 @@ def build_node(
     )
 
 
+def sim_control(flags: flagmod.Flags, nodes: list[SimNode]) -> SimControlServer | None:
+    """The simulator's controls on their own listener, or None when turned off."""
+    address = parse_address(flags.sim_control_address)
+    if address is None:
+        return None
+    token_file = flags.sim_control_token_file
+    token = read_token(Path(token_file)) if token_file else None
+    return SimControlServer(address, nodes, token)
+
+
 def run(flags: flagmod.Flags) -> int:
     stop = threading.Event()
 
@@ -127,18 +140,28 @@ def run(flags: flagmod.Flags) -> int:
     registry.register(TelemetryCollector(nodes))
     started: list[SimNode] = []
     status = StatusServer(*split_address(flags.http_address, "--http-address"), registry, nodes)
+    control = sim_control(flags, nodes)
     serving = False
     try:
         for node in nodes:
             node.start()
             started.append(node)
         status.start()
+        if control is not None:
+            control.start()
         serving = True
-        print(f"ready http={status.port} nodes={len(nodes)}", file=sys.stderr, flush=True)
+        where = control.where() if control is not None else "off"
+        print(
+            f"ready http={status.port} nodes={len(nodes)} sim-control={where}",
+            file=sys.stderr,
+            flush=True,
+        )
         stop.wait()
     finally:
         if serving:
             status.stop()
+            if control is not None:
+                control.stop()
         for node in reversed(started):
             node.stop()
     log.info("stopped")
@@ -153,6 +176,6 @@ def main(argv: list[str]) -> int:
     )
     try:
         return run(flags)
-    except (CheckpointError, SocketPathError, PlacementError) as err:
+    except (CheckpointError, SocketPathError, PlacementError, SimControlError) as err:
         print(f"trainium-dra node: {err}", file=sys.stderr)
         return 1

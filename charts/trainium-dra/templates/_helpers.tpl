@@ -49,3 +49,8 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "trainium-dra.nodeUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "trainium-dra.nodeName" .) -}}
 {{- end -}}
+
+{{/* The Secret holding the bearer token of the node daemons' simulator controls. */}}
+{{- define "trainium-dra.simControlSecret" -}}
+{{- default (printf "%s-sim-control" (include "trainium-dra.nodeName" .)) .Values.node.simControl.tokenSecret -}}
+{{- end -}}
