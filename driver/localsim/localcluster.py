@@ -20,8 +20,9 @@ from pathlib import Path
 import httpx
 from kubernetes import client, config
 
-from driver.localsim import chart
+from driver.localsim import chart, credentials
 from driver.localsim.binaries import Binaries
+from driver.localsim.chart import NAMESPACE
 from driver.localsim.children import Child, trainium_dra_argv
 from driver.localsim.clusterspec import (
     ClusterPaths,
@@ -113,6 +114,10 @@ class LocalCluster:
                     rack: f"http://127.0.0.1:{p}/metrics" for rack, p in self.ports.items()
                 },
                 "controller_metrics": f"http://127.0.0.1:{self.controller_port}/metrics",
+                "sim_control": {
+                    rack.name: str(self.paths.sim_control_socket(rack.name))
+                    for rack in self.spec.racks
+                },
                 "pids": pids,
             },
         )
@@ -125,16 +130,36 @@ class LocalCluster:
         progress(f"  applied {len(rendered.applied)} objects: {', '.join(kinds)}")
         if rendered.skipped:
             progress(f"  not applied (run as local processes): {', '.join(rendered.skipped)}")
-        progress("starting the controller")
+        controller_account = credentials.service_account(rendered, "controller")
+        progress(f"starting the controller as ServiceAccount {NAMESPACE}/{controller_account}")
+        with admin_client(self.paths.kubeconfig) as api:
+            credentials.write_controller_kubeconfig(
+                api, self.paths.kubeconfig, rendered, self.paths.controller_kubeconfig
+            )
         self._start_child(
-            "controller", controller_argv(self.paths, self.spec, self.controller_port)
+            "controller",
+            controller_argv(
+                self.paths, self.spec, self.controller_port, controller_account, NAMESPACE
+            ),
         )
+        node_account = credentials.service_account(rendered, "node")
         with admin_client(self.paths.kubeconfig) as api:
             for rack in self.spec.racks:
                 progress(
                     f"creating {rack.nodes} Nodes and UltraServer {rack.name} ({rack.generation})"
                 )
                 self._create_rack(api, rack)
+                progress(
+                    f"  node-bound tokens of ServiceAccount {NAMESPACE}/{node_account} "
+                    f"for the {rack.nodes} nodes"
+                )
+                credentials.write_node_kubeconfigs(
+                    api,
+                    self.paths.kubeconfig,
+                    rendered,
+                    self.paths.node_kubeconfig_template,
+                    rack.node_names(),
+                )
         for rack in self.spec.racks:
             progress(f"starting the node daemon of {rack.name} ({rack.nodes} simulated nodes)")
             self._start_daemon(rack)

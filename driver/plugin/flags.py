@@ -97,7 +97,12 @@ def parser() -> argparse.ArgumentParser:
         default=env("POD_UID", ""),
         help="this pod's UID: gives sockets unique names for rolling updates (env POD_UID)",
     )
-    p.add_argument("--kubeconfig", type=Path, default=env("KUBECONFIG"), help="default: in-cluster")
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=env("KUBECONFIG"),
+        help="default: in-cluster; may contain {node} to give each node its own credential",
+    )
     p.add_argument(
         "--http-address",
         default="0.0.0.0:8080",

@@ -32,11 +32,21 @@ from simdevice.topology import rack_spec
 log = logging.getLogger("trainium-dra.node")
 
 
-def api_client(flags: flagmod.Flags) -> client.ApiClient:
-    if flags.kubeconfig is not None:
-        return config.new_client_from_config(config_file=str(flags.kubeconfig))
+def api_client(kubeconfig: Path | None) -> client.ApiClient:
+    if kubeconfig is not None:
+        return config.new_client_from_config(config_file=str(kubeconfig))
     config.load_incluster_config()
     return client.ApiClient()
+
+
+def node_clients(flags: flagmod.Flags) -> dict[str, client.ApiClient]:
+    """Each node's API client: one credential per node when --kubeconfig has {node}
+    (as each node's daemon pod has its own node-bound token), else one shared."""
+    template = str(flags.kubeconfig) if flags.kubeconfig is not None else ""
+    if "{node}" not in template:
+        shared = api_client(flags.kubeconfig)
+        return {node.name: shared for node in flags.nodes}
+    return {node.name: api_client(node_path(template, node.name)) for node in flags.nodes}
 
 
 RESOLVE_RETRY_SECONDS = 5.0
@@ -124,16 +134,23 @@ def run(flags: flagmod.Flags) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    api = api_client(flags)
-    places = [resolve_place(api, flags, node, stop) for node in flags.nodes]
+    apis = node_clients(flags)
+    places = [resolve_place(apis[node.name], flags, node, stop) for node in flags.nodes]
     if stop.is_set():
         return 0
-    reader = ApiReader(api, flags.driver_name, flags.slice_cache_seconds)
+    reader = ApiReader(apis[flags.nodes[0].name], flags.driver_name, flags.slice_cache_seconds)
     registry = CollectorRegistry()
     metrics = DriverMetrics(registry)
-    sink = HealthReporter(api)
+    sinks = {api: HealthReporter(api) for api in set(apis.values())}
     nodes = [
-        build_node(flags, index=i, place=place, reader=reader, metrics=metrics, sink=sink)
+        build_node(
+            flags,
+            index=i,
+            place=place,
+            reader=reader,
+            metrics=metrics,
+            sink=sinks[apis[place.node_name]],
+        )
         for i, place in enumerate(places)
         if place is not None
     ]

@@ -286,7 +286,7 @@ def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> Non
     """`trainium-dra status` on a running claim and on a chip the simulator failed."""
     files = ("whole-chip/whole-chip.yaml",)
     cluster.apply(*files)
-    base = cluster.metrics_url().removesuffix("/metrics")
+    sim = cluster.sim_control()
     fault = {"node": "rack-a-node-7", "kind": "ecc-uncorrected-hbm", "chip": 1}
     try:
         pod = cluster.running("example-whole-chip", "train")
@@ -304,7 +304,7 @@ def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> Non
 
         row = next(line for line in status().splitlines() if claim["metadata"]["name"] in line)
         assert f"rack-a/{result['device']}" in row and node_of(pod) in row and "train" in row
-        httpx.post(f"{base}/sim/v1/faults", json=fault).raise_for_status()
+        sim.post("/sim/v1/faults", json=fault).raise_for_status()
         unhealthy = wait_for(
             "the failed chip in status",
             lambda: [
@@ -314,8 +314,9 @@ def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> Non
             ],
         )
         assert "rack-a-node-7" in unhealthy[0] and "failed" in unhealthy[0]
-        httpx.request("DELETE", f"{base}/sim/v1/faults", json=fault).raise_for_status()
+        sim.request("DELETE", "/sim/v1/faults", json=fault).raise_for_status()
         wait_for("recovery", lambda: "(none)" in status().split("UNHEALTHY DEVICES")[1])
     finally:
-        httpx.request("DELETE", f"{base}/sim/v1/faults", json=fault)
+        sim.request("DELETE", "/sim/v1/faults", json=fault)
+        sim.close()
         cluster.delete(*files)
