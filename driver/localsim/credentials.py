@@ -10,7 +10,7 @@ keeps that node to its own NodeDeviceHealth. The kubelet stand-ins and the
 rest of the harness stay admin: they stand in for Kubernetes itself.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,17 @@ def token_kubeconfig(admin: dict[str, Any], user: str, token: str) -> dict[str, 
     }
 
 
-def request_token(api: client.ApiClient, account: str, node: str | None = None) -> str:
-    """A token of ServiceAccount `account`, bound to Node `node` when given."""
+def node_uid(api: client.ApiClient, node: str) -> str:
+    uid: str = client.CoreV1Api(api).read_node(node).metadata.uid
+    return uid
+
+
+def request_token(api: client.ApiClient, account: str, node: tuple[str, str] | None = None) -> str:
+    """A token of ServiceAccount `account`, bound to the Node (name, uid) when given."""
     spec: dict[str, Any] = {"expirationSeconds": TOKEN_SECONDS}
     if node is not None:
-        uid = client.CoreV1Api(api).read_node(node).metadata.uid
-        spec["boundObjectRef"] = {"kind": "Node", "apiVersion": "v1", "name": node, "uid": uid}
+        name, uid = node
+        spec["boundObjectRef"] = {"kind": "Node", "apiVersion": "v1", "name": name, "uid": uid}
     answer = client.CoreV1Api(api).create_namespaced_service_account_token(
         account, NAMESPACE, {"spec": spec}
     )
@@ -63,8 +68,10 @@ def request_token(api: client.ApiClient, account: str, node: str | None = None) 
 def write_kubeconfig(admin_kubeconfig: Path, path: Path, user: str, token: str) -> Path:
     admin = yaml.safe_load(admin_kubeconfig.read_text())
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(token_kubeconfig(admin, user, token)))
-    path.chmod(0o600)
+    staged = path.with_name(f".{path.name}.new")
+    staged.write_text(yaml.safe_dump(token_kubeconfig(admin, user, token)))
+    staged.chmod(0o600)
+    staged.replace(path)  # a daemon re-reading it never sees half a file
     return path
 
 
@@ -81,10 +88,22 @@ def write_node_kubeconfigs(
     rendered: Rendered,
     template: str,
     nodes: Iterable[str],
-) -> None:
+) -> dict[str, str]:
     """One kubeconfig per node at `template` with {node} expanded, each with a
-    token bound to that Node."""
+    token bound to that Node; returns the UID of the Node each token names."""
     account = service_account(rendered, "node")
+    bound = {}
     for node in nodes:
+        uid = node_uid(api, node)
         path = Path(template.replace("{node}", node))
-        write_kubeconfig(admin_kubeconfig, path, account, request_token(api, account, node))
+        token = request_token(api, account, (node, uid))
+        write_kubeconfig(admin_kubeconfig, path, account, token)
+        bound[node] = uid
+    return bound
+
+
+def recreated(api: client.ApiClient, bound: Mapping[str, str]) -> dict[str, str]:
+    """The nodes whose Node object was created anew since their token was bound
+    (its UID differs), with the new UID; a missing Node is not (yet) one."""
+    current = {n.metadata.name: n.metadata.uid for n in client.CoreV1Api(api).list_node().items}
+    return {node: current[node] for node, uid in bound.items() if current.get(node, uid) != uid}

@@ -10,7 +10,10 @@ import pytest
 from kubernetes import client, config
 
 from driver.localsim.chart import NAMESPACE
-from tests.e2e.cluster import Cluster
+from driver.localsim.clusterspec import ClusterSpec
+from driver.localsim.controlplane import fake_node_status
+from driver.localsim.localcluster import admin_client, published
+from tests.e2e.cluster import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +87,54 @@ def test_a_node_writes_only_its_own_health(cluster: Cluster) -> None:
             assert refused.value.status == 403
             message = f"node {OWN} may write only NodeDeviceHealth {OWN}, not {other}"
             assert message in str(refused.value.body)
+
+
+def test_a_node_created_anew_gets_a_token_bound_to_it(cluster: Cluster) -> None:
+    """Deleting a Node invalidates the token bound to it; the local cluster mints
+    one for the new Node and the rack's daemon reports its health with it."""
+    node = "rack-a-node-5"
+    core = client.CoreV1Api(cluster.api)
+    old = core.read_node(node)
+    kubeconfig = Path(cluster.paths.node_kubeconfig_template.replace("{node}", node))
+    core.delete_node(node)
+    wait_for("the Node gone", lambda: node not in {n.metadata.name for n in core.list_node().items})
+    core.create_node({"metadata": {"name": node, "labels": old.metadata.labels}})
+    core.patch_node_status(node, {"status": fake_node_status()})
+    new_uid = core.read_node(node).metadata.uid
+
+    def renewed() -> bool:
+        with as_user(kubeconfig) as api:
+            try:
+                uids: list[str] = who(api).extra["authentication.kubernetes.io/node-uid"]
+            except client.ApiException as err:
+                assert err.status == 401, err  # the old token, bound to the deleted Node
+                return False
+            return uids == [new_uid]
+
+    wait_for("a token bound to the new Node", renewed)
+    fault = {"node": node, "kind": "ecc-uncorrected-hbm", "chip": 2}
+    with cluster.sim_control() as sim:
+        sim.post("/sim/v1/faults", json=fault).raise_for_status()
+        try:
+            wait_for("the daemon's report with the new token", lambda: failed_chips(cluster, node))
+        finally:
+            sim.request("DELETE", "/sim/v1/faults", json=fault).raise_for_status()
+    wait_for("the report healthy again", lambda: not failed_chips(cluster, node))
+    wait_for("the rack mapped and published again", lambda: rack_published(cluster))
+
+
+def failed_chips(cluster: Cluster, node: str) -> list[int]:
+    try:
+        report = client.CustomObjectsApi(cluster.api).get_cluster_custom_object(
+            GROUP, VERSION, PLURAL, node
+        )
+    except client.ApiException:
+        return []
+    return [d["chip"] for d in report["spec"].get("devices") or [] if d["state"] == "failed"]
+
+
+def rack_published(cluster: Cluster) -> bool:
+    spec = json.loads(cluster.paths.cluster_file.read_text())["spec"]
+    rack = ClusterSpec.from_json(spec).racks[0]
+    with admin_client(cluster.paths.kubeconfig) as api:
+        return published(api, rack)
