@@ -18,6 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 Reply = tuple[int, str, bytes]
 """(status code, content type, body)."""
 Route = Callable[[bytes], Reply]
+Guard = Callable[[Mapping[str, str]], Reply | None]
+"""Looks at a request's headers (lower-case names): None lets it through, a reply refuses it."""
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
@@ -40,23 +42,37 @@ def metrics_reply(registry: CollectorRegistry) -> Reply:
 
 
 class HTTPEndpoint:
-    """Serves `routes`, keyed by (method, path), on HOST:PORT (port 0 picks one).
+    """Serves `routes`, keyed by (method, path), on HOST:PORT (port 0 picks one)
+    or on an already bound `listener` (a unix socket, say).
 
     The port is bound here, so a taken port fails before anything starts and
     `port` is known at once; `start` serves it from a background thread.
     Routes run in worker threads, so a slow probe does not hold up /metrics.
+    A `guard` sees every request's headers first and may refuse it.
     """
 
-    def __init__(self, host: str, port: int, routes: Mapping[tuple[str, str], Route]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        routes: Mapping[tuple[str, str], Route],
+        *,
+        flag: str = "--http-address",
+        listener: socket.socket | None = None,
+        guard: Guard | None = None,
+    ) -> None:
         self._routes = dict(routes)
-        try:
-            self._socket = _listen(host, port)
-        except OSError as err:
-            raise SystemExit(
-                f"--http-address: cannot listen on {host}:{port} ({err.strerror}); "
-                "pick a free port, or port 0 for any"
-            ) from err
-        self.port: int = self._socket.getsockname()[1]
+        self._guard = guard
+        if listener is None:
+            try:
+                listener = _listen(host, port)
+            except OSError as err:
+                raise SystemExit(
+                    f"{flag}: cannot listen on {host}:{port} ({err.strerror}); "
+                    "pick a free port, or port 0 for any"
+                ) from err
+        self._socket = listener
+        self.port: int = listener.getsockname()[1] if listener.family != socket.AF_UNIX else 0
         config = uvicorn.Config(
             self._app,
             interface="asgi3",
@@ -81,7 +97,10 @@ class HTTPEndpoint:
         query = scope["query_string"].decode("latin-1")
         path = scope["raw_path"].decode("latin-1") + (f"?{query}" if query else "")
         route = self._routes.get((scope["method"], path))
-        if route is None:
+        refusal = self._guard(_headers(scope)) if self._guard is not None else None
+        if refusal is not None:
+            code, ctype, payload = refusal
+        elif route is None:
             code, ctype, payload = json_reply(404, {"error": f"{scope['method']} {path} not found"})
         else:
             code, ctype, payload = await asyncio.to_thread(route, body)
@@ -97,6 +116,11 @@ class HTTPEndpoint:
         if self._thread.is_alive():
             self._thread.join(timeout=5.0)
         self._socket.close()
+
+
+def _headers(scope: Message) -> dict[str, str]:
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in headers}
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -169,6 +169,23 @@ class ClusterPaths:
     def cdi_dir(self, node: str) -> Path:
         return Path(self.node_template("cdi").replace("{node}", node))
 
+    @property
+    def credentials_dir(self) -> Path:
+        """Kubeconfigs of the driver's components, each with its ServiceAccount's token."""
+        return self.root / "sa"
+
+    @property
+    def controller_kubeconfig(self) -> Path:
+        return self.credentials_dir / "controller.kubeconfig"
+
+    @property
+    def node_kubeconfig_template(self) -> str:
+        return str(self.credentials_dir / "{node}.kubeconfig")
+
+    def sim_control_socket(self, rack: str) -> Path:
+        """The unix socket of the simulator's fault controls of a rack's daemon."""
+        return self.root / "sim" / f"{rack}.sock"
+
 
 STATE_ENTRIES = (
     "etcd",
@@ -184,15 +201,22 @@ STATE_ENTRIES = (
     "serve.pid",
     "ready",
     "real-nodes-values.yaml",
+    "sa",
+    "sim",
 )
 """Everything `serve` creates under the state directory; `down` removes exactly these."""
 
 
-def controller_argv(paths: ClusterPaths, spec: ClusterSpec, http_port: int) -> list[str]:
+def controller_argv(
+    paths: ClusterPaths, spec: ClusterSpec, http_port: int, account: str, namespace: str
+) -> list[str]:
+    """As the chart runs it: its ServiceAccount's token, the Lease its Role allows."""
     return [
         "controller",
-        f"--kubeconfig={paths.kubeconfig}",
+        f"--kubeconfig={paths.controller_kubeconfig}",
         f"--driver-name={spec.driver}",
+        f"--lease-namespace={namespace}",
+        f"--lease-name={account}",
         "--resync-seconds=60",
         f"--http-address=127.0.0.1:{http_port}",
     ]
@@ -201,10 +225,11 @@ def controller_argv(paths: ClusterPaths, spec: ClusterSpec, http_port: int) -> l
 def node_daemon_argv(
     paths: ClusterPaths, spec: ClusterSpec, rack: RackPlan, http_port: int
 ) -> list[str]:
-    """One process serves every node of the rack (multi-node mode)."""
+    """One process serves every node of the rack (multi-node mode), each node
+    with its own node-bound token, as each node's daemon pod would have."""
     return [
         "node",
-        f"--kubeconfig={paths.kubeconfig}",
+        f"--kubeconfig={paths.node_kubeconfig_template}",
         f"--driver-name={spec.driver}",
         f"--ultraserver={rack.name}",
         f"--generation={rack.generation}",
@@ -212,5 +237,6 @@ def node_daemon_argv(
         f"--state-dir={paths.node_template('s')}",
         f"--cdi-dir={paths.node_template('cdi')}",
         f"--http-address=127.0.0.1:{http_port}",
+        f"--sim-control-address=unix:{paths.sim_control_socket(rack.name)}",
         *(f"--node={rack.node_name(i)}={i}" for i in range(rack.nodes)),
     ]

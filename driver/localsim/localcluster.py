@@ -18,10 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import urllib3
 from kubernetes import client, config
 
-from driver.localsim import chart
+from driver.localsim import chart, credentials
 from driver.localsim.binaries import Binaries
+from driver.localsim.chart import NAMESPACE
 from driver.localsim.children import Child, trainium_dra_argv
 from driver.localsim.clusterspec import (
     ClusterPaths,
@@ -42,6 +44,7 @@ from driver.names import API_GROUP, API_VERSION
 READY_TIMEOUT = 120.0
 SUPERVISE_INTERVAL = 1.0
 NODE_WRITERS = 8
+TOKEN_CHECK_INTERVAL = 5.0
 
 
 class Progress:
@@ -93,6 +96,9 @@ class LocalCluster:
         self.controller_port = free_port()
         self.kubelets: dict[str, dict[str, KubeletStandIn]] = {}
         self.pods: PodSync | None = None
+        self.rendered: chart.Rendered | None = None
+        self.bound_nodes: dict[str, str] = {}  # node -> UID of the Node its token is bound to
+        self.tokens_checked = 0.0
 
     def _start_child(self, name: str, args: list[str]) -> Child:
         child = Child.start(name, trainium_dra_argv(args), self.paths.logs / f"{name}.log")
@@ -113,6 +119,10 @@ class LocalCluster:
                     rack: f"http://127.0.0.1:{p}/metrics" for rack, p in self.ports.items()
                 },
                 "controller_metrics": f"http://127.0.0.1:{self.controller_port}/metrics",
+                "sim_control": {
+                    rack.name: str(self.paths.sim_control_socket(rack.name))
+                    for rack in self.spec.racks
+                },
                 "pids": pids,
             },
         )
@@ -125,16 +135,37 @@ class LocalCluster:
         progress(f"  applied {len(rendered.applied)} objects: {', '.join(kinds)}")
         if rendered.skipped:
             progress(f"  not applied (run as local processes): {', '.join(rendered.skipped)}")
-        progress("starting the controller")
+        controller_account = credentials.service_account(rendered, "controller")
+        progress(f"starting the controller as ServiceAccount {NAMESPACE}/{controller_account}")
+        with admin_client(self.paths.kubeconfig) as api:
+            credentials.write_controller_kubeconfig(
+                api, self.paths.kubeconfig, rendered, self.paths.controller_kubeconfig
+            )
         self._start_child(
-            "controller", controller_argv(self.paths, self.spec, self.controller_port)
+            "controller",
+            controller_argv(
+                self.paths, self.spec, self.controller_port, controller_account, NAMESPACE
+            ),
         )
+        node_account = credentials.service_account(rendered, "node")
         with admin_client(self.paths.kubeconfig) as api:
             for rack in self.spec.racks:
                 progress(
                     f"creating {rack.nodes} Nodes and UltraServer {rack.name} ({rack.generation})"
                 )
                 self._create_rack(api, rack)
+                progress(
+                    f"  node-bound tokens of ServiceAccount {NAMESPACE}/{node_account} "
+                    f"for the {rack.nodes} nodes"
+                )
+                self.bound_nodes |= credentials.write_node_kubeconfigs(
+                    api,
+                    self.paths.kubeconfig,
+                    rendered,
+                    self.paths.node_kubeconfig_template,
+                    rack.node_names(),
+                )
+        self.rendered = rendered
         for rack in self.spec.racks:
             progress(f"starting the node daemon of {rack.name} ({rack.nodes} simulated nodes)")
             self._start_daemon(rack)
@@ -190,8 +221,29 @@ class LocalCluster:
             kubelet.register(timeout=READY_TIMEOUT)
             by_node[node] = kubelet
 
+    def renew_node_tokens(self, progress: Progress) -> None:
+        """A Node deleted and created again invalidates the token bound to it, as
+        a DaemonSet pod dies with its node; mint its successor a token, which the
+        daemon reads from the rewritten kubeconfig."""
+        if self.rendered is None or time.monotonic() - self.tokens_checked < TOKEN_CHECK_INTERVAL:
+            return
+        self.tokens_checked = time.monotonic()
+        with admin_client(self.paths.kubeconfig) as api:
+            renewed = credentials.recreated(api, self.bound_nodes)
+            account = credentials.service_account(self.rendered, "node")
+            for node, uid in renewed.items():
+                token = credentials.request_token(api, account, (node, uid))
+                path = Path(self.paths.node_kubeconfig_template.replace("{node}", node))
+                credentials.write_kubeconfig(self.paths.kubeconfig, path, account, token)
+                self.bound_nodes[node] = uid
+                progress(f"Node {node} was created anew; its daemon got a token bound to it")
+
     def supervise(self, progress: Progress) -> None:
         """Restart a child that died (the apiserver and friends are the harness's)."""
+        try:
+            self.renew_node_tokens(progress)
+        except (client.ApiException, urllib3.exceptions.HTTPError) as err:
+            progress(f"checking the nodes' tokens failed ({err}); trying again")
         for name, child in list(self.children.items()):
             if child.alive():
                 continue

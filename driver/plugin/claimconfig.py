@@ -35,19 +35,45 @@ class DeviceConfig:
     logical_neuron_core: int | None  # None: the default for the device
 
 
+def shown(value: Any) -> str:
+    """A JSON value as an error message shows it: scalars as written, strings quoted,
+    anything else by its type. The chart's admission policy shows values the same way."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
 def parse_config(parameters: Any, where: str) -> DeviceConfig:
-    """Validate one opaque `parameters` object found at `where`."""
+    """Validate one opaque `parameters` object found at `where`.
+
+    The chart's ValidatingAdmissionPolicy applies these same rules, with these
+    same messages, when a claim or template is created
+    (charts/trainium-dra/templates/admission-policy-config.yaml); a test keeps
+    the two in step.
+    """
     if not isinstance(parameters, Mapping):
         raise ConfigError(
-            f"{where}: must be an object with apiVersion {API_GROUP_VERSION!r} and kind "
-            f"one of {', '.join(KINDS)}, got {type(parameters).__name__}"
+            f"{where}: must be an object with apiVersion {shown(API_GROUP_VERSION)} and kind "
+            f"one of {', '.join(KINDS)}, got {shown(parameters)}"
         )
     api_version = parameters.get("apiVersion")
     if api_version != API_GROUP_VERSION:
-        raise ConfigError(f"{where}.apiVersion: must be {API_GROUP_VERSION!r}, got {api_version!r}")
+        raise ConfigError(
+            f"{where}.apiVersion: must be {shown(API_GROUP_VERSION)}, got {shown(api_version)}"
+        )
     kind = parameters.get("kind")
-    if kind not in KINDS:
-        raise ConfigError(f"{where}.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ConfigError(f"{where}.kind: must be one of {', '.join(KINDS)}, got {shown(kind)}")
     unknown = sorted(str(key) for key in parameters if key not in FIELDS[kind])
     if unknown:
         raise ConfigError(
@@ -55,10 +81,10 @@ def parse_config(parameters: Any, where: str) -> DeviceConfig:
             f"{', '.join(FIELDS[kind])}"
         )
     lnc = parameters.get("logicalNeuronCore")
-    if lnc is not None and (isinstance(lnc, bool) or lnc not in VALID_LNC):
+    if lnc is not None and not (type(lnc) is int and lnc in VALID_LNC):
         raise ConfigError(
             f"{where}.logicalNeuronCore: must be one of {', '.join(map(str, VALID_LNC))}, "
-            f"got {lnc!r}"
+            f"got {shown(lnc)}"
         )
     return DeviceConfig(kind=kind, logical_neuron_core=lnc)
 

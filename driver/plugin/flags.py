@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from driver.names import DEFAULT_DRIVER_NAME
+from driver.plugin.simaccess import SimControlError, check_token_needed, parse_address
 from simdevice.topology import GENERATIONS
+
+DEFAULT_SIM_CONTROL_SOCKET = "/var/lib/trainium-dra/sim-control.sock"
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class Flags:
     pod_uid: str
     kubeconfig: Path | None
     http_address: str
+    sim_control_address: str  # "" = no simulator controls
+    sim_control_token_file: str
     workload_tcp: str
     health_interval: float
     health_timeout: int
@@ -92,11 +97,27 @@ def parser() -> argparse.ArgumentParser:
         default=env("POD_UID", ""),
         help="this pod's UID: gives sockets unique names for rolling updates (env POD_UID)",
     )
-    p.add_argument("--kubeconfig", type=Path, default=env("KUBECONFIG"), help="default: in-cluster")
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=env("KUBECONFIG"),
+        help="default: in-cluster; may contain {node} to give each node its own credential",
+    )
     p.add_argument(
         "--http-address",
         default="0.0.0.0:8080",
         help="HOST:PORT for /metrics, /healthz and /readyz (port 0 picks one)",
+    )
+    p.add_argument(
+        "--sim-control-address",
+        default=f"unix:{DEFAULT_SIM_CONTROL_SOCKET}",
+        help="where the simulator's fault controls (/sim/v1) listen: unix:PATH (mode 0600), "
+        "HOST:PORT, or '' for none; a non-loopback HOST needs --sim-control-token-file",
+    )
+    p.add_argument(
+        "--sim-control-token-file",
+        default="",
+        help="file holding the bearer token every /sim/v1 request must carry",
     )
     p.add_argument(
         "--workload-tcp",
@@ -138,6 +159,10 @@ def parse(argv: list[str]) -> Flags:
         p.error("--ultraserver: required when --node gives a server index")
     if args.health_interval <= 0:
         p.error("--health-interval: must be > 0 seconds")
+    try:
+        check_token_needed(parse_address(args.sim_control_address), args.sim_control_token_file)
+    except SimControlError as err:
+        p.error(str(err))
     return Flags(
         driver_name=args.driver_name,
         nodes=nodes,
@@ -149,6 +174,8 @@ def parse(argv: list[str]) -> Flags:
         pod_uid=args.pod_uid,
         kubeconfig=args.kubeconfig,
         http_address=args.http_address,
+        sim_control_address=args.sim_control_address,
+        sim_control_token_file=args.sim_control_token_file,
         workload_tcp=args.workload_tcp,
         health_interval=args.health_interval,
         health_timeout=args.health_timeout,

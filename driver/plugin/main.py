@@ -5,6 +5,7 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 
 from kubernetes import client, config
@@ -21,6 +22,8 @@ from driver.plugin.healthreport import HealthReporter
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.node import HealthSink, NodeOptions, SimNode
 from driver.plugin.paths import NodePaths, node_path
+from driver.plugin.simaccess import SimControlError, parse_address, read_token
+from driver.plugin.simcontrol import SimControlServer
 from driver.plugin.sockets import SocketPathError
 from driver.plugin.statusserver import StatusServer
 from driver.plugin.telemetry import TelemetryCollector
@@ -29,11 +32,41 @@ from simdevice.topology import rack_spec
 log = logging.getLogger("trainium-dra.node")
 
 
-def api_client(flags: flagmod.Flags) -> client.ApiClient:
-    if flags.kubeconfig is not None:
-        return config.new_client_from_config(config_file=str(flags.kubeconfig))
+def api_client(kubeconfig: Path | None) -> client.ApiClient:
+    if kubeconfig is not None:
+        return kubeconfig_client(kubeconfig)
     config.load_incluster_config()
     return client.ApiClient()
+
+
+def kubeconfig_client(path: Path) -> client.ApiClient:
+    """A client that reads `path` again when the file changes, so a token written
+    into it anew (rotated, or minted for a re-created Node) is used without a restart."""
+    configuration = client.Configuration()
+    seen = [-1]
+
+    def refresh(_: client.Configuration) -> None:
+        try:
+            changed = path.stat().st_mtime_ns
+        except OSError:
+            return  # keep the credential already loaded
+        if changed != seen[0]:
+            seen[0] = changed
+            config.load_kube_config(config_file=str(path), client_configuration=configuration)
+            configuration.refresh_api_key_hook = refresh  # the loader installs its own
+
+    refresh(configuration)
+    return client.ApiClient(configuration)
+
+
+def node_clients(flags: flagmod.Flags) -> dict[str, client.ApiClient]:
+    """Each node's API client: one credential per node when --kubeconfig has {node}
+    (as each node's daemon pod has its own node-bound token), else one shared."""
+    template = str(flags.kubeconfig) if flags.kubeconfig is not None else ""
+    if "{node}" not in template:
+        shared = api_client(flags.kubeconfig)
+        return {node.name: shared for node in flags.nodes}
+    return {node.name: api_client(node_path(template, node.name)) for node in flags.nodes}
 
 
 RESOLVE_RETRY_SECONDS = 5.0
@@ -103,6 +136,16 @@ def build_node(
     )
 
 
+def sim_control(flags: flagmod.Flags, nodes: list[SimNode]) -> SimControlServer | None:
+    """The simulator's controls on their own listener, or None when turned off."""
+    address = parse_address(flags.sim_control_address)
+    if address is None:
+        return None
+    token_file = flags.sim_control_token_file
+    token = read_token(Path(token_file)) if token_file else None
+    return SimControlServer(address, nodes, token)
+
+
 def run(flags: flagmod.Flags) -> int:
     stop = threading.Event()
 
@@ -111,34 +154,51 @@ def run(flags: flagmod.Flags) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    api = api_client(flags)
-    places = [resolve_place(api, flags, node, stop) for node in flags.nodes]
+    apis = node_clients(flags)
+    places = [resolve_place(apis[node.name], flags, node, stop) for node in flags.nodes]
     if stop.is_set():
         return 0
-    reader = ApiReader(api, flags.driver_name, flags.slice_cache_seconds)
+    reader = ApiReader(apis[flags.nodes[0].name], flags.driver_name, flags.slice_cache_seconds)
     registry = CollectorRegistry()
     metrics = DriverMetrics(registry)
-    sink = HealthReporter(api)
+    sinks = {api: HealthReporter(api) for api in set(apis.values())}
     nodes = [
-        build_node(flags, index=i, place=place, reader=reader, metrics=metrics, sink=sink)
+        build_node(
+            flags,
+            index=i,
+            place=place,
+            reader=reader,
+            metrics=metrics,
+            sink=sinks[apis[place.node_name]],
+        )
         for i, place in enumerate(places)
         if place is not None
     ]
     registry.register(TelemetryCollector(nodes))
     started: list[SimNode] = []
     status = StatusServer(*split_address(flags.http_address, "--http-address"), registry, nodes)
+    control = sim_control(flags, nodes)
     serving = False
     try:
         for node in nodes:
             node.start()
             started.append(node)
         status.start()
+        if control is not None:
+            control.start()
         serving = True
-        print(f"ready http={status.port} nodes={len(nodes)}", file=sys.stderr, flush=True)
+        where = control.where() if control is not None else "off"
+        print(
+            f"ready http={status.port} nodes={len(nodes)} sim-control={where}",
+            file=sys.stderr,
+            flush=True,
+        )
         stop.wait()
     finally:
         if serving:
             status.stop()
+            if control is not None:
+                control.stop()
         for node in reversed(started):
             node.stop()
     log.info("stopped")
@@ -153,6 +213,6 @@ def main(argv: list[str]) -> int:
     )
     try:
         return run(flags)
-    except (CheckpointError, SocketPathError, PlacementError) as err:
+    except (CheckpointError, SocketPathError, PlacementError, SimControlError) as err:
         print(f"trainium-dra node: {err}", file=sys.stderr)
         return 1

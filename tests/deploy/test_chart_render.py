@@ -44,6 +44,8 @@ NAMESPACED = {
     "DaemonSet",
     "Service",
     "ConfigMap",
+    "Secret",
+    "NetworkPolicy",
     "ServiceMonitor",
     "PodMonitor",
     "PrometheusRule",
@@ -115,6 +117,7 @@ def test_default_render_has_every_component() -> None:
             "DaemonSet",
             "Deployment",
             "DeviceClass",
+            "NetworkPolicy",
             "PrometheusRule",
             "Role",
             "RoleBinding",
@@ -172,7 +175,14 @@ def test_node_daemonset_args_paths_and_updates(case: Case) -> None:
     assert update["type"] == "RollingUpdate"
     assert update["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"metrics": port}
+    sim_control = values["node"].get("simControl", {})
+    if sim_control.get("enabled"):
+        assert ports == {"metrics": port, "sim-control": sim_control["port"]}
+        assert flags.sim_control_address == f"0.0.0.0:{sim_control['port']}"
+        assert mounts["sim-control-token"] == str(Path(flags.sim_control_token_file).parent)
+    else:
+        assert ports == {"metrics": port}
+        assert flags.sim_control_address == ""
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}

@@ -171,7 +171,7 @@ def test_controller_and_daemon_work_with_only_their_chart_permissions(
             daemon = Daemon(workdir, node_config, site=site, placed_by_flags=False).start()
             try:
                 fault = {"node": DAEMON_NODE, "kind": "ecc-uncorrected-hbm", "chip": 2}
-                assert daemon.http("POST", "/sim/v1/faults", json=fault).status_code == 200
+                assert daemon.sim("POST", "/sim/v1/faults", json=fault).status_code == 200
                 report = wait_for(
                     "the failed chip in the daemon's NodeDeviceHealth",
                     lambda: health_devices(api),

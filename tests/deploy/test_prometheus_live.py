@@ -262,7 +262,7 @@ def test_uncorrected_ecc_fires_its_alert(
     """A fault injected into an idle chip becomes a firing TrainiumUncorrectedECC."""
     node = NODES[1]
     fault = {"node": node, "kind": "ecc-uncorrected-hbm", "chip": 3}
-    assert daemon.http("POST", "/sim/v1/faults", json=fault).status_code == 200
+    assert daemon.sim("POST", "/sim/v1/faults", json=fault).status_code == 200
     try:
         query = 'ALERTS{alertname="TrainiumUncorrectedECC", alertstate="firing"}'
         (alert,) = wait_for("the ECC alert to fire", lambda: prometheus.query(query), timeout=30)
@@ -278,4 +278,4 @@ def test_uncorrected_ecc_fires_its_alert(
             timeout=30,
         )
     finally:
-        assert daemon.http("DELETE", "/sim/v1/faults", json=fault).status_code == 200
+        assert daemon.sim("DELETE", "/sim/v1/faults", json=fault).status_code == 200

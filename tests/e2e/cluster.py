@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
 from kubernetes import client
 
 from driver.jsontypes import JSON
@@ -129,6 +130,12 @@ class Cluster:
         spec = json.loads(path.read_text())
         env = spec["devices"][0]["containerEdits"]["env"]
         return dict(item.split("=", 1) for item in env)
+
+    def sim_control(self, rack: str = "rack-a") -> httpx.Client:
+        """A client of the rack daemon's simulator controls (a unix socket)."""
+        data = json.loads(self.paths.cluster_file.read_text())
+        transport = httpx.HTTPTransport(uds=data["sim_control"][rack])
+        return httpx.Client(transport=transport, base_url="http://sim", timeout=10.0)
 
     def metrics_url(self, rack: str = "rack-a") -> str:
         data = json.loads(self.paths.cluster_file.read_text())

@@ -45,6 +45,7 @@ class Daemon:
         pod_uid: str = "",
         site: Site = SITE,
         placed_by_flags: bool = True,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.workdir = workdir
         self.site = site
@@ -54,6 +55,9 @@ class Daemon:
         self.failpoint = failpoint
         self.proc: subprocess.Popen[str] | None = None
         self.http_port = 0
+        self.sim_socket = workdir / "sim.sock"
+        self.sim_control = ""  # where the daemon says its controls listen
+        self.extra_args = extra_args
         self.stderr: list[str] = []
 
     def args(self) -> list[str]:
@@ -80,6 +84,8 @@ class Daemon:
             str(self.kubeconfig),
             "--http-address",
             "127.0.0.1:0",
+            "--sim-control-address",
+            f"unix:{self.sim_socket}",
             "--health-interval",
             "0.2",
             "--health-timeout",
@@ -90,6 +96,7 @@ class Daemon:
             self.pod_uid,
             "--workload-tcp",
             "127.0.0.1:0",
+            *self.extra_args,
         ]
 
     def start(self, timeout: float = 60.0) -> "Daemon":
@@ -106,7 +113,9 @@ class Daemon:
             for line in proc.stderr:
                 self.stderr.append(line)
                 if line.startswith("ready http="):
-                    self.http_port = int(line.split()[1].split("=")[1])
+                    fields = dict(f.split("=", 1) for f in line.split()[1:])
+                    self.http_port = int(fields["http"])
+                    self.sim_control = fields["sim-control"]
                     ready.set()
 
         threading.Thread(target=read, daemon=True).start()
@@ -133,6 +142,20 @@ class Daemon:
     def http(self, method: str, path: str, json: object = None) -> httpx.Response:
         url = f"http://127.0.0.1:{self.http_port}{path}"
         return httpx.request(method, url, json=json, timeout=10.0)
+
+    def sim(
+        self, method: str, path: str, json: object = None, token: str | None = None
+    ) -> httpx.Response:
+        """A request to the simulator's controls (their own listener, not the metrics port)."""
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        if self.sim_control.startswith("unix:"):
+            transport = httpx.HTTPTransport(uds=self.sim_control.removeprefix("unix:"))
+            with httpx.Client(transport=transport) as sim:
+                return sim.request(method, f"http://sim{path}", json=json, headers=headers)
+        host, _, port = self.sim_control.rpartition(":")
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        url = f"http://{host}:{port}{path}"
+        return httpx.request(method, url, json=json, headers=headers, timeout=10.0)
 
     def wait_dead(self, timeout: float = 30.0) -> int:
         assert self.proc is not None

@@ -105,7 +105,7 @@ def test_fault_taints_the_chips_devices_until_it_clears(
         try:
             fault = {"node": SITE.nodes[0], "kind": "ecc-uncorrected-hbm", "chip": CHIP}
             started = time.monotonic()
-            assert daemon.http("POST", "/sim/v1/faults", json=fault).status_code == 200
+            assert daemon.sim("POST", "/sim/v1/faults", json=fault).status_code == 200
             taints = wait_for("taints on the chip's devices", lambda: tainted(api), timeout=30)
             took = time.monotonic() - started
             expected = on_chip(api, 0, CHIP)
@@ -118,7 +118,7 @@ def test_fault_taints_the_chips_devices_until_it_clears(
                 )
             )
             assert took < 15, f"fault took {took:.1f}s to become taints"
-            assert daemon.http("DELETE", "/sim/v1/faults", json=fault).status_code == 200
+            assert daemon.sim("DELETE", "/sim/v1/faults", json=fault).status_code == 200
             wait_for("taints to clear", lambda: tainted(api) == {}, timeout=30)
         finally:
             assert daemon.stop() == 0

@@ -99,7 +99,7 @@ def test_sockets_registration_and_probes(daemon: Daemon) -> None:
     ready = daemon.http("GET", "/readyz")
     assert ready.status_code == 200, ready.text
     assert set(ready.json()) == set(NODES)
-    described = daemon.http("GET", "/sim/v1/nodes").json()
+    described = daemon.sim("GET", "/sim/v1/nodes").json()
     assert [(d["name"], d["serverIndex"], d["registered"]) for d in described] == [
         (node, i, True) for i, node in enumerate(NODES)
     ]
@@ -250,7 +250,7 @@ def test_fault_reaches_health_stream_and_report_and_clears(
     assert next_state() == health.HEALTHY
     fault = {"node": node, "kind": "ecc-uncorrected-hbm", "chip": chip}
     started = time.monotonic()
-    assert daemon.http("POST", "/sim/v1/faults", json=fault).status_code == 200
+    assert daemon.sim("POST", "/sim/v1/faults", json=fault).status_code == 200
     assert next_state() == health.UNHEALTHY
     assert time.monotonic() - started < 5
 
@@ -269,7 +269,7 @@ def test_fault_reaches_health_stream_and_report_and_clears(
     assert metric(text, "neuron_device_health_state", **chip_labels) == 2
     ecc = metric(text, "hardware_ecc_events_total", **chip_labels, event_type="mem_ecc_uncorrected")
     assert ecc == 1
-    assert daemon.http("DELETE", "/sim/v1/faults", json=fault).status_code == 200
+    assert daemon.sim("DELETE", "/sim/v1/faults", json=fault).status_code == 200
     assert next_state() == health.HEALTHY
     wait_for("recovery in NodeDeviceHealth", lambda: reported(""), timeout=10)
     stream.cancel()

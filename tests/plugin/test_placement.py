@@ -77,7 +77,7 @@ def test_daemon_waits_for_its_ultraserver_then_serves(control_plane: ControlPlan
         creator.start()
         try:
             daemon.start(timeout=60)
-            described = daemon.http("GET", "/sim/v1/nodes").json()
+            described = daemon.sim("GET", "/sim/v1/nodes").json()
             assert [(d["name"], d["ultraserver"], d["serverIndex"]) for d in described] == [
                 (node, SITE.rack_id, i) for i, node in enumerate(SITE.nodes)
             ]

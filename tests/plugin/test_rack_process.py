@@ -35,7 +35,7 @@ def test_every_node_has_its_own_sockets_and_server(daemon: Daemon) -> None:
     plugins = [daemon.kubelet(node).plugin for node in SITE.nodes]
     endpoints = {plugin.endpoint for plugin in plugins if plugin is not None}
     assert endpoints == {daemon.paths(node).dra_socket for node in SITE.nodes}
-    described = daemon.http("GET", "/sim/v1/nodes").json()
+    described = daemon.sim("GET", "/sim/v1/nodes").json()
     assert [d["serverIndex"] for d in described] == list(range(36))
     assert all(d["registered"] for d in described)
     metrics = daemon.http("GET", "/metrics").text

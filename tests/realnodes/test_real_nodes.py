@@ -2,6 +2,7 @@
 with Helm, the driver image running as pods, workload containers that see
 what CDI injected. The kubelet is the client of our plugin here."""
 
+import base64
 import functools
 import subprocess
 from collections.abc import Iterator
@@ -227,17 +228,27 @@ def test_a_daemon_killed_during_prepare_recovers_without_leaks(real: RealCluster
     assert specs == {real.cdi_spec(NODE0, u).name for u in prepared}
 
 
+def inject(real: RealCluster, node: str, fault: JSON) -> httpx.Response:
+    """POST a fault to the daemon pod's simulator controls, with the chart's token."""
+    secret = client.CoreV1Api(real.cluster.api).read_namespaced_secret(
+        "trainium-dra-node-sim-control", "trainium-dra"
+    )
+    token = base64.b64decode(secret.data["token"]).decode()
+    daemon_ip = real.daemon_pod(node)["status"]["podIP"]
+    return httpx.post(
+        f"http://{daemon_ip}:8082/sim/v1/faults",
+        json=fault,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+
+
 def inject_fault(real: RealCluster, node: str, pod: JSON) -> str:
     """Fail the chip of `pod`'s claim through the daemon's simulator API; returns the device."""
     results = real.cluster.claim_of(pod)["status"]["allocation"]["devices"]["results"]
     device: str = results[0]["device"]
     chip = int(device.rsplit("chip", 1)[1])
-    daemon_ip = real.daemon_pod(node)["status"]["podIP"]
-    response = httpx.post(
-        f"http://{daemon_ip}:8080/sim/v1/faults",
-        json={"node": node, "chip": chip, "kind": "ecc-uncorrected-hbm"},
-        timeout=10,
-    )
+    response = inject(real, node, {"node": node, "chip": chip, "kind": "ecc-uncorrected-hbm"})
     assert response.status_code < 300, response.text
     return device
 
@@ -315,11 +326,8 @@ def test_a_failed_core_marks_only_the_partition_over_it(real: RealCluster) -> No
         )
     [result] = real.cluster.claim_of(high)["status"]["allocation"]["devices"]["results"]
     assert result["device"].endswith("-chip03-cores4-7"), result
-    daemon_ip = real.daemon_pod(NODE2)["status"]["podIP"]
-    response = httpx.post(
-        f"http://{daemon_ip}:8080/sim/v1/faults",
-        json={"node": NODE2, "chip": 3, "core": 6, "kind": "ecc-uncorrected-sram"},
-        timeout=10,
+    response = inject(
+        real, NODE2, {"node": NODE2, "chip": 3, "core": 6, "kind": "ecc-uncorrected-sram"}
     )
     assert response.status_code < 300, response.text
     health = wait_for(
@@ -333,13 +341,14 @@ def test_a_failed_core_marks_only_the_partition_over_it(real: RealCluster) -> No
 
 
 def test_the_invalid_config_example_reaches_the_pods_events(real: RealCluster) -> None:
-    """The example unchanged: the real kubelet turns our refusal into a pod event."""
-    real.cluster.apply("invalid-config")
+    """The example's config that fits no single core: the real kubelet turns our
+    refusal at prepare into a pod event."""
+    real.cluster.apply("invalid-config/2-does-not-fit.yaml")
 
     def refused() -> str | None:
         for event in real.cluster.events("example-invalid-config", "train"):
             message = event.get("message") or ""
-            if "logicalNeuronCore: must be one of 1, 2, 4, got 3" in message:
+            if "logicalNeuronCore=2 does not fit device" in message:
                 return message
         return None
 
@@ -347,7 +356,7 @@ def test_the_invalid_config_example_reaches_the_pods_events(real: RealCluster) -
     assert "NodePrepareResources" in message or "prepare" in message.lower()
     pod = real.cluster.pod("example-invalid-config", "train")
     assert pod is not None and pod["status"].get("phase") == "Pending"
-    real.cluster.delete("invalid-config")
+    real.cluster.delete("invalid-config/2-does-not-fit.yaml")
 
 
 def test_down_leaves_nothing_behind(real: RealCluster, host_before: dict[str, str]) -> None:

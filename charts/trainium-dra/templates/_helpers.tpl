@@ -49,3 +49,16 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "trainium-dra.nodeUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "trainium-dra.nodeName" .) -}}
 {{- end -}}
+
+{{/* The Secret holding the bearer token of the node daemons' simulator controls. */}}
+{{- define "trainium-dra.simControlSecret" -}}
+{{- default (printf "%s-sim-control" (include "trainium-dra.nodeName" .)) .Values.node.simControl.tokenSecret -}}
+{{- end -}}
+
+{{/*
+CEL that shows a JSON value in an error message as the node daemon does
+(driver/plugin/claimconfig.py `shown`): call with the CEL expression of the value.
+*/}}
+{{- define "trainium-dra.celShown" -}}
+({{ . }} == null ? 'null' : type({{ . }}) == bool ? ({{ . }} ? 'true' : 'false') : type({{ . }}) == int ? string({{ . }}) : type({{ . }}) == string ? '"' + {{ . }}.replace('\\', '\\\\').replace('"', '\\"') + '"' : type({{ . }}) == double ? 'a float' : type({{ . }}) == list ? 'a list' : 'an object')
+{{- end -}}

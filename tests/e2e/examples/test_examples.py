@@ -14,7 +14,7 @@ import pytest
 
 from driver.localsim.children import trainium_dra_argv
 from driver.localsim.top import parse_metrics
-from tests.e2e.cluster import Cluster, results, wait_for
+from tests.e2e.cluster import EXAMPLES, Cluster, results, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -235,10 +235,18 @@ def test_device_taint_eviction(cluster: Cluster) -> None:
 
 
 def test_invalid_config(cluster: Cluster) -> None:
-    files = ("invalid-config/invalid-config.yaml",)
-    cluster.apply(*files)
-    expected = "logicalNeuronCore: must be one of 1, 2, 4, got 3"
+    """Malformed: refused when created. Well formed but too big for the device:
+    refused at prepare, and the pod says why."""
+    refused, fits_not = "invalid-config/1-refused.yaml", "invalid-config/2-does-not-fit.yaml"
     try:
+        applied = cluster.kubectl("apply", "-f", str(EXAMPLES / refused), check=False)
+        assert applied.returncode != 0
+        assert (
+            "spec.spec.devices.config[0].opaque.parameters.logicalNeuronCore: "
+            "must be one of 1, 2, 4, got 3"
+        ) in applied.stderr
+        cluster.apply(fits_not)
+        expected = "logicalNeuronCore=2 does not fit device"
 
         def failed() -> dict[str, str] | None:
             pod = cluster.pod("example-invalid-config", "train")
@@ -248,13 +256,14 @@ def test_invalid_config(cluster: Cluster) -> None:
 
         waiting = wait_for("the prepare error in the pod status", failed)
         assert waiting["reason"] == "FailedPrepareDynamicResources"
+        assert "status.allocation.devices.config: " in waiting["message"]
         pod = cluster.pod("example-invalid-config", "train")
         assert pod is not None and pod["status"]["phase"] == "Pending"
         events = cluster.events("example-invalid-config", "train")
         warnings = [e for e in events if e["reason"] == "FailedPrepareDynamicResources"]
         assert warnings and warnings[0]["type"] == "Warning" and expected in warnings[0]["message"]
     finally:
-        cluster.delete(*files)
+        cluster.delete(refused, fits_not)
 
 
 def test_demo_job(cluster: Cluster) -> None:
@@ -286,7 +295,7 @@ def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> Non
     """`trainium-dra status` on a running claim and on a chip the simulator failed."""
     files = ("whole-chip/whole-chip.yaml",)
     cluster.apply(*files)
-    base = cluster.metrics_url().removesuffix("/metrics")
+    sim = cluster.sim_control()
     fault = {"node": "rack-a-node-7", "kind": "ecc-uncorrected-hbm", "chip": 1}
     try:
         pod = cluster.running("example-whole-chip", "train")
@@ -304,7 +313,7 @@ def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> Non
 
         row = next(line for line in status().splitlines() if claim["metadata"]["name"] in line)
         assert f"rack-a/{result['device']}" in row and node_of(pod) in row and "train" in row
-        httpx.post(f"{base}/sim/v1/faults", json=fault).raise_for_status()
+        sim.post("/sim/v1/faults", json=fault).raise_for_status()
         unhealthy = wait_for(
             "the failed chip in status",
             lambda: [
@@ -314,8 +323,9 @@ def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> Non
             ],
         )
         assert "rack-a-node-7" in unhealthy[0] and "failed" in unhealthy[0]
-        httpx.request("DELETE", f"{base}/sim/v1/faults", json=fault).raise_for_status()
+        sim.request("DELETE", "/sim/v1/faults", json=fault).raise_for_status()
         wait_for("recovery", lambda: "(none)" in status().split("UNHEALTHY DEVICES")[1])
     finally:
-        httpx.request("DELETE", f"{base}/sim/v1/faults", json=fault)
+        sim.request("DELETE", "/sim/v1/faults", json=fault)
+        sim.close()
         cluster.delete(*files)

@@ -1,7 +1,6 @@
 """Per-core health on the local cluster: a fault on one core taints only the
 devices over it (deploy/examples/core-fault)."""
 
-import httpx
 import pytest
 from kubernetes import client
 
@@ -43,20 +42,21 @@ def health_entries(cluster: Cluster) -> list[JSON]:
 
 def test_a_failed_core_evicts_only_the_partition_over_it(cluster: Cluster) -> None:
     files = ("core-fault/core-fault.yaml",)
-    base = cluster.metrics_url().removesuffix("/metrics")
+    sim = cluster.sim_control()
     cluster.apply(*files)
     try:
         for name in ("low", "high"):
             cluster.running(NAMESPACE, name)
-        httpx.post(f"{base}/sim/v1/faults", json=FAULT).raise_for_status()
+        sim.post("/sim/v1/faults", json=FAULT).raise_for_status()
         [entry] = wait_for("the core in NodeDeviceHealth", lambda: health_entries(cluster))
         assert (entry["chip"], entry.get("core"), entry["state"]) == (3, 6, "failed")
         wait_for("exactly the devices over core 6 tainted", lambda: tainted(cluster) == OVER_CORE_6)
         wait_for("high evicted", lambda: cluster.pod(NAMESPACE, "high") is None)
         low = cluster.pod(NAMESPACE, "low")
         assert low is not None and low["status"]["phase"] == "Running"
-        httpx.request("DELETE", f"{base}/sim/v1/faults", json=FAULT).raise_for_status()
+        sim.request("DELETE", "/sim/v1/faults", json=FAULT).raise_for_status()
         wait_for("the taints gone", lambda: not tainted(cluster))
     finally:
-        httpx.request("DELETE", f"{base}/sim/v1/faults", json=FAULT)
+        sim.request("DELETE", "/sim/v1/faults", json=FAULT)
+        sim.close()
         cluster.delete(*files)
