@@ -58,6 +58,12 @@ class Op(IntEnum):
     NOP = 11  # a semaphore-only instruction
 
 
+# Plain-int aliases for the builder's hot paths (an enum member lookup costs
+# more than the rest of an emit's bookkeeping for it).
+_TENSOR, _SYNC = int(Queue.TENSOR), int(Queue.SYNC)
+_LOAD_STATIONARY, _MULTIPLY_MOVING = int(Op.LOAD_STATIONARY), int(Op.MULTIPLY_MOVING)
+_TENSOR_TENSOR, _ACTIVATION = int(Op.TENSOR_TENSOR), int(Op.ACTIVATION)
+
 # Storage and matmul data types and their bytes per element.
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4")
 DTYPE_BYTES: dict[str, float] = {
@@ -358,8 +364,8 @@ class ProgramBuilder:
     # -- emission ------------------------------------------------------------
     def _emit(  # noqa: PLR0917 - private, called positionally by every op
         self,
-        queue: Queue,
-        op: Op,
+        queue: int,
+        op: int,
         a: float,
         b: float,
         flops: float,
@@ -459,26 +465,29 @@ class ProgramBuilder:
             raise ProgramError(
                 f"stationary: 1 to {MAX_CONTRACTION_TILES} contraction tiles, got {len(tiles)}"
             )
+        first = tiles[0]
+        columns = first.c1 - first.c0
         for tile in tiles:
-            self._on_chip("stationary", tile, ("sbuf",))
-            if tile.cols > PARTITIONS:
-                raise ProgramError(f"stationary: {tile.cols} columns > {PARTITIONS}")
-            if tile.cols != tiles[0].cols:
+            if tile.buffer.memory != "sbuf":
+                self._on_chip("stationary", tile, ("sbuf",))
+            cols = tile.c1 - tile.c0
+            if cols > PARTITIONS:
+                raise ProgramError(f"stationary: {cols} columns > {PARTITIONS}")
+            if cols != columns:
                 raise ProgramError(
-                    f"stationary: contraction tiles have {tiles[0].cols} and {tile.cols} columns"
+                    f"stationary: contraction tiles have {columns} and {cols} columns"
                 )
         self._stationary = tiles
-        columns = float(tiles[0].cols)
         return self._emit(
-            Queue.TENSOR,
-            Op.LOAD_STATIONARY,
+            _TENSOR,
+            _LOAD_STATIONARY,
             0.0,
-            columns,
+            float(columns),
             0.0,
             tiles,
             wait,
             signal,
-            c=columns,
+            c=float(columns),
         )
 
     def multiply_moving(
@@ -546,8 +555,8 @@ class ProgramBuilder:
         # Count the FLOPs the array really does: the non-zeros of a sparse tile.
         flops = 2.0 * k * m * n * density * BF16_EQUIVALENT[dtype]
         return self._emit(
-            Queue.TENSOR,
-            Op.MULTIPLY_MOVING,
+            _TENSOR,
+            _MULTIPLY_MOVING,
             float(n),
             code,
             flops,
@@ -598,7 +607,7 @@ class ProgramBuilder:
     ) -> Token | None:
         """Emit a vector/scalar/gpsimd op; its cost class is `function` (0,
         EXP or TRANSCENDENTAL_OTHER) plus the flags its operands set."""
-        if queue in (Queue.TENSOR, Queue.SYNC):
+        if queue in (_TENSOR, _SYNC):
             raise ProgramError("queue: elementwise ops run on the vector, scalar or gpsimd queue")
         self._on_chip("dst", dst)
         tensors = [v for v in operands if isinstance(v, View)]
@@ -611,9 +620,9 @@ class ProgramBuilder:
             cost |= NARROW
         if any(v.buffer.memory == "psum" for v in tiles):
             cost |= IN_PSUM
-        if op == Op.TENSOR_TENSOR:
+        if op == _TENSOR_TENSOR:
             cost |= TWO_INPUTS
-        if op == Op.ACTIVATION:
+        if op == _ACTIVATION:
             cost |= IS_ACTIVATION
         return self._emit(queue, op, float(free), float(cost), 0.0, operands, wait, signal)
 
