@@ -335,7 +335,7 @@ def render(results: dict[str, Any]) -> str:
         )
     )
     goal = "met" if c["goal_met"] else "not met"
-    repeats = step["instructions_per_rack"] / step["instructions_per_core"]
+    within_core = step["instructions_per_core"] / exact["instructions_timed"]
     markdown = f"""
 Full Trn3 Gen2 rack (36 servers, 144 chips, 1152 cores), one steady training
 step `{STEP}` on every core, cold (all timing caches cleared; best of
@@ -358,13 +358,14 @@ parallel, identical cores), and within one core's step the programs repeat
 (layers, GEMM shapes the forward and backward share, attention's backward,
 layernorm's four passes), so one timed instruction stands for
 **{c["reuse_factor"]:,.0f}** executed on the rack
-({c["cores_per_timed_program"]} cores x {repeats / c["cores_per_timed_program"]:.2f}).
+({c["cores_per_timed_program"]} cores x {within_core:.2f} runs of each timed
+instruction in one core's step).
 Timing every core's program separately at the exact path's rate would run at
 {no_reuse_ratio:.6f}x real time.
 
 The fast path plans the step {c["fast_vs_exact_speedup"]:.1f}x faster than the
 exact model in the same run, and its step differs from the exact one by
-{c["fast_vs_exact_step_error"] * 100:+.3f}%.
+{c["fast_vs_exact_step_error"]:+.1e} (relative).
 
 Once a step's programs are timed, running more steps is bookkeeping on the
 simulated clock; these rows time no program and are not the simulator's speed:
