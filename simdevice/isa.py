@@ -226,7 +226,7 @@ class View(NamedTuple):
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.rows, self.cols)
+        return (self.r1 - self.r0, self.c1 - self.c0)
 
     @property
     def nbytes(self) -> float:
@@ -409,7 +409,7 @@ class ProgramBuilder:
 
     @staticmethod
     def _same_shape(field_name: str, x: View, y: View) -> None:
-        if x.shape != y.shape:
+        if x.r1 - x.r0 != y.r1 - y.r0 or x.c1 - x.c0 != y.c1 - y.c0:
             raise ProgramError(f"{field_name}: shapes differ, {x.shape} vs {y.shape}")
 
     @staticmethod
