@@ -8,7 +8,10 @@ Dependencies between the five in-order queues are semaphores: an instruction
 may signal one semaphore on completion and wait for others to reach a value.
 """
 
+import gc
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -756,3 +759,18 @@ class ProgramBuilder:
             p.a, p.b, p.c, p.flops = array("d", a), array("d", b), array("d", c), array("d", flops)
             p.waits, p.signal, p.operands = list(waits), list(signal), list(operands)
         return p
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Build (and time) programs without the cyclic garbage collector: a large
+    program is hundreds of thousands of acyclic objects (rows, views, tokens)
+    that reference counting frees, and that the collector would otherwise
+    scan again and again while they pile up."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

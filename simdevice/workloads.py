@@ -26,6 +26,7 @@ from simdevice.isa import (
     SPARSITY,
     Program,
     ProgramError,
+    collector_paused,
 )
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import block_rows, gemm, output_dtype
@@ -248,7 +249,8 @@ def _timed(
     chip: ChipSpec,
     dma_bandwidth: float | None,
 ) -> ProgramTiming:
-    timing = time_program(builder(*args), chip, dma_bandwidth)
+    with collector_paused():
+        timing = time_program(builder(*args), chip, dma_bandwidth)
     TIMED.programs += 1
     TIMED.instructions += timing.instructions
     return timing
