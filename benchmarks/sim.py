@@ -353,14 +353,13 @@ exact model: **{goal}** ({exact["ratio"]:.3f}x; the exact path would have to
 time {exact["instructions_timed"]:,} instructions in {exact["step_s"] * 1e3:.1f} ms,
 {exact["instructions_timed"] / exact["step_s"] / 1e6:.1f} M/s).
 
-Reuse: all {c["cores_per_timed_program"]} cores run the same programs (data
-parallel, identical cores), and within one core's step the programs repeat
-(layers, GEMM shapes the forward and backward share, attention's backward,
-layernorm's four passes), so one timed instruction stands for
-**{c["reuse_factor"]:,.0f}** executed on the rack
-({c["cores_per_timed_program"]} cores x {within_core:.2f} runs of each timed
-instruction in one core's step).
-Timing every core's program separately at the exact path's rate would run at
+Reuse factor: **{c["cores_per_timed_program"]} cores share each timed program**
+(data parallel on identical cores: every core runs the same programs). Within
+one core's step the programs repeat as well (layers, GEMM shapes the forward
+and backward share, attention's backward, layernorm's four passes:
+{within_core:.2f} runs per timed instruction), so one timed instruction stands
+for {c["reuse_factor"]:,.0f} executed on the rack. Timing every core's program
+separately at the exact path's rate would run at
 {no_reuse_ratio:.6f}x real time.
 
 The fast path plans the step {c["fast_vs_exact_speedup"]:.1f}x faster than the
