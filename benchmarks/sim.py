@@ -181,6 +181,7 @@ def with_rates(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **row,
         "instr_per_s": row["instructions_timed"] / row["wall_s"],
+        "instr_per_cpu_s": row["instructions_timed"] / row["cpu_s"],
         "ratio": row["step_s"] / row["wall_s"],
         "ratio_cpu": row["step_s"] / row["cpu_s"],
     }
@@ -265,7 +266,9 @@ def measure() -> dict[str, Any]:
             "fast_vs_exact_speedup": exact["wall_s"] / fast["wall_s"],
             "fast_vs_exact_step_error": fast["step_s"] / exact["step_s"] - 1,
             "goal_ratio": 1.0,
-            "goal_met": exact["ratio"] >= 1.0,
+            # judged on both clocks: wall is what the issue asks for, CPU what
+            # the simulator itself spends when other work shares the machine
+            "goal_met": exact["ratio"] >= 1.0 and exact["ratio_cpu"] >= 1.0,
         },
         "bookkeeping": {"long_job": long_job, "step_per_job": per_step},
         # every core's program timed, at the exact path's rate
@@ -349,9 +352,12 @@ gradient all-reduce over 144 chips); each core runs
 {cold_rows}
 
 Goal, a rack step at >= 1x real time with every distinct program timed by the
-exact model: **{goal}** ({exact["ratio"]:.3f}x; the exact path would have to
-time {exact["instructions_timed"]:,} instructions in {exact["step_s"] * 1e3:.1f} ms,
-{exact["instructions_timed"] / exact["step_s"] / 1e6:.1f} M/s).
+exact model: **{goal}**: {exact["ratio"]:.3f}x real time by the wall clock,
+{exact["ratio_cpu"]:.3f}x by the process's CPU time
+({exact["instr_per_cpu_s"] / 1e6:.2f} M instructions timed per CPU second). To
+keep up, the exact path would have to build and play
+{exact["instructions_timed"]:,} instructions in {exact["step_s"] * 1e3:.1f} ms,
+{exact["instructions_timed"] / exact["step_s"] / 1e6:.1f} M/s.
 
 Reuse factor: **{c["cores_per_timed_program"]} cores share each timed program**
 (data parallel on identical cores: every core runs the same programs). Within
