@@ -1,9 +1,13 @@
-"""How fast the simulator is: instructions timed per wall-clock second on one
-CPU core, and simulated time per wall time for a whole Trn3 Gen2 rack (36
-servers, 144 chips, 1152 cores) running a steady training step.
+"""How fast the simulator is, honestly: a whole Trn3 Gen2 rack (36 servers,
+144 chips, 1152 cores) running one training step, cold, with every distinct
+program of the step really timed. The exact model (each program built whole
+and played instruction by instruction) is the anchor; the planner's fast path
+(small programs, steady state extrapolated) is measured beside it in the same
+run. Steady-state rows that only move a simulated clock over timings already
+made are reported apart: they time nothing.
 
-Baseline for the ratios: a bare Python loop doing one float add and one list
-append per item, measured in the same run (what one interpreted step costs).
+Baseline for the per-instruction rates: a bare Python loop doing one float add
+and one list append per item, measured in the same run.
 """
 
 import os
@@ -18,14 +22,23 @@ from simdevice.kernels.gemm import gemm
 from simdevice.kernels.rowwise import layernorm, softmax
 from simdevice.numerics import execute
 from simdevice.server import ServerSim
-from simdevice.timing import time_program
+from simdevice.step import time_exactly
+from simdevice.timing import core_timing, time_program
 from simdevice.topology import rack_spec
-from simdevice.workloads import clear_caches, parse_workload, plan
+from simdevice.workloads import (
+    TIMED,
+    clear_caches,
+    parse_workload,
+    plan,
+    train_step_comm,
+    train_step_programs,
+)
 
 COMMAND = "make bench-sim"
 REPEATS = 5
 RACK = rack_spec("trn3-gen2")
 STEP = {"kind": "train-step", "hidden": 4096, "seq": 2048, "layers": 2, "chips": 144}
+COLD_REPEATS = 3
 
 
 def best_of(fn: Callable[[], object], repeats: int = REPEATS) -> float:
@@ -113,23 +126,71 @@ def rack_servers(clock: FakeClock) -> list[ServerSim]:
 ALL_CORES = [(c, k) for c in range(RACK.chips_per_server) for k in range(RACK.chip.cores)]
 
 
-def rack_cold() -> dict[str, Any]:
-    """First submission of the step on every server: the programs are built and
-    timed once (identical on every core) and reused for all 1152 cores."""
-    clear_caches()
+def cold(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Best of COLD_REPEATS cold runs (every cache cleared first), by wall time;
+    the process CPU time is kept beside it (other work shares this machine)."""
+    best: dict[str, Any] = {}
+    for _ in range(COLD_REPEATS):
+        clear_caches()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        result = run()
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        if not best or wall < best["wall_s"]:
+            best = {**result, "wall_s": wall, "cpu_s": cpu}
+    return best
+
+
+def exact_step() -> dict[str, Any]:
+    """The anchor: every distinct program of a core's step built whole and
+    played by the event-driven model, then the gradient all-reduce."""
+    workload = parse_workload(STEP)
+    exact = time_exactly(train_step_programs(workload), RACK.chip)
+    comm, _ = train_step_comm(workload, RACK, RACK.chips_per_server)
+    return {
+        "programs": exact.programs,
+        "instructions_timed": exact.instructions,
+        "step_s": exact.layer.duration * workload["layers"] + comm,
+    }
+
+
+def fast_step() -> dict[str, Any]:
+    """The planner on one server's share of the step (32 cores on 4 chips)."""
+    step_plan = plan(parse_workload(STEP), RACK, len(ALL_CORES), RACK.chips_per_server)
+    return {
+        "programs": TIMED.programs,
+        "instructions_timed": TIMED.instructions,
+        "step_s": step_plan.duration,
+    }
+
+
+def rack_step() -> dict[str, Any]:
+    """The step submitted on all 36 servers: each plans it (the first one times
+    its programs, the others find the plan cached) and schedules 32 cores."""
     clock = FakeClock()
     servers = rack_servers(clock)
     workload = parse_workload(STEP)
-    t0 = time.perf_counter()
     ids = [s.submit(workload, ALL_CORES) for s in servers]
-    wall = time.perf_counter() - t0
-    step = servers[0].job(ids[0]).duration
-    return {"wall_s": wall, "step_s": step, "ratio": step / wall}
+    return {
+        "programs": TIMED.programs,
+        "instructions_timed": TIMED.instructions,
+        "step_s": servers[0].job(ids[0]).duration,
+    }
+
+
+def with_rates(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **row,
+        "instr_per_s": row["instructions_timed"] / row["wall_s"],
+        "instr_per_cpu_s": row["instructions_timed"] / row["cpu_s"],
+        "ratio": row["step_s"] / row["wall_s"],
+        "ratio_cpu": row["step_s"] / row["cpu_s"],
+    }
 
 
 def rack_steady_long_job(simulated: float = 600.0, scrape: float = 5.0) -> dict[str, Any]:
-    """A long training job (many steps) on every core of the rack, the clock
-    moving in 1 s ticks and telemetry read every `scrape` seconds per server."""
+    """Bookkeeping only: a long training job (many steps) on every core of the
+    rack, timed once, then the clock moving in 1 s ticks and telemetry read
+    every `scrape` seconds per server."""
     clock = FakeClock()
     servers = rack_servers(clock)
     workload = parse_workload({**STEP, "iterations": 10**9})
@@ -148,8 +209,8 @@ def rack_steady_long_job(simulated: float = 600.0, scrape: float = 5.0) -> dict[
 
 
 def rack_step_per_job(steps: int = 100) -> dict[str, Any]:
-    """A training loop that submits one step job per server, waits for all of
-    them to finish, and goes again."""
+    """Bookkeeping only: a training loop that submits one step job per server
+    (its plan cached after the first), waits for all of them, and goes again."""
     clock = FakeClock()
     servers = rack_servers(clock)
     workload = parse_workload(STEP)
@@ -172,13 +233,14 @@ def measure() -> dict[str, Any]:
     base = baseline_rate()
     timing = timing_rate()
     data_path = numerics_rate()
-    cold = rack_cold()
+    exact = with_rates(cold(exact_step))
+    fast = with_rates(cold(fast_step))
+    rack = with_rates(cold(rack_step))
     long_job = rack_steady_long_job()
     per_step = rack_step_per_job()
     step_plan = plan(parse_workload(STEP), RACK, len(ALL_CORES), RACK.chips_per_server)
     per_core_instr = step_plan.compute.instructions * step_plan.iterations
-    # Without reuse every core's program would be timed: 1152 x the instructions.
-    no_reuse_ratio = step_plan.duration / (per_core_instr * RACK.cores / timing["instr_per_s"])
+    rack_instr = per_core_instr * RACK.cores
     load_after = os.getloadavg()[0]
     return {
         "load_average_1min": {"before": load_before, "after": load_after},
@@ -191,13 +253,42 @@ def measure() -> dict[str, Any]:
             "step_s": step_plan.duration,
             "comm_s": step_plan.comm,
             "instructions_per_core": per_core_instr,
-            "utilization": step_plan.compute.flops / (step_plan.compute.duration * 78.64e12),
+            "instructions_per_rack": rack_instr,
+            "utilization": step_plan.compute.flops
+            / (step_plan.compute.duration * core_timing(RACK.chip).peak_flops()),
         },
-        "rack_cold": cold,
-        "rack_steady_long_job": long_job,
-        "rack_step_per_job": per_step,
-        "rack_no_reuse_projected_ratio": no_reuse_ratio,
+        "cold_step": {
+            "exact": exact,
+            "fast": fast,
+            "rack_36_servers": rack,
+            "cores_per_timed_program": RACK.cores,
+            "reuse_factor": rack_instr / exact["instructions_timed"],
+            "fast_vs_exact_speedup": exact["wall_s"] / fast["wall_s"],
+            "fast_vs_exact_step_error": fast["step_s"] / exact["step_s"] - 1,
+            "goal_ratio": 1.0,
+            # judged on both clocks: wall is what the issue asks for, CPU what
+            # the simulator itself spends when other work shares the machine
+            "goal_met": exact["ratio"] >= 1.0 and exact["ratio_cpu"] >= 1.0,
+        },
+        "bookkeeping": {"long_job": long_job, "step_per_job": per_step},
+        # every core's program timed, at the exact path's rate
+        "rack_no_reuse_projected_ratio": step_plan.duration / (rack_instr / exact["instr_per_s"]),
     }
+
+
+COLD_HEADER = (
+    "| path | distinct programs timed | instructions timed | wall | CPU "
+    "| timed instructions / wall s | step simulated | simulated / wall | simulated / CPU |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def _cold_row(name: str, row: dict[str, Any]) -> str:
+    return (
+        f"| {name} | {row['programs']} | {row['instructions_timed']:,} | "
+        f"{row['wall_s']:.3f} s | {row['cpu_s']:.3f} s | {row['instr_per_s'] / 1e6:.2f} M/s | "
+        f"{row['step_s'] * 1e3:.2f} ms | **{row['ratio']:.3f}** | {row['ratio_cpu']:.3f} |"
+    )
 
 
 def render(results: dict[str, Any]) -> str:
@@ -208,9 +299,10 @@ def render(results: dict[str, Any]) -> str:
     timing = results["timing"]
     data_path = results["numerics_instr_per_s"]
     step = results["train_step"]
-    cold = results["rack_cold"]
-    long_job = results["rack_steady_long_job"]
-    per_step = results["rack_step_per_job"]
+    c = results["cold_step"]
+    exact, fast, rack = c["exact"], c["fast"], c["rack_36_servers"]
+    long_job = results["bookkeeping"]["long_job"]
+    per_step = results["bookkeeping"]["step_per_job"]
     no_reuse_ratio = results["rack_no_reuse_projected_ratio"]
     kernels = "\n".join(
         f"| {name} | {k['instructions']:,} | {k['timing_instr_per_s'] / 1e6:.2f} M/s | "
@@ -218,33 +310,77 @@ def render(results: dict[str, Any]) -> str:
         for name, k in timing["per_kernel"].items()
     )
     total = (
-        f"| **all** | | **{timing['instr_per_s'] / 1e6:.2f} M/s** (goal >= 1 M/s) | "
+        f"| **all** | | **{timing['instr_per_s'] / 1e6:.2f} M/s** | "
         f"{timing['build_instr_per_s'] / 1e6:.2f} M/s |"
     )
-    rows = [
+    cold_rows = "\n".join(
         (
-            "long job, 1 s clock ticks, telemetry every 5 s per server",
-            f"{long_job['simulated_s']:.0f} s",
-            long_job["wall_s"],
-            f"**{long_job['ratio']:,.0f}**",
-        ),
-        (
-            f"one job per step, {per_step['steps']} steps",
-            f"{per_step['simulated_s']:.2f} s",
-            per_step["wall_s"],
-            f"**{per_step['ratio']:,.1f}**",
-        ),
-        (
-            "cold first step (programs built + timed once)",
-            f"{cold['step_s'] * 1e3:.1f} ms",
-            cold["wall_s"],
-            f"{cold['ratio']:.3f}",
-        ),
-    ]
-    scenarios = "\n".join(f"| {a} | {b} | {c:.2f} s | {d} |" for a, b, c, d in rows)
+            _cold_row("exact model: every distinct program built whole and played", exact),
+            _cold_row("fast path: the planner (small programs, steady state extrapolated)", fast),
+            _cold_row("fast path through 36 `ServerSim`s (one plans, 35 hit its cache)", rack),
+        )
+    )
+    bookkeeping = "\n".join(
+        f"| {name} | {simulated} | {row['wall_s']:.2f} s | {ratio} |"
+        for name, simulated, row, ratio in (
+            (
+                "long job, 1 s clock ticks, telemetry every 5 s per server",
+                f"{long_job['simulated_s']:.0f} s",
+                long_job,
+                f"{long_job['ratio']:,.0f}",
+            ),
+            (
+                f"one job per step, {per_step['steps']} steps",
+                f"{per_step['simulated_s']:.2f} s",
+                per_step,
+                f"{per_step['ratio']:,.1f}",
+            ),
+        )
+    )
+    goal = "met" if c["goal_met"] else "not met"
+    within_core = step["instructions_per_core"] / exact["instructions_timed"]
     markdown = f"""
-Simulated instructions per wall-clock second, one CPU core (timing model; each
-run gets a fresh program so descriptor conversion is counted; best of {REPEATS}):
+Full Trn3 Gen2 rack (36 servers, 144 chips, 1152 cores), one steady training
+step `{STEP}` on every core, cold (all timing caches cleared; best of
+{COLD_REPEATS} by wall time, the process's CPU time beside it). One step is
+{step["step_s"] * 1e3:.1f} ms simulated ({step["comm_s"] * 1e3:.2f} ms of it the
+gradient all-reduce over 144 chips); each core runs
+{step["instructions_per_core"]:,} instructions, the rack
+{step["instructions_per_rack"]:,}.
+
+{COLD_HEADER}
+{cold_rows}
+
+Goal, a rack step at >= 1x real time with every distinct program timed by the
+exact model: **{goal}**: {exact["ratio"]:.3f}x real time by the wall clock,
+{exact["ratio_cpu"]:.3f}x by the process's CPU time
+({exact["instr_per_cpu_s"] / 1e6:.2f} M instructions timed per CPU second). To
+keep up, the exact path would have to build and play
+{exact["instructions_timed"]:,} instructions in {exact["step_s"] * 1e3:.1f} ms,
+{exact["instructions_timed"] / exact["step_s"] / 1e6:.1f} M/s.
+
+Reuse factor: **{c["cores_per_timed_program"]} cores share each timed program**
+(data parallel on identical cores: every core runs the same programs). Within
+one core's step the programs repeat as well (layers, GEMM shapes the forward
+and backward share, attention's backward, layernorm's four passes:
+{within_core:.2f} runs per timed instruction), so one timed instruction stands
+for {c["reuse_factor"]:,.0f} executed on the rack. Timing every core's program
+separately at the exact path's rate would run at
+{no_reuse_ratio:.6f}x real time.
+
+The fast path plans the step {c["fast_vs_exact_speedup"]:.1f}x faster than the
+exact model in the same run, and its step differs from the exact one by
+{c["fast_vs_exact_step_error"]:+.1e} (relative).
+
+Once a step's programs are timed, running more steps is bookkeeping on the
+simulated clock; these rows time no program and are not the simulator's speed:
+
+| bookkeeping only (plans cached) | simulated | wall | simulated / wall |
+|---|---|---|---|
+{bookkeeping}
+
+The timing model per kernel, one CPU core (each run gets a fresh program so
+descriptor conversion is counted; best of {REPEATS}):
 
 | kernel | instructions | timed | built |
 |---|---|---|---|
@@ -252,29 +388,17 @@ run gets a fresh program so descriptor conversion is counted; best of {REPEATS})
 {total}
 
 The machine's 1-minute load average was {load_before:.1f} before and
-{load_after:.1f} after the run (other work shares its CPUs; figures are best-of).
+{load_after:.1f} after the run (other work shares its CPUs).
 
 Baseline: a bare Python loop (one float add + one append per item) runs
-{base / 1e6:.1f} M items/s here, so one simulated instruction costs
+{base / 1e6:.1f} M items/s here, so timing one instruction costs
 {base / timing["instr_per_s"]:.1f} such loop steps. The numpy data path
 (numerics on request) runs {data_path / 1e3:.1f} k instructions/s.
 
-Full Trn3 Gen2 rack (36 `ServerSim`s in one process, 144 chips, 1152 cores),
-steady training step `{STEP}` on every core: one step is
-{step["step_s"] * 1e3:.1f} ms simulated ({step["comm_s"] * 1e3:.2f} ms of it
-the gradient all-reduce over 144 chips), {step["instructions_per_core"]:,} instructions per core.
-
-| scenario | simulated | wall | simulated / wall |
-|---|---|---|---|
-{scenarios}
-| projected without reuse (every core's program timed) | | | {no_reuse_ratio:.5f} |
-
-How: identical programs on identical cores are timed once (plans are cached
-by workload, core count and HBM share) and GEMMs are timed from small
-programs by extrapolating their periodic steady state. What that trades:
-cores of one job finish together (no per-core jitter), a step's phases run
-back to back without overlap between layers, and the extrapolated GEMM
-timings are within 1% of timing the full program (exact for 4096^3).
+What the fast path trades: cores of one job finish together (no per-core
+jitter), a step's phases run back to back without overlap between layers, and
+GEMM and attention timings are extrapolated from small programs over their
+periodic steady state (`make validate-sim` checks them against the exact run).
 """
     return markdown
 

@@ -8,7 +8,10 @@ Dependencies between the five in-order queues are semaphores: an instruction
 may signal one semaphore on completion and wait for others to reach a value.
 """
 
+import gc
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -58,6 +61,12 @@ class Op(IntEnum):
     NOP = 11  # a semaphore-only instruction
 
 
+# Plain-int aliases for the builder's hot paths (an enum member lookup costs
+# more than the rest of an emit's bookkeeping for it).
+_TENSOR, _SYNC = int(Queue.TENSOR), int(Queue.SYNC)
+_LOAD_STATIONARY, _MULTIPLY_MOVING = int(Op.LOAD_STATIONARY), int(Op.MULTIPLY_MOVING)
+_TENSOR_TENSOR, _ACTIVATION = int(Op.TENSOR_TENSOR), int(Op.ACTIVATION)
+
 # Storage and matmul data types and their bytes per element.
 DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4")
 DTYPE_BYTES: dict[str, float] = {
@@ -99,6 +108,25 @@ def contraction_tiles(dtype: str, sparsity: str = "dense") -> int:
     nonzero, group = (int(x) for x in sparsity.split(":"))
     return max(tiles, min(tiles * group // nonzero, MAX_CONTRACTION_TILES))
 
+
+def _sparsity_density(sparsity: str) -> float:
+    if sparsity == "dense":
+        return 1.0
+    nonzero, group = (int(x) for x in sparsity.split(":"))
+    return nonzero / group
+
+
+# (contraction tiles, descriptor code, density) of every matmul kind, looked
+# up once per matmul instead of recomputed.
+_MATMUL_KINDS: dict[tuple[str, str], tuple[int, float, float]] = {
+    (dtype, sparsity): (
+        contraction_tiles(dtype, sparsity),
+        float(DTYPE_CODE[dtype] * 16 + SPARSITY_CODE[sparsity]),
+        _sparsity_density(sparsity),
+    )
+    for dtype in DTYPES
+    for sparsity in SPARSITY
+}
 
 ALU_OPS: tuple[str, ...] = ("add", "subtract", "multiply", "max", "min", "divide")
 ACTIVATIONS: tuple[str, ...] = (
@@ -146,6 +174,21 @@ class Buffer:
 
     def __getitem__(self, key: tuple[slice, slice]) -> "View":
         rows, cols = key
+        r0, r1, c0, c1 = rows.start, rows.stop, cols.start, cols.stop
+        # Kernels slice with explicit in-range bounds; only other slices need
+        # the general path (and its error messages).
+        if (
+            type(r0) is int
+            and type(r1) is int
+            and type(c0) is int
+            and type(c1) is int
+            and 0 <= r0 < r1 <= self.rows
+            and 0 <= c0 < c1 <= self.cols
+        ):
+            return _new_tuple(View, (self, r0, r1, c0, c1))
+        return self._checked_view(rows, cols)
+
+    def _checked_view(self, rows: slice, cols: slice) -> "View":
         r0, r1, _ = rows.indices(self.rows)
         c0, c1, _ = cols.indices(self.cols)
         for name, lo, hi, limit, start, stop in (
@@ -186,11 +229,15 @@ class View(NamedTuple):
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.rows, self.cols)
+        return (self.r1 - self.r0, self.c1 - self.c0)
 
     @property
     def nbytes(self) -> float:
         return self.rows * self.cols * DTYPE_BYTES[self.buffer.dtype]
+
+
+# View's generated __new__ is a Python call; kernels make views by the million.
+_new_tuple = tuple.__new__
 
 
 class Token(NamedTuple):
@@ -280,6 +327,9 @@ class ProgramBuilder:
         self._sbuf_offset = 0
         self._psum_offset = 0
         self._stationary: tuple[View, ...] | None = None
+        # One tuple per instruction (queue, op, a, b, c, flops, waits, signal,
+        # operands): a single append per emit; build() splits the columns.
+        self._rows: list[tuple[Any, ...]] = []
 
     # -- buffers -------------------------------------------------------------
     def _buffer(self, name: str, memory: str, rows: int, cols: int, dtype: str) -> Buffer:
@@ -317,8 +367,8 @@ class ProgramBuilder:
     # -- emission ------------------------------------------------------------
     def _emit(  # noqa: PLR0917 - private, called positionally by every op
         self,
-        queue: Queue,
-        op: Op,
+        queue: int,
+        op: int,
         a: float,
         b: float,
         flops: float,
@@ -327,18 +377,19 @@ class ProgramBuilder:
         signal: str | None,
         c: float = 0.0,
     ) -> Token | None:
-        p = self.program
         waits = []
-        for token in wait:
-            if token is None:
-                continue
-            sem = self._sem_ids.get(token.semaphore)
-            if sem is None or not 1 <= token.value <= len(self._sem_events[sem]):
-                raise ProgramError(
-                    f"wait: semaphore {token.semaphore!r} is never signalled {token.value} "
-                    "times before this instruction; wait only for tokens already emitted"
-                )
-            waits.append(self._sem_events[sem][token.value - 1])
+        if wait:
+            sem_ids, sem_events = self._sem_ids, self._sem_events
+            for token in wait:
+                if token is None:
+                    continue
+                sem = sem_ids.get(token[0])
+                if sem is None or not 1 <= token[1] <= len(sem_events[sem]):
+                    raise ProgramError(
+                        f"wait: semaphore {token.semaphore!r} is never signalled {token.value} "
+                        "times before this instruction; wait only for tokens already emitted"
+                    )
+                waits.append(sem_events[sem][token[1] - 1])
         sem_id = -1
         result = None
         if signal is not None:
@@ -352,23 +403,16 @@ class ProgramBuilder:
                     f"{QUEUE_NAMES[self._sem_queue[sem_id]]} queue already; use one "
                     "semaphore per producing queue"
                 )
-            self._sem_events[sem_id].append(self._events)
+            events = self._sem_events[sem_id]
+            events.append(self._events)
             self._events += 1
-            result = Token(signal, len(self._sem_events[sem_id]))
-        p.queue.append(queue)
-        p.op.append(op)
-        p.a.append(a)
-        p.b.append(b)
-        p.c.append(c)
-        p.flops.append(flops)
-        p.waits.append(tuple(waits))
-        p.signal.append(sem_id)
-        p.operands.append(operands)
+            result = _new_tuple(Token, (signal, len(events)))
+        self._rows.append((queue, op, a, b, c, flops, tuple(waits), sem_id, operands))
         return result
 
     @staticmethod
     def _same_shape(field_name: str, x: View, y: View) -> None:
-        if x.shape != y.shape:
+        if x.r1 - x.r0 != y.r1 - y.r0 or x.c1 - x.c0 != y.c1 - y.c0:
             raise ProgramError(f"{field_name}: shapes differ, {x.shape} vs {y.shape}")
 
     @staticmethod
@@ -424,26 +468,29 @@ class ProgramBuilder:
             raise ProgramError(
                 f"stationary: 1 to {MAX_CONTRACTION_TILES} contraction tiles, got {len(tiles)}"
             )
+        first = tiles[0]
+        columns = first.c1 - first.c0
         for tile in tiles:
-            self._on_chip("stationary", tile, ("sbuf",))
-            if tile.cols > PARTITIONS:
-                raise ProgramError(f"stationary: {tile.cols} columns > {PARTITIONS}")
-            if tile.cols != tiles[0].cols:
+            if tile.buffer.memory != "sbuf":
+                self._on_chip("stationary", tile, ("sbuf",))
+            cols = tile.c1 - tile.c0
+            if cols > PARTITIONS:
+                raise ProgramError(f"stationary: {cols} columns > {PARTITIONS}")
+            if cols != columns:
                 raise ProgramError(
-                    f"stationary: contraction tiles have {tiles[0].cols} and {tile.cols} columns"
+                    f"stationary: contraction tiles have {columns} and {cols} columns"
                 )
         self._stationary = tiles
-        columns = float(tiles[0].cols)
         return self._emit(
-            Queue.TENSOR,
-            Op.LOAD_STATIONARY,
+            _TENSOR,
+            _LOAD_STATIONARY,
             0.0,
-            columns,
+            float(columns),
             0.0,
             tiles,
             wait,
             signal,
-            c=columns,
+            c=float(columns),
         )
 
     def multiply_moving(
@@ -462,16 +509,19 @@ class ProgramBuilder:
         take up to `contraction_tiles(dtype, sparsity)` tiles at once."""
         movings = (moving,) if isinstance(moving, View) else moving
         for tile in movings:
-            self._on_chip("moving", tile, ("sbuf",))
-        self._on_chip("dst", dst, ("psum",))
-        if dtype not in BF16_EQUIVALENT:
-            raise ProgramError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
-        if sparsity not in SPARSITY_CODE:
+            if tile.buffer.memory != "sbuf":
+                self._on_chip("moving", tile, ("sbuf",))
+        if dst.buffer.memory != "psum":
+            self._on_chip("dst", dst, ("psum",))
+        kind = _MATMUL_KINDS.get((dtype, sparsity))
+        if kind is None:
+            if dtype not in BF16_EQUIVALENT:
+                raise ProgramError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
             raise ProgramError(f"sparsity: {sparsity!r} is not one of {', '.join(SPARSITY)}")
+        limit, code, density = kind
         stationary = self._stationary
         if stationary is None:
             raise ProgramError("stationary: multiply_moving needs a load_stationary before it")
-        limit = contraction_tiles(dtype, sparsity)
         if len(movings) > limit:
             raise ProgramError(
                 f"moving: {len(movings)} contraction tiles, but a {dtype} {sparsity} matmul "
@@ -482,18 +532,23 @@ class ProgramBuilder:
                 f"moving: {len(movings)} contraction tiles do not match the stationary's "
                 f"{len(stationary)}"
             )
-        m = stationary[0].cols
-        n = movings[0].cols
+        first = stationary[0]
+        m = first.c1 - first.c0
+        first = movings[0]
+        n = first.c1 - first.c0
+        k = 0
         for s_tile, m_tile in zip(stationary, movings, strict=True):
-            if m_tile.rows != s_tile.rows:
+            rows = m_tile.r1 - m_tile.r0
+            if rows != s_tile.r1 - s_tile.r0:
                 raise ProgramError(
-                    f"moving: {m_tile.rows} partitions do not match the stationary's {s_tile.rows}"
+                    f"moving: {rows} partitions do not match the stationary's {s_tile.rows}"
                 )
-            if m_tile.cols != n:
+            if m_tile.c1 - m_tile.c0 != n:
                 raise ProgramError(f"moving: contraction tiles have {n} and {m_tile.cols} columns")
+            k += rows
         if n > MOVING_FREE_MAX:
             raise ProgramError(f"moving: free size {n} > {MOVING_FREE_MAX}; split the tile")
-        if dst.shape != (m, n):
+        if dst.r1 - dst.r0 != m or dst.c1 - dst.c0 != n:
             raise ProgramError(f"dst: shape {dst.shape} should be {(m, n)}")
         if dst.c0 // (PSUM_BANK_BYTES // 4) != (dst.c1 - 1) // (PSUM_BANK_BYTES // 4):
             raise ProgramError(
@@ -501,17 +556,12 @@ class ProgramBuilder:
                 f"({PSUM_BANK_BYTES // 4} FP32 per partition); align the tile to a bank"
             )
         # Count the FLOPs the array really does: the non-zeros of a sparse tile.
-        density = 1.0
-        if sparsity != "dense":
-            nonzero, group = (int(x) for x in sparsity.split(":"))
-            density = nonzero / group
-        k = sum(tile.rows for tile in movings)
         flops = 2.0 * k * m * n * density * BF16_EQUIVALENT[dtype]
         return self._emit(
-            Queue.TENSOR,
-            Op.MULTIPLY_MOVING,
+            _TENSOR,
+            _MULTIPLY_MOVING,
             float(n),
-            float(DTYPE_CODE[dtype] * 16 + SPARSITY_CODE[sparsity]),
+            code,
             flops,
             (dst, movings, stationary, dtype, sparsity, accumulate),
             wait,
@@ -560,7 +610,7 @@ class ProgramBuilder:
     ) -> Token | None:
         """Emit a vector/scalar/gpsimd op; its cost class is `function` (0,
         EXP or TRANSCENDENTAL_OTHER) plus the flags its operands set."""
-        if queue in (Queue.TENSOR, Queue.SYNC):
+        if queue in (_TENSOR, _SYNC):
             raise ProgramError("queue: elementwise ops run on the vector, scalar or gpsimd queue")
         self._on_chip("dst", dst)
         tensors = [v for v in operands if isinstance(v, View)]
@@ -573,9 +623,9 @@ class ProgramBuilder:
             cost |= NARROW
         if any(v.buffer.memory == "psum" for v in tiles):
             cost |= IN_PSUM
-        if op == Op.TENSOR_TENSOR:
+        if op == _TENSOR_TENSOR:
             cost |= TWO_INPUTS
-        if op == Op.ACTIVATION:
+        if op == _ACTIVATION:
             cost |= IS_ACTIVATION
         return self._emit(queue, op, float(free), float(cost), 0.0, operands, wait, signal)
 
@@ -702,4 +752,25 @@ class ProgramBuilder:
         return self._emit(queue, Op.NOP, 0.0, 0.0, 0.0, (), wait, signal)
 
     def build(self) -> Program:
-        return self.program
+        p = self.program
+        if self._rows:
+            queue, op, a, b, c, flops, waits, signal, operands = zip(*self._rows, strict=True)
+            p.queue, p.op = array("q", queue), array("q", op)
+            p.a, p.b, p.c, p.flops = array("d", a), array("d", b), array("d", c), array("d", flops)
+            p.waits, p.signal, p.operands = list(waits), list(signal), list(operands)
+        return p
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Build (and time) programs without the cyclic garbage collector: a large
+    program is hundreds of thousands of acyclic objects (rows, views, tokens)
+    that reference counting frees, and that the collector would otherwise
+    scan again and again while they pile up."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

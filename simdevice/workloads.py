@@ -26,10 +26,12 @@ from simdevice.isa import (
     SPARSITY,
     Program,
     ProgramError,
+    collector_paused,
 )
-from simdevice.kernels.attention import MAX_SEQ, attention
+from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import block_rows, gemm, output_dtype
 from simdevice.kernels.rowwise import elementwise, layernorm, softmax
+from simdevice.step import StepProgram, layer_programs
 from simdevice.timing import ProgramTiming, combine, time_program
 from simdevice.topology import ChipSpec, RackSpec
 
@@ -228,6 +230,18 @@ class Plan:
 _IDLE = ProgramTiming(0.0, 0, (0.0,) * 5, 0.0, 0.0, 0, 0, 0)
 
 
+@dataclass
+class TimingWork:
+    """What planning has played through the event-driven model since
+    `clear_caches` (a cached timing counts once)."""
+
+    programs: int = 0
+    instructions: int = 0
+
+
+TIMED = TimingWork()
+
+
 @lru_cache(maxsize=4096)
 def _timed(
     builder: Callable[..., Program],
@@ -235,7 +249,11 @@ def _timed(
     chip: ChipSpec,
     dma_bandwidth: float | None,
 ) -> ProgramTiming:
-    return time_program(builder(*args), chip, dma_bandwidth)
+    with collector_paused():
+        timing = time_program(builder(*args), chip, dma_bandwidth)
+    TIMED.programs += 1
+    TIMED.instructions += timing.instructions
+    return timing
 
 
 # Along one loop dimension a kernel's cost settles into a repeating pattern
@@ -478,56 +496,49 @@ def _collective(kind: str, spec: RackSpec, chips: int, nbytes: float) -> tuple[f
     return t.duration, t.bytes_per_chip
 
 
-def train_step_gemms(tokens: int, hidden: int) -> list[tuple[int, int, int]]:
-    """(m, n, k) of one transformer layer's GEMMs: forward, then the input and
-    weight gradients of the backward pass (QKV, output projection, MLP up, down)."""
-    t, h, f = tokens, hidden, 4 * hidden
-    forward = [(t, 3 * h, h), (t, h, h), (t, f, h), (t, h, f)]
-    input_grads = [(t, h, 3 * h), (t, h, h), (t, h, f), (t, f, h)]
-    weight_grads = [(h, 3 * h, t), (h, h, t), (h, f, t), (f, h, t)]
-    return forward + input_grads + weight_grads
+def _fast_timing(p: StepProgram, chip: ChipSpec, dma_bandwidth: float | None) -> ProgramTiming:
+    """A step program's timing by the fast path of its kernel."""
+    if p.builder is gemm:
+        m, n, k, dtype, sparsity = p.args
+        return gemm_timing(
+            m, n, k, dtype=dtype, sparsity=sparsity, chip=chip, dma_bandwidth=dma_bandwidth
+        )
+    if p.builder is attention:
+        seq, head_dim, dtype, heads = p.args
+        return attention_timing(
+            seq, head_dim, heads, dtype=dtype, chip=chip, dma_bandwidth=dma_bandwidth
+        )
+    return rowwise_timing(p.builder, *p.args, chip=chip, dma_bandwidth=dma_bandwidth)
+
+
+def train_step_programs(w: Workload) -> list[StepProgram]:
+    """The programs of one layer of a train-step workload (see simdevice.step)."""
+    heads = w["heads"] or max(1, w["hidden"] // 128)
+    return layer_programs(w["hidden"], w["seq"], w["batch"], heads, w["dtype"])
 
 
 def _plan_train_step(
     w: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None
 ) -> Plan:
-    """Data parallel: every core runs a whole layer stack on its own `seq * batch`
-    tokens; the backward of attention is counted as twice its forward and
-    layernorm's as once more its forward. Gradients (12 h^2 BF16 values per
-    layer) are all-reduced over the data-parallel chips after the step."""
-    chip = spec.chip
-    h, tokens = w["hidden"], w["seq"] * w["batch"]
-    heads = w["heads"] or max(1, h // 128)
-    parts: list[tuple[ProgramTiming, float]] = [
-        (
-            gemm_timing(
-                m, n, k, dtype=w["dtype"], sparsity="dense", chip=chip, dma_bandwidth=dma_bandwidth
-            ),
-            1.0,
-        )
-        for m, n, k in train_step_gemms(tokens, h)
-    ]
-    seq = min(w["seq"], MAX_SEQ)
-    attn = attention_timing(
-        seq,
-        h // heads,
-        heads * w["batch"],
-        dtype=w["dtype"],
-        chip=chip,
-        dma_bandwidth=dma_bandwidth,
+    """Data parallel: every core runs the whole layer stack on its own tokens.
+    Gradients (12 h^2 BF16 values per layer) are all-reduced over the
+    data-parallel chips after the step."""
+    layer = combine(
+        [(_fast_timing(p, spec.chip, dma_bandwidth), p.runs) for p in train_step_programs(w)]
     )
-    parts.append((attn, 3.0 * w["seq"] / seq))
-    norm = rowwise_timing(layernorm, tokens, h, "bf16", chip=chip, dma_bandwidth=dma_bandwidth)
-    parts.append((norm, 4.0))
-    layer = combine(parts)
     compute = combine([(layer, float(w["layers"]))])
-    participants = w["chips"] or chips
-    grad_bytes = 12.0 * h * h * 2 * w["layers"]
-    comm, sent = _collective("all-reduce", spec, participants, grad_bytes)
+    comm, sent = train_step_comm(w, spec, chips)
     return Plan(compute, comm, sent, w.iterations)
+
+
+def train_step_comm(w: Workload, spec: RackSpec, chips: int) -> tuple[float, float]:
+    """Seconds and bytes per chip of a step's gradient all-reduce."""
+    grad_bytes = 12.0 * w["hidden"] * w["hidden"] * 2 * w["layers"]
+    return _collective("all-reduce", spec, w["chips"] or chips, grad_bytes)
 
 
 def clear_caches() -> None:
     """Forget every cached timing and plan (benchmarks measure cold planning)."""
     _cached_plan.cache_clear()
     _timed.cache_clear()
+    TIMED.programs = TIMED.instructions = 0

@@ -101,13 +101,14 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
             c_free[slot] = pb.dma(dst, src, wait=(ev,), signal="st")
         pending.clear()
 
+    groups = [range(g0, min(g0 + pack, k_tiles)) for g0 in range(0, k_tiles, pack)]
+    contraction_rows = [min(PARTITIONS, k - ki * PARTITIONS) for ki in range(k_tiles)]
     for block, row0 in enumerate(range(0, m, rows_per_block)):
         rows = min(rows_per_block, m - row0)
-        m_tiles = _ceil_div(rows, PARTITIONS)
+        tile_rows = [min(PARTITIONS, rows - col) for col in range(0, rows, PARTITIONS)]
         abuf = a_blk[block % a_buffers]
         a_tokens = []
-        for ki in range(k_tiles):
-            kk = min(PARTITIONS, k - ki * PARTITIONS)
+        for ki, kk in enumerate(contraction_rows):
             col = ki * rows_per_block
             a_tokens.append(
                 pb.dma(
@@ -117,58 +118,74 @@ def gemm(m: int, n: int, k: int, dtype: str = "bf16", sparsity: str = "dense") -
                     signal="ld",
                 )
             )
+        # A block's stationary tiles (and the loads they wait for) are the
+        # same for every column tile: made once per block.
+        stationaries = [
+            [
+                tuple(
+                    abuf[
+                        0 : contraction_rows[ki],
+                        ki * rows_per_block + mi * PARTITIONS : ki * rows_per_block
+                        + mi * PARTITIONS
+                        + mm_rows,
+                    ]
+                    for ki in group
+                )
+                for mi, mm_rows in enumerate(tile_rows)
+            ]
+            for group in groups
+        ]
+        a_waits = [tuple(a_tokens[ki] for ki in group) for group in groups]
         for col0 in range(0, n, MOVING_FREE_MAX):
             nn = min(MOVING_FREE_MAX, n - col0)
             bank_set = (tile_count % 2) * (PSUM_BANKS // 2)
             tile_count += 1
-            for g0 in range(0, k_tiles, pack):
-                group = range(g0, min(g0 + pack, k_tiles))
-                parts = []  # (B slot, contraction rows, load token) per contraction tile
+            accumulators = [
+                banks[bank_set + mi][0:mm_rows, 0:nn] for mi, mm_rows in enumerate(tile_rows)
+            ]
+            for group, stationary, a_wait in zip(groups, stationaries, a_waits, strict=True):
+                first = group[0] == 0
+                slots = []
+                b_tokens = []
                 for ki in group:
-                    kk = min(PARTITIONS, k - ki * PARTITIONS)
+                    kk = contraction_rows[ki]
                     slot = b_count % B_BUFFERS
                     b_count += 1
-                    b_tok = pb.dma(
-                        b_buf[slot][0:kk, 0:nn],
-                        b[ki * PARTITIONS : ki * PARTITIONS + kk, col0 : col0 + nn],
-                        wait=(b_free[slot],),
-                        signal="ld",
+                    b_tokens.append(
+                        pb.dma(
+                            b_buf[slot][0:kk, 0:nn],
+                            b[ki * PARTITIONS : ki * PARTITIONS + kk, col0 : col0 + nn],
+                            wait=(b_free[slot],),
+                            signal="ld",
+                        )
                     )
-                    parts.append((slot, kk, b_tok))
+                    slots.append(slot)
                     if ki == min(B_BUFFERS, k_tiles) - 1:
                         flush()
-                moving = tuple(b_buf[slot][0:kk, 0:nn] for slot, kk, _ in parts)
-                for mi in range(m_tiles):
-                    mm_rows = min(PARTITIONS, rows - mi * PARTITIONS)
-                    col = mi * PARTITIONS
-                    pb.load_stationary(
-                        tuple(
-                            abuf[
-                                0:kk,
-                                ki * rows_per_block + col : ki * rows_per_block + col + mm_rows,
-                            ]
-                            for ki, (_, kk, _) in zip(group, parts, strict=True)
-                        ),
-                        wait=tuple(a_tokens[ki] for ki in group),
-                    )
+                moving = tuple(
+                    b_buf[slot][0 : contraction_rows[ki], 0:nn]
+                    for slot, ki in zip(slots, group, strict=True)
+                )
+                for mi, acc in enumerate(accumulators):
+                    pb.load_stationary(stationary[mi], wait=a_wait)
                     bank = bank_set + mi
                     last_mm = pb.multiply_moving(
-                        banks[bank][0:mm_rows, 0:nn],
+                        acc,
                         moving,
                         dtype=dtype,
                         sparsity=sparsity,
-                        accumulate=g0 > 0,
-                        wait=(*(tok for _, _, tok in parts), bank_free[bank] if g0 == 0 else None),
+                        accumulate=not first,
+                        wait=(*b_tokens, bank_free[bank] if first else None),
                         signal="mm",
                     )
-                for slot, _, _ in parts:
+                for slot in slots:
                     b_free[slot] = last_mm
-            for mi in range(m_tiles):
-                mm_rows = min(PARTITIONS, rows - mi * PARTITIONS)
+            for mi, acc in enumerate(accumulators):
+                mm_rows = tile_rows[mi]
                 bank = bank_set + mi
                 ev = pb.copy(
                     c_buf[bank][0:mm_rows, 0:nn],
-                    banks[bank][0:mm_rows, 0:nn],
+                    acc,
                     queue=Queue.VECTOR,
                     wait=(last_mm, c_free[bank]),
                     signal="ev",
