@@ -1,10 +1,11 @@
 """The node daemon's record of prepared claims, one JSON file per node.
 
-Written atomically with a SHA-256 checksum over its claims so a torn or edited
-file is refused instead of trusted. Each claim is recorded as
-`PrepareStarted` before any file is written for it and `PrepareCompleted`
-after, so a daemon killed between any two steps knows which cores it holds
-and which files may exist.
+Written atomically and durably with a SHA-256 checksum over its claims so a
+torn or edited file is refused instead of trusted. It is the only file a
+prepare waits for the disk to hold: a claim is recorded `PrepareCompleted`
+with everything its token and CDI spec are derived from, and those files are
+rewritten from here at start-up. `PrepareStarted` is only read: earlier
+releases wrote it before a claim's files, and start-up drops such records.
 """
 
 import hashlib
@@ -50,6 +51,7 @@ class ClaimRecord:
     visible_cores: list[int]
     devices: list[DeviceRecord]
     token_sha256: str = ""
+    token_nonce: str = ""  # with the node's token key, derives the token (see claimfiles)
 
     def physical_cores(self) -> set[tuple[int, int]]:
         return {
@@ -109,6 +111,7 @@ class Checkpoint:
         self.path = path
         self.claims: dict[str, ClaimRecord] = {}
         self._stamp: tuple[int, int, int] | None = None
+        self.writes = 0  # durable writes by this process, one per batch of changes
         self.reload()
 
     def reload(self) -> None:
@@ -124,14 +127,16 @@ class Checkpoint:
             self._stamp = stamp
 
     def put(self, record: ClaimRecord) -> None:
-        self._store({**self.claims, record.uid: record})
+        self.store({**self.claims, record.uid: record})
 
     def drop(self, uid: str) -> None:
         if uid in self.claims:
-            self._store({k: v for k, v in self.claims.items() if k != uid})
+            self.store({k: v for k, v in self.claims.items() if k != uid})
 
-    def _store(self, claims: dict[str, ClaimRecord]) -> None:
+    def store(self, claims: dict[str, ClaimRecord]) -> None:
+        """Replace every record with `claims`, durably, in one write."""
         write_atomic(self.path, encode(claims), mode=0o600)
+        self.writes += 1
         self.claims = claims
         st = self.path.stat()
         self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -117,8 +117,17 @@ class SimNode:
         return self.sim.telemetry()
 
     def start(self) -> None:
-        """DRA socket first, then the registration socket, then workload API and health."""
+        """Claim files restored from the checkpoint, then the DRA socket, the
+        registration socket, the workload API and health."""
         paths = self.paths
+        rewritten, removed = self.preparer.restore()
+        if rewritten or removed:
+            log.info(
+                "node %s: rewrote the files of claims %s, removed those of %s",
+                self.name,
+                rewritten,
+                removed,
+            )
         sockets.prepare_dirs(paths)
         handlers = grpcapi.dra_handlers(self.preparer, self.monitor, self.stopping)
         self._servers.append(sockets.serve(handlers, paths.dra_socket, self.options.grpc_workers))

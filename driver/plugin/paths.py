@@ -49,6 +49,11 @@ class NodePaths:
         return self.state_dir / "checkpoint.json"
 
     @property
+    def token_key(self) -> Path:
+        """The node's secret from which every claim token is derived (0600)."""
+        return self.state_dir / "token.key"
+
+    @property
     def workload_socket(self) -> Path:
         return self.state_dir / "workload.sock"
 

@@ -17,6 +17,7 @@ from driver.plugin.checkpoint import (
     ClaimRecord,
     DeviceRecord,
 )
+from driver.plugin.claimfiles import TokenKeyError, derive_token, load_or_create_key
 from driver.plugin.paths import NodePaths, node_path
 
 
@@ -122,3 +123,16 @@ def test_a_stopping_daemon_leaves_its_successors_socket(tmp_path: Path) -> None:
     assert path.read_text() == "new"
     sockets.remove_if_same(path, path.stat().st_ino)
     assert not path.exists()
+
+
+def test_token_key_is_made_once_and_a_damaged_one_refused(tmp_path: Path) -> None:
+    path = tmp_path / "token.key"
+    key = load_or_create_key(path)
+    assert load_or_create_key(path) == key and len(key) == 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["token.key"]
+    assert derive_token(key, "u1", "n1") == derive_token(key, "u1", "n1")
+    assert derive_token(key, "u1", "n1") != derive_token(key, "u1", "n2")
+    path.write_bytes(b"x")
+    with pytest.raises(TokenKeyError, match=r"token\.key: holds 1 bytes, not 32"):
+        load_or_create_key(path)
