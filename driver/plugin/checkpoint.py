@@ -75,9 +75,15 @@ def checksum(claims: Mapping[str, Any]) -> str:
 
 
 def encode(claims: Mapping[str, ClaimRecord]) -> bytes:
-    body = {uid: asdict(record) for uid, record in sorted(claims.items())}
-    doc = {"version": FORMAT_VERSION, "checksum": checksum(body), "claims": body}
-    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+    return encode_plain({uid: asdict(record) for uid, record in claims.items()})
+
+
+def encode_plain(body: Mapping[str, Any]) -> bytes:
+    """The file for claims already turned into plain dicts: one canonical JSON
+    text serves both as the claims and for their checksum."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    return f'{{"checksum":"{digest}","claims":{canonical},"version":{FORMAT_VERSION}}}\n'.encode()
 
 
 def decode(data: bytes, path: Path) -> dict[str, ClaimRecord]:
@@ -112,6 +118,7 @@ class Checkpoint:
         self.claims: dict[str, ClaimRecord] = {}
         self._stamp: tuple[int, int, int] | None = None
         self.writes = 0  # durable writes by this process, one per batch of changes
+        self._plain: dict[str, tuple[ClaimRecord, dict[str, Any]]] = {}
         self.reload()
 
     def reload(self) -> None:
@@ -133,9 +140,18 @@ class Checkpoint:
         if uid in self.claims:
             self.store({k: v for k, v in self.claims.items() if k != uid})
 
+    def _plain_body(self, claims: Mapping[str, ClaimRecord]) -> dict[str, dict[str, Any]]:
+        """Claims as plain dicts, converting only records not converted before."""
+        fresh = {}
+        for uid, record in claims.items():
+            cached = self._plain.get(uid)
+            fresh[uid] = cached if cached and cached[0] is record else (record, asdict(record))
+        self._plain = fresh
+        return {uid: plain for uid, (_, plain) in fresh.items()}
+
     def store(self, claims: dict[str, ClaimRecord]) -> None:
         """Replace every record with `claims`, durably, in one write."""
-        write_atomic(self.path, encode(claims), mode=0o600)
+        write_atomic(self.path, encode_plain(self._plain_body(claims)), mode=0o600)
         self.writes += 1
         self.claims = claims
         st = self.path.stat()

@@ -13,6 +13,7 @@ checkpoint itself still holds no token, only its hash and the nonce.
 """
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -26,6 +27,7 @@ from driver.plugin.atomicfile import fsync_dir, remove, write_atomic, write_repl
 from driver.plugin.checkpoint import ClaimRecord
 from driver.plugin.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
 from driver.plugin.paths import NodePaths
+from simdevice.topology import CoreRange
 
 KEY_BYTES = 32
 
@@ -62,7 +64,7 @@ def new_nonce() -> str:
 
 
 def derive_token(key: bytes, uid: str, nonce: str) -> str:
-    mac = hmac.new(key, f"{uid}:{nonce}".encode(), hashlib.sha256).digest()
+    mac = hmac.digest(key, f"{uid}:{nonce}".encode(), "sha256")
     return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
 
 
@@ -86,6 +88,31 @@ def plan_of(record: ClaimRecord) -> ClaimPlan:
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def device_fabric(
+    place: NodePlace, kind: str, pool: str, local_chips: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Ring and fabric addresses of one device: they depend only on the node's
+    place and the chips the device holds, so each is worked out once."""
+    ranges = tuple(CoreRange(chip, 0, 1) for chip in local_chips)
+    one = ClaimPlan((AllocatedDevice("", pool, "", kind, ranges),), 1, (), kind == "ultraserver")
+    ring, ips = fabric_of(one, place)
+    return tuple(ring), tuple(ips)
+
+
+def claim_fabric(plan: ClaimPlan, place: NodePlace) -> tuple[list[int], list[str]]:
+    """`fabric_of` for the whole claim: each device's ring and addresses in
+    device order, without repeats."""
+    ring: list[int] = []
+    ips: list[str] = []
+    for device in plan.devices:
+        chips = tuple(sorted({r.chip for r in device.ranges}))
+        device_ring, device_ips = device_fabric(place, device.kind, device.pool, chips)
+        ring.extend(i for i in device_ring if i not in ring)
+        ips.extend(ip for ip in device_ips if ip not in ips)
+    return ring, ips
+
+
 def _read(path: Path) -> bytes | None:
     try:
         return path.read_bytes()
@@ -105,8 +132,9 @@ class ClaimFiles:
     def token(self, record: ClaimRecord) -> str:
         return derive_token(self.key, record.uid, record.token_nonce)
 
-    def edits(self, record: ClaimRecord) -> cdi.ClaimEdits:
-        ring, fabric_ips = fabric_of(plan_of(record), self.place)
+    def edits(self, record: ClaimRecord, plan: ClaimPlan | None = None) -> cdi.ClaimEdits:
+        """The spec's inputs; `plan` is the record's own plan when the caller has it."""
+        ring, fabric_ips = claim_fabric(plan or plan_of(record), self.place)
         return cdi.ClaimEdits(
             claim_uid=record.uid,
             visible_cores=record.visible_cores,
@@ -128,14 +156,22 @@ class ClaimFiles:
         token_file.parent.mkdir(mode=0o711, exist_ok=True)
         write_replace(token_file, self.token(record).encode(), mode=0o644)
 
-    def write_spec(self, record: ClaimRecord) -> None:
-        cdi.write_spec(self.paths.cdi_dir, self.driver, self.edits(record))
+    def write_spec(self, record: ClaimRecord, plan: ClaimPlan | None = None) -> None:
+        cdi.write_spec(self.paths.cdi_dir, self.driver, self.edits(record, plan))
 
     def remove_spec(self, uid: str) -> None:
         cdi.remove_spec(self.paths.cdi_dir, self.driver, uid)
 
     def remove_token(self, uid: str) -> None:
-        shutil.rmtree(self.paths.token_file(uid).parent, ignore_errors=True)
+        """The token file and its claim directory (an unlink and an rmdir, not a tree walk)."""
+        token_file = self.paths.token_file(uid)
+        remove(token_file)
+        try:
+            token_file.parent.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:  # something else in it, e.g. a temp file of an interrupted write
+            shutil.rmtree(token_file.parent, ignore_errors=True)
 
     def restore(self, claims: Mapping[str, ClaimRecord]) -> tuple[list[str], list[str]]:
         """Make the files match `claims`: rewrite any that is missing or differs

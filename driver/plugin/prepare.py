@@ -220,7 +220,7 @@ class PrepareChange(Change):
         failpoints.reached("prepare-after-checkpoint")
         files.write_token(record)
         failpoints.reached("prepare-after-token")
-        files.write_spec(record)
+        files.write_spec(record, self.plan)
         failpoints.reached("prepare-after-cdi")
         self.result = self.preparer.result_of(record)
 

@@ -17,8 +17,16 @@ from driver.plugin.checkpoint import (
     ClaimRecord,
     DeviceRecord,
 )
-from driver.plugin.claimfiles import TokenKeyError, derive_token, load_or_create_key
+from driver.plugin.claimfiles import (
+    TokenKeyError,
+    claim_fabric,
+    derive_token,
+    load_or_create_key,
+)
+from driver.plugin.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
 from driver.plugin.paths import NodePaths, node_path
+from simdevice.topology import CoreRange
+from tests.plugin.slicedata import RACK
 
 
 def record(uid: str) -> ClaimRecord:
@@ -136,3 +144,16 @@ def test_token_key_is_made_once_and_a_damaged_one_refused(tmp_path: Path) -> Non
     path.write_bytes(b"x")
     with pytest.raises(TokenKeyError, match=r"token\.key: holds 1 bytes, not 32"):
         load_or_create_key(path)
+
+
+def test_cached_fabric_of_a_claim_is_the_same_as_worked_out_whole() -> None:
+    place = NodePlace("node-1", "rack-a", 1, RACK)
+    devices = (
+        AllocatedDevice("a", "rack-a", "d0", "core", (CoreRange(2, 0, 1), CoreRange(2, 1, 1))),
+        AllocatedDevice("a", "rack-a", "d1", "chip", (CoreRange(0, 0, RACK.chip.cores),)),
+        AllocatedDevice("b", "rack-a", "d2", "core", (CoreRange(2, 4, 4),)),
+        AllocatedDevice("c", "rack-a", "rack", "ultraserver", (CoreRange(1, 0, 8),)),
+    )
+    for count in range(1, len(devices) + 1):
+        plan = ClaimPlan(devices[:count], 1, (), count == len(devices))
+        assert claim_fabric(plan, place) == fabric_of(plan, place)
