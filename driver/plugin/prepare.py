@@ -269,13 +269,15 @@ class Preparer:
 
     def restore(self) -> tuple[list[str], list[str]]:
         """At start, before registering: drop records of prepares an earlier
-        release left unfinished, then make every claim's files match the
-        checkpoint. Returns the UIDs whose files were rewritten and removed."""
+        release left unfinished, fold the journal into the checkpoint, then
+        make every claim's files match it. Returns the UIDs whose files were
+        rewritten and removed."""
         with self.state.locked() as checkpoint:
             claims = checkpoint.claims
             finished = {u: r for u, r in claims.items() if r.state == PREPARE_COMPLETED}
             if finished.keys() != claims.keys():
                 checkpoint.store(finished)
+            checkpoint.compact()
             return self.files.restore(finished)
 
     def prepare(self, claims: Iterable[ClaimRef]) -> dict[str, PrepareResult]:

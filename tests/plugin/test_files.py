@@ -43,7 +43,8 @@ def test_checkpoint_round_trip_and_cores(tmp_path: Path) -> None:
     assert again.claims == {"u1": record("u1")}
     assert again.claims["u1"].physical_cores() == {(0, c) for c in range(8)}
     assert stat.S_IMODE((tmp_path / "checkpoint.json").stat().st_mode) == 0o600
-    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.json"]  # no temp files left
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["checkpoint.json", "checkpoint.json.journal"]  # no temp files left
 
 
 def test_admin_access_devices_hold_no_cores(tmp_path: Path) -> None:
