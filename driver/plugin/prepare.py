@@ -106,6 +106,8 @@ class NodeState:
     def commit(self, changes: Sequence[Change]) -> None:
         """Apply `changes`, make them durable, run their `after`; return once all
         are done. Whoever takes the lock writes every change queued by then."""
+        if not changes:
+            return
         with self._queue_lock:
             self._queue.extend(changes)
         try:
