@@ -132,6 +132,12 @@ class ClaimFiles:
     def token(self, record: ClaimRecord) -> str:
         return derive_token(self.key, record.uid, record.token_nonce)
 
+    def token_path(self, record: ClaimRecord) -> Path:
+        """Records of earlier releases (no nonce) keep their token where it was written."""
+        if record.token_nonce:
+            return self.paths.token_file(record.uid)
+        return self.paths.legacy_token_file(record.uid)
+
     def edits(self, record: ClaimRecord, plan: ClaimPlan | None = None) -> cdi.ClaimEdits:
         """The spec's inputs; `plan` is the record's own plan when the caller has it."""
         ring, fabric_ips = claim_fabric(plan or plan_of(record), self.place)
@@ -140,7 +146,7 @@ class ClaimFiles:
             visible_cores=record.visible_cores,
             lnc=record.lnc,
             workload_socket=self.paths.workload_socket,
-            token_file=self.paths.token_file(record.uid),
+            token_file=self.token_path(record),
             node_name=self.place.node_name,
             ultraserver=self.place.ultraserver,
             server_index=self.place.server_index,
@@ -152,9 +158,7 @@ class ClaimFiles:
         """Records of earlier releases have no nonce: their token file stays as it is."""
         if not record.token_nonce:
             return
-        token_file = self.paths.token_file(record.uid)
-        token_file.parent.mkdir(mode=0o711, exist_ok=True)
-        write_replace(token_file, self.token(record).encode(), mode=0o644)
+        write_replace(self.paths.token_file(record.uid), self.token(record).encode(), mode=0o644)
 
     def write_spec(self, record: ClaimRecord, plan: ClaimPlan | None = None) -> None:
         cdi.write_spec(self.paths.cdi_dir, self.driver, self.edits(record, plan))
@@ -163,15 +167,11 @@ class ClaimFiles:
         cdi.remove_spec(self.paths.cdi_dir, self.driver, uid)
 
     def remove_token(self, uid: str) -> None:
-        """The token file and its claim directory (an unlink and an rmdir, not a tree walk)."""
-        token_file = self.paths.token_file(uid)
-        remove(token_file)
-        try:
-            token_file.parent.rmdir()
-        except FileNotFoundError:
-            pass
-        except OSError:  # something else in it, e.g. a temp file of an interrupted write
-            shutil.rmtree(token_file.parent, ignore_errors=True)
+        """The token file, or the claim directory an earlier release made for it."""
+        remove(self.paths.token_file(uid))
+        legacy = self.paths.legacy_token_file(uid).parent
+        if legacy.is_dir():
+            shutil.rmtree(legacy, ignore_errors=True)
 
     def restore(self, claims: Mapping[str, ClaimRecord]) -> tuple[list[str], list[str]]:
         """Make the files match `claims`: rewrite any that is missing or differs
@@ -191,12 +191,16 @@ class ClaimFiles:
             if not (token_ok and spec_ok):
                 rewritten.append(uid)
         on_disk = cdi.spec_claim_uids(self.paths.cdi_dir, self.driver)
-        on_disk |= {p.name for p in self.paths.claims_dir.iterdir() if p.is_dir()}
+        on_disk |= {
+            p.name.removesuffix(".token")
+            for p in self.paths.claims_dir.iterdir()
+            if p.is_dir() or (p.name.endswith(".token") and not p.name.startswith("."))
+        }
         removed = sorted(on_disk - claims.keys())
         for uid in removed:
             self.remove_spec(uid)
             self.remove_token(uid)
         temps = self.paths.cdi_dir.glob(f".k8s.{self.driver}-{cdi.CDI_CLASS}_*.tmp-*")
-        for temp in [*temps, *self.paths.claims_dir.glob("*/.token.tmp-*")]:
+        for temp in [*temps, *self.paths.claims_dir.glob(".*.token.tmp-*")]:
             remove(temp)
         return rewritten, removed

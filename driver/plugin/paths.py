@@ -62,6 +62,11 @@ class NodePaths:
         return self.state_dir / "claims"
 
     def token_file(self, claim_uid: str) -> Path:
+        """`claims/<uid>.token`: a file, no directory (an rmdir costs a journal commit)."""
+        return self.claims_dir / f"{claim_uid}.token"
+
+    def legacy_token_file(self, claim_uid: str) -> Path:
+        """Where earlier releases kept the token: `claims/<uid>/token`."""
         return self.claims_dir / claim_uid / "token"
 
 

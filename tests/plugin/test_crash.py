@@ -172,9 +172,9 @@ def test_power_loss_after_unprepare_removes_files_that_came_back(
     kubelet.unprepare(refs)
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     spec.write_bytes(saved[0])
-    paths.token_file(uid).parent.mkdir()
     paths.token_file(uid).write_bytes(saved[1])
     (paths.cdi_dir / f".{spec.name}.tmp-1234").write_bytes(saved[0][:10])
+    (paths.claims_dir / f".{uid}.token.tmp-1234").write_bytes(saved[1][:3])
     other = paths.cdi_dir / "k8s.other.example.com-claim_x.json"
     other.write_text("{}")  # another driver's spec is not ours to remove
     second = Daemon(workdir, control_plane.kubeconfig).start()

@@ -85,7 +85,7 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
         visible_cores=[8, 9],
         lnc=2,
         workload_socket=tmp_path / "workload.sock",
-        token_file=tmp_path / "claims/uid-1/token",
+        token_file=tmp_path / "claims/uid-1.token",
         node_name="node-1",
         ultraserver="rack-a",
         server_index=1,
