@@ -39,7 +39,7 @@ from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID, Rack, Site, publish
 from tests.waiting import wait_for
 
 COMMAND = "make bench-node"
-ROUNDS = 200
+ROUNDS = 500
 CONCURRENT = 16
 CONCURRENT_ROUNDS = 50
 RACK_NODES = 36
