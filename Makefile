@@ -6,9 +6,10 @@ UV := $(CACHE)/uv-$(UV_VERSION)/bin/uv
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN_DIR_FILE := build/bin-dir
+GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node bench-realnodes validate-sim clean
+.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node bench-realnodes validate-sim clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -28,6 +29,12 @@ venv: $(VENV)/.protos
 binaries:
 	@mkdir -p build
 	hack/build-binaries.sh > $(BIN_DIR_FILE)
+
+# The Go reference kubelet plugin (sigs.k8s.io/dra-example-driver) that
+# bench-node runs beside ours, built from its module into the cache.
+dra-example-driver:
+	@mkdir -p build
+	hack/build-dra-example-driver.sh > $(GO_PLUGIN_FILE)
 
 # The driver and sandbox (pause) images, built with buildah and no registry,
 # exported as OCI archives into $(CACHE)/images (docs/images.md).
@@ -70,8 +77,8 @@ validate-sim: venv
 bench-controller: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.controller
 
-bench-node: venv binaries
-	$(WITH_BINARIES) $(PY) -m benchmarks.node
+bench-node: venv binaries dra-example-driver
+	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node
 
 # Real nodes (root): the kubelet's own DRA latency histograms, memory and CPU per node.
 bench-realnodes: venv binaries image

@@ -1,31 +1,61 @@
-"""Node daemon benchmark (`make bench-node`).
+"""Node daemon benchmark (`make bench-node`): our kubelet plugin beside the Go reference.
 
-Measures, through the real gRPC socket with the kubelet stand-in and claims
-the real scheduler allocated on a local control plane:
-- NodePrepareResources latency (p50/p99) for a claim of 1 device and of 32
-  devices, each prepare followed by an unprepare so every call does the full
-  work (apiserver read, checkpoint, token, CDI spec);
-- the baseline: an empty NodePrepareResources round trip on the same socket;
-- resident memory per simulated node: one daemon process hosting 1 node
-  against one hosting a whole 36-node rack.
+Both plugins run against the same local apiserver with claims the real
+scheduler allocated: ours (the node daemon as a subprocess) and the kubelet
+plugin of sigs.k8s.io/dra-example-driver, built from its Go module by
+hack/build-dra-example-driver.sh. One client drives both: the kubelet
+stand-in registers each plugin, then its gRPC calls go over one channel per
+plugin kept open, as the kubelet keeps one. Rounds alternate which plugin goes
+first. Rows:
+- the empty NodePrepareResources call (the socket and gRPC alone);
+- prepare, then unprepare, of a claim of 1 device and of one of 32 devices;
+- 16 claims of 16 pods prepared at the same moment by 16 threads (the kubelet
+  prepares the claims of different pods concurrently), then unprepared so.
+Also the resident memory per simulated node of our daemon (1 node against 36).
 """
 
+import os
 import statistics
+import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+from kubernetes import client as k8s
+
 from benchmarks.report import write_report
 from driver.localsim.controlplane import ControlPlane
+from driver.localsim.kubelet import KubeletStandIn
 from driver.plugin import kubeletclient
 from tests.plugin.daemonproc import Daemon, short_tmpdir
 from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID, Rack, Site, published_rack
+from tests.waiting import wait_for
 
 COMMAND = "make bench-node"
-ROUNDS = 200
+ROUNDS = 500
+CONCURRENT = 16
+CONCURRENT_ROUNDS = 50
 RACK_NODES = 36
+RPC_TIMEOUT = 30.0
+GO_PLUGIN_ENV = "TRAINIUM_DRA_GO_PLUGIN"
+GO_DRIVER = "gpu.example.com"
+GO_DEVICES = 32
+GO_QPS = 1000
+"""Client QPS and burst given to the Go plugin: its defaults (5 and 10) make
+back-to-back prepares wait for the client-side rate limiter."""
+GO_SITE = Site(GO_DRIVER, "goref", "goref", ("goref-n0",))
+Ref = tuple[str, str, str]  # namespace, uid, name
+HEALTH_CRD = (
+    Path(__file__).resolve().parent.parent
+    / "charts/trainium-dra/crds/nodedevicehealths.trainium.sim.dev.yaml"
+)
 
 
 def percentile(samples: list[float], p: float) -> float:
@@ -38,41 +68,172 @@ def summary(samples: list[float]) -> dict[str, float]:
         "p50_ms": percentile(samples, 50) * 1e3,
         "p99_ms": percentile(samples, 99) * 1e3,
         "mean_ms": statistics.fmean(samples) * 1e3,
-        "rounds": len(samples),
+        "samples": len(samples),
     }
 
 
-def row(label: str, call: dict[str, float], baseline: dict[str, float]) -> str:
-    """One table row from two `summary` results."""
-    ratio = call["p50_ms"] / baseline["p50_ms"]
-    return f"| {label} | {call['p50_ms']:.2f} | {call['p99_ms']:.2f} | {ratio:.1f}x |"
+@dataclass
+class Plugin:
+    """One plugin as the client sees it: its channel, API version and cluster side."""
+
+    name: str
+    channel: grpc.Channel
+    version: str
+    rack: Rack
+    kubelet: KubeletStandIn
+    node: str
+    selector: str  # CEL selector for single-device requests ("" for any device)
+
+    def prepare(self, refs: Sequence[Ref], devices: int) -> None:
+        response = kubeletclient.node_prepare(self.channel, refs, RPC_TIMEOUT, self.version)
+        for _, uid, name in refs:
+            result = response.claims[uid]
+            if result.error or len(result.devices) != devices:
+                raise RuntimeError(f"{self.name}: prepare {name}: {result.error or result}")
+
+    def unprepare(self, refs: Sequence[Ref]) -> None:
+        response = kubeletclient.node_unprepare(self.channel, refs, RPC_TIMEOUT, self.version)
+        for _, uid, name in refs:
+            if response.claims[uid].error:
+                raise RuntimeError(f"{self.name}: unprepare {name}: {response.claims[uid].error}")
+
+    def empty(self) -> None:
+        kubeletclient.node_prepare(self.channel, [], RPC_TIMEOUT, self.version)
 
 
-def timed(call: Callable[[], Any], rounds: int) -> list[float]:
-    out = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        call()
-        out.append(time.perf_counter() - started)
+@contextmanager
+def claims(plugin: Plugin, tag: str, pods: int, devices: int) -> Iterator[list[list[Ref]]]:
+    """`pods` pods on the plugin's node, each with one claim of `devices` devices,
+    allocated by the scheduler; their refs per pod, all deleted afterwards."""
+    names = [f"bench-{tag}-{i}" for i in range(pods)]
+    for name in names:
+        plugin.rack.create_claim(name, count=devices, selector=plugin.selector)
+        plugin.rack.create_pod(f"{name}-pod", name, node=plugin.node)
+    try:
+        yield [
+            plugin.kubelet.pod_claims(plugin.rack.api, plugin.rack.bound_pod(f"{name}-pod"))
+            for name in names
+        ]
+    finally:
+        for name in names:
+            plugin.rack.delete_claim(name, f"{name}-pod")
+
+
+def timed(call: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+Samples = dict[str, dict[str, list[float]]]  # op -> plugin -> seconds
+
+
+def alternate(plugins: Sequence[Plugin], rounds: int, one_round: Callable[[Plugin], None]) -> None:
+    for i in range(rounds):
+        for plugin in plugins if i % 2 == 0 else reversed(plugins):
+            one_round(plugin)
+
+
+def sequential_row(plugins: Sequence[Plugin], devices: int) -> Samples:
+    out: Samples = {"prepare": {}, "unprepare": {}}
+    with both_claims(plugins, f"seq{devices}", 1, devices) as refs:
+
+        def one_round(plugin: Plugin) -> None:
+            (pod_refs,) = refs[plugin.name]
+            out["prepare"].setdefault(plugin.name, []).append(
+                timed(lambda: plugin.prepare(pod_refs, devices))
+            )
+            out["unprepare"].setdefault(plugin.name, []).append(
+                timed(lambda: plugin.unprepare(pod_refs))
+            )
+
+        alternate(plugins, ROUNDS, one_round)
     return out
 
 
-def claim_latency(daemon: Daemon, rack: Rack, name: str, count: int, node: str) -> list[float]:
-    selector = f'device.attributes["{DRIVER}"].coreCount == 1'
-    rack.create_claim(name, count=count, selector=selector)
-    rack.create_pod(f"{name}-pod", name, node=node)
-    pod = rack.bound_pod(f"{name}-pod")
-    kubelet = daemon.kubelet(node)
-    refs = kubelet.pod_claims(rack.api, pod)
-    samples = []
-    for _ in range(ROUNDS):
-        started = time.perf_counter()
-        prepared = kubelet.prepare(refs)
-        samples.append(time.perf_counter() - started)
-        assert len(next(iter(prepared.values())).devices) == count
-        kubelet.unprepare(refs)
-    rack.delete_claim(name, f"{name}-pod")
-    return samples
+def concurrent_row(plugins: Sequence[Plugin]) -> Samples:
+    out: Samples = {"prepare": {}, "unprepare": {}}
+    with (
+        both_claims(plugins, "conc", CONCURRENT, 1) as refs,
+        ThreadPoolExecutor(CONCURRENT) as pool,
+    ):
+
+        def together(plugin: Plugin, call: Callable[[list[Ref]], None]) -> list[float]:
+            start = threading.Barrier(CONCURRENT)
+
+            def one(pod_refs: list[Ref]) -> float:
+                start.wait()
+                return timed(lambda: call(pod_refs))
+
+            return list(pool.map(one, refs[plugin.name]))
+
+        def one_round(plugin: Plugin) -> None:
+            prepared = together(plugin, lambda r: plugin.prepare(r, 1))
+            out["prepare"].setdefault(plugin.name, []).extend(prepared)
+            unprepared = together(plugin, plugin.unprepare)
+            out["unprepare"].setdefault(plugin.name, []).extend(unprepared)
+
+        alternate(plugins, CONCURRENT_ROUNDS, one_round)
+    return out
+
+
+@contextmanager
+def both_claims(
+    plugins: Sequence[Plugin], tag: str, pods: int, devices: int
+) -> Iterator[dict[str, list[list[Ref]]]]:
+    with (
+        claims(plugins[0], tag, pods, devices) as first,
+        claims(plugins[1], tag, pods, devices) as second,
+    ):
+        yield {plugins[0].name: first, plugins[1].name: second}
+
+
+def empty_row(plugins: Sequence[Plugin]) -> Samples:
+    out: Samples = {"call": {}}
+    alternate(
+        plugins,
+        ROUNDS,
+        lambda plugin: out["call"].setdefault(plugin.name, []).append(timed(plugin.empty)),
+    )
+    return out
+
+
+def go_slice_published(api: k8s.ApiClient) -> bool:
+    listed = k8s.ResourceV1Api(api).list_resource_slice(field_selector=f"spec.driver={GO_DRIVER}")
+    return sum(len(s.spec.devices or []) for s in listed.items) == GO_DEVICES
+
+
+@contextmanager
+def go_plugin(binary: Path, kubeconfig: Path, node: str) -> Iterator[KubeletStandIn]:
+    """The Go reference plugin for `node`, registered with a kubelet stand-in."""
+    with short_tmpdir() as workdir:
+        kubelet_root = workdir / "kubelet"
+        (kubelet_root / "plugins_registry").mkdir(parents=True)  # the kubelet's to create
+        args = [
+            str(binary),
+            f"--node-name={node}",
+            f"--cdi-root={workdir / 'cdi'}",
+            f"--num-devices={GO_DEVICES}",
+            "--device-profile=gpu",
+            f"--kubelet-registrar-directory-path={kubelet_root / 'plugins_registry'}",
+            f"--kubelet-plugins-directory-path={kubelet_root / 'plugins'}",
+            f"--kubeconfig={kubeconfig}",
+            f"--kube-api-qps={GO_QPS}",
+            f"--kube-api-burst={GO_QPS}",
+        ]
+        log = workdir / "plugin.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            kubelet = KubeletStandIn(kubelet_root, GO_DRIVER)
+            try:
+                kubelet.register(timeout=60)
+            except Exception as err:
+                raise RuntimeError(f"{err}\n{log.read_text()[-3000:]}") from err
+            yield kubelet
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def rss_bytes(pid: int) -> int:
@@ -82,12 +243,14 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-class CachingDaemon(Daemon):
-    """The test daemon with the default ResourceSlice cache instead of none."""
+class DefaultsDaemon(Daemon):
+    """The test daemon with a deployment's defaults for the ResourceSlice cache
+    and the health interval instead of the tests' short ones."""
 
     def args(self) -> list[str]:
         base = super().args()
         base[base.index("--slice-cache-seconds") + 1] = "5"
+        base[base.index("--health-interval") + 1] = "0.5"
         return base
 
 
@@ -112,71 +275,129 @@ def memory_per_node(kubeconfig: Path) -> dict[str, float]:
     }
 
 
-def latencies(daemon: Daemon, rack: Rack, tag: str) -> dict[str, list[float]]:
-    kubelet = daemon.kubelet(NODES[0])
-    assert kubelet.plugin is not None
-    with kubeletclient.channel(kubelet.plugin.endpoint) as ch:
-        kubeletclient.node_prepare(ch, [], 5.0)
-        baseline = timed(lambda: kubeletclient.node_prepare(ch, [], 5.0), ROUNDS)
-    return {
-        "baseline": baseline,
-        "one": claim_latency(daemon, rack, f"bench-one-{tag}", 1, NODES[1]),
-        "many": claim_latency(daemon, rack, f"bench-many-{tag}", 32, NODES[0]),
-    }
+def compare(samples: Samples) -> dict[str, Any]:
+    """Per operation: both plugins' summaries and ours/Go at p50 and p99."""
+    out = {}
+    for op, by_plugin in samples.items():
+        ours, go = summary(by_plugin["ours"]), summary(by_plugin["go"])
+        out[op] = {
+            "ours": ours,
+            "go": go,
+            "ratio_p50": ours["p50_ms"] / go["p50_ms"],
+            "ratio_p99": ours["p99_ms"] / go["p99_ms"],
+        }
+    return out
 
 
-def measure() -> dict[str, Any]:
-    """Run the daemon twice (slice cache on and off) against one published rack."""
-    runs: dict[str, dict[str, list[float]]] = {}
+def measure(go_binary: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ControlPlane.running(Path(tmp) / "cp") as plane:
-        with published_rack(plane) as rack:
-            for tag, kind in (("cached", CachingDaemon), ("uncached", Daemon)):
-                with short_tmpdir() as workdir:
-                    daemon = kind(workdir, plane.kubeconfig).start()
-                    try:
-                        runs[tag] = latencies(daemon, rack, tag)
-                    finally:
-                        daemon.stop()
+        with (
+            published_rack(plane) as rack,
+            published_rack(plane, site=GO_SITE, items=[]) as go_rack,
+            short_tmpdir() as workdir,
+            go_plugin(go_binary, plane.kubeconfig, GO_SITE.nodes[0]) as go_kubelet,
+        ):
+            wait_for("the Go plugin's ResourceSlice", lambda: go_slice_published(go_rack.api))
+            plane.kubectl("apply", "-f", str(HEALTH_CRD))  # the daemon reports node health
+            daemon = DefaultsDaemon(workdir, plane.kubeconfig).start()
+            try:
+                our_kubelet = daemon.kubelet(NODES[0])
+                assert our_kubelet.plugin is not None and go_kubelet.plugin is not None
+                with (
+                    kubeletclient.channel(our_kubelet.plugin.endpoint) as ours_ch,
+                    kubeletclient.channel(go_kubelet.plugin.endpoint) as go_ch,
+                ):
+                    single_core = f'device.attributes["{DRIVER}"].coreCount == 1'
+                    plugins = [
+                        Plugin(
+                            "ours",
+                            ours_ch,
+                            our_kubelet.plugin.version,
+                            rack,
+                            our_kubelet,
+                            NODES[0],
+                            single_core,
+                        ),
+                        Plugin(
+                            "go",
+                            go_ch,
+                            go_kubelet.plugin.version,
+                            go_rack,
+                            go_kubelet,
+                            GO_SITE.nodes[0],
+                            "",
+                        ),
+                    ]
+                    for plugin in plugins:
+                        plugin.empty()  # connect before timing
+                    rows = {
+                        "empty_call": compare(empty_row(plugins)),
+                        "1_device": compare(sequential_row(plugins, 1)),
+                        f"{GO_DEVICES}_devices": compare(sequential_row(plugins, GO_DEVICES)),
+                        f"{CONCURRENT}_concurrent_claims": compare(concurrent_row(plugins)),
+                    }
+            finally:
+                daemon.stop()
         memory = memory_per_node(plane.kubeconfig)
-    cached, uncached = runs["cached"], runs["uncached"]
-    baseline, one, many = cached["baseline"], cached["one"], cached["many"]
     return {
-        "rack": RACK_ID,
-        "baseline_empty_call": summary(baseline),
-        "prepare_1_device": summary(one),
-        "prepare_32_devices": summary(many),
-        "prepare_1_device_slices_relisted": summary(uncached["one"]),
-        "prepare_32_devices_slices_relisted": summary(uncached["many"]),
-        "ratios": {
-            "prepare_1_p50_vs_baseline_p50": percentile(one, 50) / percentile(baseline, 50),
-            "prepare_32_p50_vs_prepare_1_p50": percentile(many, 50) / percentile(one, 50),
-            "prepare_32_p99_vs_prepare_1_p99": percentile(many, 99) / percentile(one, 99),
+        "go_plugin": {
+            "module": "sigs.k8s.io/dra-example-driver",
+            "version": go_binary.parent.name.removeprefix("dra-example-driver-"),
+            "devices": GO_DEVICES,
+            "kube_api_qps": GO_QPS,
+            "kube_api_burst": GO_QPS,
         },
+        "rounds": {"sequential": ROUNDS, "concurrent": CONCURRENT_ROUNDS},
+        "rows": rows,
         "memory": memory,
     }
 
 
+ROW_TITLES = {
+    "empty_call": "empty call",
+    "1_device": "1 device",
+    f"{GO_DEVICES}_devices": f"{GO_DEVICES} devices",
+    f"{CONCURRENT}_concurrent_claims": f"{CONCURRENT} concurrent claims",
+}
+
+
+def table(rows: dict[str, Any]) -> str:
+    lines = [
+        "| row | call | ours p50 ms | Go p50 ms | ours/Go p50 | ours p99 ms | Go p99 ms "
+        "| ours/Go p99 | goal ≤ 1.0x |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, ops in rows.items():
+        for op, r in ops.items():
+            met = "met" if r["ratio_p50"] <= 1.0 and r["ratio_p99"] <= 1.0 else "not met"
+            lines.append(
+                f"| {ROW_TITLES[key]} | {op} | {r['ours']['p50_ms']:.2f} | {r['go']['p50_ms']:.2f} "
+                f"| {r['ratio_p50']:.2f}x | {r['ours']['p99_ms']:.2f} | {r['go']['p99_ms']:.2f} "
+                f"| {r['ratio_p99']:.2f}x | {met} |"
+            )
+    return "\n".join(lines)
+
+
 def render(r: dict[str, Any]) -> str:
     """The docs/benchmarks.md section for the results of `measure`."""
-    m, baseline = r["memory"], r["baseline_empty_call"]
+    m, go = r["memory"], r["go_plugin"]
     return f"""
-NodePrepareResources through the DRA socket (kubelet stand-in, claims allocated by
-the real scheduler; every prepare followed by an unprepare; {ROUNDS} rounds each).
-"Slices re-listed" runs the daemon with `--slice-cache-seconds 0`, so every
-prepare also lists the pool's ResourceSlices from the apiserver. The apiserver,
-the daemon and the client share the machine's CPUs, so p99 is noisy; one
-prepare does an apiserver GET, four fsync'd writes (checkpoint twice, token,
-CDI spec) and their directory fsyncs.
+Our node daemon beside the Go reference kubelet plugin, `{go["module"]}`
+{go["version"]} (built from its Go module by `hack/build-dra-example-driver.sh`,
+`--device-profile=gpu --num-devices={go["devices"]}`, client QPS and burst
+raised to {go["kube_api_qps"]}/{go["kube_api_burst"]}: its defaults of 5/10 make
+back-to-back prepares wait for the client-side rate limiter). Both run against
+the same local apiserver with claims the real scheduler allocated, and one
+client drives both: the kubelet stand-in's gRPC calls over one open channel per
+plugin, in interleaved rounds ({r["rounds"]["sequential"]} per sequential row,
+each prepare followed by its unprepare; {r["rounds"]["concurrent"]} rounds of
+{CONCURRENT} claims of {CONCURRENT} pods called at once by {CONCURRENT} threads,
+each call timed on its own). Our daemon runs with its defaults (5 s ResourceSlice
+cache, health checked every 0.5 s); both plugins GET the claim from the
+apiserver on every prepare. The apiserver, both plugins and the client share
+the machine's 2 CPUs, so compare the ratios, not the absolute figures.
 
-| call | p50 ms | p99 ms | p50 vs baseline |
-|---|---|---|---|
-{row("empty call (baseline)", baseline, baseline)}
-{row("1 device", r["prepare_1_device"], baseline)}
-{row("32 devices", r["prepare_32_devices"], baseline)}
-{row("1 device, slices re-listed", r["prepare_1_device_slices_relisted"], baseline)}
-{row("32 devices, slices re-listed", r["prepare_32_devices_slices_relisted"], baseline)}
-
-32 devices cost {r["ratios"]["prepare_32_p50_vs_prepare_1_p50"]:.2f}x one device at p50.
+{table(r["rows"])}
 
 Memory: one daemon process with 1 simulated node has {m["rss_1_node_mib"]:.0f} MiB resident;
 with a whole rack of {RACK_NODES} nodes {m[f"rss_{RACK_NODES}_nodes_mib"]:.0f} MiB, so each
@@ -186,7 +407,13 @@ one-node process).
 
 
 def main() -> None:
-    results = measure()
+    binary = os.environ.get(GO_PLUGIN_ENV)
+    if not binary:
+        raise SystemExit(
+            f"{GO_PLUGIN_ENV}: set it to the Go reference plugin's binary "
+            "(`make bench-node` builds it with hack/build-dra-example-driver.sh)"
+        )
+    results = measure(Path(binary))
     markdown = render(results)
     write_report("node", COMMAND, results, markdown)
     print(markdown)

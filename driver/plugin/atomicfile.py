@@ -1,6 +1,10 @@
-"""Crash-safe file writes: temp file, fsync, rename, fsync of the directory.
+"""File writes by temp file and rename: a reader sees the old content or the new,
+never a torn file.
 
-After a crash a reader sees either the old content or the new, never a torn file.
+`write_atomic` also makes the new content durable (fsync of the file and of
+its directory) and is kept for the checkpoint, the one file whose loss could
+not be repaired. `write_replace` skips both fsyncs: it is for files derived
+from the checkpoint, which start-up rewrites if a power loss took them.
 """
 
 import contextlib
@@ -17,8 +21,7 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o640) -> None:
-    """Replace `path` with `data` atomically and durably, with permissions `mode`."""
+def _replace(path: Path, data: bytes, mode: int, durable: bool) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
@@ -26,7 +29,8 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o640) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     try:
@@ -35,14 +39,23 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o640) -> None:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o640) -> None:
+    """Replace `path` with `data` atomically and durably, with permissions `mode`."""
+    _replace(path, data, mode, durable=True)
     fsync_dir(path.parent)
 
 
-def remove_durably(path: Path) -> bool:
-    """Unlink `path` if present and make that durable; True if it existed."""
+def write_replace(path: Path, data: bytes, mode: int = 0o640) -> None:
+    """Replace `path` with `data` atomically, without waiting for the disk."""
+    _replace(path, data, mode, durable=False)
+
+
+def remove(path: Path) -> bool:
+    """Unlink `path` if present, without waiting for the disk; True if it existed."""
     try:
         path.unlink()
     except FileNotFoundError:
         return False
-    fsync_dir(path.parent)
     return True

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from driver.plugin.atomicfile import remove_durably, write_atomic
+from driver.plugin.atomicfile import remove, write_replace
 
 CDI_VERSION = "0.6.0"
 CDI_CLASS = "claim"
@@ -85,13 +85,27 @@ def claim_spec(driver: str, edits: ClaimEdits) -> dict[str, Any]:
     }
 
 
+def spec_bytes(driver: str, edits: ClaimEdits) -> bytes:
+    """The spec file's exact content, so start-up can tell a damaged file from a good one."""
+    return (json.dumps(claim_spec(driver, edits), indent=2, sort_keys=True) + "\n").encode()
+
+
 def write_spec(cdi_dir: Path, driver: str, edits: ClaimEdits) -> Path:
-    """Write the claim's spec atomically; returns its path."""
+    """Write the claim's spec by rename (no fsync: start-up re-derives it); returns its path."""
     path = spec_path(cdi_dir, driver, edits.claim_uid)
-    body = json.dumps(claim_spec(driver, edits), indent=2, sort_keys=True) + "\n"
-    write_atomic(path, body.encode(), mode=0o644)
+    write_replace(path, spec_bytes(driver, edits), mode=0o644)
     return path
 
 
 def remove_spec(cdi_dir: Path, driver: str, claim_uid: str) -> bool:
-    return remove_durably(spec_path(cdi_dir, driver, claim_uid))
+    return remove(spec_path(cdi_dir, driver, claim_uid))
+
+
+def spec_claim_uids(cdi_dir: Path, driver: str) -> set[str]:
+    """UIDs of the claims that have a spec of this driver in `cdi_dir`."""
+    prefix, suffix = f"k8s.{driver}-{CDI_CLASS}_", ".json"
+    return {
+        p.name[len(prefix) : -len(suffix)]
+        for p in cdi_dir.glob(f"{prefix}*{suffix}")
+        if len(p.name) > len(prefix) + len(suffix)
+    }

@@ -1,23 +1,30 @@
-"""The node daemon's record of prepared claims, one JSON file per node.
+"""The node daemon's record of prepared claims: a JSON file per node and its journal.
 
-Written atomically with a SHA-256 checksum over its claims so a torn or edited
-file is refused instead of trusted. Each claim is recorded as
-`PrepareStarted` before any file is written for it and `PrepareCompleted`
-after, so a daemon killed between any two steps knows which cores it holds
-and which files may exist.
+The file is rewritten atomically and durably, with a SHA-256 checksum over
+its claims so a torn or edited file is refused instead of trusted; between
+rewrites each batch of changes is appended to `<file>.journal` (see
+journal.py), which costs one fdatasync. These are the only files a prepare
+waits for the disk to hold: a claim is recorded `PrepareCompleted` with
+everything its token and CDI spec are derived from, and those files are
+rewritten from here at start-up. `PrepareStarted` is only read: earlier
+releases wrote it before a claim's files, and start-up drops such records.
 """
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from driver.plugin.atomicfile import write_atomic
+from driver.plugin.atomicfile import fsync_dir, write_atomic
+from driver.plugin.journal import JournalError, encode_line, read_entries, replay
 from simdevice.topology import CoreRange
 
 FORMAT_VERSION = 1
+COMPACT_BYTES = 64 * 1024
+"""The journal is folded into a rewritten checkpoint once it is this long."""
 PREPARE_STARTED = "PrepareStarted"
 PREPARE_COMPLETED = "PrepareCompleted"
 
@@ -50,6 +57,7 @@ class ClaimRecord:
     visible_cores: list[int]
     devices: list[DeviceRecord]
     token_sha256: str = ""
+    token_nonce: str = ""  # with the node's token key, derives the token (see claimfiles)
 
     def physical_cores(self) -> set[tuple[int, int]]:
         return {
@@ -72,13 +80,16 @@ def checksum(claims: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def encode(claims: Mapping[str, ClaimRecord]) -> bytes:
-    body = {uid: asdict(record) for uid, record in sorted(claims.items())}
-    doc = {"version": FORMAT_VERSION, "checksum": checksum(body), "claims": body}
-    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+def encode_plain(body: Mapping[str, Any]) -> bytes:
+    """The file for claims already turned into plain dicts: one canonical JSON
+    text serves both as the claims and for their checksum."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    return f'{{"checksum":"{digest}","claims":{canonical},"version":{FORMAT_VERSION}}}\n'.encode()
 
 
-def decode(data: bytes, path: Path) -> dict[str, ClaimRecord]:
+def decode_plain(data: bytes, path: Path) -> dict[str, Any]:
+    """The file's claims as plain dicts, once version and checksum are right."""
     try:
         doc = json.loads(data)
     except ValueError as err:
@@ -90,6 +101,10 @@ def decode(data: bytes, path: Path) -> dict[str, ClaimRecord]:
     claims = doc.get("claims")
     if not isinstance(claims, dict) or doc.get("checksum") != checksum(claims):
         raise CheckpointError(f"{path}: checksum mismatch, the file is damaged; move it aside")
+    return claims
+
+
+def records(claims: Mapping[str, Any], path: Path) -> dict[str, ClaimRecord]:
     try:
         return {
             uid: ClaimRecord(
@@ -102,36 +117,115 @@ def decode(data: bytes, path: Path) -> dict[str, ClaimRecord]:
         raise CheckpointError(f"{path}: claims: malformed record ({err}); move it aside") from err
 
 
+def decode(data: bytes, path: Path) -> dict[str, ClaimRecord]:
+    return records(decode_plain(data, path), path)
+
+
+Stamp = tuple[int, int, int] | None
+
+
+def _stamp(path: Path) -> Stamp:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class Checkpoint:
-    """The file plus its in-memory copy; callers serialise mutations."""
+    """The file and its journal plus their in-memory copy; callers serialise mutations."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.journal = path.with_name(path.name + ".journal")
         self.claims: dict[str, ClaimRecord] = {}
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamps: tuple[Stamp, Stamp] | None = None
+        self._journal_len = 0  # what this process last read or wrote of the journal
+        self.writes = 0  # durable writes by this process, one per batch of changes
+        self._plain: dict[str, tuple[ClaimRecord, dict[str, Any]]] = {}
         self.reload()
 
     def reload(self) -> None:
-        """Re-read the file if another writer (a rolling-update twin) replaced it."""
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            self.claims, self._stamp = {}, None
+        """Re-read file and journal if another writer (a rolling-update twin) changed them."""
+        stamps = (_stamp(self.path), _stamp(self.journal))
+        if stamps == self._stamps:
             return
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if stamp != self._stamp:
-            self.claims = decode(self.path.read_bytes(), self.path)
-            self._stamp = stamp
+        base = decode_plain(self.path.read_bytes(), self.path) if stamps[0] else {}
+        try:
+            data = self.journal.read_bytes() if stamps[1] else b""
+            entries, self._journal_len = read_entries(data, self.journal)
+        except JournalError as err:
+            raise CheckpointError(str(err)) from err
+        self.claims = records(replay(base, entries), self.path)
+        self._plain = {}
+        self._stamps = stamps
 
     def put(self, record: ClaimRecord) -> None:
-        self._store({**self.claims, record.uid: record})
+        self.store({**self.claims, record.uid: record})
 
     def drop(self, uid: str) -> None:
         if uid in self.claims:
-            self._store({k: v for k, v in self.claims.items() if k != uid})
+            self.store({k: v for k, v in self.claims.items() if k != uid})
 
-    def _store(self, claims: dict[str, ClaimRecord]) -> None:
-        write_atomic(self.path, encode(claims), mode=0o600)
+    def _plain_body(self, claims: Mapping[str, ClaimRecord]) -> dict[str, dict[str, Any]]:
+        """Claims as plain dicts, converting only records not converted before."""
+        fresh = {}
+        for uid, record in claims.items():
+            cached = self._plain.get(uid)
+            fresh[uid] = cached if cached and cached[0] is record else (record, asdict(record))
+        self._plain = fresh
+        return {uid: plain for uid, (_, plain) in fresh.items()}
+
+    def store(self, claims: dict[str, ClaimRecord]) -> None:
+        """Replace every record with `claims`, durably: one journal line for the
+        records that changed, or a rewrite when there is no file yet or the
+        journal has grown long."""
+        put = [uid for uid, record in claims.items() if self.claims.get(uid) is not record]
+        drop = [uid for uid in self.claims if uid not in claims]
+        plain = self._plain_body(claims)
+        appended = False
+        if self._stamps and self._stamps[0] and self._journal_len < COMPACT_BYTES:
+            appended = self._append(encode_line({uid: plain[uid] for uid in put}, drop))
+        if not appended:
+            self._rewrite(plain)
+        self.writes += 1
         self.claims = claims
-        st = self.path.stat()
-        self._stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        self._stamps = (_stamp(self.path), _stamp(self.journal))
+
+    def compact(self) -> None:
+        """Fold the journal into a rewritten file (at start-up, under the node lock)."""
+        self._rewrite(self._plain_body(self.claims))
+        self._stamps = (_stamp(self.path), _stamp(self.journal))
+
+    def _append(self, line: bytes) -> bool:
+        """Append and fdatasync; False when the journal is missing (then rewrite)."""
+        try:
+            fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            return False
+        try:
+            if os.fstat(fd).st_size != self._journal_len:
+                os.ftruncate(fd, self._journal_len)  # a torn line must not precede this one
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        self._journal_len += len(line)
+        return True
+
+    def _rewrite(self, plain: Mapping[str, Any]) -> None:
+        """The file first, durably, then an empty journal: a crash between the
+        two replays lines the file already holds, which changes nothing."""
+        write_atomic(self.path, encode_plain(plain), mode=0o600)
+        created = not self.journal.exists()
+        fd = os.open(self.journal, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            fsync_dir(self.journal.parent)
+        self._journal_len = 0

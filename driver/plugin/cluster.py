@@ -4,6 +4,7 @@ Responses are read as plain JSON (no client models) because prepare only
 needs a few fields and the models cost more than the request.
 """
 
+import http.client
 import json
 import threading
 import time
@@ -12,6 +13,7 @@ from typing import Any, Protocol
 from kubernetes import client
 
 from driver.names import API_GROUP, API_VERSION
+from driver.plugin.apiget import ApiGetter
 from driver.plugin.devices import Attributes, device_attributes
 
 RESOURCE_API = "/apis/resource.k8s.io/v1"
@@ -35,6 +37,7 @@ class ApiReader:
 
     def __init__(self, api: client.ApiClient, driver: str, cache_seconds: float = 5.0) -> None:
         self.api = api
+        self._getter = ApiGetter(api.configuration)
         self.driver = driver
         self.cache_seconds = cache_seconds
         self._lock = threading.Lock()
@@ -44,19 +47,14 @@ class ApiReader:
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
         """GET `path` as JSON; None on 404, ApiError on any other failure."""
-        method, url, headers, _, _ = self.api.param_serialize(
-            "GET",
-            path,
-            query_params=query or [],
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        response = self.api.call_api(method, url, header_params=headers, _request_timeout=30)
-        body = response.read()
-        if response.status == 404:
+        try:
+            status, body = self._getter.get(path, query)
+        except (OSError, http.client.HTTPException) as err:
+            raise ApiError(f"GET {path}: {err}") from err
+        if status == 404:
             return None
-        if response.status >= 400:
-            raise ApiError(f"GET {path}: HTTP {response.status}: {body[:300]!r}")
+        if status >= 400:
+            raise ApiError(f"GET {path}: HTTP {status}: {body[:300]!r}")
         return json.loads(body)
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -12,16 +12,15 @@ ENV = "TRAINIUM_DRA_FAILPOINT"
 ARMED = os.environ.get(ENV, "")
 
 PREPARE_POINTS = (
-    "prepare-after-checkpoint-started",
+    "prepare-after-checkpoint",
     "prepare-after-token",
     "prepare-after-cdi",
-    "prepare-after-checkpoint-completed",
 )
 UNPREPARE_POINTS = (
     "unprepare-after-jobs-cancelled",
+    "unprepare-after-checkpoint-dropped",
     "unprepare-after-cdi-removed",
     "unprepare-after-token-removed",
-    "unprepare-after-checkpoint-dropped",
 )
 
 

@@ -49,6 +49,11 @@ class NodePaths:
         return self.state_dir / "checkpoint.json"
 
     @property
+    def token_key(self) -> Path:
+        """The node's secret from which every claim token is derived (0600)."""
+        return self.state_dir / "token.key"
+
+    @property
     def workload_socket(self) -> Path:
         return self.state_dir / "workload.sock"
 
@@ -57,6 +62,11 @@ class NodePaths:
         return self.state_dir / "claims"
 
     def token_file(self, claim_uid: str) -> Path:
+        """`claims/<uid>.token`: a file, no directory (an rmdir costs a journal commit)."""
+        return self.claims_dir / f"{claim_uid}.token"
+
+    def legacy_token_file(self, claim_uid: str) -> Path:
+        """Where earlier releases kept the token: `claims/<uid>/token`."""
         return self.claims_dir / claim_uid / "token"
 
 

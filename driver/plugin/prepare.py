@@ -2,37 +2,37 @@
 
 Order of a prepare: fetch the claim, check UID and allocation, validate config
 and compute cores (all before any write), then under the node lock: refuse
-cores held by another claim, checkpoint `PrepareStarted`, write the token file,
-write the CDI spec, checkpoint `PrepareCompleted`. Unprepare undoes it in
-reverse and tolerates any prefix having happened, so a daemon killed between
-any two steps converges when the kubelet retries.
+cores held by another claim and record the claim `PrepareCompleted` in the
+checkpoint, durably; then write its token and CDI spec without waiting for the
+disk (they are derived from the record and restored from it at start-up), and
+answer. Unprepare cancels the claim's jobs, drops the record durably, then
+removes the files. Changes that queue behind the lock while a checkpoint is
+being written are written together by the next holder, one fsync for all.
 """
 
 import fcntl
-import hashlib
 import os
-import secrets
-import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from driver.devicemodel.ultraserver import DEFAULT_LNC
 from driver.plugin import cdi, failpoints
-from driver.plugin.atomicfile import fsync_dir, write_atomic
 from driver.plugin.checkpoint import (
     PREPARE_COMPLETED,
-    PREPARE_STARTED,
     Checkpoint,
     ClaimRecord,
     DeviceRecord,
 )
+from driver.plugin.claimfiles import ClaimFiles, hash_token, load_or_create_key, new_nonce
 from driver.plugin.cluster import ClusterReader
-from driver.plugin.devices import ClaimPlan, NodePlace, fabric_of, plan_claim
+from driver.plugin.devices import ClaimPlan, NodePlace, plan_claim
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
+
+__all__ = ["ClaimRef", "NodeState", "PrepareResult", "Preparer", "ensure_dirs", "hash_token"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,26 @@ class PrepareResult:
     error: str = ""
 
 
+class Change:
+    """One claim's change to the checkpoint, run by whichever thread writes its batch.
+
+    `apply` runs under the node lock on the claims as the changes before it in
+    the batch left them, and says whether it changed them; `after` runs once
+    the batch is durable (the claim's files). An exception in either is the
+    change's error, raised to the thread that asked for it.
+    """
+
+    def __init__(self) -> None:
+        self.done = False
+        self.error: Exception | None = None
+
+    def apply(self, claims: dict[str, ClaimRecord]) -> bool:
+        raise NotImplementedError
+
+    def after(self) -> None:
+        raise NotImplementedError
+
+
 class NodeState:
     """The node's checkpoint and the lock that serialises changes to it.
 
@@ -69,6 +89,8 @@ class NodeState:
         self.checkpoint = checkpoint
         self._thread_lock = threading.Lock()
         self._lock_file = checkpoint.path.with_name(checkpoint.path.name + ".lock")
+        self._queue: list[Change] = []
+        self._queue_lock = threading.Lock()
 
     @contextmanager
     def locked(self) -> Iterator[Checkpoint]:
@@ -81,17 +103,61 @@ class NodeState:
             finally:
                 os.close(fd)
 
-    def held_cores(self, except_uid: str = "") -> dict[tuple[int, int], str]:
-        return {
-            core: uid
-            for uid, record in self.checkpoint.claims.items()
-            if uid != except_uid
-            for core in record.exclusive_cores()
-        }
+    def commit(self, changes: Sequence[Change]) -> None:
+        """Apply `changes`, make them durable, run their `after`; return once all
+        are done. Whoever takes the lock writes every change queued by then."""
+        if not changes:
+            return
+        with self._queue_lock:
+            self._queue.extend(changes)
+        try:
+            with self.locked() as checkpoint:
+                if not all(change.done for change in changes):
+                    with self._queue_lock:
+                        batch, self._queue = self._queue, []
+                    write_batch(checkpoint, batch)
+        except Exception as err:  # the lock or re-reading the checkpoint failed
+            with self._queue_lock:
+                self._queue = [c for c in self._queue if all(c is not d for d in changes)]
+            for change in changes:
+                if not change.done:
+                    change.error, change.done = err, True
 
 
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+def write_batch(checkpoint: Checkpoint, batch: Sequence[Change]) -> None:
+    """One durable checkpoint write for the whole batch, then each change's files."""
+    claims = dict(checkpoint.claims)
+    applied: list[Change] = []
+    changed = False
+    for change in batch:
+        try:
+            changed = change.apply(claims) or changed
+            applied.append(change)
+        except Exception as err:
+            change.error = err
+    try:
+        if changed:
+            checkpoint.store(claims)
+    except Exception as err:
+        for change in applied:
+            change.error = err
+        applied = []
+    for change in applied:
+        try:
+            change.after()
+        except Exception as err:
+            change.error = err
+    for change in batch:
+        change.done = True
+
+
+def held_cores(claims: Mapping[str, ClaimRecord], except_uid: str) -> dict[tuple[int, int], str]:
+    return {
+        core: uid
+        for uid, record in claims.items()
+        if uid != except_uid
+        for core in record.exclusive_cores()
+    }
 
 
 def records_of(plan: ClaimPlan) -> list[DeviceRecord]:
@@ -107,6 +173,79 @@ def records_of(plan: ClaimPlan) -> list[DeviceRecord]:
         )
         for d in plan.devices
     ]
+
+
+class PrepareChange(Change):
+    """Record the claim (unless recorded with the same devices), then write its files."""
+
+    def __init__(self, preparer: "Preparer", ref: ClaimRef, plan: ClaimPlan) -> None:
+        super().__init__()
+        self.preparer, self.ref, self.plan = preparer, ref, plan
+        self.record: ClaimRecord | None = None
+        self.result = PrepareResult(error=f"claim {ref.namespace}/{ref.name}: not prepared")
+
+    def apply(self, claims: dict[str, ClaimRecord]) -> bool:
+        ref, plan = self.ref, self.plan
+        devices = records_of(plan)
+        existing = claims.get(ref.uid)
+        if existing and existing.state == PREPARE_COMPLETED and existing.devices == devices:
+            self.record = existing
+            return False
+        record = ClaimRecord(
+            uid=ref.uid,
+            namespace=ref.namespace,
+            name=ref.name,
+            state=PREPARE_COMPLETED,
+            lnc=plan.lnc,
+            visible_cores=list(plan.visible_cores),
+            devices=devices,
+            token_nonce=new_nonce(),
+        )
+        held = held_cores(claims, except_uid=ref.uid)
+        clash = sorted(core for core in record.exclusive_cores() if core in held)
+        if clash:
+            chip, core = clash[0]
+            self.result = PrepareResult(
+                error=f"status.allocation.devices.results: chip {chip} core {core} is still "
+                f"prepared for claim {held[clash[0]]}; unprepare that claim first"
+            )
+            return False
+        token = self.preparer.files.token(record)
+        self.record = replace(record, token_sha256=hash_token(token))
+        claims[ref.uid] = self.record
+        return True
+
+    def after(self) -> None:
+        record, files = self.record, self.preparer.files
+        if record is None:
+            return
+        failpoints.reached("prepare-after-checkpoint")
+        files.write_token(record)
+        failpoints.reached("prepare-after-token")
+        files.write_spec(record, self.plan)
+        failpoints.reached("prepare-after-cdi")
+        self.result = self.preparer.result_of(record)
+
+
+class UnprepareChange(Change):
+    """Cancel the claim's jobs and drop its record, then remove its files."""
+
+    def __init__(self, preparer: "Preparer", uid: str) -> None:
+        super().__init__()
+        self.preparer, self.uid = preparer, uid
+
+    def apply(self, claims: dict[str, ClaimRecord]) -> bool:
+        self.preparer.release_claim(self.uid)
+        failpoints.reached("unprepare-after-jobs-cancelled")
+        return claims.pop(self.uid, None) is not None
+
+    def after(self) -> None:
+        files = self.preparer.files
+        failpoints.reached("unprepare-after-checkpoint-dropped")
+        files.remove_spec(self.uid)
+        failpoints.reached("unprepare-after-cdi-removed")
+        files.remove_token(self.uid)
+        failpoints.reached("unprepare-after-token-removed")
 
 
 class Preparer:
@@ -128,32 +267,62 @@ class Preparer:
         self.state = state
         self.metrics = metrics
         self.release_claim = release_claim  # cancels the claim's simulated jobs
+        self.files = ClaimFiles(driver, place, paths, load_or_create_key(paths.token_key))
+
+    def restore(self) -> tuple[list[str], list[str]]:
+        """At start, before registering: drop records of prepares an earlier
+        release left unfinished, fold the journal into the checkpoint, then
+        make every claim's files match it. Returns the UIDs whose files were
+        rewritten and removed."""
+        with self.state.locked() as checkpoint:
+            claims = checkpoint.claims
+            finished = {u: r for u, r in claims.items() if r.state == PREPARE_COMPLETED}
+            if finished.keys() != claims.keys():
+                checkpoint.store(finished)
+            checkpoint.compact()
+            return self.files.restore(finished)
 
     def prepare(self, claims: Iterable[ClaimRef]) -> dict[str, PrepareResult]:
-        """Per-claim results; one claim's failure never affects another's."""
+        """Per-claim results; one claim's failure never affects another's. The
+        claims of one call share one checkpoint write."""
+        started = time.perf_counter()
         results: dict[str, PrepareResult] = {}
+        changes: list[PrepareChange] = []
         for ref in claims:
-            started = time.perf_counter()
             try:
-                result = self._prepare_one(ref)
+                plan = self._plan(ref)
             except Exception as err:
-                result = PrepareResult(error=f"claim {ref.namespace}/{ref.name}: {err}")
+                results[ref.uid] = PrepareResult(error=f"claim {ref.namespace}/{ref.name}: {err}")
+                continue
+            if isinstance(plan, PrepareResult):
+                results[ref.uid] = plan
+            else:
+                changes.append(PrepareChange(self, ref, plan))
+        self.state.commit(changes)
+        for change in changes:
+            ref = change.ref
+            error = change.error
+            results[ref.uid] = (
+                change.result
+                if error is None
+                else PrepareResult(error=f"claim {ref.namespace}/{ref.name}: {error}")
+            )
+        for result in results.values():
             self._observe("prepare", started, not result.error)
-            results[ref.uid] = result
         return results
 
     def unprepare(self, claims: Iterable[ClaimRef]) -> dict[str, str]:
         """Per-claim errors ("" on success); unpreparing an unknown claim succeeds."""
-        errors: dict[str, str] = {}
-        for ref in claims:
-            started = time.perf_counter()
-            try:
-                self._unprepare_one(ref.uid)
-                error = ""
-            except Exception as err:
-                error = f"claim {ref.namespace}/{ref.name}: {err}"
+        started = time.perf_counter()
+        refs = list(claims)
+        changes = [UnprepareChange(self, ref.uid) for ref in refs]
+        self.state.commit(changes)
+        errors = {
+            ref.uid: f"claim {ref.namespace}/{ref.name}: {change.error}" if change.error else ""
+            for ref, change in zip(refs, changes, strict=True)
+        }
+        for error in errors.values():
             self._observe("unprepare", started, not error)
-            errors[ref.uid] = error
         return errors
 
     def reconcile(self) -> list[str]:
@@ -168,7 +337,10 @@ class Preparer:
                 and (claim.get("status") or {}).get("allocation")
             )
             if not alive:
-                self._unprepare_one(uid)
+                change = UnprepareChange(self, uid)
+                self.state.commit([change])
+                if change.error is not None:
+                    raise change.error
                 gone.append(uid)
         return gone
 
@@ -177,7 +349,7 @@ class Preparer:
         self.metrics.observe(node, op, time.perf_counter() - started, ok)
         self.metrics.set_prepared(node, len(self.state.checkpoint.claims))
 
-    def _result(self, record: ClaimRecord) -> PrepareResult:
+    def result_of(self, record: ClaimRecord) -> PrepareResult:
         ids = (cdi.cdi_device_id(self.driver, record.uid),)
         return PrepareResult(
             devices=tuple(
@@ -185,7 +357,8 @@ class Preparer:
             )
         )
 
-    def _prepare_one(self, ref: ClaimRef) -> PrepareResult:
+    def _plan(self, ref: ClaimRef) -> ClaimPlan | PrepareResult:
+        """The claim's cores, or the error that stops it before anything is written."""
         claim = self.reader.get_claim(ref.namespace, ref.name)
         if claim is None:
             return PrepareResult(error=f"claim {ref.namespace}/{ref.name} not found")
@@ -203,77 +376,7 @@ class Preparer:
         }
         chip = self.place.rack.chip.name
         default = self.reader.default_lnc(self.place.ultraserver) or DEFAULT_LNC.get(chip, 1)
-        plan = plan_claim(claim, self.reader.attributes(keys), self.place, self.driver, default)
-        with self.state.locked():
-            return self._write(ref, plan)
-
-    def _write(self, ref: ClaimRef, plan: ClaimPlan) -> PrepareResult:
-        checkpoint = self.state.checkpoint
-        devices = records_of(plan)
-        existing = checkpoint.claims.get(ref.uid)
-        if existing and existing.state == PREPARE_COMPLETED and existing.devices == devices:
-            return self._result(existing)
-        held = self.state.held_cores(except_uid=ref.uid)
-        record = ClaimRecord(
-            uid=ref.uid,
-            namespace=ref.namespace,
-            name=ref.name,
-            state=PREPARE_STARTED,
-            lnc=plan.lnc,
-            visible_cores=list(plan.visible_cores),
-            devices=devices,
-        )
-        clash = sorted(core for core in record.exclusive_cores() if core in held)
-        if clash:
-            chip, core = clash[0]
-            return PrepareResult(
-                error=f"status.allocation.devices.results: chip {chip} core {core} is still "
-                f"prepared for claim {held[clash[0]]}; unprepare that claim first"
-            )
-        token = secrets.token_urlsafe(32)
-        record = replace(record, token_sha256=hash_token(token))
-        checkpoint.put(record)
-        failpoints.reached("prepare-after-checkpoint-started")
-        token_file = self.paths.token_file(ref.uid)
-        token_file.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
-        write_atomic(token_file, token.encode(), mode=0o644)
-        failpoints.reached("prepare-after-token")
-        ring, fabric_ips = fabric_of(plan, self.place)
-        cdi.write_spec(
-            self.paths.cdi_dir,
-            self.driver,
-            cdi.ClaimEdits(
-                claim_uid=ref.uid,
-                visible_cores=plan.visible_cores,
-                lnc=plan.lnc,
-                workload_socket=self.paths.workload_socket,
-                token_file=token_file,
-                node_name=self.place.node_name,
-                ultraserver=self.place.ultraserver,
-                server_index=self.place.server_index,
-                ring=ring,
-                fabric_ips=fabric_ips,
-            ),
-        )
-        failpoints.reached("prepare-after-cdi")
-        done = replace(record, state=PREPARE_COMPLETED)
-        checkpoint.put(done)
-        failpoints.reached("prepare-after-checkpoint-completed")
-        return self._result(done)
-
-    def _unprepare_one(self, uid: str) -> None:
-        with self.state.locked():
-            self.release_claim(uid)
-            failpoints.reached("unprepare-after-jobs-cancelled")
-            cdi.remove_spec(self.paths.cdi_dir, self.driver, uid)
-            failpoints.reached("unprepare-after-cdi-removed")
-            claim_dir = self.paths.token_file(uid).parent
-            if claim_dir.exists():
-                shutil.rmtree(claim_dir)
-                fsync_dir(claim_dir.parent)
-            failpoints.reached("unprepare-after-token-removed")
-            self.state.checkpoint.drop(uid)
-            failpoints.reached("unprepare-after-checkpoint-dropped")
+        return plan_claim(claim, self.reader.attributes(keys), self.place, self.driver, default)
 
 
 def ensure_dirs(paths: NodePaths) -> None:

@@ -3,10 +3,14 @@
 After each crash the daemon restarts from its checkpoint and the kubelet
 stand-in retries, as the kubelet does: the claim ends up prepared exactly once
 with the right cores, and unprepare leaves no file, record or core behind.
+A power loss is a SIGKILL plus the loss of whatever was not fsync'd: the
+token and CDI spec (written without fsync) vanish or come back, and the
+restarted daemon must put them back as the checkpoint says.
 """
 
 import signal
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,9 @@ import pytest
 
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.kubelet import container_edits
-from driver.plugin.checkpoint import PREPARE_COMPLETED, Checkpoint
+from driver.plugin import cdi
+from driver.plugin.checkpoint import PREPARE_COMPLETED, PREPARE_STARTED, Checkpoint
+from driver.plugin.claimfiles import hash_token
 from driver.plugin.failpoints import PREPARE_POINTS, UNPREPARE_POINTS
 from tests.plugin.daemonproc import Daemon, short_tmpdir
 from tests.plugin.rackfixture import DRIVER, SITE, Rack, published_rack
@@ -64,6 +70,7 @@ def assert_prepared_once(daemon: Daemon, node: str, uid: str, cdi_ids: list[str]
     assert len(list(paths.cdi_dir.iterdir())) == 1
     env = container_edits(paths.cdi_dir, cdi_ids).env
     assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, claims[uid].visible_cores))
+    assert hash_token(paths.token_file(uid).read_text()) == claims[uid].token_sha256
 
 
 def crash(daemon: Daemon, call: Any) -> None:
@@ -110,6 +117,96 @@ def test_crash_during_unprepare(
     try:
         second.kubelet(node).unprepare(refs)
         assert_clean(second, node)
+    finally:
+        assert second.stop() == 0
+
+
+def test_power_loss_after_answering_restores_the_claims_files(
+    allocated: tuple[Rack, dict[str, Any]], control_plane: ControlPlane, workdir: Path
+) -> None:
+    """The kubelet got its answer, then the node lost power before the disk held
+    the spec and token: the restarted daemon writes them back, byte for byte,
+    before it registers, so a container started from the kubelet's own record
+    of the claim finds them."""
+    rack, pod = allocated
+    node = pod["spec"]["nodeName"]
+    first = Daemon(workdir, control_plane.kubeconfig).start()
+    kubelet = first.kubelet(node)
+    refs = kubelet.pod_claims(rack.api, pod)
+    (uid,) = kubelet.prepare(refs)
+    paths = first.paths(node)
+    spec = cdi.spec_path(paths.cdi_dir, DRIVER, uid)
+    before = spec.read_bytes(), paths.token_file(uid).read_bytes()
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    spec.unlink()
+    paths.token_file(uid).write_bytes(b"")  # renamed into place, its data never written
+    second = Daemon(workdir, control_plane.kubeconfig).start()
+    try:
+        assert (spec.read_bytes(), paths.token_file(uid).read_bytes()) == before
+        kubelet = second.kubelet(node)
+        prepared = kubelet.prepare(refs)
+        assert_prepared_once(second, node, uid, prepared[uid].devices[0]["cdi_device_ids"])
+        assert (spec.read_bytes(), paths.token_file(uid).read_bytes()) == before
+        kubelet.unprepare(refs)
+        assert_clean(second, node)
+    finally:
+        assert second.stop() == 0
+
+
+def test_power_loss_after_unprepare_removes_files_that_came_back(
+    allocated: tuple[Rack, dict[str, Any]], control_plane: ControlPlane, workdir: Path
+) -> None:
+    """Unprepare answered once the checkpoint dropped the claim; the unlinks of
+    its files were never made durable, so they may be back after a power loss.
+    The restarted daemon removes files of claims it has no record of, and
+    temp files of writes that never finished."""
+    rack, pod = allocated
+    node = pod["spec"]["nodeName"]
+    first = Daemon(workdir, control_plane.kubeconfig).start()
+    kubelet = first.kubelet(node)
+    refs = kubelet.pod_claims(rack.api, pod)
+    (uid,) = kubelet.prepare(refs)
+    paths = first.paths(node)
+    spec = cdi.spec_path(paths.cdi_dir, DRIVER, uid)
+    saved = spec.read_bytes(), paths.token_file(uid).read_bytes()
+    kubelet.unprepare(refs)
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    spec.write_bytes(saved[0])
+    paths.token_file(uid).write_bytes(saved[1])
+    (paths.cdi_dir / f".{spec.name}.tmp-1234").write_bytes(saved[0][:10])
+    (paths.claims_dir / f".{uid}.token.tmp-1234").write_bytes(saved[1][:3])
+    other = paths.cdi_dir / "k8s.other.example.com-claim_x.json"
+    other.write_text("{}")  # another driver's spec is not ours to remove
+    second = Daemon(workdir, control_plane.kubeconfig).start()
+    try:
+        assert [p.name for p in paths.cdi_dir.iterdir()] == [other.name]
+        other.unlink()
+        assert_clean(second, node)
+    finally:
+        assert second.stop() == 0
+
+
+def test_prepare_left_unfinished_by_an_earlier_release_is_dropped_on_restart(
+    allocated: tuple[Rack, dict[str, Any]], control_plane: ControlPlane, workdir: Path
+) -> None:
+    """Earlier releases recorded `PrepareStarted` before writing a claim's files;
+    the kubelet never got an answer for such a claim, so it holds nothing."""
+    rack, pod = allocated
+    node = pod["spec"]["nodeName"]
+    first = Daemon(workdir, control_plane.kubeconfig).start()
+    kubelet = first.kubelet(node)
+    refs = kubelet.pod_claims(rack.api, pod)
+    (uid,) = kubelet.prepare(refs)
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    checkpoint = Checkpoint(first.paths(node).checkpoint)
+    checkpoint.put(replace(checkpoint.claims[uid], state=PREPARE_STARTED, token_nonce=""))
+    second = Daemon(workdir, control_plane.kubeconfig).start()
+    try:
+        assert_clean(second, node)
+        kubelet = second.kubelet(node)
+        prepared = kubelet.prepare(refs)
+        assert_prepared_once(second, node, uid, prepared[uid].devices[0]["cdi_device_ids"])
+        kubelet.unprepare(refs)
     finally:
         assert second.stop() == 0
 

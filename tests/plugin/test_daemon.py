@@ -160,7 +160,7 @@ def test_prepare_run_and_unprepare_a_core_partition(daemon: Daemon, rack: Rack) 
 
     kubelet.unprepare(refs)
     assert list(paths.cdi_dir.iterdir()) == []
-    assert not paths.token_file(uid).parent.exists()
+    assert not paths.token_file(uid).exists()
     assert Checkpoint(paths.checkpoint).claims == {}
     assert api.get(f"/v1/claims/{uid}/jobs", headers=auth).status_code == 404
     metrics = daemon.http("GET", "/metrics").text

@@ -17,7 +17,16 @@ from driver.plugin.checkpoint import (
     ClaimRecord,
     DeviceRecord,
 )
+from driver.plugin.claimfiles import (
+    TokenKeyError,
+    claim_fabric,
+    derive_token,
+    load_or_create_key,
+)
+from driver.plugin.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
 from driver.plugin.paths import NodePaths, node_path
+from simdevice.topology import CoreRange
+from tests.plugin.slicedata import RACK
 
 
 def record(uid: str) -> ClaimRecord:
@@ -34,7 +43,8 @@ def test_checkpoint_round_trip_and_cores(tmp_path: Path) -> None:
     assert again.claims == {"u1": record("u1")}
     assert again.claims["u1"].physical_cores() == {(0, c) for c in range(8)}
     assert stat.S_IMODE((tmp_path / "checkpoint.json").stat().st_mode) == 0o600
-    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.json"]  # no temp files left
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["checkpoint.json", "checkpoint.json.journal"]  # no temp files left
 
 
 def test_admin_access_devices_hold_no_cores(tmp_path: Path) -> None:
@@ -75,7 +85,7 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
         visible_cores=[8, 9],
         lnc=2,
         workload_socket=tmp_path / "workload.sock",
-        token_file=tmp_path / "claims/uid-1/token",
+        token_file=tmp_path / "claims/uid-1.token",
         node_name="node-1",
         ultraserver="rack-a",
         server_index=1,
@@ -122,3 +132,29 @@ def test_a_stopping_daemon_leaves_its_successors_socket(tmp_path: Path) -> None:
     assert path.read_text() == "new"
     sockets.remove_if_same(path, path.stat().st_ino)
     assert not path.exists()
+
+
+def test_token_key_is_made_once_and_a_damaged_one_refused(tmp_path: Path) -> None:
+    path = tmp_path / "token.key"
+    key = load_or_create_key(path)
+    assert load_or_create_key(path) == key and len(key) == 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["token.key"]
+    assert derive_token(key, "u1", "n1") == derive_token(key, "u1", "n1")
+    assert derive_token(key, "u1", "n1") != derive_token(key, "u1", "n2")
+    path.write_bytes(b"x")
+    with pytest.raises(TokenKeyError, match=r"token\.key: holds 1 bytes, not 32"):
+        load_or_create_key(path)
+
+
+def test_cached_fabric_of_a_claim_is_the_same_as_worked_out_whole() -> None:
+    place = NodePlace("node-1", "rack-a", 1, RACK)
+    devices = (
+        AllocatedDevice("a", "rack-a", "d0", "core", (CoreRange(2, 0, 1), CoreRange(2, 1, 1))),
+        AllocatedDevice("a", "rack-a", "d1", "chip", (CoreRange(0, 0, RACK.chip.cores),)),
+        AllocatedDevice("b", "rack-a", "d2", "core", (CoreRange(2, 4, 4),)),
+        AllocatedDevice("c", "rack-a", "rack", "ultraserver", (CoreRange(1, 0, 8),)),
+    )
+    for count in range(1, len(devices) + 1):
+        plan = ClaimPlan(devices[:count], 1, (), count == len(devices))
+        assert claim_fabric(plan, place) == fabric_of(plan, place)
