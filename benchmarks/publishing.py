@@ -233,8 +233,9 @@ def unhealthy_devices(api: client.ApiClient, rack: str) -> int:
 def publish_ours(
     cp: ControlPlane, api: client.ApiClient, racks: int, log: Path, *, follow_up: bool
 ) -> dict[str, Any]:
-    """Create `racks` UltraServers, start the controller, wait until all are Ready.
-    With `follow_up`: then resyncs with nothing changed, then one rack's change."""
+    """Create `racks` UltraServers, start the controller, wait until all are Ready,
+    then let it resync with nothing changed; with `follow_up` then change one rack.
+    Last, what the apiserver and etcd hold."""
     create_racks(api, racks)
     before, apiserver_before = request_counts(cp), apiserver_cpu(cp)
     port = free_port()
@@ -273,10 +274,12 @@ def publish_ours(
             "controller_rss_bytes": rss,
             "controller_peak_rss_bytes": peak,
         }
+        result["noop_resync"] = noop_resyncs(cp, port, racks)
         if follow_up:
-            result["noop_resync"] = noop_resyncs(cp, port, racks)
             result["one_rack_change"] = one_rack_change(api, port)
-            result["controller_rss_after_bytes"] = rss_bytes(proc.pid)[0]
+        result["controller_rss_after_bytes"] = rss_bytes(proc.pid)[0]
+    result["storage"] = storage(cp)
+    result["storage"]["slice_json_bytes"] = slice_bytes(api)[1]
     return result
 
 
