@@ -300,12 +300,13 @@ def publish_markdown(runs: list[dict[str, Any]]) -> list[str]:
         "Publishing Trn3 Gen2 racks (2,197 devices, 42 slices each) from cold: ours from",
         "starting the controller process to every rack Ready (status written); the",
         "upstream Go ResourceSlice controller (`k8s.io/dynamic-resource-allocation`",
-        "v0.36.3 in hack/slice-anchor, no client-side rate limit) from its start to its",
-        "last slice created, publishing the same devices and counters built by our slice",
-        "builder (one node selection per pool, so `allNodes`). Same apiserver, same run,",
-        "one after the other. Writes are the controller's own count",
-        "(`trainium_dra_controller_writes_total`); the apiserver's `apiserver_request_total`",
-        "counts every client over the same time:",
+        "v0.36.3 in hack/slice-anchor, no client-side rate limit, one worker as upstream",
+        "runs it) from its start to its last slice created, publishing the same devices",
+        "and counters built by our slice builder (upstream sets one node selection per",
+        "pool, so `allNodes`). Same apiserver, same run, one after the other. Writes are",
+        "the controller's own count (`trainium_dra_controller_writes_total`); the",
+        "apiserver's `apiserver_request_total` counts every client over the same time.",
+        "CPU is the controller process's own (user + system):",
         "",
         row(
             "racks",
@@ -313,12 +314,14 @@ def publish_markdown(runs: list[dict[str, Any]]) -> list[str]:
             "ours s",
             "upstream s",
             "ours / upstream",
+            "ours CPU s",
+            "upstream CPU s",
             "slice writes",
             "status writes",
             "apiserver: slice writes",
             "apiserver: slice LISTs",
         ),
-        row(*["---"] * 9),
+        row(*["---"] * 11),
     ]
     for p in runs:
         anchor = p.get("anchor") or {}
@@ -329,55 +332,78 @@ def publish_markdown(runs: list[dict[str, Any]]) -> list[str]:
                 p["seconds"],
                 anchor.get("seconds", "n/a"),
                 ratio(p["seconds"], anchor.get("seconds", 0)),
+                p.get("controller_cpu_seconds", "n/a"),
+                anchor.get("cpu_seconds", "n/a"),
                 p["slice_writes"],
                 p["status_writes"],
                 p["apiserver_slice_writes"],
                 p["requests"].get("resourceslices LIST", 0),
             )
         )
-    last = runs[-1]
-    idle, anchor = last.get("noop_resync"), last.get("anchor") or {}
-    if idle:
-        racks = last["racks"]
-        per_rack = idle["ms_per_rack"]
+    noops = [p for p in runs if p.get("noop_resync")]
+    if noops:
         lines += [
             "",
-            f"No-op resync: {idle['reconciles']} reconciles of the {racks} racks (the",
-            f"{RESYNC_SECONDS:.0f} s resync queues them all, {WORKERS} workers, "
-            f"{NOOP_RESYNCS} periods) made",
-            f"**{idle['writes']} writes** and **{idle['slice_lists']} slice LISTs** "
-            f"({idle['unchanged']} reconciles found the inputs digest and slice versions",
-            f"unchanged, {idle['rebuilt']} rebuilt); the apiserver served "
-            f"{idle['apiserver_writes']} writes to slices and UltraServers and",
-            f"{idle['apiserver_slice_lists']} slice LISTs meanwhile. A no-op reconcile takes "
-            f"**{per_rack} ms** of the",
-            f"controller (its reconcile histogram), so one worker resyncs "
-            f"**{1000 / per_rack:.0f} racks/s**."
-            if per_rack
-            else "",
+            f"No-op resyncs: the {RESYNC_SECONDS:.0f} s resync queues every rack "
+            f"({WORKERS} workers, {NOOP_RESYNCS} periods),",
+            "nothing changed. Time per rack is the controller's reconcile histogram; the",
+            "upstream controller's is its sync of an unchanged pool after `Update` with the",
+            "same resources. LISTs and writes are the controller's own counters; the",
+            "apiserver column counts slice LISTs and slice/UltraServer writes it served:",
+            "",
+            row(
+                "racks",
+                "reconciles",
+                "unchanged",
+                "rebuilt",
+                "slice LISTs",
+                "writes",
+                "apiserver: LISTs / writes",
+                "ours ms/rack",
+                "upstream ms/rack",
+                "ours / upstream",
+                "racks/s, one worker",
+            ),
+            row(*["---"] * 11),
         ]
-        if anchor:
-            lines += [
-                "The upstream controller syncs an unchanged pool (its `Update` with the same",
-                f"resources, {anchor['noop_syncs']} pool syncs) in "
-                f"{anchor['noop_ms_per_rack']} ms with {anchor['noop_writes']} writes: ours / "
-                f"upstream **{ratio(per_rack or 0, anchor['noop_ms_per_rack'])}**.",
-            ]
+        for p in noops:
+            idle, anchor = p["noop_resync"], p.get("anchor") or {}
+            per_rack = idle["ms_per_rack"] or 0
+            lines.append(
+                row(
+                    p["racks"],
+                    idle["reconciles"],
+                    idle["unchanged"],
+                    idle["rebuilt"],
+                    idle["slice_lists"],
+                    idle["writes"],
+                    f"{idle['apiserver_slice_lists']} / {idle['apiserver_writes']}",
+                    per_rack,
+                    anchor.get("noop_ms_per_rack", "n/a"),
+                    ratio(per_rack, anchor.get("noop_ms_per_rack", 0)),
+                    f"{1000 / per_rack:.0f}" if per_rack else "n/a",
+                )
+            )
+    last = runs[-1]
     change = last.get("one_rack_change")
     if change:
         lines += [
             "",
-            "One rack's change (a chip of one server of the first rack reported failed):",
-            f"{change['slice_writes']} slice writes, {change['slices_written']} slices with a "
-            f"new resourceVersion, in racks {', '.join(change['racks_written']) or 'none'}.",
+            f"One rack's change, {last['racks']} racks published (a chip of one server of the",
+            "first rack reported failed; its devices gain a taint in several slices, so the",
+            f"pool moves to a new generation): {change['slice_writes']} slice writes, "
+            f"{change['slices_written']} slices with a",
+            f"new resourceVersion, all in racks: {', '.join(change['racks_written']) or 'none'}.",
         ]
     if "controller_peak_rss_bytes" in last:
+        anchor = last.get("anchor") or {}
         lines += [
             "",
-            f"Controller memory after publishing {last['racks']} racks: "
-            f"{last['controller_rss_bytes'] / 2**20:.0f} MiB resident "
-            f"(peak {last['controller_peak_rss_bytes'] / 2**20:.0f} MiB); upstream "
-            f"controller {anchor.get('rss_bytes', 0) / 2**20:.0f} MiB.",
+            f"Memory with {last['racks']} racks published: our controller "
+            f"{last['controller_rss_bytes'] / 2**20:.0f} MiB resident (peak "
+            f"{last['controller_peak_rss_bytes'] / 2**20:.0f} MiB); the upstream",
+            f"controller {anchor.get('rss_bytes', 0) / 2**20:.0f} MiB (it keeps every slice "
+            "in its informer and the desired ones in memory).",
         ]
     return lines
 

@@ -98,6 +98,7 @@ class Memo:
     key: str  # inputs_key of what was published
     versions: dict[str, str]  # slice name -> resourceVersion we left it at
     observed: Observed  # status facts; `allocated` is refreshed on every reconcile
+    status: JSON | None = None  # the status last computed from `observed`
 
 
 class Reconciler:
@@ -146,7 +147,11 @@ class Reconciler:
         key = inputs_key(obj, mapping, reports, self.driver, self.binding_conditions_served)
         memo = self.memos.get(name)
         if memo is not None and memo.key == key and memo.versions == self.index.versions(name):
-            self._write_status(obj, replace(memo.observed, allocated=allocated))
+            observed = replace(memo.observed, allocated=frozenset(allocated))
+            if observed != memo.observed or obj.get("status") != memo.status:
+                # Computing a status walks every device; skipped when its inputs stand still.
+                status = self._write_status(obj, observed)
+                self.memos[name] = replace(memo, observed=observed, status=status)
             self.metrics.paths.labels("unchanged").inc()
             return Outcome(name, 0, memo.observed.pool_generation, rebuilt=False)
         self.memos.pop(name, None)
@@ -164,10 +169,10 @@ class Reconciler:
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, plan, want.slices, existing)
-        observed = observe_rack(spec, want, published, reports, allocated)
+        observed = observe_rack(spec, want, published, reports, frozenset(allocated))
+        status = self._write_status(obj, observed)
         if published.error is None and versions is not None:
-            self.memos[name] = Memo(key, versions, observed)
-        self._write_status(obj, observed)
+            self.memos[name] = Memo(key, versions, observed, status)
         if plan.writes:
             log.info(
                 "rack %s: %d writes (%s), pool generation %d",
@@ -257,7 +262,7 @@ class Reconciler:
         with self._written_lock:
             self._written.pop(name, None)
 
-    def _write_status(self, obj: JSON, observed: Observed) -> None:
+    def _write_status(self, obj: JSON, observed: Observed) -> JSON:
         previous = obj.get("status")
         name = obj["metadata"]["name"]
         status = compute_status(observed, previous, self.clock())
@@ -265,6 +270,7 @@ class Reconciler:
             self.kube.patch_status(ULTRASERVERS, name, status)
             self.metrics.wrote(f"{ULTRASERVERS.plural}/status", "patch")
         self.metrics.racks.record(name, status)
+        return status
 
 
 def _has_binding_conditions(spec: Mapping[str, Any]) -> bool:
