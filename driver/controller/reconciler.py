@@ -88,7 +88,6 @@ class Outcome:
     rack: str
     writes: int
     pool_generation: int
-    rebuilt: bool = True
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ class Reconciler:
         self.index = index
         self.clock = clock
         self.memos: dict[str, Memo] = {}
-        # (slice name, resourceVersion) of our own recent writes: their watch echo is no news
+        # slice name -> resourceVersion of our last write to it: its watch echo is no news
         self._written: dict[str, str] = {}
         self._written_lock = threading.Lock()
         # (uid, generation) of specs whose partitioned slices the apiserver refused
@@ -153,7 +152,7 @@ class Reconciler:
                 status = self._write_status(obj, observed)
                 self.memos[name] = replace(memo, observed=observed, status=status)
             self.metrics.paths.labels("unchanged").inc()
-            return Outcome(name, 0, memo.observed.pool_generation, rebuilt=False)
+            return Outcome(name, 0, memo.observed.pool_generation)
         self.memos.pop(name, None)
         self.metrics.paths.labels("rebuilt").inc()
         # No slice of the rack in the watch: nothing to list (a slice the watch has
