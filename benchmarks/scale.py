@@ -253,6 +253,22 @@ def document(lines: dict[str, Line], scheduler: list[dict[str, Any]], run: dict[
         title, _ = TITLES[key]
         out += [f"![{title}]({plot(key, title, TITLES[key][1], line)})", ""]
     out += breaks(at, per_slice_bytes(lines))
+    single = (run["results"].get("single_core_claims") or {}).get("partitioned")
+    if "scheduler_ms_per_claim" not in at and single:
+        per_claim = 1000 * single["seconds"] / single["claims"]
+        out += [
+            "**Scheduler per-pod cost.** Measured on one rack only (`make bench-controller`:",
+            f"{single['claims']} single-core claims in {single['seconds']} s, "
+            f"{per_claim:,.0f} ms a claim, partitioned layout); how it",
+            "grows with the number of racks was not measured in this run, so it is not",
+            "projected. The DRA allocator walks every pool whose node selection fits a",
+            "pod's candidate nodes, so without narrowing it grows with the racks. Design",
+            "answer: keep workloads rack-scoped (a CEL selector or node affinity on the",
+            "UltraServer label narrows the pools before allocation), partition nodes",
+            "among scheduler profiles or schedulers, and request whole chips or servers",
+            "where possible (fewer, larger devices).",
+            "",
+        ]
     return "\n".join(out) + "\n"
 
 
