@@ -9,7 +9,7 @@ BIN_DIR_FILE := build/bin-dir
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node bench-realnodes validate-sim clean
+.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-scale bench-node bench-realnodes validate-sim clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -76,6 +76,11 @@ validate-sim: venv
 
 bench-controller: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.controller
+
+# Publishing figures (from bench-controller's results) and the scheduler at 1 and
+# 10 racks, fitted and projected to a million chips: docs/scale.md and its plots.
+bench-scale: venv binaries
+	$(WITH_BINARIES) $(PY) -m benchmarks.scale --measure-scheduler
 
 bench-node: venv binaries dra-example-driver
 	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node

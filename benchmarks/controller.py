@@ -2,18 +2,21 @@
 
 - publishing 1, 10 and 100 Trn3 Gen2 racks from cold: wall time, the writes
   the controller made (its own counter) and every API request the apiserver
-  served meanwhile (all clients, e.g. the garbage collector too);
-- writes made by resyncs with nothing changed, counted both ways;
+  served meanwhile (all clients, e.g. the garbage collector too), beside the
+  upstream Go ResourceSlice controller publishing the same slices;
+- resyncs with nothing changed (writes, slice LISTs, time per rack), against
+  the upstream controller's sync of unchanged pools, and one rack's change;
 - the real scheduler allocating single-core claims on one rack, partitioned
   (2,197 devices with counters) versus flat (1,152 single-core devices, no
   counters): the ratio of the two times, measured in the same run;
 - the share of a rack's cores a random mix of 1/2/4/8-core claims gets,
   against the same mix in decreasing size (the baseline, which packs fully).
 
-Usage: python -m benchmarks.controller [--racks 1,10,100] [--claims 1152]
+Usage: python -m benchmarks.controller [--racks 1,10,100] [--claims 1152] [--no-claims]
 """
 
 import argparse
+import json
 import random
 import tempfile
 import time
@@ -22,189 +25,35 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
 from kubernetes import client
 
+from benchmarks.publishing import (
+    NOOP_RESYNCS,
+    RESYNC_SECONDS,
+    WORKERS,
+    delete_racks,
+    publish_anchor,
+    publish_ours,
+    rack_nodes,
+    ready_racks,
+    remove_published,
+)
 from benchmarks.report import write_report
-from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
-from driver.localsim.controlplane import ControlPlane, free_port
-from driver.names import DEFAULT_DRIVER_NAME
+from driver.localsim.controlplane import ControlPlane
 from tests.controller.cluster import (
-    WRITE_VERBS,
     controller,
     custom,
-    delta,
     install,
     load_claim,
-    metric_key,
-    metric_samples,
     pod,
-    request_counts,
     ultraserver,
 )
 from tests.waiting import wait_for
 
 COMMAND = "make bench-controller"
-GEN2_SLICES = 5 + 36 + 1
-RESYNC_SECONDS = 5.0
-WORKERS = 4
-NOOP_RESYNCS = 3
+RESULTS = Path(__file__).resolve().parent / "results" / "controller.json"
 SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
 NS = "bench"
-
-
-def rack_nodes(rack: int) -> list[str]:
-    return [f"bench-r{rack:03d}-s{s:02d}" for s in range(36)]
-
-
-def summarize(d: dict[tuple[str, str, str], int]) -> dict[str, int]:
-    """Requests by resource and verb, only those the controller makes."""
-    out: dict[str, int] = {}
-    for (resource, sub, verb), n in d.items():
-        if resource in (
-            "resourceslices",
-            "ultraservers",
-            "nodedevicehealths",
-            "resourceclaims",
-            "nodes",
-            "leases",
-        ):
-            out[f"{resource}{'/' + sub if sub else ''} {verb}"] = n
-    return dict(sorted(out.items()))
-
-
-def ready_racks(api: client.ApiClient) -> int:
-    items = custom(api).list_cluster_custom_object("trainium.sim.dev", "v1alpha1", "ultraservers")[
-        "items"
-    ]
-    return sum(
-        1
-        for r in items
-        for c in (r.get("status") or {}).get("conditions") or []
-        if c["type"] == "Ready" and c["status"] == "True"
-    )
-
-
-def delete_racks(api: client.ApiClient, names: list[str]) -> None:
-    """Delete the racks' slices, then the racks, so the garbage collector has
-    nothing left to delete in the next measurement. Rack by rack: one
-    collection delete of 100 racks answers with ~190 MB."""
-    for name in names:
-        custom(api).delete_collection_cluster_custom_object(
-            "resource.k8s.io",
-            "v1",
-            "resourceslices",
-            label_selector=(
-                f"{MANAGED_BY_LABEL}={MANAGED_BY},{rack_label(DEFAULT_DRIVER_NAME)}={name}"
-            ),
-        )
-        custom(api).delete_cluster_custom_object(
-            "trainium.sim.dev", "v1alpha1", "ultraservers", name
-        )
-
-
-def controller_counts(port: int) -> tuple[dict[str, int], int]:
-    """The controller's own counts: its writes by resource and verb, and its
-    successful reconciles."""
-    samples = metric_samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
-    writes = {
-        f"{labels['resource']} {labels['verb']}": int(value)
-        for (name, pairs), value in samples.items()
-        if name == "trainium_dra_controller_writes_total" and (labels := dict(pairs))
-    }
-    ok = samples.get(metric_key("trainium_dra_controller_reconciles_total", result="ok"), 0)
-    return writes, int(ok)
-
-
-def own_writes(counts: dict[str, int], resource: str) -> int:
-    return sum(n for key, n in counts.items() if key.split(" ")[0] == resource)
-
-
-def rack_names(racks: int) -> list[str]:
-    return [f"bench-{i:03d}" for i in range(racks)]
-
-
-def publish_from_cold(
-    cp: ControlPlane, api: client.ApiClient, racks: int, log: Path, noop: bool
-) -> dict[str, Any]:
-    """Create `racks` UltraServers, start the controller, wait until all are Ready."""
-    names = rack_names(racks)
-    for i, name in enumerate(names):
-        custom(api).create_cluster_custom_object(
-            "trainium.sim.dev",
-            "v1alpha1",
-            "ultraservers",
-            ultraserver(name, "trn3-gen2", rack_nodes(i)),
-        )
-    before = request_counts(cp)
-    port = free_port()
-    t0 = time.perf_counter()
-    with controller(
-        cp,
-        log,
-        "--resync-seconds",
-        str(RESYNC_SECONDS),
-        "--workers",
-        str(WORKERS),
-        "--lease-name",
-        "bench",
-        f"--http-address=127.0.0.1:{port}",
-    ):
-        wait_for(f"{racks} racks ready", lambda: ready_racks(api) == racks, 3600, 0.25)
-        elapsed = time.perf_counter() - t0
-        used = delta(before, request_counts(cp))
-        own, _ = controller_counts(port)
-        result: dict[str, Any] = {
-            "racks": racks,
-            "slices": racks * GEN2_SLICES,
-            "seconds": round(elapsed, 2),
-            "slice_writes": own_writes(own, "resourceslices"),
-            "status_writes": own_writes(own, "ultraservers/status"),
-            "controller_writes": own,
-            "apiserver_slice_writes": sum(
-                n for (r, _, v), n in used.items() if r == "resourceslices" and v in WRITE_VERBS
-            ),
-            "requests": summarize(used),
-        }
-        if noop:
-            time.sleep(1)
-            quiet, (own_before, done_before) = request_counts(cp), controller_counts(port)
-            t1 = time.perf_counter()
-            wait_for(
-                f"{NOOP_RESYNCS} resyncs of every rack",
-                lambda: controller_counts(port)[1] - done_before >= NOOP_RESYNCS * racks,
-                3600,
-                1,
-            )
-            seconds = time.perf_counter() - t1
-            idle = delta(quiet, request_counts(cp))
-            own_after, done_after = controller_counts(port)
-            result["noop_resync"] = {
-                "seconds": round(seconds, 2),
-                "reconciles": done_after - done_before,
-                "writes": sum(own_after.values()) - sum(own_before.values()),
-                "apiserver_writes": sum(
-                    n
-                    for (r, _, v), n in idle.items()
-                    if r in ("resourceslices", "ultraservers") and v in WRITE_VERBS
-                ),
-                "requests": summarize(idle),
-            }
-    return result
-
-
-def remove_published(api: client.ApiClient, racks: int) -> None:
-    delete_racks(api, rack_names(racks))
-    wait_for(
-        "racks gone",
-        lambda: (
-            not custom(api).list_cluster_custom_object(
-                "resource.k8s.io", "v1", "resourceslices", limit=1
-            )["items"]
-        ),
-        600,
-        1,
-    )
 
 
 def run_claims(
@@ -314,70 +163,85 @@ def main(argv: list[str] | None = None) -> int:
         "--pack-cores", type=int, default=1152, help="cores of the random 1/2/4/8 mix"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--no-claims", action="store_true", help="only publishing (keep the scheduler figures)"
+    )
     args = parser.parse_args(argv)
     racks = [int(r) for r in args.racks.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-controller-"))
     results: dict[str, Any] = {}
+    if args.no_claims and RESULTS.exists():
+        kept = json.loads(RESULTS.read_text())["results"]
+        results = {k: v for k, v in kept.items() if k in ("single_core_claims", "packing")}
     with ControlPlane.running(work / "cp") as cp, cp.api_client() as api:
         install(cp)
         for node in rack_nodes(0):
             cp.create_node(node)
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})
-        # One rack's nodes only while the scheduler is measured: it filters every node.
-        singles = [1] * args.claims
-        sched: dict[str, Any] = {}
-        for mode in ("partitioned", "flat"):
-            seconds, cores = on_one_rack(
-                cp,
-                api,
-                work / f"sched-{mode}.log",
-                mode,
-                partial(run_claims, api, singles, "bench-sched", 3600),
-            )
-            sched[mode] = {
-                "claims": args.claims,
-                "seconds": round(seconds, 2),
-                "allocated_cores": cores,
-            }
-        sched["ratio_partitioned_over_flat"] = round(
-            sched["partitioned"]["seconds"] / sched["flat"]["seconds"], 2
-        )
-        results["single_core_claims"] = sched
-        save(results)
-        rng = random.Random(args.seed)
-        mix = random_mix(rng, args.pack_cores)
-        packing: dict[str, Any] = {
-            "claims": len(mix),
-            "cores_requested": sum(mix),
-            "seed": args.seed,
-        }
-        for order, sizes in (("decreasing", sorted(mix, reverse=True)), ("random", mix)):
-            seconds, cores = on_one_rack(
-                cp,
-                api,
-                work / f"pack-{order}.log",
-                "partitioned",
-                partial(run_claims, api, sizes, "bench-sched", 3600),
-            )
-            packing[order] = {
-                "allocated_cores": cores,
-                "ratio": round(cores / sum(sizes), 4),
-                "seconds": round(seconds, 2),
-            }
-        results["packing"] = packing
-        save(results)
+        if not args.no_claims:
+            measure_claims(cp, api, args, work, results)
         for i in range(1, max(racks)):
             for node in rack_nodes(i):
                 cp.create_node(node)
         results["publish"] = []
         for n in racks:
-            results["publish"].append(
-                publish_from_cold(cp, api, n, work / f"publish-{n}.log", noop=n == racks[-1])
-            )
-            save(results)
+            last = n == racks[-1]
+            ours = publish_ours(cp, api, n, work / f"publish-{n}.log", follow_up=last)
             remove_published(api, n)
+            ours["anchor"] = publish_anchor(cp, api, n)
+            results["publish"].append(ours)
+            save(results)
     print(markdown(results))
     return 0
+
+
+def measure_claims(
+    cp: ControlPlane, api: client.ApiClient, args: argparse.Namespace, work: Path, results: Any
+) -> None:
+    """The scheduler figures: single-core claims on both layouts, and packing."""
+    # One rack's nodes only while the scheduler is measured: it filters every node.
+    singles = [1] * args.claims
+    sched: dict[str, Any] = {}
+    for mode in ("partitioned", "flat"):
+        seconds, cores = on_one_rack(
+            cp,
+            api,
+            work / f"sched-{mode}.log",
+            mode,
+            partial(run_claims, api, singles, "bench-sched", 3600),
+        )
+        sched[mode] = {
+            "claims": args.claims,
+            "seconds": round(seconds, 2),
+            "allocated_cores": cores,
+        }
+    sched["ratio_partitioned_over_flat"] = round(
+        sched["partitioned"]["seconds"] / sched["flat"]["seconds"], 2
+    )
+    results["single_core_claims"] = sched
+    save(results)
+    rng = random.Random(args.seed)
+    mix = random_mix(rng, args.pack_cores)
+    packing: dict[str, Any] = {
+        "claims": len(mix),
+        "cores_requested": sum(mix),
+        "seed": args.seed,
+    }
+    for order, sizes in (("decreasing", sorted(mix, reverse=True)), ("random", mix)):
+        seconds, cores = on_one_rack(
+            cp,
+            api,
+            work / f"pack-{order}.log",
+            "partitioned",
+            partial(run_claims, api, sizes, "bench-sched", 3600),
+        )
+        packing[order] = {
+            "allocated_cores": cores,
+            "ratio": round(cores / sum(sizes), 4),
+            "seconds": round(seconds, 2),
+        }
+    results["packing"] = packing
+    save(results)
 
 
 def row(*cells: object) -> str:
@@ -423,54 +287,125 @@ def markdown(r: dict[str, Any]) -> str:
             "",
         ]
     if r.get("publish"):
+        lines += publish_markdown(r["publish"])
+    return "\n".join(lines)
+
+
+def ratio(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.2f}x" if theirs else "n/a"
+
+
+def publish_markdown(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "Publishing Trn3 Gen2 racks (2,197 devices, 42 slices each) from cold: ours from",
+        "starting the controller process to every rack Ready (status written); the",
+        "upstream Go ResourceSlice controller (`k8s.io/dynamic-resource-allocation`",
+        "v0.36.3 in hack/slice-anchor, no client-side rate limit, one worker as upstream",
+        "runs it) from its start to its last slice created, publishing the same devices",
+        "and counters built by our slice builder (upstream sets one node selection per",
+        "pool, so `allNodes`). Same apiserver, same run, one after the other. Writes are",
+        "the controller's own count (`trainium_dra_controller_writes_total`); the",
+        "apiserver's `apiserver_request_total` counts every client over the same time.",
+        "CPU is the controller process's own (user + system):",
+        "",
+        row(
+            "racks",
+            "slices",
+            "ours s",
+            "upstream s",
+            "ours / upstream",
+            "ours CPU s",
+            "upstream CPU s",
+            "slice writes",
+            "status writes",
+            "apiserver: slice writes",
+            "apiserver: slice LISTs",
+        ),
+        row(*["---"] * 11),
+    ]
+    for p in runs:
+        anchor = p.get("anchor") or {}
+        lines.append(
+            row(
+                p["racks"],
+                p["slices"],
+                p["seconds"],
+                anchor.get("seconds", "n/a"),
+                ratio(p["seconds"], anchor.get("seconds", 0)),
+                p.get("controller_cpu_seconds", "n/a"),
+                anchor.get("cpu_seconds", "n/a"),
+                p["slice_writes"],
+                p["status_writes"],
+                p["apiserver_slice_writes"],
+                p["requests"].get("resourceslices LIST", 0),
+            )
+        )
+    noops = [p for p in runs if p.get("noop_resync")]
+    if noops:
         lines += [
-            "Publishing Trn3 Gen2 racks (2,197 devices, 42 slices each) from cold, from",
-            "starting the controller to every rack Ready. Writes are the controller's own",
-            "count (`trainium_dra_controller_writes_total`); the apiserver's",
-            "`apiserver_request_total` over the same time counts every client:",
+            "",
+            f"No-op resyncs: the {RESYNC_SECONDS:.0f} s resync queues every rack "
+            f"({WORKERS} workers, {NOOP_RESYNCS} periods),",
+            "nothing changed. Time per rack is the controller's reconcile histogram; the",
+            "upstream controller's is its sync of an unchanged pool after `Update` with the",
+            "same resources. LISTs and writes are the controller's own counters; the",
+            "apiserver column counts slice LISTs and slice/UltraServer writes it served:",
             "",
             row(
                 "racks",
-                "slices",
-                "seconds",
-                "slice writes",
-                "status writes",
-                "apiserver: slice writes",
-                "apiserver: slice LISTs",
+                "reconciles",
+                "unchanged",
+                "rebuilt",
+                "slice LISTs",
+                "writes",
+                "apiserver: LISTs / writes",
+                "ours ms/rack",
+                "upstream ms/rack",
+                "ours / upstream",
+                "racks/s, one worker",
             ),
-            row(*["---"] * 7),
+            row(*["---"] * 11),
         ]
-        for p in r["publish"]:
+        for p in noops:
+            idle, anchor = p["noop_resync"], p.get("anchor") or {}
+            per_rack = idle["ms_per_rack"] or 0
             lines.append(
                 row(
                     p["racks"],
-                    p["slices"],
-                    p["seconds"],
-                    p["slice_writes"],
-                    p["status_writes"],
-                    p["apiserver_slice_writes"],
-                    p["requests"].get("resourceslices LIST", 0),
+                    idle["reconciles"],
+                    idle["unchanged"],
+                    idle["rebuilt"],
+                    idle["slice_lists"],
+                    idle["writes"],
+                    f"{idle['apiserver_slice_lists']} / {idle['apiserver_writes']}",
+                    per_rack,
+                    anchor.get("noop_ms_per_rack", "n/a"),
+                    ratio(per_rack, anchor.get("noop_ms_per_rack", 0)),
+                    f"{1000 / per_rack:.0f}" if per_rack else "n/a",
                 )
             )
-        idle = r["publish"][-1].get("noop_resync")
-        if idle:
-            racks = r["publish"][-1]["racks"]
-            rate = idle["reconciles"] / idle["seconds"]
-            lines += [
-                "",
-                f"No-op resync: {idle['reconciles']} reconciles of the {racks} racks (every",
-                f"{RESYNC_SECONDS:.0f} s resync queues them all; {WORKERS} workers) in "
-                f"{idle['seconds']} s made **{idle['writes']} writes**;",
-                f"the apiserver served {idle['apiserver_writes']} writes to slices and "
-                "UltraServers meanwhile.",
-            ]
-            if rate < 0.9 * racks / RESYNC_SECONDS:
-                lines += [
-                    f"The workers could not keep up with the period: {rate:.1f} no-op rack",
-                    "reconciles a second is the controller's throughput (each: one GET, one",
-                    "LIST of the rack's 42 slices, rebuilding and comparing them, the status).",
-                ]
-    return "\n".join(lines)
+    last = runs[-1]
+    change = last.get("one_rack_change")
+    if change:
+        lines += [
+            "",
+            f"One rack's change, {last['racks']} racks published (a chip of one server of the",
+            "first rack reported failed; its devices gain a taint in several slices, so the",
+            f"pool moves to a new generation): {change['slice_writes']} slice writes, "
+            f"{change['slices_written']} slices with a",
+            f"new resourceVersion, all in racks: {', '.join(change['racks_written']) or 'none'}.",
+        ]
+    if "controller_peak_rss_bytes" in last:
+        anchor = last.get("anchor") or {}
+        lines += [
+            "",
+            f"Memory with {last['racks']} racks published: our controller "
+            f"{last['controller_rss_bytes'] / 2**20:.0f} MiB resident (peak "
+            f"{last['controller_peak_rss_bytes'] / 2**20:.0f} MiB); the upstream",
+            f"controller {anchor.get('rss_bytes', 0) / 2**20:.0f} MiB (it keeps every slice "
+            "in its informer and the desired ones in memory).",
+        ]
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """kopf handlers: thin. Each updates a store and queues the racks it affects;
-the workers do the rest."""
+the workers do the rest. Slices are not watched here: kopf would decode
+every slice in full, `slicewatch` reads only their metadata."""
 
 from collections.abc import Callable
 from typing import Any
 
 import kopf
 
-from driver.controller.kube import CLAIMS, HEALTH, SLICES, ULTRASERVERS
+from driver.controller.kube import CLAIMS, HEALTH, ULTRASERVERS
 from driver.controller.reconciler import Stores, racks_for_node, racks_of_claim
-from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
 from driver.controller.stores import key_of
 
 CLAIM_DELAY = 2.0
@@ -59,20 +59,6 @@ def register(
                 enqueue(rack, CLAIM_DELAY)
         if new and any(drv == driver for drv, _, _ in new):
             enqueue_claim(key_of(body), 0.0)
-
-    @kopf.on.event(
-        SLICES.group,
-        SLICES.version,
-        SLICES.plural,
-        labels={MANAGED_BY_LABEL: MANAGED_BY},
-        registry=registry,
-    )
-    def resource_slice(*, type: str | None, body: kopf.Body, **_: Any) -> None:
-        """Only a slice deleted behind our back matters; our own writes need no echo."""
-        labels = body.get("metadata", {}).get("labels") or {}
-        rack = labels.get(rack_label(driver))
-        if type == "DELETED" and rack and body.get("spec", {}).get("driver") == driver:
-            enqueue(rack, 0.0)
 
 
 def claims_of_rack(stores: Stores, driver: str, rack: str) -> list[str]:

@@ -1,11 +1,16 @@
 """The API calls the controller makes, on plain dicts (no typed models, so no
-field the client library does not know is ever dropped)."""
+field the client library does not know is ever dropped).
+
+Writes send JSON encoded here in one C call instead of the client library's
+recursive walk over the body, which cost more than the apiserver's own work
+for a rack's 2 MB of slices."""
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -14,6 +19,10 @@ from driver.jsontypes import JSON
 from driver.names import API_GROUP, API_VERSION
 
 PAGE: Final = 500
+WRITE_TIMEOUT: Final = 60.0
+JSON_MEDIA: Final = "application/json"
+METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_ONLY: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,15 @@ CLAIMS: Final = Resource("resource.k8s.io", "v1", "resourceclaims")
 ULTRASERVERS: Final = Resource(API_GROUP, API_VERSION, "ultraservers")
 HEALTH: Final = Resource(API_GROUP, API_VERSION, "nodedevicehealths")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
+
+
+def path_of(res: Resource, name: str | None = None) -> str:
+    base = f"/apis/{res.group}/{res.version}/{res.plural}"
+    return f"{base}/{name}" if name else base
+
+
+def _encode(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def api_client(kubeconfig: Path | None) -> client.ApiClient:
@@ -89,16 +107,71 @@ class Kube:
         return obj
 
     def create(self, res: Resource, body: Mapping[str, Any]) -> JSON:
-        out: JSON = self.custom.create_cluster_custom_object(
-            res.group, res.version, res.plural, body
-        )
-        return out
+        return self.request("POST", path_of(res), _encode(body))
 
     def replace(self, res: Resource, name: str, body: Mapping[str, Any]) -> JSON:
-        out: JSON = self.custom.replace_cluster_custom_object(
-            res.group, res.version, res.plural, name, body
+        return self.request("PUT", path_of(res, name), _encode(body))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        query: Mapping[str, str] | None = None,
+        accept: str = JSON_MEDIA,
+    ) -> JSON:
+        """One call with a body already encoded; non-2xx answers raise ApiException."""
+        resp = self._send(
+            method, path=path, body=body, query=query, accept=accept, timeout=WRITE_TIMEOUT
         )
+        try:
+            data = resp.read()
+        finally:
+            resp.release_conn()
+        out: JSON = json.loads(data)
         return out
+
+    def stream(
+        self, path: str, query: Mapping[str, str], accept: str, timeout: float
+    ) -> Iterator[JSON]:
+        """The events of a watch, one decoded line at a time, until the server ends it."""
+        resp = self._send("GET", path=path, body=None, query=query, accept=accept, timeout=timeout)
+        try:
+            pending = b""
+            for chunk in resp.stream(64 * 1024):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            resp.release_conn()
+
+    def _send(
+        self,
+        method: str,
+        *,
+        path: str,
+        body: bytes | None,
+        query: Mapping[str, str] | None,
+        accept: str,
+        timeout: float,
+    ) -> Any:
+        headers = {"Accept": accept}
+        if body is not None:
+            headers["Content-Type"] = JSON_MEDIA
+        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        url = self.api.configuration.host + path
+        if query:
+            url += "?" + urlencode(query)
+        resp = self.api.rest_client.pool_manager.request(
+            method, url, body=body, headers=headers, preload_content=False, timeout=timeout
+        )
+        if not 200 <= resp.status < 300:
+            data = resp.read()
+            resp.release_conn()
+            raise ApiException(status=resp.status, reason=resp.reason, body=data.decode())
+        return resp
 
     def delete(self, res: Resource, name: str, resource_version: str | None = None) -> None:
         """Delete; an object already gone is fine."""

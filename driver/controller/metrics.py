@@ -102,6 +102,18 @@ class ControllerMetrics:
             ["resource", "verb"],
             registry=registry,
         )
+        self.paths = Counter(
+            "trainium_dra_controller_reconcile_paths_total",
+            "Rack reconciles by path: unchanged (inputs digest and slice versions as last "
+            "published: status only) or rebuilt (slices listed, rebuilt and compared).",
+            ["path"],
+            registry=registry,
+        )
+        self.slice_lists = Counter(
+            "trainium_dra_controller_slice_lists_total",
+            "Full LISTs of one rack's ResourceSlices; a resync with nothing changed adds none.",
+            registry=registry,
+        )
         self.racks = RackStatuses()
         registry.register(self.racks)
 

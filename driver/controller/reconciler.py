@@ -1,11 +1,17 @@
 """One rack's reconcile: read the UltraServer and the stores, compute the
 desired slices and status with the pure functions of `rackstate`, write only
-differences, and map API failures to what the status says."""
+differences, and map API failures to what the status says.
+
+After a rack is published the reconciler remembers the digest of its inputs
+and the resourceVersions of its slices. A later reconcile whose digest is the
+same, and whose slices the watch still sees at those versions, rebuilds
+nothing and lists nothing: it only recomputes the status."""
 
 import datetime
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -18,14 +24,17 @@ from driver.controller.rackstate import (
     Published,
     allocated_devices,
     desired_rack,
+    inputs_key,
     invalid_spec,
     observe_rack,
     owner_reference,
 )
+from driver.controller.sliceindex import SliceIndex
 from driver.controller.slices import rack_label
 from driver.controller.stores import Store
 from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.writeplan import Plan, plan_writes
+from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
 
@@ -81,6 +90,16 @@ class Outcome:
     pool_generation: int
 
 
+@dataclass(frozen=True)
+class Memo:
+    """A rack as last published: enough to recompute its status without its slices."""
+
+    key: str  # inputs_key of what was published
+    versions: dict[str, str]  # slice name -> resourceVersion we left it at
+    observed: Observed  # status facts; `allocated` is refreshed on every reconcile
+    status: JSON | None = None  # the status last computed from `observed`
+
+
 class Reconciler:
     def __init__(
         self,
@@ -88,13 +107,20 @@ class Reconciler:
         stores: Stores,
         driver: str,
         metrics: ControllerMetrics,
+        index: SliceIndex,
+        *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self.kube = kube
         self.stores = stores
         self.driver = driver
         self.metrics = metrics
+        self.index = index
         self.clock = clock
+        self.memos: dict[str, Memo] = {}
+        # slice name -> resourceVersion of our last write to it: its watch echo is no news
+        self._written: dict[str, str] = {}
+        self._written_lock = threading.Lock()
         # (uid, generation) of specs whose partitioned slices the apiserver refused
         self.refused: dict[str, tuple[str, int]] = {}
         # False once the apiserver was seen dropping binding conditions
@@ -103,29 +129,49 @@ class Reconciler:
     def reconcile(self, name: str) -> Outcome:
         """Read the rack, compute its slices and status, write only differences."""
         obj = self.kube.get(ULTRASERVERS, name)
-        existing = self.kube.list_all(
-            SLICES, labels=f"{rack_label(self.driver)}={name}", fields=f"spec.driver={self.driver}"
-        )
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return self._remove(name, existing)
+            self.memos.pop(name, None)
+            return self._remove(name, self._list_slices(name))
         try:
             spec = parse_spec(obj)
         except SpecError as err:
+            self.memos.pop(name, None)
             generation = int(obj["metadata"].get("generation", 0))
-            self._write_status(obj, invalid_spec(generation, len(existing), str(err)))
+            count = len(self._list_slices(name))
+            self._write_status(obj, invalid_spec(generation, count, str(err)))
             return Outcome(name, 0, 0)
-        reports = self.stores.health.items()
+        nodes, reports = self.stores.nodes.items(), self.stores.health.items()
+        allocated = allocated_devices(self.stores.claims.items(), self.driver, name)
+        mapping = map_nodes(spec, nodes)
+        key = inputs_key(obj, mapping, reports, self.driver, self.binding_conditions_served)
+        memo = self.memos.get(name)
+        if memo is not None and memo.key == key and memo.versions == self.index.versions(name):
+            observed = replace(memo.observed, allocated=frozenset(allocated))
+            if observed != memo.observed or obj.get("status") != memo.status:
+                # Computing a status walks every device; skipped when its inputs stand still.
+                status = self._write_status(obj, observed)
+                self.memos[name] = replace(memo, observed=observed, status=status)
+            self.metrics.paths.labels("unchanged").inc()
+            return Outcome(name, 0, memo.observed.pool_generation)
+        self.memos.pop(name, None)
+        self.metrics.paths.labels("rebuilt").inc()
+        # No slice of the rack in the watch: nothing to list (a slice the watch has
+        # not shown yet makes a create conflict, and the rack is retried).
+        existing = self._list_slices(name) if self.index.versions(name) else []
         want = desired_rack(
             spec,
-            self.stores.nodes.items(),
+            nodes,
             reports,
             self.driver,
             binding_conditions=self.binding_conditions_served,
+            mapping=mapping,
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
-        published = self._apply(spec, plan, want.slices)
-        allocated = allocated_devices(self.stores.claims.items(), self.driver, name)
-        self._write_status(obj, observe_rack(spec, want, published, reports, allocated))
+        published, versions = self._apply(spec, plan, want.slices, existing)
+        observed = observe_rack(spec, want, published, reports, frozenset(allocated))
+        status = self._write_status(obj, observed)
+        if published.error is None and versions is not None:
+            self.memos[name] = Memo(key, versions, observed, status)
         if plan.writes:
             log.info(
                 "rack %s: %d writes (%s), pool generation %d",
@@ -136,6 +182,17 @@ class Reconciler:
             )
         return Outcome(name, len(plan.writes), published.pool_generation)
 
+    def is_own_write(self, name: str, resource_version: str) -> bool:
+        """The watch event of slice `name` at this version is the echo of our write."""
+        with self._written_lock:
+            return self._written.get(name) == resource_version
+
+    def _list_slices(self, rack: str) -> list[JSON]:
+        self.metrics.slice_lists.inc()
+        return self.kube.list_all(
+            SLICES, labels=f"{rack_label(self.driver)}={rack}", fields=f"spec.driver={self.driver}"
+        )
+
     def _remove(self, name: str, existing: Sequence[JSON]) -> Outcome:
         """The UltraServer is gone or going: delete its slices and forget it."""
         for s in existing:
@@ -145,29 +202,38 @@ class Reconciler:
             log.info("rack %s: deleted %d slices", name, len(existing))
         return Outcome(name, len(existing), 0)
 
-    def _apply(self, spec: UltraServerSpec, plan: Plan, desired: list[JSON]) -> Published:
-        """Execute the plan; map API failures to what the status should say."""
+    def _apply(
+        self, spec: UltraServerSpec, plan: Plan, desired: list[JSON], existing: Sequence[JSON]
+    ) -> tuple[Published, dict[str, str] | None]:
+        """Execute the plan; map API failures to what the status should say.
+        Also returns the resourceVersion of every slice left, when all went well."""
         name = spec.name
+        versions = {
+            str(s["metadata"]["name"]): str(s["metadata"].get("resourceVersion", ""))
+            for s in existing
+        }
         try:
             if self.refused.get(name) == (spec.uid, spec.generation):
                 raise CountersDroppedError(PARTITIONING_OFF)
-            self._execute(plan)
+            self._execute(plan, versions)
         except ApiException as err:
             if err.status == 409:
                 raise ConflictError(f"rack {name}: {err.reason}") from err
             error = f"{err.status} {err.reason}: {(err.body or '')[:300]}"
-            return Published(desired, plan.generation, error)
+            return Published(desired, plan.generation, error), None
         except CountersDroppedError:
             self.refused[name] = (spec.uid, spec.generation)
             for s in self.kube.list_all(SLICES, labels=f"{rack_label(self.driver)}={name}"):
                 self._delete_slice(s["metadata"]["name"])
-            return Published([], 0, PARTITIONING_OFF, "PartitionableDevicesOff")
-        return Published(desired, plan.generation)
+            return Published([], 0, PARTITIONING_OFF, "PartitionableDevicesOff"), None
+        return Published(desired, plan.generation), versions
 
-    def _execute(self, plan: Plan) -> None:
+    def _execute(self, plan: Plan, versions: dict[str, str]) -> None:
+        """Write in plan order, keeping `versions` (name -> resourceVersion) current."""
         for w in plan.writes:
             if w.verb == "delete":
                 self._delete_slice(w.name, w.resource_version)
+                versions.pop(w.name, None)
             else:
                 assert w.body is not None
                 write = self.kube.replace if w.verb == "update" else None
@@ -175,6 +241,10 @@ class Reconciler:
                     write(SLICES, w.name, w.body) if write else self.kube.create(SLICES, w.body)
                 )
                 self.metrics.wrote(SLICES.plural, w.verb)
+                version = str(stored["metadata"].get("resourceVersion", ""))
+                versions[w.name] = version
+                with self._written_lock:
+                    self._written[w.name] = version
                 if _has_counters(w.body["spec"]) and not _has_counters(stored["spec"]):
                     raise CountersDroppedError(PARTITIONING_OFF)
                 if _has_binding_conditions(w.body["spec"]) and not _has_binding_conditions(
@@ -188,8 +258,10 @@ class Reconciler:
     def _delete_slice(self, name: str, resource_version: str | None = None) -> None:
         self.kube.delete(SLICES, name, resource_version)
         self.metrics.wrote(SLICES.plural, "delete")
+        with self._written_lock:
+            self._written.pop(name, None)
 
-    def _write_status(self, obj: JSON, observed: Observed) -> None:
+    def _write_status(self, obj: JSON, observed: Observed) -> JSON:
         previous = obj.get("status")
         name = obj["metadata"]["name"]
         status = compute_status(observed, previous, self.clock())
@@ -197,6 +269,7 @@ class Reconciler:
             self.kube.patch_status(ULTRASERVERS, name, status)
             self.metrics.wrote(f"{ULTRASERVERS.plural}/status", "patch")
         self.metrics.racks.record(name, status)
+        return status
 
 
 def _has_binding_conditions(spec: Mapping[str, Any]) -> bool:

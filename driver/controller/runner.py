@@ -22,11 +22,17 @@ from driver.controller.lease import LeaseElector
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.probes import ReplicaState, Role, report
 from driver.controller.reconciler import ConflictError, Reconciler, Stores
+from driver.controller.sliceindex import SliceIndex
+from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
+from driver.controller.slicewatch import SliceWatch
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
 from driver.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
+SLICE_CHANGE_DELAY = 0.5
+"""A slice changed behind our back is usually one of several: wait a little
+so one reconcile sees them all."""
 
 
 class Controller:
@@ -40,7 +46,20 @@ class Controller:
         self.claim_status = ClaimStatusWriter(api, flags.driver_name)
         self.registry = CollectorRegistry()
         self.metrics = ControllerMetrics(self.registry)
-        self.reconciler = Reconciler(self.kube, self.stores, flags.driver_name, self.metrics)
+        self.slice_index = SliceIndex(rack_label(flags.driver_name))
+        self.reconciler = Reconciler(
+            self.kube, self.stores, flags.driver_name, self.metrics, self.slice_index
+        )
+        self.slice_watch = SliceWatch(
+            self.kube,
+            self.slice_index,
+            {
+                "labelSelector": f"{MANAGED_BY_LABEL}={MANAGED_BY}",
+                "fieldSelector": f"spec.driver={flags.driver_name}",
+            },
+            on_change=lambda rack: self.queue.add(rack, SLICE_CHANGE_DELAY),
+            is_own=self.reconciler.is_own_write,
+        )
         self.elector = LeaseElector(
             self.kube,
             namespace=flags.lease_namespace,
@@ -100,7 +119,15 @@ class Controller:
         self.metrics.leader.set(1)
         threads = [threading.Thread(target=self._renew, name="lease", daemon=True)]
         try:
-            self._prime()
+            slices_version = self._prime()
+            threads.append(
+                threading.Thread(
+                    target=self.slice_watch.run,
+                    args=(self.stop, slices_version),
+                    name="slice-watch",
+                    daemon=True,
+                )
+            )
             threads += [
                 threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
                 for i in range(self.flags.workers)
@@ -137,8 +164,10 @@ class Controller:
         self.apiserver_error = ""
         return held
 
-    def _prime(self) -> None:
-        """Fill the stores before the first reconcile, so none publishes from half a picture."""
+    def _prime(self) -> str:
+        """Fill the stores before the first reconcile, so none publishes from half a
+        picture; returns the resourceVersion to watch slices from."""
+        slices_version = self.slice_watch.relist()
         self.stores.nodes.replace(self.kube.list_nodes())
         self.stores.health.replace(self.kube.list_all(HEALTH))
         self.stores.claims.replace(self.kube.list_all(CLAIMS))
@@ -149,6 +178,7 @@ class Controller:
         for key, allocations in self.stores.claims.items().items():
             if any(drv == self.flags.driver_name for drv, _, _ in allocations):
                 self.claim_queue.add(key)
+        return slices_version
 
     def _run_kopf(self) -> None:
         registry = kopf.OperatorRegistry()

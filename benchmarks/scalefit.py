@@ -1,0 +1,38 @@
+"""Straight-line fits of measured cost against rack count, and their value at
+the projected scale. Pure: measured points in, fitted lines out."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+CHIPS_PER_GEN2_RACK: Final = 144
+MILLION_CHIP_RACKS: Final = 6944
+"""Trn3 Gen2 racks for one million chips (6,944 x 144 = 999,936)."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """y = intercept + slope * racks, fitted by least squares."""
+
+    intercept: float
+    slope: float
+    points: tuple[tuple[float, float], ...]
+
+    def at(self, racks: float) -> float:
+        return self.intercept + self.slope * racks
+
+
+def fit(points: Sequence[tuple[float, float]]) -> Line:
+    """Least-squares line through (racks, value) points; one point gives a line
+    through the origin, as every cost here is zero without racks."""
+    if not points:
+        raise ValueError("fit: no measured points")
+    xs = [float(x) for x, _ in points]
+    ys = [float(y) for _, y in points]
+    n = len(xs)
+    if n == 1 or len(set(xs)) == 1:
+        return Line(0.0, sum(ys) / sum(xs), tuple(zip(xs, ys, strict=True)))
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return Line(my - slope * mx, slope, tuple(zip(xs, ys, strict=True)))
