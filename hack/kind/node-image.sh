@@ -57,16 +57,20 @@ build() {
 
   log "root filesystem from Debian packages (mmdebstrap)"
   # The merged-usr hook sets up /usr as bookworm expects (as in python-base.sh).
-  mmdebstrap --quiet --variant=essential \
-    --include=systemd,systemd-sysv,runc,iptables,conntrack,iproute2,util-linux,mount,kmod,procps,mawk,ca-certificates,libseccomp2 \
-    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-    --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    bookworm "$rootfs" \
-    "deb http://deb.debian.org/debian bookworm main" \
-    "deb http://deb.debian.org/debian bookworm-updates main" \
-    "deb http://deb.debian.org/debian-security bookworm-security main" >&2
+  # Its log is shown only when it fails.
+  if ! mmdebstrap --quiet --variant=essential \
+      --include=systemd,systemd-sysv,runc,iptables,conntrack,iproute2,util-linux,mount,kmod,procps,mawk,ca-certificates,libseccomp2 \
+      --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+      --dpkgopt='path-exclude=/usr/share/man/*' \
+      --dpkgopt='path-exclude=/usr/share/doc/*' \
+      --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+      bookworm "$rootfs" \
+      "deb http://deb.debian.org/debian bookworm main" \
+      "deb http://deb.debian.org/debian bookworm-updates main" \
+      "deb http://deb.debian.org/debian-security bookworm-security main" >"$work/mmdebstrap.log" 2>&1; then
+    cat "$work/mmdebstrap.log" >&2
+    return 1
+  fi
 
   log "kind's node files ($kind_version) and our binaries"
   install -m 0755 "$kind_files/usr/local/bin/entrypoint" "$rootfs/usr/local/bin/entrypoint"
@@ -133,6 +137,10 @@ kubeadm_image() {
 started=$SECONDS
 if [ ! -f "$archive" ]; then
   build
+  # Older node images are not used again: each is a few hundred MB.
+  find "$cache/kind" -maxdepth 1 -name 'node-*.tar' ! -name "node-$key.tar" -delete
+  "$provider" images --format '{{.Repository}}:{{.Tag}}' | grep -E '^localhost/trainium-dra/kind-node:' |
+    grep -vxF "$ref" | xargs -r "$provider" rmi >/dev/null 2>&1 || true
 fi
 if ! "$provider" image inspect "$ref" >/dev/null 2>&1; then
   log "loading $archive into $provider"
