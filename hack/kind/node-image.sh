@@ -72,6 +72,17 @@ build() {
     return 1
   fi
 
+  # Before our binaries go in: kube-proxy needs only the Debian packages.
+  log "kube-proxy image: the Debian root filesystem (iptables, conntrack) with kube-proxy"
+  local proxy_ref
+  proxy_ref=$(kubeadm_image kube-proxy)
+  install -m 0755 "$bins/kube-proxy" "$rootfs/usr/local/bin/kube-proxy"
+  tar -C "$rootfs" --numeric-owner -cf "$work/proxy-rootfs.tar" .
+  rm "$rootfs/usr/local/bin/kube-proxy"
+  python3 "$root/hack/images/oci_archive.py" --out "$images/kube-proxy.tar" --ref "$proxy_ref" \
+    --layer-tar "$work/proxy-rootfs.tar" --env PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin >/dev/null
+  rm "$work/proxy-rootfs.tar"
+
   log "kind's node files ($kind_version) and our binaries"
   install -m 0755 "$kind_files/usr/local/bin/entrypoint" "$rootfs/usr/local/bin/entrypoint"
   install -d "$rootfs/kind/bin" "$rootfs/etc/systemd/system/kubelet.service.d" "$rootfs/etc/kubernetes/manifests" \
@@ -98,17 +109,6 @@ build() {
   echo "ReadKMsg=no" >> "$rootfs/etc/systemd/journald.conf"
   chroot "$rootfs" systemctl enable containerd.service import-images.service kubelet.service undo-mount-hacks.service >&2
   chroot "$rootfs" systemctl mask systemd-binfmt.service >&2
-
-  log "kube-proxy image: the node's root filesystem (iptables, conntrack) with kube-proxy"
-  # The node files above are in it too; only kube-proxy and the tools matter.
-  local proxy_ref apiserver_etc name
-  proxy_ref=$(kubeadm_image kube-proxy)
-  install -m 0755 "$bins/kube-proxy" "$rootfs/usr/local/bin/kube-proxy"
-  tar -C "$rootfs" --numeric-owner -cf "$work/proxy-rootfs.tar" .
-  rm "$rootfs/usr/local/bin/kube-proxy"
-  python3 "$root/hack/images/oci_archive.py" --out "$images/kube-proxy.tar" --ref "$proxy_ref" \
-    --layer-tar "$work/proxy-rootfs.tar" --env PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin >/dev/null
-  rm "$work/proxy-rootfs.tar"
 
   log "control-plane images from our static binaries"
   for name in kube-apiserver kube-controller-manager kube-scheduler etcd; do
