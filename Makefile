@@ -92,38 +92,70 @@ bench-realnodes: venv binaries image
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
 
-# --- kind path (docs/kind.md): needs docker, kind, kubectl and helm on PATH ---
+# --- kind path (docs/kind.md) ---
+# kind, kubeadm, kubectl and helm are built from their Go modules; the node
+# image is built here too (hack/kind/node-image.sh). The container engine is
+# docker when installed, else podman (as root), configured by the project.
 KIND ?= kind
 KIND_CLUSTER ?= trainium-dra
 KIND_NODE_IMAGE ?=
 KUBECTL ?= kubectl
 HELM ?= helm
-IMAGE_REPO ?= trainium-dra
+IMAGE_REPO ?= localhost/trainium-dra/driver
 IMAGE_TAG ?= dev
 KIND_DEMO ?= deploy/kind/demo.yaml
 KIND_DEMO_NAMESPACE ?= kind-demo
 KIND_CONTEXT = kind-$(KIND_CLUSTER)
+KIND_PROVIDER ?= $(shell hack/kind/provider.sh)
+KIND_BIN_DIR_FILE := build/kind-bin-dir
+KIND_NODE_IMAGE_FILE := build/kind-node-image
+# Our kind, kubectl and helm first on PATH; podman configured by hack/kind/containers.conf.
+KIND_ENV = PATH=$$(cat $(KIND_BIN_DIR_FILE)):$$PATH KIND_EXPERIMENTAL_PROVIDER=$(KIND_PROVIDER) \
+  CONTAINERS_CONF=$(CURDIR)/hack/kind/containers.conf KIND_PROVIDER=$(KIND_PROVIDER) KIND=$(KIND) KUBECTL=$(KUBECTL)
 
-.PHONY: docker-image kind-up kind-load kind-install kind-demo
+.PHONY: docker-image kind-tools kind-node-image kind-up kind-load kind-install kind-demo kind-down kind-e2e
 
-# kind's nodes take images from docker (`make image` needs no docker).
+# The driver image with docker, for a registry or engine of your own
+# (`make image` builds the same image with buildah; kind-load uses that one).
 docker-image:
 	docker build -t $(IMAGE_REPO):$(IMAGE_TAG) .
 
-kind-up:
-	$(KIND) create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml $(if $(KIND_NODE_IMAGE),--image $(KIND_NODE_IMAGE))
+kind-tools: binaries
+	hack/kind/build-tools.sh > $(KIND_BIN_DIR_FILE)
 
-kind-load: docker-image
-	$(KIND) load docker-image $(IMAGE_REPO):$(IMAGE_TAG) --name $(KIND_CLUSTER)
+kind-node-image: kind-tools image
+	$(KIND_ENV) hack/kind/node-image.sh > $(KIND_NODE_IMAGE_FILE)
 
-kind-install:
-	$(HELM) upgrade --install trainium-dra charts/trainium-dra --kube-context $(KIND_CONTEXT) \
+# kind mounts /lib/modules into the node; some kernels (containers) have none.
+kind-up: $(if $(KIND_NODE_IMAGE),kind-tools,kind-node-image)
+	test -d /lib/modules || mkdir -p /lib/modules
+	$(KIND_ENV) $(KIND) create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml \
+	  --image $(or $(KIND_NODE_IMAGE),$$(cat $(KIND_NODE_IMAGE_FILE))) --wait 5m
+
+# The driver image of `make image` (an OCI archive, no registry), into every
+# node, named $(IMAGE_REPO):$(IMAGE_TAG) there.
+kind-load: kind-tools image
+	$(KIND_ENV) hack/kind/load.sh $(KIND_CLUSTER) $(IMAGE_REPO):$(IMAGE_TAG)
+
+# --wait=legacy: until the controller and node daemon pods are ready. (Helm's
+# default watcher also waits for the UltraServer to be Ready, which it is not
+# while servers lack nodes, as on the one-node cluster: 1/4 servers.)
+kind-install: kind-tools
+	$(KIND_ENV) $(HELM) upgrade --install trainium-dra charts/trainium-dra --kube-context $(KIND_CONTEXT) \
 	  --namespace trainium-dra --create-namespace --values deploy/values/kind.yaml \
-	  --set image.repository=$(IMAGE_REPO) --set image.tag=$(IMAGE_TAG) --wait --timeout 5m
-	$(KUBECTL) --context $(KIND_CONTEXT) get ultraservers
+	  --set image.repository=$(IMAGE_REPO) --set image.tag=$(IMAGE_TAG) --wait=legacy --timeout 5m
+	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) get ultraservers
 
-kind-demo:
-	$(KUBECTL) --context $(KIND_CONTEXT) apply -f $(KIND_DEMO)
-	$(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) wait pod --all --for=condition=PodScheduled --timeout=120s
-	$(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get resourceclaims -o jsonpath='{range .items[*]}{.metadata.name}{":"}{range .status.allocation.devices.results[*]} {.pool}/{.device}{end}{"\n"}{end}'
-	$(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get pods -o wide
+kind-demo: kind-tools
+	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) apply -f $(KIND_DEMO)
+	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) wait pod --all --for=condition=PodScheduled --timeout=120s
+	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get resourceclaims -o jsonpath='{range .items[*]}{.metadata.name}{":"}{range .status.allocation.devices.results[*]} {.pool}/{.device}{end}{"\n"}{end}'
+	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get pods -o wide
+
+kind-down: kind-tools
+	$(KIND_ENV) hack/kind/down.sh $(KIND_CLUSTER)
+
+# The whole of docs/kind.md on this machine, checked, then deleted; non-zero
+# on any failure, and the cluster is deleted either way.
+kind-e2e: kind-tools
+	$(KIND_ENV) hack/kind/e2e.sh

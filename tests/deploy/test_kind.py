@@ -1,10 +1,17 @@
-"""The kind path without Docker: the cluster config has the gates, API and CDI
-settings the driver needs; its workers are mapped to the servers of the
-UltraServer that deploy/values/kind.yaml creates, by the controller's and the
-node daemon's own mapping code; the Makefile targets and the demo agree with
-it; the demo's objects pass a server-side dry-run."""
+"""The kind path's configuration, checked without a kind cluster (`make
+kind-e2e` runs one): the cluster config has the gates, API and CDI settings
+the driver needs and agrees with the node image's containerd and CNI config;
+its nodes are mapped to the servers of the UltraServer that
+deploy/values/kind.yaml creates, by the controller's and the node daemon's own
+mapping code; podman's limits fit this host; the Makefile targets, the demo,
+docs/kind.md and the end-to-end script agree; the demo's objects pass a
+server-side dry-run."""
 
+import ipaddress
+import json
 import re
+import resource
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +27,10 @@ from driver.names import device_class_name
 from tests.deploy.chart import CHART, fresh_namespace, kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
+KIND_TARGETS = ("kind-node-image", "kind-up", "kind-load", "kind-install", "kind-demo", "kind-down")
+"""docs/kind.md's steps, in its order."""
 KIND = ROOT / "deploy" / "kind"
+NODE = ROOT / "hack" / "kind" / "node"
 
 
 def load(path: Path) -> Any:
@@ -37,15 +47,35 @@ def values() -> JSON:
     return found
 
 
-def workers() -> dict[str, dict[str, str]]:
-    """kind names workers <cluster>-worker, -worker2, ...; hostname label as kubeadm sets it."""
+def kind_nodes() -> dict[str, dict[str, str]]:
+    """Node name -> labels, as kind names nodes (<cluster>-control-plane,
+    -worker, -worker2, ...) and kubeadm labels them."""
     name = cluster()["name"]
-    nodes = [n for n in cluster()["nodes"] if n["role"] == "worker"]
     out = {}
-    for i, node in enumerate(nodes):
-        node_name = f"{name}-worker{'' if i == 0 else i + 1}"
-        out[node_name] = {**node["labels"], "kubernetes.io/hostname": node_name}
+    seen: dict[str, int] = {}
+    for node in cluster()["nodes"]:
+        role = node["role"]
+        seen[role] = seen.get(role, 0) + 1
+        node_name = f"{name}-{role}{'' if seen[role] == 1 else seen[role]}"
+        labels = {**node.get("labels", {}), "kubernetes.io/hostname": node_name}
+        if role == "control-plane":
+            labels["node-role.kubernetes.io/control-plane"] = ""
+        out[node_name] = labels
     return out
+
+
+def kubeadm_patch(kind: str) -> JSON:
+    (patch,) = [
+        p for p in map(yaml.safe_load, cluster()["kubeadmConfigPatches"]) if p["kind"] == kind
+    ]
+    found: JSON = patch
+    return found
+
+
+def containerd_patch() -> JSON:
+    (patch,) = cluster()["containerdConfigPatches"]
+    found: JSON = tomllib.loads(patch)
+    return found
 
 
 def test_gates_runtime_config_and_cdi() -> None:
@@ -53,20 +83,57 @@ def test_gates_runtime_config_and_cdi() -> None:
     assert c["apiVersion"] == "kind.x-k8s.io/v1alpha4"
     assert c["featureGates"] == dict(DRA_FEATURE_GATES)
     assert c["runtimeConfig"] == dict(RUNTIME_CONFIG)
-    (patch,) = c["containerdConfigPatches"]
-    assert re.search(r"^\s*enable_cdi = true$", patch, re.M)
-    cdi_dir = load(CHART / "values.yaml")["cdiDir"]
-    assert f'"{cdi_dir}"' in patch
+    cri = containerd_patch()["plugins"]["io.containerd.cri.v1.runtime"]
+    assert cri["enable_cdi"] is True
+    assert load(CHART / "values.yaml")["cdiDir"] in cri["cdi_spec_dirs"]
+    # Lowering a container's OOM score needs CAP_SYS_RESOURCE, which the node lacks.
+    assert cri["restrict_oom_score_adj"] is True
 
 
-def test_workers_are_the_servers_of_the_kind_rack() -> None:
+def test_cluster_config_fits_the_node_image() -> None:
+    """The patches name the sections of the node's containerd config (version
+    3), the kubelet's cgroup driver is the one containerd's runc uses, the
+    static CNI config replaces kind's and its subnet is in kind's pod subnet."""
+    node_config = tomllib.loads((NODE / "config.toml").read_text())
+    assert node_config["version"] == 3
+    assert set(containerd_patch()["plugins"]) <= set(node_config["plugins"])
+    runc = node_config["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["runc"]
+    kubelet = kubeadm_patch("KubeletConfiguration")
+    assert kubelet["failCgroupV1"] is False
+    assert (kubelet["cgroupDriver"] == "systemd") == runc["options"]["SystemdCgroup"]
+    assert cluster()["networking"]["disableDefaultCNI"] is True
+    conflist = json.loads((NODE / "10-trainium-dra.conflist").read_text())
+    (bridge,) = [p for p in conflist["plugins"] if p["type"] == "bridge"]
+    (ranges,) = bridge["ipam"]["ranges"]
+    kind_pod_subnet = ipaddress.IPv4Network("10.244.0.0/16")  # kind's default podSubnet
+    assert all(ipaddress.IPv4Network(r["subnet"]).subnet_of(kind_pod_subnet) for r in ranges)
+    # kind always adds preflight; CoreDNS's image is not built here.
+    assert kubeadm_patch("InitConfiguration")["skipPhases"] == ["preflight", "addon/coredns"]
+
+
+def test_podman_limits_fit_this_host() -> None:
+    """Podman's default nofile and nproc limits exceed these hosts' hard limits,
+    and the node container cannot raise them (no CAP_SYS_RESOURCE)."""
+    conf = tomllib.loads((ROOT / "hack" / "kind" / "containers.conf").read_text())
+    assert conf["engine"]["runtime"] == "runc"  # crun refuses hybrid cgroup hosts
+    hard = {"nofile": resource.RLIMIT_NOFILE, "nproc": resource.RLIMIT_NPROC}
+    limits = dict(u.split("=") for u in conf["containers"]["default_ulimits"])
+    assert set(limits) == set(hard)
+    for name, value in limits.items():
+        soft, hard_value = map(int, value.split(":"))
+        host = resource.getrlimit(hard[name])[1]
+        assert soft <= hard_value
+        assert host == resource.RLIM_INFINITY or hard_value <= host, (name, host)
+
+
+def test_nodes_are_servers_of_the_kind_rack() -> None:
     (rack,) = values()["ultraservers"]
     spec = parse_spec({"metadata": {"name": rack["name"]}, "spec": rack["spec"]})
-    nodes = workers()
-    assert len(nodes) == spec.rack.servers == 4
+    nodes = kind_nodes()
     mapping = map_nodes(spec, nodes)
-    assert mapping.missing == {}
-    assert mapping.nodes == {i: name for i, name in enumerate(sorted(nodes))}
+    # The one-node cluster is server 0; the other servers have no node.
+    assert mapping.nodes == {0: f"{cluster()['name']}-control-plane"}
+    assert set(mapping.missing) == set(range(1, spec.rack.servers))
     obj = {"metadata": {"name": rack["name"]}, "spec": rack["spec"]}
     for index, name in mapping.nodes.items():
         assert find_place(name, nodes[name], [obj], values()["node"]["ultraserver"])[:2] == (
@@ -75,19 +142,19 @@ def test_workers_are_the_servers_of_the_kind_rack() -> None:
         )
 
 
-def test_daemon_runs_on_every_worker_and_controller_on_the_control_plane() -> None:
+def test_daemon_and_controller_run_on_the_node() -> None:
     v = values()
     chart_defaults = load(CHART / "values.yaml")
-    selector = {"matchLabels": v["node"]["nodeSelector"]}
+    daemon = {"matchLabels": v["node"]["nodeSelector"]}
+    controller = {"matchLabels": v["controller"]["nodeSelector"]}
     (term,) = chart_defaults["node"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"]
-    for labels in workers().values():
-        assert selector_matches(selector, labels)
-        assert selector_matches({"matchExpressions": term["matchExpressions"]}, labels)
-    control_plane = {"node-role.kubernetes.io/control-plane": ""}  # kubeadm's label
-    assert not selector_matches(selector, control_plane)
-    assert v["controller"]["nodeSelector"] == control_plane
+    (labels,) = kind_nodes().values()
+    assert selector_matches(daemon, labels)
+    assert selector_matches({"matchExpressions": term["matchExpressions"]}, labels)
+    assert selector_matches(controller, labels)
+    # Where there are workers too, the control plane keeps its taint.
     assert {
         "key": "node-role.kubernetes.io/control-plane",
         "operator": "Exists",
@@ -97,12 +164,13 @@ def test_daemon_runs_on_every_worker_and_controller_on_the_control_plane() -> No
 
 def test_make_targets_and_demo_agree_with_the_values() -> None:
     makefile = (ROOT / "Makefile").read_text()
-    for target in ("docker-image", "kind-up", "kind-load", "kind-install", "kind-demo"):
+    for target in (*KIND_TARGETS, "kind-tools", "kind-e2e", "docker-image"):
         assert re.search(rf"^{target}:", makefile, re.M), target
     defaults = dict(re.findall(r"^(\w+) \?= (.*)$", makefile, re.M))
     image = values()["image"]
     assert (defaults["IMAGE_REPO"], defaults["IMAGE_TAG"]) == (image["repository"], image["tag"])
     assert image["pullPolicy"] == "Never"  # kind-load puts it on the nodes
+    assert image["repository"].startswith("localhost/")  # never looked up in a registry
     assert defaults["KIND_CLUSTER"] == cluster()["name"]
     assert "deploy/kind/cluster.yaml" in makefile and "deploy/values/kind.yaml" in makefile
     demo = list(yaml.safe_load_all((ROOT / defaults["KIND_DEMO"]).read_text()))
@@ -115,6 +183,19 @@ def test_make_targets_and_demo_agree_with_the_values() -> None:
     (template,) = [d for d in demo if d["kind"] == "ResourceClaimTemplate"]
     (request,) = template["spec"]["spec"]["devices"]["requests"]
     assert request["exactly"]["deviceClassName"] == device_class_name("chip")
+
+
+def test_docs_steps_are_what_kind_e2e_runs() -> None:
+    """The `make kind-*` commands of docs/kind.md, in order, are the steps
+    hack/kind/e2e.sh runs (the demo's pod wait sits between demo and down)."""
+    docs = (ROOT / "docs" / "kind.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", docs, re.S)
+    documented = [m for b in blocks for m in re.findall(r"^make (kind-[a-z-]+)$", b, re.M)]
+    assert documented[: len(KIND_TARGETS)] == list(KIND_TARGETS)
+    script = (ROOT / "hack" / "kind" / "e2e.sh").read_text()
+    steps = re.findall(r"^step (kind-[a-z-]+)$", script, re.M)
+    downs = re.findall(r"kind-down KIND_CLUSTER", script)
+    assert [*steps, "kind-down"] == list(KIND_TARGETS) and downs
 
 
 @pytest.mark.integration

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds what the kind path needs beyond `make binaries`, from Go modules at
+# pinned versions, into the cache outside the repo; built binaries are kept:
+#   kind                 sigs.k8s.io/kind (hack/kind/kind/go.mod) -> kind-<version>/bin/
+#   kubeadm, kubectl     k8s.io/kubernetes (hack/kind/k8s/go.mod) -> k8s/<version>/
+#   TRAINIUM_DRA_CACHE   cache root (default: ~/.cache/trainium-dra)
+# kind-<version>/bin/ also links kubectl and the helm of `make binaries`
+# (hack/build-binaries.sh), so that one directory on PATH gives all three.
+# Prints that directory on its last line.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}
+log() { echo "kind-tools: $*" >&2; }
+pinned() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
+
+kind_version=$(pinned kind sigs.k8s.io/kind)
+k8s_version=$(pinned k8s k8s.io/kubernetes)
+bin_dir="$cache/kind-$kind_version/bin"
+kind_bin="$bin_dir/kind"
+k8s_dir="$cache/k8s/$k8s_version"
+mkdir -p "$(dirname "$kind_bin")" "$k8s_dir"
+
+if [ ! -x "$kind_bin" ]; then
+  log "building kind $kind_version (first time only)"
+  (cd "$here/kind" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$kind_bin.tmp" sigs.k8s.io/kind)
+  mv "$kind_bin.tmp" "$kind_bin"
+fi
+
+# The version the binaries report is the module's, as in hack/build-binaries.sh.
+minor=${k8s_version#v1.}
+minor=${minor%%.*}
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+for cmd in kubeadm kubectl; do
+  [ -x "$k8s_dir/$cmd" ] && continue
+  log "building $cmd $k8s_version (first time only; a few minutes)"
+  (cd "$here/k8s" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$k8s_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
+  mv "$k8s_dir/$cmd.tmp" "$k8s_dir/$cmd"
+done
+helm_version=$(pinned ../helm helm.sh/helm/v4)
+[ -x "$k8s_dir/helm-$helm_version" ] || { log "no helm in $k8s_dir: run make binaries first"; exit 1; }
+ln -sfn "$k8s_dir/kubectl" "$bin_dir/kubectl"
+ln -sfn "$k8s_dir/helm-$helm_version" "$bin_dir/helm"
+echo "$bin_dir"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Deletes kind cluster $1 and, once no kind cluster is left on this engine,
+# the `kind` network that `kind create cluster` made (kind keeps it).
+#   KIND_PROVIDER  podman or docker (default: what hack/kind/provider.sh finds)
+set -euo pipefail
+shopt -s inherit_errexit
+
+here=$(cd "$(dirname "$0")" && pwd)
+cluster=${1:?usage: down.sh CLUSTER}
+provider=${KIND_PROVIDER:-$("$here/provider.sh")}
+
+"${KIND:-kind}" delete cluster --name "$cluster"
+if [ -z "$("$provider" ps -a -q --filter label=io.x-k8s.kind.cluster)" ] &&
+  "$provider" network inspect kind >/dev/null 2>&1; then
+  "$provider" network rm kind >/dev/null
+  echo "kind-down: removed the $provider network kind" >&2
+fi

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Runs docs/kind.md on this machine, as its make targets, and checks what the
+# page promises: the node image, the cluster, the driver image on the node,
+# the chart installed by helm, the demo claim allocated and prepared by the
+# node daemon under the node's kubelet (its pod prints the environment the
+# CDI spec gave it and runs a job through the daemon's workload API), then
+# `make kind-down` leaving no container, volume or network behind. The
+# cluster is deleted on failure too; exits non-zero on any failure. Prints
+# how long each step took. Run by `make kind-e2e` (which sets the environment).
+#   KIND_CLUSTER  the cluster's name (default: trainium-dra)
+set -euo pipefail
+shopt -s inherit_errexit
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cluster=${KIND_CLUSTER:-trainium-dra}
+provider=${KIND_PROVIDER:?run through make kind-e2e}
+kubectl=("${KUBECTL:-kubectl}" --context "kind-$cluster")
+namespace=kind-demo
+log() { echo "kind-e2e: $*" >&2; }
+fail() { log "FAILED: $*"; exit 1; }
+
+timings=()
+step() {
+  local started=$SECONDS
+  log "make $1"
+  make -C "$root" --no-print-directory "$1" KIND_CLUSTER="$cluster"
+  timings+=("$1 $((SECONDS - started))")
+}
+
+if "$provider" ps -a -q --filter "label=io.x-k8s.kind.cluster=$cluster" | grep -q .; then
+  fail "a kind cluster named $cluster exists; delete it (make kind-down) or set KIND_CLUSTER"
+fi
+volumes_before=$("$provider" volume ls -q | sort)
+network_before=$("$provider" network inspect kind >/dev/null 2>&1 && echo yes || echo no)
+
+deleted=no
+on_exit() {
+  local rc=$?
+  if [ "$deleted" = no ]; then
+    if [ $rc -ne 0 ]; then
+      log "state before deleting the cluster:"
+      "${kubectl[@]}" get pods -A -o wide >&2 || true
+      "${kubectl[@]}" -n "$namespace" describe pods >&2 || true
+      "${kubectl[@]}" -n trainium-dra logs ds/trainium-dra-node --tail 50 >&2 || true
+    fi
+    make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster" || true
+  fi
+  exit $rc
+}
+trap on_exit EXIT
+
+total=$SECONDS
+step kind-node-image
+step kind-up
+step kind-load
+step kind-install
+step kind-demo
+
+started=$SECONDS
+"${kubectl[@]}" -n "$namespace" wait pod/gemm --for=jsonpath='{.status.phase}'=Succeeded --timeout=5m
+out=$("${kubectl[@]}" -n "$namespace" logs gemm)
+echo "$out"
+node=$("${kubectl[@]}" -n "$namespace" get pod gemm -o jsonpath='{.spec.nodeName}')
+daemon=$("${kubectl[@]}" -n trainium-dra get pods -l app.kubernetes.io/component=node \
+  --field-selector "spec.nodeName=$node" -o jsonpath='{.items[*].status.containerStatuses[0].ready}')
+[ "$daemon" = true ] || fail "no ready node daemon on $node (got '$daemon')"
+# Only the node daemon's CDI spec sets these; the job ran on the claim's token.
+for want in "TRAINIUM_DRA_NODE=$node" "TRAINIUM_DRA_ULTRASERVER=kind-rack" "TRAINIUM_DRA_SERVER_INDEX=0" \
+  "TRAINIUM_DRA_WORKLOAD_SOCKET=" "TRAINIUM_DRA_TOKEN_FILE=" "NEURON_RT_VISIBLE_CORES=" '"state": "succeeded"'; do
+  grep -qF "$want" <<<"$out" || fail "the demo pod's log lacks $want"
+done
+grep -qE '^TRAINIUM_DRA_CLAIM_UID=[0-9a-f-]{36}$' <<<"$out" || fail "the demo pod's log lacks TRAINIUM_DRA_CLAIM_UID"
+grep -qE '^NEURON_RT_VISIBLE_CORES=([0-9]+,){7}[0-9]+$' <<<"$out" || fail "the demo pod did not get the 8 cores of a chip"
+timings+=("demo-pod $((SECONDS - started))")
+
+started=$SECONDS
+make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster"
+deleted=yes
+timings+=("kind-down $((SECONDS - started))")
+left=$("$provider" ps -a -q --filter "label=io.x-k8s.kind.cluster=$cluster")
+[ -z "$left" ] || fail "containers left behind: $left"
+new_volumes=$(comm -13 <(echo "$volumes_before") <("$provider" volume ls -q | sort))
+[ -z "$new_volumes" ] || fail "volumes left behind: $new_volumes"
+if [ "$network_before" = no ] && "$provider" network inspect kind >/dev/null 2>&1; then
+  fail "the kind network was left behind"
+fi
+
+log "passed on $provider; seconds per step:"
+for t in "${timings[@]}"; do
+  printf '  %-16s %5ss\n' "${t% *}" "${t#* }" >&2
+done
+log "total $((SECONDS - total))s"

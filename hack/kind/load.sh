@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Puts the driver image of `make image` (an OCI archive, no registry) into
+# every node of kind cluster $1 and names it $2 there, the name the chart and
+# the demo use, so a rebuilt driver replaces the old one under that name.
+#   KIND_PROVIDER       podman or docker (default: what hack/kind/provider.sh finds)
+#   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
+set -euo pipefail
+shopt -s inherit_errexit
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cluster=${1:?usage: load.sh CLUSTER IMAGE}
+image=${2:?usage: load.sh CLUSTER IMAGE}
+cache=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}
+provider=${KIND_PROVIDER:-$("$here/provider.sh")}
+
+key=$(cd "$root" && python3 -m driver.localsim.images driver-key)
+archive="$cache/images/driver-$key.tar"
+[ -f "$archive" ] || { echo "kind-load: no $archive for these sources: run make image" >&2; exit 1; }
+"${KIND:-kind}" load image-archive "$archive" --name "$cluster"
+for node in $("${KIND:-kind}" get nodes --name "$cluster"); do
+  "$provider" exec "$node" ctr -n k8s.io images tag --force "localhost/trainium-dra/driver:$key" "$image" >/dev/null
+  echo "kind-load: $node: $image = localhost/trainium-dra/driver:$key" >&2
+done
