@@ -1,0 +1,31 @@
+"""The smallest inputs the fuzzing found that once crashed a parser, kept as
+regression cases: each must now be refused with its field named."""
+
+from typing import Any
+
+import pytest
+
+from driver.devicemodel.ultraserver import SpecError, parse_spec
+
+META = {"name": "found", "uid": "u", "generation": 1}
+GEN1 = {"generation": "trn3-gen1", "nodes": {"selector": {"matchLabels": {"rack": "a"}}}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (True, "spec:"),
+        ({"generation": "trn3-gen1", "nodes": 7}, "spec.nodes:"),
+        ({"generation": "trn3-gen1", "nodes": {"names": 4}}, "spec.nodes.names:"),
+        ({"generation": "trn3-gen1", "nodes": {"names": [[], {}, 1, 2]}}, "spec.nodes.names:"),
+        ({**GEN1, "defaultLogicalNeuronCore": "x"}, "spec.defaultLogical"),
+        ({**GEN1, "defaultLogicalNeuronCore": 3}, "spec.defaultLogical"),
+        ({**GEN1, "fabric": []}, "spec.fabric:"),
+        ({**GEN1, "fabric": {"failedServers": 1}}, "spec.fabric.failed"),
+        ({**GEN1, "fabric": {"bindingConditions": "false"}}, "spec.fabric.b"),
+    ],
+)
+def test_ultraserver_spec_refused_by_field(spec: Any, field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec({"metadata": META, "spec": spec})
+    assert str(err.value).startswith(field)
