@@ -26,7 +26,14 @@ from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import rack_spec
 from tests.chaos import audit
 from tests.chaos.localrack import ChaosCluster
-from tests.chaos.workload import create_many, live_claims, pods, running, wait_running
+from tests.chaos.workload import (
+    create_many,
+    delete_all,
+    live_claims,
+    pods,
+    running,
+    wait_running,
+)
 from tests.waiting import wait_for
 
 NAMESPACE = "chaos"
@@ -88,6 +95,11 @@ class Scene:
     def _slices_whole(self) -> bool:
         now = audit.slice_devices(self.api)
         return audit.count_lost(self.devices, now) == 0 and audit.count_duplicated(now) == 0
+
+    def clear(self) -> None:
+        """Remove the scene's pods and claims; the rack is free again."""
+        for namespace in (NAMESPACE, PROBES):
+            delete_all(self.api, namespace)
 
     def audit(self, pods: dict[str, str] | None = None) -> audit.Audit:
         now = audit.slice_devices(self.api)

@@ -1,11 +1,14 @@
 """The smallest inputs the fuzzing found that once crashed a parser, kept as
 regression cases: each must now be refused with its field named."""
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from driver.devicemodel.ultraserver import SpecError, parse_spec
+from driver.plugin.checkpoint import CheckpointError, checksum, decode
 
 META = {"name": "found", "uid": "u", "generation": 1}
 GEN1 = {"generation": "trn3-gen1", "nodes": {"selector": {"matchLabels": {"rack": "a"}}}}
@@ -29,3 +32,15 @@ def test_ultraserver_spec_refused_by_field(spec: Any, field: str) -> None:
     with pytest.raises(SpecError) as err:
         parse_spec({"metadata": META, "spec": spec})
     assert str(err.value).startswith(field)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [None, [], {"devices": "x"}, {"uid": 1, "namespace": "n", "name": "c", "state": "s"}],
+)
+def test_checkpoint_record_of_the_wrong_shape_is_refused(record: Any) -> None:
+    body = {"x": record}
+    data = json.dumps({"version": 1, "checksum": checksum(body), "claims": body}).encode()
+    with pytest.raises(CheckpointError) as err:
+        decode(data, Path("/state/checkpoint.json"))
+    assert str(err.value).startswith("/state/checkpoint.json: ")

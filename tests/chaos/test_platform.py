@@ -6,19 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.chaos.localrack import chaos_cluster
+from tests.chaos.localrack import ChaosCluster
 from tests.chaos.platform import FAULTS, Scene
 
 pytestmark = pytest.mark.integration
 
-NODES = 4
-PODS = 8
+PODS = 4
 
 
 @pytest.fixture(scope="module")
-def scene() -> Iterator[Scene]:
-    with chaos_cluster(NODES) as cluster:
-        yield Scene(cluster, PODS)
+def scene(chaos_rack: ChaosCluster) -> Iterator[Scene]:
+    scene = Scene(chaos_rack, PODS)
+    yield scene
+    scene.clear()
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
