@@ -24,7 +24,7 @@ JSON_SCALARS = (
     st.none()
     | st.booleans()
     | st.integers(min_value=-(2**63), max_value=2**63)
-    | st.floats(allow_nan=False)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12)
 )
 JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
