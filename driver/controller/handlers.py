@@ -14,6 +14,9 @@ from driver.controller.stores import key_of
 CLAIM_DELAY = 2.0
 """Claims change only the rack's status (allocated cores); waiting a little
 folds a burst of allocations into one reconcile."""
+SLICE_EDIT_DELAY = 1.0
+"""Seconds before a rack whose slice changed is checked: our own burst of
+writes settles first, so its echoes cost one reconcile."""
 
 
 def register(
@@ -68,11 +71,16 @@ def register(
         registry=registry,
     )
     def resource_slice(*, type: str | None, body: kopf.Body, **_: Any) -> None:
-        """Only a slice deleted behind our back matters; our own writes need no echo."""
+        """A slice deleted or edited behind our back is put back. The echo of our
+        own write costs one reconcile that finds nothing to write."""
         labels = body.get("metadata", {}).get("labels") or {}
         rack = labels.get(rack_label(driver))
-        if type == "DELETED" and rack and body.get("spec", {}).get("driver") == driver:
-            enqueue(rack, 0.0)
+        if (
+            type in ("DELETED", "MODIFIED")
+            and rack
+            and body.get("spec", {}).get("driver") == driver
+        ):
+            enqueue(rack, 0.0 if type == "DELETED" else SLICE_EDIT_DELAY)
 
 
 def claims_of_rack(stores: Stores, driver: str, rack: str) -> list[str]:
