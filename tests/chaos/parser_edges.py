@@ -368,7 +368,9 @@ def edit_pool(pool: list[JSON], edits: list[tuple[str, int, int, Any]]) -> list[
     for how, index, pick, value in edits:
         if not out:
             break
-        target = out[index % len(out)]
+        with_devices = [s for s in out if s["spec"].get("devices")]
+        pool = with_devices if how.endswith("device") or how.startswith("device") else out
+        target = (pool or out)[index % len(pool or out)]
         devices = target["spec"].get("devices") or []
         if how == "delete":
             out.remove(target)
