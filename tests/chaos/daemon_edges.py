@@ -199,7 +199,7 @@ def check_checkpoint_start(plane: ControlPlane, case: Any) -> str:
 
 names = st.one_of(
     st.text(
-        alphabet=st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)),
+        alphabet=st.characters(blacklist_characters="/\x00", blacklist_categories=["Cs"]),
         min_size=1,
         max_size=30,
     ).filter(lambda n: n not in (".", "..")),

@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from driver.controller.healthtaints import EFFECTS, STATES, device_health, parse_reports, taints
 from driver.controller.slices import RackInput, build_slices, rack_label
-from driver.controller.writeplan import JSON, Plan, plan_writes, same
+from driver.controller.writeplan import Plan, plan_writes, same
 from driver.devicemodel.layout import build_layout
 from driver.devicemodel.ultraserver import FLAT_DEVICES, MODES, SpecError, parse_spec
+from driver.jsontypes import JSON
 from driver.names import DEFAULT_DRIVER_NAME
 from driver.plugin.checkpoint import (
     CheckpointError,
@@ -364,7 +365,7 @@ slice_edits = st.lists(
 
 def edit_pool(pool: list[JSON], edits: list[tuple[str, int, int, Any]]) -> list[JSON]:
     """Someone else's edits, each one kind of change to one slice."""
-    out = json.loads(json.dumps(pool))
+    out: list[JSON] = json.loads(json.dumps(pool))
     for how, index, pick, value in edits:
         if not out:
             break
@@ -396,7 +397,7 @@ def apply_plan(existing: list[JSON], edits_plan: Plan) -> dict[str, JSON]:
     for write in edits_plan.writes:
         if write.verb == "delete":
             held.pop(write.name, None)
-        else:
+        elif write.body is not None:
             held[write.name] = write.body
     return held
 

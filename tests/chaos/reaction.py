@@ -51,7 +51,7 @@ def evicted(api: client.ApiClient, name: str) -> bool:
     try:
         pod = client.CoreV1Api(api).read_namespaced_pod(name, NAMESPACE)
     except client.ApiException as err:
-        return err.status == 404
+        return bool(err.status == 404)
     return pod.metadata.deletion_timestamp is not None
 
 

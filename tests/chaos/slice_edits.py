@@ -16,7 +16,8 @@ from typing import Any
 
 from kubernetes import client
 
-from driver.controller.writeplan import JSON, same
+from driver.controller.writeplan import same
+from driver.jsontypes import JSON
 from driver.localsim.controlplane import ControlPlane
 from tests.chaos.fuzzing import ACCEPTED, HANG, REFUSED
 from tests.chaos.parser_edges import edit_pool
