@@ -55,7 +55,7 @@ def parse_config(parameters: Any, where: str) -> DeviceConfig:
             f"{', '.join(FIELDS[kind])}"
         )
     lnc = parameters.get("logicalNeuronCore")
-    if lnc is not None and (isinstance(lnc, bool) or lnc not in VALID_LNC):
+    if lnc is not None and (type(lnc) is not int or lnc not in VALID_LNC):
         raise ConfigError(
             f"{where}.logicalNeuronCore: must be one of {', '.join(map(str, VALID_LNC))}, "
             f"got {lnc!r}"
