@@ -9,6 +9,7 @@ import pytest
 
 from driver.devicemodel.ultraserver import SpecError, parse_spec
 from driver.plugin.checkpoint import CheckpointError, checksum, decode
+from driver.plugin.claimconfig import API_GROUP_VERSION, ConfigError, parse_config
 
 META = {"name": "found", "uid": "u", "generation": 1}
 GEN1 = {"generation": "trn3-gen1", "nodes": {"selector": {"matchLabels": {"rack": "a"}}}}
@@ -44,3 +45,12 @@ def test_checkpoint_record_of_the_wrong_shape_is_refused(record: Any) -> None:
     with pytest.raises(CheckpointError) as err:
         decode(data, Path("/state/checkpoint.json"))
     assert str(err.value).startswith("/state/checkpoint.json: ")
+
+
+@pytest.mark.parametrize("lnc", [2.0, 1.0, True])
+def test_a_logical_neuron_core_that_is_not_an_integer_is_refused(lnc: Any) -> None:
+    """2.0 equals 2, so it once passed the check and reached prepare as a float."""
+    parameters = {"apiVersion": API_GROUP_VERSION, "kind": "NeuronConfig", "logicalNeuronCore": lnc}
+    with pytest.raises(ConfigError) as err:
+        parse_config(parameters, "config")
+    assert str(err.value).startswith("config.logicalNeuronCore: must be one of 1, 2, 4")
