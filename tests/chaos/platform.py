@@ -101,7 +101,7 @@ class Scene:
         for namespace in (NAMESPACE, PROBES):
             delete_all(self.api, namespace)
 
-    def audit(self, pods: dict[str, str] | None = None) -> audit.Audit:
+    def audit(self) -> audit.Audit:
         now = audit.slice_devices(self.api)
         checkpoints = self.cluster.checkpoints()
         live = set(live_claims(self.api))
@@ -110,9 +110,7 @@ class Scene:
             lost_devices=audit.count_lost(self.devices, now),
             claims_prepared_twice=audit.count_prepared_twice(checkpoints),
             leaked_cores=audit.count_leaked_cores(checkpoints, live),
-            pods_wrongly_evicted=audit.count_evicted(
-                self.pods if pods is None else pods, running(self.api, NAMESPACE)
-            ),
+            pods_wrongly_evicted=audit.count_evicted(self.pods, running(self.api, NAMESPACE)),
         )
 
 
@@ -126,10 +124,11 @@ def restart_component(scene: Scene, name: str, down_seconds: float) -> FaultRun:
     return FaultRun(name, took, scene.audit(), f"down {down_seconds:.0f} s, then restarted")
 
 
-def node_recreated(scene: Scene, server: int) -> FaultRun:
-    """Delete a Node with a pod on it; once its devices left the slices, create it again."""
+def node_recreated(scene: Scene) -> FaultRun:
+    """Delete the Node of the first pod; once its devices left the slices, create it again."""
     rack = scene.cluster.rack
-    node = rack.node_name(server)
+    node = pods(scene.api, NAMESPACE)["w0"].spec.node_name
+    server = rack.node_names().index(node)
     on_node = sum(1 for p in pods(scene.api, NAMESPACE).values() if p.spec.node_name == node)
     scene.cluster.plane.delete_node(node)
     wait_for(
@@ -287,7 +286,7 @@ FAULTS: dict[str, Callable[[Scene], FaultRun]] = {
     "apiserver": lambda scene: restart_component(scene, "kube-apiserver", 5.0),
     "etcd": lambda scene: restart_component(scene, "etcd", 5.0),
     "controller": controller_takeover,
-    "node": lambda scene: node_recreated(scene, 1),
+    "node": node_recreated,
     "daemon": daemon_killed_mid_prepare,
 }
 """Every platform fault, in the order a run applies them to one scene."""
