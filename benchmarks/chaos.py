@@ -115,19 +115,27 @@ def control_plane() -> Iterator[ControlPlane]:
         yield plane
 
 
-def fuzz_section(args: argparse.Namespace) -> dict[str, Any]:
-    runs = [fuzz(edge, s, c, args.cases) for edge, (s, c) in PURE_EDGES.items()]
-    restore: list[float] = []
-    unrestored: list[object] = []
+def fuzz_section(args: argparse.Namespace) -> None:
+    """Every edge in turn; the results are stored after each, so a long run
+    that is stopped keeps what it finished."""
+    done: dict[str, Any] = {"edges": [], "kept_claim_intact": None, "unrestored_edits": []}
+
+    def record(run: FuzzRun) -> None:
+        done["edges"].append(run.to_json())
+        store("fuzz", done, args)
+
+    for edge, (strategy, check) in PURE_EDGES.items():
+        record(fuzz(edge, strategy, check, args.cases))
     with control_plane() as plane:
         with daemon_edges.prepared_daemon(plane) as prepared:
             with daemon_edges.workload_client(prepared) as http:
                 check = partial(daemon_edges.check_workload_request, prepared, http)
-                runs.append(
+                record(
                     fuzz("workload API (daemon socket)", daemon_edges.requests, check, args.cases)
                 )
             check = partial(daemon_edges.check_cdi_foreign, prepared)
-            runs.append(
+            done["kept_claim_intact"] = prepared.kept_intact()
+            record(
                 fuzz(
                     "CDI dir with foreign files (daemon)",
                     daemon_edges.foreign_sets,
@@ -135,9 +143,9 @@ def fuzz_section(args: argparse.Namespace) -> dict[str, Any]:
                     args.cdi_cases,
                 )
             )
-            kept = prepared.kept_intact()
+            done["kept_claim_intact"] = prepared.kept_intact()
         check = partial(daemon_edges.check_checkpoint_start, plane)
-        runs.append(
+        record(
             fuzz(
                 "damaged checkpoint at daemon start",
                 parser_edges.checkpoint_files,
@@ -150,22 +158,14 @@ def fuzz_section(args: argparse.Namespace) -> dict[str, Any]:
             slice_edits.live_rack(plane, Path(logs) / "controller.log") as rack,
         ):
             check = partial(slice_edits.check_live_edit, rack)
-            runs.append(
-                fuzz(
-                    "slice edited (live controller)",
-                    parser_edges.slice_edits,
-                    check,
-                    args.edit_cases,
-                )
+            run = fuzz(
+                "slice edited (live controller)", parser_edges.slice_edits, check, args.edit_cases
             )
-            restore, unrestored = rack.restore_seconds, rack.unrestored
-    return {
-        "edges": [r.to_json() for r in runs],
-        "kept_claim_intact": kept,
-        "slice_restore_p50_s": round(sorted(restore)[len(restore) // 2], 2) if restore else None,
-        "slice_restore_max_s": round(max(restore), 2) if restore else None,
-        "unrestored_edits": [repr(e)[:300] for e in unrestored[:5]],
-    }
+            restore = sorted(rack.restore_seconds)
+            done["slice_restore_p50_s"] = round(restore[len(restore) // 2], 2) if restore else None
+            done["slice_restore_max_s"] = round(restore[-1], 2) if restore else None
+            done["unrestored_edits"] = [repr(e)[:300] for e in rack.unrestored[:5]]
+            record(run)
 
 
 # --- results ------------------------------------------------------------------
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 store(section, result, args)
     if "fuzz" in wanted:
         print("fuzz ...", flush=True)
-        store("fuzz", fuzz_section(args), args)
+        fuzz_section(args)
     print(f"wrote {RESULTS} and {PAGE}")
     return 0
 

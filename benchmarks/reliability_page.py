@@ -144,9 +144,10 @@ def fuzz(result: dict[str, Any], cmd: str) -> str:
     restore = (
         f"Slices edited live were put back in {result['slice_restore_p50_s']} s (median), "
         f"{result['slice_restore_max_s']} s at most."
-        if result["slice_restore_p50_s"] is not None
+        if result.get("slice_restore_p50_s") is not None
         else ""
     )
+    kept = {True: "yes", False: "NO", None: "not run yet"}[result["kept_claim_intact"]]
     return f"""## Hostile and malformed input
 
 Property-based fuzzing (hypothesis) of every input edge. A case passes when
@@ -154,7 +155,7 @@ the code under test neither crashes nor hangs, refuses bad input with a
 message that starts with the field and says the allowed values, and accepts
 only well-typed input. The daemon edges run against the real daemon process
 with one claim kept prepared throughout; it was still prepared at the end:
-{"yes" if result["kept_claim_intact"] else "NO"}. {restore}
+{kept}. {restore}
 Live edits the controller did not put back within 60 s: {len(result["unrestored_edits"])}.
 
 {table(["edge", "cases", "accepted", "refused", "crashes", "hangs", "seconds"], rows)}
