@@ -29,18 +29,28 @@ class Audit:
         return not any(vars(self).values())
 
 
-def slice_devices(api: client.ApiClient, driver: str = DEFAULT_DRIVER_NAME) -> PoolDevices:
-    """Devices of every pool's newest generation; older generations are on their way out."""
-    slices = client.ResourceV1Api(api).list_resource_slice(field_selector=f"spec.driver={driver}")
+def slice_devices(
+    api: client.ApiClient, driver: str = DEFAULT_DRIVER_NAME, labels: str = ""
+) -> PoolDevices:
+    """Devices of every pool's newest generation; older generations are on their way out.
+    Read as plain JSON: a whole rack's slices as client models take seconds."""
+    items = client.CustomObjectsApi(api).list_cluster_custom_object(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        field_selector=f"spec.driver={driver}",
+        label_selector=labels,
+    )["items"]
     newest: dict[str, int] = {}
-    for s in slices.items:
-        pool = s.spec.pool
-        newest[pool.name] = max(newest.get(pool.name, 0), pool.generation)
+    for s in items:
+        pool = s["spec"]["pool"]
+        newest[pool["name"]] = max(newest.get(pool["name"], 0), pool["generation"])
     out: PoolDevices = {}
-    for s in slices.items:
-        pool = s.spec.pool
-        if pool.generation == newest[pool.name]:
-            out.setdefault(pool.name, Counter()).update(d.name for d in s.spec.devices or [])
+    for s in items:
+        pool = s["spec"]["pool"]
+        if pool["generation"] == newest[pool["name"]]:
+            names = (d["name"] for d in s["spec"].get("devices") or [])
+            out.setdefault(pool["name"], Counter()).update(names)
     return out
 
 

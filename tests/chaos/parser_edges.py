@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from driver.controller.healthtaints import EFFECTS, STATES, device_health, parse_reports, taints
-from driver.controller.slices import RackInput, build_slices, rack_label
+from driver.controller.slices import MANAGED_BY_LABEL, RackInput, build_slices, rack_label
 from driver.controller.writeplan import Plan, plan_writes, same
 from driver.devicemodel.layout import build_layout
 from driver.devicemodel.ultraserver import FLAT_DEVICES, MODES, SpecError, parse_spec
@@ -337,7 +337,16 @@ SLICE_RACK = RackInput(
     binding_conditions=True,
 )
 DESIRED = build_slices(SLICE_RACK)
-SLICE_EDITS = ("device-attribute", "drop-device", "add-device", "pool", "delete", "label")
+SLICE_EDITS = (
+    "device-attribute",
+    "drop-device",
+    "add-device",
+    "pool",
+    "delete",
+    "label",
+    "rack-label",
+    "managed-by",
+)
 
 
 def published_pool() -> list[JSON]:
@@ -378,6 +387,10 @@ def edit_pool(pool: list[JSON], edits: list[tuple[str, int, int, Any]]) -> list[
         elif how == "label":
             target["metadata"]["labels"] = {**target["metadata"]["labels"], "edited": "yes"}
             target["metadata"]["labels"].pop(next(iter(target["metadata"]["labels"])), None)
+        elif how == "managed-by":
+            target["metadata"]["labels"].pop(MANAGED_BY_LABEL, None)
+        elif how == "rack-label":
+            target["metadata"]["labels"].pop(rack_label(DEFAULT_DRIVER_NAME), None)
         elif how == "pool":
             target["spec"]["pool"]["generation"] = pick % 5
         elif how == "drop-device" and devices:

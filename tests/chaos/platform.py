@@ -18,7 +18,7 @@ from typing import Any
 
 from kubernetes import client
 
-from driver.controller.slices import planned_devices
+from driver.controller.slices import planned_devices, rack_label
 from driver.localsim.children import Child, trainium_dra_argv
 from driver.localsim.clusterspec import controller_argv, node_labels
 from driver.localsim.controlplane import free_port
@@ -188,7 +188,7 @@ def rack_published(api: client.ApiClient, name: str, devices: set[str]) -> bool:
     except client.ApiException:
         return False
     conditions = {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions", [])}
-    pool = audit.slice_devices(api).get(name)
+    pool = audit.slice_devices(api, labels=f"{rack_label(DEFAULT_DRIVER_NAME)}={name}").get(name)
     return conditions.get("Published") == "True" and pool is not None and set(pool) == devices
 
 

@@ -36,14 +36,17 @@ def chip_of(cluster: ChaosCluster, claim_uid: str) -> tuple[str, int]:
 
 def tainted(api: client.ApiClient) -> bool:
     """Any device of the driver tainted unhealthy (one fault is injected at a time)."""
-    slices = client.ResourceV1Api(api).list_resource_slice(
-        field_selector=f"spec.driver={DEFAULT_DRIVER_NAME}"
-    )
+    items = client.CustomObjectsApi(api).list_cluster_custom_object(
+        "resource.k8s.io",
+        "v1",
+        "resourceslices",
+        field_selector=f"spec.driver={DEFAULT_DRIVER_NAME}",
+    )["items"]
     return any(
-        t.key == TAINT_KEY
-        for s in slices.items
-        for d in s.spec.devices or []
-        for t in d.taints or []
+        t["key"] == TAINT_KEY
+        for s in items
+        for d in s["spec"].get("devices") or []
+        for t in d.get("taints") or []
     )
 
 

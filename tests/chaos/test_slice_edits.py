@@ -24,7 +24,14 @@ def rack(
 
 
 @pytest.mark.parametrize(
-    "edit", [("device-attribute", 1, 0, "x"), ("label", 2, 0, None), ("delete", 3, 0, None)]
+    "edit",
+    [
+        ("device-attribute", 1, 0, "x"),
+        ("label", 2, 0, None),
+        ("rack-label", 1, 0, None),
+        ("managed-by", 1, 0, None),
+        ("delete", 3, 0, None),
+    ],
 )
 def test_an_edit_is_undone_before_the_resync(
     rack: slice_edits.LiveRack, edit: tuple[str, int, int, object]
