@@ -8,7 +8,7 @@ import kopf
 
 from driver.controller.kube import CLAIMS, HEALTH, SLICES, ULTRASERVERS
 from driver.controller.reconciler import Stores, racks_for_node, racks_of_claim
-from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
+from driver.controller.slices import rack_label
 from driver.controller.stores import key_of
 
 CLAIM_DELAY = 2.0
@@ -63,18 +63,15 @@ def register(
         if new and any(drv == driver for drv, _, _ in new):
             enqueue_claim(key_of(body), 0.0)
 
-    @kopf.on.event(
-        SLICES.group,
-        SLICES.version,
-        SLICES.plural,
-        labels={MANAGED_BY_LABEL: MANAGED_BY},
-        registry=registry,
-    )
+    @kopf.on.event(SLICES.group, SLICES.version, SLICES.plural, registry=registry)
     def resource_slice(*, type: str | None, body: kopf.Body, **_: Any) -> None:
-        """A slice deleted or edited behind our back is put back. The echo of our
-        own write costs one reconcile that finds nothing to write."""
+        """A slice of our driver deleted or edited behind our back is put back,
+        also one whose labels were edited away (so no label filter here). The
+        echo of our own write costs one reconcile that finds nothing to write."""
         labels = body.get("metadata", {}).get("labels") or {}
-        rack = labels.get(rack_label(driver))
+        # The pool is named after the rack; the label may be what was edited away.
+        pool = (body.get("spec") or {}).get("pool") or {}
+        rack = pool.get("name") or labels.get(rack_label(driver))
         if (
             type in ("DELETED", "MODIFIED")
             and rack
