@@ -37,19 +37,33 @@ JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
 """Any JSON document, small."""
 
 
+def weighted(*choices: tuple[int, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
+    """One of `choices`, each as often as its weight says (hypothesis's one_of
+    would favour the richer branch)."""
+    table = [strategy for weight, strategy in choices for _ in range(weight)]
+    return st.integers(0, len(table) - 1).flatmap(lambda i: table[i])
+
+
 def either(valid: st.SearchStrategy[Any], *odd: Any) -> st.SearchStrategy[Any]:
-    """Mostly near-valid values, sometimes a listed odd one, sometimes any JSON."""
-    choices = [valid, valid, JSON_VALUES]
-    if odd:
-        choices.append(st.sampled_from(odd))
-    return st.one_of(*choices)
+    """Mostly valid values, sometimes a listed odd one, sometimes any JSON."""
+    if not odd:
+        return weighted((6, valid), (1, JSON_VALUES))
+    return weighted((6, valid), (1, st.sampled_from(odd)), (1, JSON_VALUES))
 
 
 def maybe_field(
-    fields: dict[str, st.SearchStrategy[Any]],
+    fields: dict[str, st.SearchStrategy[Any]], required: tuple[str, ...] = ()
 ) -> st.SearchStrategy[dict[str, Any]]:
-    """An object whose every field may be present or absent, plus an unknown field sometimes."""
-    return st.fixed_dictionaries({}, optional={**fields, "unknownField": JSON_VALUES})
+    """An object with the `required` fields and any of the others, mostly;
+    sometimes with an unknown field too, sometimes missing a required one."""
+    always = {k: v for k, v in fields.items() if k in required}
+    others = {k: v for k, v in fields.items() if k not in required}
+    complete = st.fixed_dictionaries(always, optional=others)
+    partial = st.fixed_dictionaries({}, optional=fields)
+    unknown = st.tuples(complete, st.text(min_size=1, max_size=8), JSON_VALUES).map(
+        lambda t: {**t[0], t[1]: t[2]}
+    )
+    return weighted((6, complete), (1, unknown), (1, partial))
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from driver.plugin.claimconfig import (
     parse_config,
 )
 from simdevice.topology import GENERATIONS, VALID_LNC, rack_spec
-from tests.chaos.fuzzing import ACCEPTED, JSON_VALUES, REFUSED, either, maybe_field
+from tests.chaos.fuzzing import ACCEPTED, JSON_VALUES, REFUSED, either, maybe_field, weighted
 
 # --- opaque claim configs ---------------------------------------------------
 
@@ -57,16 +57,20 @@ CONFIG_ALLOWED = {
     f"{WHERE}.*": (", ".join(FIELDS[NEURON_CONFIG]),),
 }
 
-configs = st.one_of(
-    JSON_VALUES,
-    maybe_field(
-        {
-            "apiVersion": either(st.just(API_GROUP_VERSION), "v1", "trainium.sim.dev/v1"),
-            "kind": either(st.sampled_from(KINDS), "neuronConfig", ""),
-            "logicalNeuronCore": either(
-                st.sampled_from(VALID_LNC), 0, 3, -1, True, 2.0, "2", 2**70
-            ),
-        }
+configs = weighted(
+    (1, JSON_VALUES),
+    (
+        5,
+        maybe_field(
+            {
+                "apiVersion": either(st.just(API_GROUP_VERSION), "v1", "trainium.sim.dev/v1"),
+                "kind": either(st.sampled_from(KINDS), "neuronConfig", ""),
+                "logicalNeuronCore": either(
+                    st.sampled_from(VALID_LNC), 0, 3, -1, True, 2.0, "2", 2**70
+                ),
+            },
+            required=("apiVersion", "kind"),
+        ),
     ),
 )
 
@@ -132,7 +136,8 @@ specs = st.builds(
                             "names": either(node_names),
                             "selector": either(st.just({"matchLabels": {"rack": "a"}})),
                             "serverIndexLabel": either(st.just("trainium.sim.dev/server-index")),
-                        }
+                        },
+                        required=("names",),
                     )
                 ),
                 "fabric": either(
@@ -144,7 +149,8 @@ specs = st.builds(
                         }
                     )
                 ),
-            }
+            },
+            required=("generation", "nodes"),
         )
     ),
 )
