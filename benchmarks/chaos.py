@@ -11,6 +11,7 @@ and docs/reliability.md is written from that file.
 import argparse
 import contextlib
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -48,18 +49,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--edit-cases", type=int, default=60, help="live slice edits")
     p.add_argument("--render", action="store_true", help="only rewrite the page from the results")
     args = p.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     unknown = set(args.only.split(",")) - set(SECTIONS)
     if unknown:
         p.error(f"--only: {sorted(unknown)} are not among {', '.join(SECTIONS)}")
     return args
 
 
-def command(args: argparse.Namespace) -> str:
-    return (
-        "make chaos"
-        if args.only == ",".join(SECTIONS)
-        else f"make chaos CHAOS_ARGS='--only {args.only}'"
-    )
+def command(argv: list[str]) -> str:
+    """The command that ran, with the flags it was given."""
+    return f"make chaos CHAOS_ARGS='{' '.join(argv)}'" if argv else "make chaos"
 
 
 # --- sections on a whole local rack --------------------------------------------
@@ -177,7 +176,7 @@ def store(section: str, result: dict[str, Any], args: argparse.Namespace) -> Non
         json.loads(RESULTS.read_text()) if RESULTS.exists() else {"benchmark": "chaos"}
     )
     data.setdefault("results", {})[section] = result
-    data.setdefault("commands", {})[section] = command(args)
+    data.setdefault("commands", {})[section] = command(args.argv)
     data["machine"] = machine()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

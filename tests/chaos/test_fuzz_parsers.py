@@ -25,5 +25,6 @@ EDGES: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], str]]] = {
 @pytest.mark.parametrize("edge", list(EDGES))
 def test_edge_survives_fuzzing(edge: str) -> None:
     strategy, check = EDGES[edge]
-    run = run_property(edge, strategy, check, CASES)
-    assert run.cases >= CASES // 2 and run.crashes == 0, run
+    cases = CASES // 2 if edge.startswith("slice") else CASES
+    run = run_property(edge, strategy, check, cases)
+    assert run.cases >= cases // 2 and run.crashes == 0, run
