@@ -66,7 +66,11 @@ A local rack of {result["nodes"]} nodes with {result["pods"]} chip pods running,
 each fault in turn. *Converge* is the time from the end of the fault (the
 process restarted, the Node re-created, the daemon killed, the leader killed)
 until a new claim is allocated and prepared and its pod runs, and the rack's
-slices list exactly the devices they listed before. The counts must all be 0.
+slices list exactly the devices they listed before; for the controller, until
+the standby has published all ten new racks completely (it waits out the
+leader's 15 s Lease first). The counts must all be 0; for the controller,
+duplicated also counts slices of a stale pool generation left behind, and
+lost counts devices missing from the ten racks.
 
 {table(PLATFORM_HEADER, rows)}
 
