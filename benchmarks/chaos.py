@@ -48,6 +48,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--start-cases", type=int, default=20, help="daemon starts on bad checkpoints")
     p.add_argument("--edit-cases", type=int, default=60, help="live slice edits")
     p.add_argument("--render", action="store_true", help="only rewrite the page from the results")
+    p.add_argument(
+        "--rerun-edge",
+        default="",
+        choices=["", *PURE_EDGES],
+        help="run one in-process edge again and replace its row in the fuzz results",
+    )
     args = p.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
     unknown = set(args.only.split(",")) - set(SECTIONS)
@@ -167,6 +173,19 @@ def fuzz_section(args: argparse.Namespace) -> None:
             record(run)
 
 
+def rerun_edge(args: argparse.Namespace) -> None:
+    """One edge again (after a fix to it or to its check); its row names this command."""
+    strategy, check = PURE_EDGES[args.rerun_edge]
+    row = fuzz(args.rerun_edge, strategy, check, args.cases).to_json()
+    row["command"] = command(args.argv)
+    result = json.loads(RESULTS.read_text())["results"]["fuzz"]
+    result["edges"] = [row if e["edge"] == row["edge"] else e for e in result["edges"]]
+    data: dict[str, Any] = json.loads(RESULTS.read_text())
+    data["results"]["fuzz"] = result
+    RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    PAGE.write_text(render(data))
+
+
 # --- results ------------------------------------------------------------------
 
 
@@ -187,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.render:
         PAGE.write_text(render(json.loads(RESULTS.read_text())))
+        return 0
+    if args.rerun_edge:
+        rerun_edge(args)
         return 0
     wanted = args.only.split(",")
     on_cluster = [s for s in wanted if s in CLUSTER_SECTIONS]

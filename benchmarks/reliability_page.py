@@ -145,6 +145,9 @@ def fuzz(result: dict[str, Any], cmd: str) -> str:
         for e in result["edges"]
     ]
     failures = [f"- {e['edge']}: `{e['failure'][:300]}`" for e in result["edges"] if e["failure"]]
+    reruns = [
+        f"- {e['edge']} ran again with `{e['command']}`." for e in result["edges"] if "command" in e
+    ]
     restore = (
         f"Slices edited live were put back in {result['slice_restore_p50_s']} s (median), "
         f"{result['slice_restore_max_s']} s at most."
@@ -165,6 +168,7 @@ Live edits the controller did not put back within 60 s: {len(result["unrestored_
 {table(["edge", "cases", "accepted", "refused", "crashes", "hangs", "seconds"], rows)}
 
 {chr(10).join(failures) if failures else "No failures."}
+{chr(10).join(reruns)}
 
 The edges that start a process per case (a damaged checkpoint at daemon
 start) or wait for the controller per case (live slice edits) run fewer

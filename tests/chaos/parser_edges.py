@@ -79,7 +79,10 @@ def refusal_names(message: str, allowed_by_field: Mapping[str, tuple[str, ...]])
     """A refusal starts with a known field's path and says what that field allows."""
     field, sep, rest = message.partition(": ")
     assert sep and rest, f"refusal names no field: {message!r}"
-    allowed = allowed_by_field.get(field) or allowed_by_field.get(field.rsplit(".", 1)[0] + ".*")
+    allowed = allowed_by_field.get(field) or next(
+        (v for k, v in allowed_by_field.items() if k.endswith(".*") and field.startswith(k[:-1])),
+        None,
+    )
     assert allowed is not None, f"refusal names no known field: {message!r}"
     assert any(a in rest for a in allowed), (
         f"refusal of {field} does not say the allowed values {allowed}: {message!r}"
