@@ -11,6 +11,7 @@ and docs/reliability.md is written from that file.
 import argparse
 import contextlib
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -64,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def command(argv: list[str]) -> str:
     """The command that ran, with the flags it was given."""
-    return f"make chaos CHAOS_ARGS='{' '.join(argv)}'" if argv else "make chaos"
+    return f'make chaos CHAOS_ARGS="{shlex.join(argv)}"' if argv else "make chaos"
 
 
 # --- sections on a whole local rack --------------------------------------------

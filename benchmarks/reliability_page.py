@@ -175,7 +175,9 @@ Live edits the controller did not put back within 60 s: {len(result["unrestored_
 
 The edges that start a process per case (a damaged checkpoint at daemon
 start) or wait for the controller per case (live slice edits) run fewer
-cases; their parsers are also fuzzed in-process at the full count above.
+cases; their parsers are also fuzzed in-process in the rows above. `make
+chaos` runs 10,000 cases per fast edge; a run with fewer says so in its
+command.
 
 Command: `{cmd}`
 """
