@@ -9,7 +9,7 @@ BIN_DIR_FILE := build/bin-dir
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-scale bench-node bench-realnodes validate-sim clean
+.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-scale bench-node bench-realnodes validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -88,6 +88,12 @@ bench-node: venv binaries dra-example-driver
 # Real nodes (root): the kubelet's own DRA latency histograms, memory and CPU per node.
 bench-realnodes: venv binaries image
 	$(WITH_BINARIES) $(PY) -m benchmarks.realnodes $(BENCH_ARGS)
+
+# Faults, load and hostile input at full size (about an hour); writes
+# docs/reliability.md and benchmarks/results/chaos.json. CHAOS_ARGS takes
+# `python -m benchmarks.chaos` flags, e.g. CHAOS_ARGS="--only fuzz".
+chaos: venv binaries
+	$(WITH_BINARIES) $(PY) -m benchmarks.chaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

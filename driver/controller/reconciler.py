@@ -237,9 +237,7 @@ class Reconciler:
             else:
                 assert w.body is not None
                 write = self.kube.replace if w.verb == "update" else None
-                stored = (
-                    write(SLICES, w.name, w.body) if write else self.kube.create(SLICES, w.body)
-                )
+                stored = write(SLICES, w.name, w.body) if write else self._create_slice(w.body)
                 self.metrics.wrote(SLICES.plural, w.verb)
                 version = str(stored["metadata"].get("resourceVersion", ""))
                 versions[w.name] = version
@@ -254,6 +252,21 @@ class Reconciler:
                     self.binding_conditions_served = False
                     log.warning(BINDING_CONDITIONS_OFF)
                     raise ConflictError(f"slice {w.name}: republishing without binding conditions")
+
+    def _create_slice(self, body: JSON) -> JSON:
+        """Create; a slice of that name that the list missed (someone removed our
+        labels) is taken back by a replace, or the create would fail forever."""
+        try:
+            return self.kube.create(SLICES, body)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+        name = body["metadata"]["name"]
+        current = self.kube.get(SLICES, name)
+        if current is None:
+            raise ConflictError(f"slice {name}: deleted while being taken back")
+        meta = {**body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+        return self.kube.replace(SLICES, name, {**body, "metadata": meta})
 
     def _delete_slice(self, name: str, resource_version: str | None = None) -> None:
         self.kube.delete(SLICES, name, resource_version)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from driver.jsontypes import JSON
-from simdevice.topology import RackSpec, TopologyError, rack_spec
+from simdevice.topology import VALID_LNC, RackSpec, TopologyError, rack_spec
 
 DEFAULT_SERVER_INDEX_LABEL: Final = "trainium.sim.dev/server-index"
 MODES: Final = ("partitioned", "flat")
@@ -48,7 +48,7 @@ class UltraServerSpec:
 def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
     """Typed view of an UltraServer; SpecError names the field and the fix."""
     meta = obj.get("metadata", {})
-    spec = obj.get("spec") or {}
+    spec = _object(obj.get("spec"), "spec")
     try:
         rack = rack_spec(str(spec.get("generation")))
     except TopologyError as err:
@@ -59,12 +59,20 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
     flat_device = spec.get("flatDevice", "chip")
     if flat_device not in FLAT_DEVICES:
         raise SpecError(f"spec.flatDevice: {flat_device!r} is not one of {', '.join(FLAT_DEVICES)}")
-    lnc = int(spec.get("defaultLogicalNeuronCore") or DEFAULT_LNC.get(rack.chip.name, 1))
-    nodes = spec.get("nodes") or {}
+    lnc = spec.get("defaultLogicalNeuronCore") or DEFAULT_LNC.get(rack.chip.name, 1)
+    if type(lnc) is not int or lnc not in VALID_LNC:
+        raise SpecError(
+            f"spec.defaultLogicalNeuronCore: {lnc!r} is not one of {', '.join(map(str, VALID_LNC))}"
+        )
+    nodes = _object(spec.get("nodes"), "spec.nodes")
     names = nodes.get("names")
     selector = nodes.get("selector")
     if (names is None) == (selector is None):
         raise SpecError("spec.nodes: set exactly one of names or selector")
+    if names is not None and (
+        not isinstance(names, list) or not all(isinstance(n, str) and n for n in names)
+    ):
+        raise SpecError("spec.nodes.names: must be a list of node names, one per server")
     if names is not None and len(names) != rack.servers:
         raise SpecError(
             f"spec.nodes.names: {rack.generation} has {rack.servers} servers but "
@@ -72,7 +80,12 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
         )
     if names is not None and len(set(names)) != len(names):
         raise SpecError("spec.nodes.names: a node is listed twice; list each node once")
-    fabric = parse_fabric(spec.get("fabric") or {}, rack)
+    if selector is not None and not isinstance(selector, Mapping):
+        raise SpecError("spec.nodes.selector: must be a label selector (matchLabels, ...)")
+    index_label = nodes.get("serverIndexLabel", DEFAULT_SERVER_INDEX_LABEL)
+    if not isinstance(index_label, str) or not index_label:
+        raise SpecError(f"spec.nodes.serverIndexLabel: {index_label!r} is not a label name")
+    fabric = parse_fabric(_object(spec.get("fabric"), "spec.fabric"), rack)
     return UltraServerSpec(
         name=str(meta["name"]),
         uid=str(meta.get("uid", "")),
@@ -83,9 +96,18 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
         default_lnc=lnc,
         node_names=tuple(names) if names is not None else None,
         selector=dict(selector) if selector is not None else None,
-        server_index_label=str(nodes.get("serverIndexLabel", DEFAULT_SERVER_INDEX_LABEL)),
+        server_index_label=index_label,
         fabric=fabric,
     )
+
+
+def _object(value: Any, field: str) -> Mapping[str, Any]:
+    """An optional object field: absent or null is empty, anything else is refused."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{field}: must be an object, got {type(value).__name__}")
+    return value
 
 
 def parse_fabric(fabric: Mapping[str, Any], rack: RackSpec) -> FabricSpec:
@@ -94,14 +116,21 @@ def parse_fabric(fabric: Mapping[str, Any], rack: RackSpec) -> FabricSpec:
     if not isinstance(setup, int | float) or isinstance(setup, bool) or not 0 <= setup <= 600:
         raise SpecError(f"spec.fabric.setupSeconds: {setup!r} is not a number from 0 to 600")
     failed = fabric.get("failedServers") or []
-    bad = [s for s in failed if not isinstance(s, int) or not 0 <= s < rack.servers]
+    if not isinstance(failed, list):
+        raise SpecError(
+            f"spec.fabric.failedServers: must be a list of server indexes of {rack.generation}"
+        )
+    bad = [s for s in failed if type(s) is not int or not 0 <= s < rack.servers]
     if bad:
         raise SpecError(
             f"spec.fabric.failedServers: {bad} are not server indexes of {rack.generation} "
             f"(0 to {rack.servers - 1})"
         )
+    binding = fabric.get("bindingConditions", default.binding_conditions)
+    if not isinstance(binding, bool):
+        raise SpecError(f"spec.fabric.bindingConditions: must be true or false, got {binding!r}")
     return FabricSpec(
-        binding_conditions=bool(fabric.get("bindingConditions", default.binding_conditions)),
+        binding_conditions=binding,
         setup_seconds=float(setup),
         failed_servers=frozenset(failed),
     )

@@ -106,14 +106,8 @@ def decode_plain(data: bytes, path: Path) -> dict[str, Any]:
 
 def records(claims: Mapping[str, Any], path: Path) -> dict[str, ClaimRecord]:
     try:
-        return {
-            uid: ClaimRecord(
-                **{k: v for k, v in record.items() if k != "devices"},
-                devices=[DeviceRecord(**d) for d in record["devices"]],
-            )
-            for uid, record in claims.items()
-        }
-    except (TypeError, KeyError) as err:
+        return {uid: _record(record) for uid, record in claims.items()}
+    except (TypeError, KeyError, AttributeError, ValueError) as err:
         raise CheckpointError(f"{path}: claims: malformed record ({err}); move it aside") from err
 
 
@@ -130,6 +124,28 @@ def _stamp(path: Path) -> Stamp:
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _record(raw: Any) -> ClaimRecord:
+    """One claim record, every field of the type the daemon relies on (TypeError if not)."""
+    record = ClaimRecord(
+        **{k: v for k, v in raw.items() if k != "devices"},
+        devices=[DeviceRecord(**d) for d in raw["devices"]],
+    )
+    texts = (record.uid, record.namespace, record.name, record.state, record.token_sha256)
+    ok = all(isinstance(t, str) for t in texts) and _ints(record.visible_cores)
+    ok = ok and type(record.lnc) is int
+    for d in record.devices:
+        ok = ok and all(isinstance(t, str) for t in (d.request, d.pool, d.device, d.kind))
+        ok = ok and isinstance(d.ranges, list) and all(_ints(r) and len(r) == 3 for r in d.ranges)
+        ok = ok and isinstance(d.share_id, str | None) and isinstance(d.admin_access, bool)
+    if not ok:
+        raise TypeError(f"claim {record.uid!r} has a field of the wrong type")
+    return record
+
+
+def _ints(values: Any) -> bool:
+    return isinstance(values, list) and all(type(v) is int for v in values)
 
 
 class Checkpoint:

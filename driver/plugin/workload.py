@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from driver.plugin.checkpoint import PREPARE_COMPLETED, ClaimRecord
@@ -51,6 +53,13 @@ def create_app(node_name: str, state: NodeState, sim: SimHost, cores_per_chip: i
         version="v1",
         description="Submit, list, inspect and cancel simulated jobs on a claim's cores.",
     )
+
+    @app.exception_handler(RequestValidationError)
+    async def refused(_: Request, err: RequestValidationError) -> JSONResponse:
+        """Each bad field and why, without echoing the input: FastAPI's own
+        handler fails with a 500 on a body that is not UTF-8."""
+        detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in err.errors()]
+        return JSONResponse(status_code=422, content={"detail": detail})
 
     def claim(uid: str, authorization: Annotated[str, Header()] = "") -> ClaimRecord:
         record = state.checkpoint.claims.get(uid)

@@ -1,0 +1,199 @@
+"""docs/reliability.md, written from benchmarks/results/chaos.json alone:
+every figure on the page comes from that file."""
+
+from typing import Any
+
+from benchmarks.report import ROOT
+
+PAGE = ROOT / "docs" / "reliability.md"
+
+INTRO = """# Reliability: faults, load and hostile input
+
+What the driver does when the platform under it fails, when a rack is loaded
+all at once, and when its inputs are malformed or hostile. Every figure below
+is written by `benchmarks/chaos.py` from `benchmarks/results/chaos.json`; the
+command under each section reproduces it. The fast cases of the same runs are
+in `tests/chaos/` and run with `make test`.
+"""
+
+PLATFORM_HEADER = [
+    "fault",
+    "converge (s)",
+    "devices duplicated",
+    "devices lost",
+    "claims prepared twice",
+    "cores leaked",
+    "pods wrongly evicted",
+    "what happened",
+]
+LOAD_HEADER = [
+    "round",
+    "claims",
+    "prepared",
+    "unprepared",
+    "errors",
+    "checkpoint = live claims",
+    "checkpoint empty after",
+    "all running (s)",
+    "all gone (s)",
+    "daemon RSS after (MiB)",
+]
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def platform(result: dict[str, Any], cmd: str) -> str:
+    rows = [
+        [
+            f["fault"],
+            f"{f['converge_seconds']:.1f}",
+            f["duplicated_devices"],
+            f["lost_devices"],
+            f["claims_prepared_twice"],
+            f["leaked_cores"],
+            f["pods_wrongly_evicted"],
+            f["detail"],
+        ]
+        for f in result["faults"]
+    ]
+    return f"""## Platform faults
+
+A local rack of {result["nodes"]} nodes with {result["pods"]} chip pods running,
+each fault in turn. *Converge* is the time from the end of the fault (the
+process restarted, the Node re-created, the daemon killed, the leader killed)
+until a new claim is allocated and prepared and its pod runs, and the rack's
+slices list exactly the devices they listed before; for the controller, until
+the standby has published all ten new racks completely (it waits out the
+leader's 15 s Lease first). The counts must all be 0; for the controller,
+duplicated also counts slices of a stale pool generation left behind, and
+lost counts devices missing from the ten racks.
+
+{table(PLATFORM_HEADER, rows)}
+
+Command: `{cmd}`
+"""
+
+
+def load(result: dict[str, Any], cmd: str) -> str:
+    rows = [
+        [
+            i + 1,
+            r["claims"],
+            r["prepared"],
+            r["unprepared"],
+            r["request_errors"],
+            "yes" if r["checkpoint_matches_when_running"] else "NO",
+            "yes" if r["checkpoint_empty_after_delete"] else "NO",
+            f"{r['running_seconds']:.0f}",
+            f"{r['deleted_seconds']:.0f}",
+            f"{r['daemon_rss_mib']:.1f}",
+        ]
+        for i, r in enumerate(result["rounds"])
+    ]
+    bad = result["bad_log_lines"]
+    logs = "none" if not bad else f"{len(bad)}, first: `{bad[0][:160]}`"
+    return f"""## Load
+
+{result["claims"]} single-core claims with a pod each, created at once on one
+rack and deleted at once, {len(result["rounds"])} rounds. Prepared and
+unprepared count the daemon's own request counters; the checkpoint columns
+compare the daemons' checkpoints with the live claims while the pods run and
+after they are gone.
+
+{table(LOAD_HEADER, rows)}
+
+Daemon RSS before the first round: {result["daemon_rss_start_mib"]} MiB.
+ERROR lines or tracebacks in the controller's and the daemon's logs: {logs}.
+
+Command: `{cmd}`
+"""
+
+
+def reaction(result: dict[str, Any], cmd: str) -> str:
+    rows = [
+        ["taint in the slice", *(result[f"taint_{k}"] for k in ("p50_s", "p99_s", "goal_s"))],
+        ["pod evicted", *(result[f"eviction_{k}"] for k in ("p50_s", "p99_s", "goal_s"))],
+    ]
+    return f"""## Time to react to a failed device
+
+An uncorrectable HBM error injected on the chip a running pod holds; timed
+from the injection to the first device taint in the rack's slices, and to the
+pod's eviction (its deletion by the device-taint eviction controller), over
+{result["trials"]} trials. The taint is seen by listing the rack's slices,
+which takes long on a loaded machine, the eviction by reading one pod; so the
+taint figures are upper bounds and can exceed the eviction figures, although
+the eviction follows the taint.
+
+{table(["", "p50 (s)", "p99 (s)", "goal (s)"], rows)}
+
+Command: `{cmd}`
+"""
+
+
+def fuzz(result: dict[str, Any], cmd: str) -> str:
+    rows = [
+        [
+            e["edge"],
+            e["cases"],
+            e["accepted"],
+            e["refused"],
+            e["crashes"],
+            e["hangs"],
+            f"{e['seconds']:.0f}",
+        ]
+        for e in result["edges"]
+    ]
+    failures = [f"- {e['edge']}: `{e['failure'][:300]}`" for e in result["edges"] if e["failure"]]
+    reruns = [
+        f"- {e['edge']} ran again with `{e['command']}`." for e in result["edges"] if "command" in e
+    ]
+    restore = (
+        f"Slices edited live were put back in {result['slice_restore_p50_s']} s (median), "
+        f"{result['slice_restore_max_s']} s at most."
+        if result.get("slice_restore_p50_s") is not None
+        else ""
+    )
+    kept = {True: "yes", False: "NO", None: "not run yet"}[result["kept_claim_intact"]]
+    return f"""## Hostile and malformed input
+
+Property-based fuzzing (hypothesis) of every input edge. A case passes when
+the code under test neither crashes nor hangs, refuses bad input with a
+message that starts with the field and says the allowed values, and accepts
+only well-typed input. The daemon edges run against the real daemon process
+with one claim kept prepared throughout; it was still prepared at the end:
+{kept}. {restore}
+Live edits the controller did not put back within 60 s: {len(result["unrestored_edits"])}.
+
+{table(["edge", "cases", "accepted", "refused", "crashes", "hangs", "seconds"], rows)}
+
+{chr(10).join(failures) if failures else "No failures."}
+{chr(10).join(reruns)}
+
+The edges that start a process per case (a damaged checkpoint at daemon
+start) or wait for the controller per case (live slice edits) run fewer
+cases; their parsers are also fuzzed in-process in the rows above. `make
+chaos` runs 10,000 cases per fast edge; a run with fewer says so in its
+command.
+
+Command: `{cmd}`
+"""
+
+
+SECTIONS = {"platform": platform, "load": load, "reaction": reaction, "fuzz": fuzz}
+
+
+def render(data: dict[str, Any]) -> str:
+    m = data["machine"]
+    parts = [
+        INTRO,
+        f"Last run: {m['date']}, {m['cpus']} CPUs, Python {m['python']}; a machine shared "
+        "with other work, so the times are an upper bound.\n",
+    ]
+    for name, write in SECTIONS.items():
+        if name in data.get("results", {}):
+            parts.append(write(data["results"][name], data["commands"][name]))
+    return "\n".join(parts)

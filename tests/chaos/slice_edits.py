@@ -1,0 +1,134 @@
+"""Slices edited by someone else, live: the real controller must put them back.
+
+The edits are the ones of `parser_edges.edit_pool`, written to the apiserver
+(which refuses some of them itself); the controller runs with the chart's
+resync period, so a restore comes from its reaction to the edit, not from
+a periodic full pass.
+"""
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from driver.controller.writeplan import same
+from driver.jsontypes import JSON
+from driver.localsim.controlplane import ControlPlane
+from tests.chaos.fuzzing import ACCEPTED, HANG, REFUSED
+from tests.chaos.parser_edges import edit_pool
+from tests.controller.cluster import controller, install, rack_slices, ultraserver
+from tests.waiting import wait_for
+
+RACK = "chaos-edit"
+NODES = [f"chaos-edit-n{i}" for i in range(4)]
+RESYNC_SECONDS = "300"
+RESTORE_TIMEOUT = 60.0
+
+
+@dataclass
+class LiveRack:
+    api: client.ApiClient
+    baseline: dict[str, JSON]
+    restore_seconds: list[float]
+    unrestored: list[object]
+
+
+def restored(api: client.ApiClient, baseline: dict[str, JSON]) -> bool:
+    now = {s["metadata"]["name"]: s for s in rack_slices(api, RACK)}
+    if (
+        set(now) != set(baseline)
+        or len({s["spec"]["pool"]["generation"] for s in now.values()}) != 1
+    ):
+        return False
+    return all(
+        same({**want, "spec": {**want["spec"], "pool": now[name]["spec"]["pool"]}}, now[name])
+        for name, want in baseline.items()
+    )
+
+
+@contextlib.contextmanager
+def live_rack(plane: ControlPlane, log: Path) -> Iterator[LiveRack]:
+    """A published trn3-gen1 rack and its controller; removed afterwards."""
+    install(plane)
+    for node in NODES:
+        plane.create_node(node)
+    api = plane.api_client()
+    objects = client.CustomObjectsApi(api)
+    args = ("--resync-seconds", RESYNC_SECONDS, "--lease-name", RACK, "--lease-seconds", "6")
+    try:
+        with controller(plane, log, *args):
+            objects.create_cluster_custom_object(
+                "trainium.sim.dev",
+                "v1alpha1",
+                "ultraservers",
+                ultraserver(RACK, "trn3-gen1", NODES),
+            )
+            first = wait_for("the rack published", lambda: _settled(api), 120, interval=0.5)
+            yield LiveRack(api, first, [], [])
+            objects.delete_cluster_custom_object(
+                "trainium.sim.dev", "v1alpha1", "ultraservers", RACK
+            )
+            wait_for("the rack's slices gone", lambda: not rack_slices(api, RACK), 120)
+    finally:
+        for node in NODES:
+            with contextlib.suppress(client.ApiException):
+                plane.delete_node(node)
+        api.close()
+
+
+def _settled(api: client.ApiClient) -> dict[str, JSON] | None:
+    """The rack's slices once two reads a second apart agree."""
+    first = {s["metadata"]["name"]: s for s in rack_slices(api, RACK)}
+    time.sleep(1.0)
+    second = {s["metadata"]["name"]: s for s in rack_slices(api, RACK)}
+    if not first or {k: v["metadata"]["resourceVersion"] for k, v in first.items()} != {
+        k: v["metadata"]["resourceVersion"] for k, v in second.items()
+    }:
+        return None
+    return second
+
+
+def write_edits(api: client.ApiClient, current: list[JSON], edited: list[JSON]) -> int:
+    """Write someone else's edits; returns how many the apiserver took."""
+    resource = client.ResourceV1Api(api)
+    after = {s["metadata"]["name"]: s for s in edited}
+    taken = 0
+    for s in current:
+        name = s["metadata"]["name"]
+        try:
+            if name not in after:
+                resource.delete_resource_slice(name)
+            elif after[name] != s:
+                resource.replace_resource_slice(name, after[name])
+            else:
+                continue
+        except client.ApiException as err:
+            if err.status not in (409, 422):
+                raise
+            continue
+        taken += 1
+    return taken
+
+
+def check_live_edit(rack: LiveRack, edits: list[tuple[str, int, int, Any]]) -> str:
+    current = json.loads(json.dumps(rack_slices(rack.api, RACK)))
+    taken = write_edits(rack.api, current, edit_pool(current, edits))
+    started = time.monotonic()
+    try:
+        wait_for(
+            "the controller to restore the slices",
+            lambda: restored(rack.api, rack.baseline),
+            RESTORE_TIMEOUT,
+            interval=0.1,
+        )
+    except AssertionError:
+        rack.unrestored.append(edits)
+        return HANG
+    if taken:
+        rack.restore_seconds.append(time.monotonic() - started)
+    return ACCEPTED if taken else REFUSED

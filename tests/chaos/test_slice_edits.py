@@ -1,0 +1,44 @@
+"""Slices edited by someone else, against the real controller (resync period
+300 s, as the chart's): every edit is undone by the controller's reaction."""
+
+from collections.abc import Iterator
+from functools import partial
+
+import pytest
+
+from driver.localsim.controlplane import ControlPlane
+from tests.chaos import slice_edits
+from tests.chaos.fuzzing import ACCEPTED, run_property
+from tests.chaos.parser_edges import slice_edits as edit_lists
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def rack(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[slice_edits.LiveRack]:
+    log = tmp_path_factory.mktemp("slice-edits") / "controller.log"
+    with slice_edits.live_rack(control_plane, log) as live:
+        yield live
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("device-attribute", 1, 0, "x"),
+        ("label", 2, 0, None),
+        ("rack-label", 1, 0, None),
+        ("managed-by", 1, 0, None),
+        ("delete", 3, 0, None),
+    ],
+)
+def test_an_edit_is_undone_before_the_resync(
+    rack: slice_edits.LiveRack, edit: tuple[str, int, int, object]
+) -> None:
+    assert slice_edits.check_live_edit(rack, [edit]) == ACCEPTED
+
+
+def test_fuzzed_edits_are_undone(rack: slice_edits.LiveRack) -> None:
+    run = run_property("slice edits", edit_lists, partial(slice_edits.check_live_edit, rack), 8)
+    assert run.crashes == run.hangs == 0, (run, rack.unrestored)
