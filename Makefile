@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 BIN_DIR_FILE := build/bin-dir
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-node bench-realnodes validate-sim clean
+.PHONY: venv binaries image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-scheduler bench-node bench-realnodes validate-sim clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -69,6 +69,11 @@ validate-sim: venv
 
 bench-controller: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.controller
+
+# The real kube-scheduler on our layouts, per-node pools and upstream's
+# scheduler_perf shape; device orders; random-mix packing.
+bench-scheduler: venv binaries
+	$(WITH_BINARIES) $(PY) -m benchmarks.scheduler $(BENCH_ARGS)
 
 bench-node: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.node
