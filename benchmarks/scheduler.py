@@ -29,7 +29,7 @@ import httpx
 import yaml
 from kubernetes import client
 
-from benchmarks.report import write_report
+from benchmarks.report import RESULTS_DIR, write_report
 from benchmarks.scheduler_layouts import (
     CALIBRATION_TEMPLATE,
     DEVICE_ORDERS,
@@ -49,6 +49,8 @@ from tests.controller.cluster import custom, install, load_claim, pod
 from tests.waiting import wait_for
 
 COMMAND = "make bench-scheduler"
+RESULTS = RESULTS_DIR / "scheduler.json"
+STEPS = ("layouts", "orders", "packing", "calibration")
 NS = "bench"
 SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
 CREATORS = 4
@@ -330,7 +332,16 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(DEVICE_ORDERS),
         help="device orders of the partitioned layout to try, comma-separated",
     )
+    parser.add_argument(
+        "--steps",
+        default="",
+        help=f"run only these of {','.join(STEPS)} and keep the other figures of the last run",
+    )
     args = parser.parse_args(argv)
+    steps = [s for s in args.steps.split(",") if s] or list(STEPS)
+    merge = bool(args.steps)
+    if set(steps) - set(STEPS):
+        parser.error(f"--steps: unknown {sorted(set(steps) - set(STEPS))}; valid: {STEPS}")
     orders = [o for o in args.orders.split(",") if o]
     unknown = [o for o in orders if o not in DEVICE_ORDERS]
     if unknown:
@@ -349,58 +360,63 @@ def main(argv: list[str] | None = None) -> int:
             cp.create_node(node)
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})
         layouts: dict[str, Any] = {}
-        results["layouts"], results["orders"] = layouts, {}
+        results["layouts"] = layouts
         mix = sorted(random_mix(random.Random(args.seed), args.pack_cores), reverse=True)
-        # Flat and the driver's own order side by side, then the rest.
-        for name, slices in (
-            ("flat", flat_slices(nodes)),
-            ("partitioned", partitioned_slices(nodes)),
-            ("per-node pools", per_node_pool_slices(nodes)),
-        ):
-            layouts[name] = on_layout(cp, api, slices, args.claims, singles)
-            if name == "partitioned" and DRIVER_ORDER in orders:
-                results["orders"][DRIVER_ORDER] = {
-                    "single_core": layouts[name],
-                    "decreasing": packing_run(cp, api, slices, mix),
-                }
-            save(results)
-        for order in orders:
-            if order == DRIVER_ORDER:
-                continue
-            slices = partitioned_slices(nodes, order)
-            results["orders"][order] = {
-                "single_core": on_layout(cp, api, slices, args.claims, singles),
-                "decreasing": packing_run(cp, api, slices, mix),
-            }
-            save(results)
-        results["packing"] = [
-            {"seed": seed, **packing_run(cp, api, partitioned_slices(nodes), sizes)}
-            for seed in range(args.seed, args.seed + args.pack_runs)
-            if (sizes := random_mix(random.Random(seed), args.pack_cores))
-        ]
-        save(results)
-        for node in nodes:
-            cp.delete_node(node)
-        calibration = calibration_nodes(-(-args.claims // CALIBRATION_DEVICES_PER_NODE))
-        for node in calibration:
-            cp.create_node(node, {"node-with-dra": "true"})
-        for obj in calibration_objects():
-            cp.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
-        layouts["calibration"] = on_layout(
-            cp,
-            api,
-            calibration_slices(calibration, CALIBRATION_DEVICES_PER_NODE),
-            args.claims,
-            template_workload,
-        )
-        layouts["calibration"]["nodes"] = len(calibration)
-        save(results)
+        if "layouts" in steps:
+            # Flat and the driver's own order side by side, then per-node pools.
+            for name, slices in (
+                ("flat", flat_slices(nodes)),
+                ("partitioned", partitioned_slices(nodes)),
+                ("per-node pools", per_node_pool_slices(nodes)),
+            ):
+                layouts[name] = on_layout(cp, api, slices, args.claims, singles)
+                save(results, merge)
+        if "orders" in steps:
+            results["orders"] = {}
+            for order in orders:
+                slices = partitioned_slices(nodes, order)
+                results["orders"][order] = {"decreasing": packing_run(cp, api, slices, mix)}
+                if order != DRIVER_ORDER:
+                    results["orders"][order]["single_core"] = on_layout(
+                        cp, api, slices, args.claims, singles
+                    )
+                save(results, merge)
+        if "packing" in steps:
+            results["packing"] = [
+                {"seed": seed, **packing_run(cp, api, partitioned_slices(nodes), sizes)}
+                for seed in range(args.seed, args.seed + args.pack_runs)
+                if (sizes := random_mix(random.Random(seed), args.pack_cores))
+            ]
+            save(results, merge)
+        if "calibration" in steps:
+            for node in nodes:
+                cp.delete_node(node)
+            calibration = calibration_nodes(-(-args.claims // CALIBRATION_DEVICES_PER_NODE))
+            for node in calibration:
+                cp.create_node(node, {"node-with-dra": "true"})
+            for obj in calibration_objects():
+                cp.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
+            layouts["calibration"] = on_layout(
+                cp,
+                api,
+                calibration_slices(calibration, CALIBRATION_DEVICES_PER_NODE),
+                args.claims,
+                template_workload,
+            )
+            layouts["calibration"]["nodes"] = len(calibration)
+            save(results, merge)
     print(markdown(results))
     return 0
 
 
-def save(results: dict[str, Any]) -> None:
-    """Write what is measured so far, so a late failure keeps the early figures."""
+def save(results: dict[str, Any], merge: bool) -> None:
+    """Write what is measured so far, so a late failure keeps the early figures;
+    with `merge`, over the last run's figures (one level deep)."""
+    if merge and RESULTS.exists():
+        last: dict[str, Any] = json.loads(RESULTS.read_text())["results"]
+        for key, value in results.items():
+            last[key] = {**last.get(key, {}), **value} if isinstance(value, dict) else value
+        results = last
     write_report("scheduler", COMMAND, results, markdown(results))
 
 
@@ -512,7 +528,9 @@ def markdown(r: dict[str, Any]) -> str:
             row(*["---"] * 5),
         ]
         for name, o in orders.items():
-            s, d = o["single_core"], o["decreasing"]
+            s, d = o.get("single_core") or layouts.get("partitioned"), o["decreasing"]
+            if s is None:
+                continue
             lines.append(
                 row(
                     name,
