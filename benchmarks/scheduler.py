@@ -337,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help=f"run only these of {','.join(STEPS)} and keep the other figures of the last run",
     )
+    parser.add_argument(
+        "--layouts",
+        default="flat,partitioned,per-node pools",
+        help="the layouts step's layouts, comma-separated",
+    )
     args = parser.parse_args(argv)
     steps = [s for s in args.steps.split(",") if s] or list(STEPS)
     merge = bool(args.steps)
@@ -364,12 +369,14 @@ def main(argv: list[str] | None = None) -> int:
         mix = sorted(random_mix(random.Random(args.seed), args.pack_cores), reverse=True)
         if "layouts" in steps:
             # Flat and the driver's own order side by side, then per-node pools.
-            for name, slices in (
-                ("flat", flat_slices(nodes)),
-                ("partitioned", partitioned_slices(nodes)),
-                ("per-node pools", per_node_pool_slices(nodes)),
+            for name, build in (
+                ("flat", flat_slices),
+                ("partitioned", partitioned_slices),
+                ("per-node pools", per_node_pool_slices),
             ):
-                layouts[name] = on_layout(cp, api, slices, args.claims, singles)
+                if name not in args.layouts.split(","):
+                    continue
+                layouts[name] = on_layout(cp, api, build(nodes), args.claims, singles)
                 save(results, merge)
         if "orders" in steps:
             results["orders"] = {}
@@ -406,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             layouts["calibration"]["nodes"] = len(calibration)
             save(results, merge)
     print(markdown(results))
+    print(json.dumps(results))
     return 0
 
 
