@@ -139,32 +139,41 @@ class PodWatch:
     polling a LIST of 1,000 pods would cost the apiserver more CPU than the
     scheduler spends, on the same CPUs."""
 
-    def __init__(self, cp: ControlPlane, api: client.ApiClient) -> None:
+    def __init__(self, cp: ControlPlane) -> None:
         self.bound: set[str] = set()
         self.refused: set[str] = set()
         self.last_change = time.perf_counter()
         self._lock = threading.Lock()
-        version = json.loads(
-            client.CoreV1Api(api).list_namespaced_pod(NS, _preload_content=False).data
-        )["metadata"]["resourceVersion"]
         self._stream = httpx.Client(
             base_url=cp.config.url,
             headers={"Authorization": f"Bearer {admin_token(cp)}"},
             verify=str(cp.config.certs.ca_cert),
             timeout=None,
         )
-        self._url = f"/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion={version}"
+        self._closed = False
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        try:
-            with self._stream.stream("GET", self._url) as response:
-                for line in response.iter_lines():
-                    if line:
-                        self._see(json.loads(line))
-        except httpx.HTTPError:
-            pass  # closed by close(); a stream that ends early leaves the run unsettled
+        """List, then watch from there; on any break (a dropped stream, an
+        expired version), list and watch again until closed."""
+        while not self._closed:
+            try:
+                listing = self._stream.get(f"/api/v1/namespaces/{NS}/pods")
+                body = listing.raise_for_status().json()
+                for item in body["items"]:
+                    self._see({"object": item})
+                url = f"/api/v1/namespaces/{NS}/pods"
+                params = {"watch": "1", "resourceVersion": body["metadata"]["resourceVersion"]}
+                with self._stream.stream("GET", url, params=params) as response:
+                    for line in response.iter_lines():
+                        event = json.loads(line) if line else {}
+                        if event.get("type") == "ERROR":
+                            break
+                        if event:
+                            self._see(event)
+            except httpx.HTTPError:
+                time.sleep(0.5)
 
     def _see(self, event: JSON) -> None:
         obj = event["object"]
@@ -191,6 +200,7 @@ class PodWatch:
             return len(self.bound), len(self.refused), self.last_change
 
     def close(self) -> None:
+        self._closed = True
         self._stream.close()
 
 
@@ -208,7 +218,7 @@ def run_pods(
             )
         core.create_namespaced_pod(NS, spec)
 
-    watch = PodWatch(cp, api)
+    watch = PodWatch(cp)
     try:
         before = scheduler_metrics(cp)
         cpu_before = cpu_seconds(cp, "kube-scheduler")
