@@ -262,8 +262,10 @@ def allocated_cores(api: client.ApiClient, sizes: Sequence[int]) -> int:
     )
 
 
-def clear(api: client.ApiClient) -> None:
-    """Delete the pods, claims and slices of the last run and wait until they are gone."""
+def clear(shared: client.ApiClient) -> None:
+    """Delete the pods, claims and slices of the last run and wait until they are gone
+    (on a client of its own: a connection of the shared one once broke here)."""
+    api = client.ApiClient(shared.configuration)
     core = client.CoreV1Api(api)
     core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
     custom(api).delete_collection_namespaced_custom_object(
@@ -399,12 +401,12 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 save(results, merge)
         if "packing" in steps:
-            results["packing"] = [
-                {"seed": seed, **packing_run(cp, api, partitioned_slices(nodes), sizes)}
-                for seed in range(args.seed, args.seed + args.pack_runs)
-                if (sizes := random_mix(random.Random(seed), args.pack_cores))
-            ]
-            save(results, merge)
+            results["packing"] = []
+            for seed in range(args.seed, args.seed + args.pack_runs):
+                sizes = random_mix(random.Random(seed), args.pack_cores)
+                run = packing_run(cp, api, partitioned_slices(nodes), sizes)
+                results["packing"].append({"seed": seed, **run})
+                save(results, merge)
         if "calibration" in steps:
             for node in nodes:
                 cp.delete_node(node)
