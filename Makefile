@@ -9,7 +9,7 @@ BIN_DIR_FILE := build/bin-dir
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-scale bench-node bench-realnodes validate-sim chaos clean
+.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-scale bench-scheduler bench-node bench-realnodes validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -81,6 +81,11 @@ bench-controller: venv binaries
 # 10 racks, fitted and projected to a million chips: docs/scale.md and its plots.
 bench-scale: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.scale --measure-scheduler
+
+# The real kube-scheduler on our layouts, per-node pools and upstream's
+# scheduler_perf shape; device orders; random-mix packing.
+bench-scheduler: venv binaries
+	$(WITH_BINARIES) $(PY) -m benchmarks.scheduler $(BENCH_ARGS)
 
 bench-node: venv binaries dra-example-driver
 	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node

@@ -126,6 +126,8 @@ class ControlPlaneConfig:
     """Where the apiserver listens; real nodes reach it on their bridge's gateway."""
     real_nodes: bool = False
     """Real kubelets join: Node authorizer, ServiceAccount admission, pod controllers."""
+    scheduler_flags: tuple[str, ...] = ()
+    """Extra kube-scheduler flags, e.g. a benchmark's client QPS."""
 
     @property
     def url(self) -> str:
@@ -265,6 +267,7 @@ def scheduler_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
         *_delegated_auth_args(config.component_kubeconfig("scheduler")),
         f"--secure-port={config.ports.scheduler}",
         feature_gates_flag(config.feature_gates),
+        *config.scheduler_flags,
     ]
 
 
@@ -303,6 +306,7 @@ class ControlPlane:
         on_progress: Callable[[str], None] | None = None,
         address: str = "127.0.0.1",
         real_nodes: bool = False,
+        scheduler_flags: tuple[str, ...] = (),
     ) -> Iterator["ControlPlane"]:
         """Start a control plane in `workdir`, yield it, stop it whatever happens."""
         gates = {**DRA_FEATURE_GATES, **(feature_gates or {})}
@@ -312,6 +316,7 @@ class ControlPlane:
             feature_gates=gates,
             address=address,
             real_nodes=real_nodes,
+            scheduler_flags=scheduler_flags,
         )
         plane = cls(config, binaries or Binaries.locate())
         try:

@@ -1,5 +1,6 @@
 """Unit tests of the pure parts of the harness: versions and command lines."""
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -87,3 +88,10 @@ def test_controller_manager_runs_the_dra_controllers_but_no_node_lifecycle(tmp_p
     assert "resourceclaim-controller" in controllers
     assert "device-taint-eviction-controller" in controllers
     assert not any("lifecycle" in c for c in controllers)
+
+
+def test_extra_scheduler_flags_reach_only_the_scheduler(tmp_path: Path) -> None:
+    cfg = dataclasses.replace(config(tmp_path), scheduler_flags=("--kube-api-qps=5000",))
+    assert scheduler_args(cfg, Path("s"))[-1] == "--kube-api-qps=5000"
+    assert "--kube-api-qps=5000" not in apiserver_args(cfg, Path("a"))
+    assert "--kube-api-qps=5000" not in scheduler_args(config(tmp_path), Path("s"))

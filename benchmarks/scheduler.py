@@ -1,0 +1,589 @@
+"""What the device layout costs the real kube-scheduler, on its own control plane.
+
+The same 1,152 single-core claims (one pod each) are scheduled against:
+our partitioned rack (2,197 devices, counters), our flat layout (1,152
+single-core devices, no counters), the same devices in per-node pools (the
+AWS Neuron driver's shape) and upstream scheduler_perf's DRA shape as a
+calibration. The slices are published by this script from the controller's
+own builder, so nothing but the scheduler works on the claims. Then: device
+orders of the partitioned layout, and how much of a rack random 1/2/4/8-core
+mixes get.
+
+Usage: python -m benchmarks.scheduler [--claims 1152] [--pack-runs 3]
+"""
+
+import argparse
+import json
+import os
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from kubernetes import client
+
+from benchmarks.report import RESULTS_DIR, write_report
+from benchmarks.scheduler_layouts import (
+    CALIBRATION_TEMPLATE,
+    DEVICE_ORDERS,
+    DRIVER_ORDER,
+    RACK,
+    calibration_nodes,
+    calibration_objects,
+    calibration_slices,
+    flat_slices,
+    partitioned_slices,
+    per_node_pool_slices,
+    rack_nodes,
+)
+from driver.jsontypes import JSON
+from driver.localsim.controlplane import ControlPlane
+from tests.controller.cluster import custom, install, load_claim, pod
+from tests.waiting import wait_for
+
+COMMAND = "make bench-scheduler"
+RESULTS = RESULTS_DIR / "scheduler.json"
+STEPS = ("layouts", "orders", "packing", "calibration")
+NS = "bench"
+SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
+CREATORS = 4
+"""Threads creating claims and pods, so the client keeps ahead of the scheduler."""
+CALIBRATION_DEVICES_PER_NODE = 10
+"""maxClaimsPerNode of upstream's SchedulingWithResourceClaimTemplate/5000pods_500nodes."""
+UPSTREAM_CONFIG = (
+    "test/integration/scheduler_perf/dra/performance-config.yaml in k8s.io/kubernetes v1.36.3"
+)
+UPSTREAM_THRESHOLDS = {
+    "5000pods_500nodes": (40, 51),
+    "5000pods_500nodes_QueueingHintsEnabled": (56, 70),
+}
+"""(threshold, "typically above") SchedulingThroughput in pods/s, from the
+comments of UPSTREAM_CONFIG (figures from perf-dash.k8s.io)."""
+ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
+UPSTREAM_CLIENT_QPS = 5000
+"""Client QPS and burst of scheduler_perf's scheduler (its util.go): at the
+kube-scheduler's default 50 QPS and about five requests per pod, the rate
+limiter, not the layout, would set the pace."""
+
+
+Workload = Callable[[int], tuple[JSON | None, JSON]]
+"""Claim (or None when the pod uses a template) and pod of item i."""
+
+
+def rack_workload(sizes: Sequence[int]) -> Workload:
+    def item(i: int) -> tuple[JSON | None, JSON]:
+        name = f"c{i:05d}"
+        return load_claim(SIZES[sizes[i]], name, NS, RACK), pod(name, NS, [name])
+
+    return item
+
+
+def template_workload(i: int) -> tuple[JSON | None, JSON]:
+    """A pod whose claim the resourceclaim controller creates from the template."""
+    name = f"c{i:05d}"
+    spec = pod(name, NS, [])
+    spec["spec"]["containers"][0]["resources"] = {"claims": [{"name": "resource"}]}
+    spec["spec"]["resourceClaims"] = [
+        {"name": "resource", "resourceClaimTemplateName": CALIBRATION_TEMPLATE}
+    ]
+    return None, spec
+
+
+def scheduler_metrics(cp: ControlPlane) -> dict[str, float]:
+    """Totals so far from the scheduler's own metrics: time in the scheduling
+    algorithm and attempts, API requests it made, and the time those requests
+    waited for its client's rate limiter (QPS/burst)."""
+    text = httpx.get(
+        f"https://127.0.0.1:{cp.config.ports.scheduler}/metrics",
+        headers={"Authorization": f"Bearer {admin_token(cp)}"},
+        verify=False,  # the scheduler's self-signed loopback serving cert
+        timeout=10,
+    ).text
+    totals = {
+        f"{ALGORITHM}_sum": "seconds",
+        f"{ALGORITHM}_count": "attempts",
+        "rest_client_requests_total": "requests",
+        "rest_client_rate_limiter_duration_seconds_sum": "rate_limited_seconds",
+    }
+    out = dict.fromkeys(totals.values(), 0.0)
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        key = totals.get(name.split("{", 1)[0])
+        if key:
+            out[key] += float(value)
+    return out
+
+
+def cpu_seconds(cp: ControlPlane, component: str) -> float:
+    """User + system CPU time a control-plane process has used: unlike wall
+    time, it hardly moves when other work shares the CPUs."""
+    pid = next(c.process.pid for c in cp.components if c.name == component)
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def admin_token(cp: ControlPlane) -> str:
+    token: str = yaml.safe_load(cp.kubeconfig.read_text())["users"][0]["user"]["token"]
+    return token
+
+
+class PodWatch:
+    """Which pods of the namespace are bound or refused, from one watch stream:
+    polling a LIST of 1,000 pods would cost the apiserver more CPU than the
+    scheduler spends, on the same CPUs."""
+
+    def __init__(self, cp: ControlPlane) -> None:
+        self.bound: set[str] = set()
+        self.refused: set[str] = set()
+        self.last_change = time.perf_counter()
+        self._lock = threading.Lock()
+        self._stream = httpx.Client(
+            base_url=cp.config.url,
+            headers={"Authorization": f"Bearer {admin_token(cp)}"},
+            verify=str(cp.config.certs.ca_cert),
+            timeout=None,
+        )
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        """List, then watch from there; on any break (a dropped stream, an
+        expired version), list and watch again until closed."""
+        while not self._closed:
+            try:
+                listing = self._stream.get(f"/api/v1/namespaces/{NS}/pods")
+                body = listing.raise_for_status().json()
+                for item in body["items"]:
+                    self._see({"object": item})
+                url = f"/api/v1/namespaces/{NS}/pods"
+                params = {"watch": "1", "resourceVersion": body["metadata"]["resourceVersion"]}
+                with self._stream.stream("GET", url, params=params) as response:
+                    for line in response.iter_lines():
+                        event = json.loads(line) if line else {}
+                        if event.get("type") == "ERROR":
+                            break
+                        if event:
+                            self._see(event)
+            except httpx.HTTPError:
+                time.sleep(0.5)
+
+    def _see(self, event: JSON) -> None:
+        obj = event["object"]
+        name = obj["metadata"]["name"]
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        with self._lock:
+            if obj["spec"].get("nodeName"):
+                if name not in self.bound:
+                    self.bound.add(name)
+                    self.refused.discard(name)
+                    self.last_change = time.perf_counter()
+            elif name not in self.refused and any(
+                c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                for c in conditions
+            ):
+                self.refused.add(name)
+                self.last_change = time.perf_counter()
+
+    def settled(self, count: int) -> tuple[int, int, float] | None:
+        """(bound, refused, time of the last change) once all `count` pods are either."""
+        with self._lock:
+            if len(self.bound) + len(self.refused) < count:
+                return None
+            return len(self.bound), len(self.refused), self.last_change
+
+    def close(self) -> None:
+        self._closed = True
+        self._stream.close()
+
+
+def run_pods(
+    cp: ControlPlane, api: client.ApiClient, count: int, item: Workload, timeout: float
+) -> dict[str, Any]:
+    """Create `count` claims and pods; wait until every pod is bound or refused."""
+    core = client.CoreV1Api(api)
+
+    def create(i: int) -> None:
+        claim, spec = item(i)
+        if claim is not None:
+            custom(api).create_namespaced_custom_object(
+                "resource.k8s.io", "v1", NS, "resourceclaims", claim
+            )
+        core.create_namespaced_pod(NS, spec)
+
+    watch = PodWatch(cp)
+    try:
+        before = scheduler_metrics(cp)
+        cpu_before = cpu_seconds(cp, "kube-scheduler")
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(CREATORS) as pool:
+            list(pool.map(create, range(count)))
+        created = time.perf_counter() - t0
+        bound, refused, done = wait_for("pods settled", lambda: watch.settled(count), timeout, 0.2)
+    finally:
+        watch.close()
+    seconds = done - t0
+    after = scheduler_metrics(cp)
+    algorithm = after["seconds"] - before["seconds"]
+    cpu = cpu_seconds(cp, "kube-scheduler") - cpu_before
+    return {
+        "pods": count,
+        "bound": bound,
+        "refused": refused,
+        "seconds": round(seconds, 2),
+        "create_seconds": round(created, 2),
+        "ms_per_pod": round(1000 * seconds / count, 1),
+        "pods_per_second": round(bound / seconds, 1),
+        "algorithm_ms_per_pod": round(1000 * algorithm / count, 2),
+        "scheduler_cpu_ms_per_pod": round(1000 * cpu / count, 2),
+        "attempts": int(after["attempts"] - before["attempts"]),
+        "api_requests_per_pod": round((after["requests"] - before["requests"]) / count, 2),
+        "rate_limited_seconds": round(
+            after["rate_limited_seconds"] - before["rate_limited_seconds"], 1
+        ),
+    }
+
+
+def allocated_cores(api: client.ApiClient, sizes: Sequence[int]) -> int:
+    claims = custom(api).list_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims"
+    )["items"]
+    return sum(
+        sizes[int(c["metadata"]["name"][1:])]
+        for c in claims
+        if (c.get("status") or {}).get("allocation")
+    )
+
+
+def clear(shared: client.ApiClient) -> None:
+    """Delete the pods, claims and slices of the last run and wait until they are gone
+    (on a client of its own: a connection of the shared one once broke here)."""
+    api = client.ApiClient(shared.configuration)
+    core = client.CoreV1Api(api)
+    core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+    custom(api).delete_collection_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims"
+    )
+    custom(api).delete_collection_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")
+    wait_for("pods cleared", lambda: not core.list_namespaced_pod(NS, limit=1).items, 600, 0.5)
+    for plural in ("resourceclaims", "resourceslices"):
+        wait_for(f"{plural} cleared", partial(nothing_left, api, plural), 600, 0.5)
+
+
+def nothing_left(api: client.ApiClient, plural: str) -> bool:
+    found = custom(api).list_cluster_custom_object("resource.k8s.io", "v1", plural, limit=1)
+    return not found["items"]
+
+
+def publish(api: client.ApiClient, slices: Sequence[JSON]) -> None:
+    for s in slices:
+        custom(api).create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", s)
+    time.sleep(2)  # the scheduler's informer catches up
+
+
+def on_layout(
+    cp: ControlPlane, api: client.ApiClient, slices: Sequence[JSON], count: int, item: Workload
+) -> dict[str, Any]:
+    publish(api, slices)
+    try:
+        result: dict[str, Any] = run_pods(cp, api, count, item, 3600)
+        result["devices"] = sum(len(s["spec"].get("devices") or []) for s in slices)
+        result["slices"] = len(slices)
+        return result
+    finally:
+        clear(api)
+
+
+def packing_run(
+    cp: ControlPlane, api: client.ApiClient, slices: Sequence[JSON], sizes: Sequence[int]
+) -> dict[str, Any]:
+    publish(api, slices)
+    try:
+        result = run_pods(cp, api, len(sizes), rack_workload(sizes), 3600)
+        cores = allocated_cores(api, sizes)
+        return {
+            "claims": len(sizes),
+            "cores_requested": sum(sizes),
+            "allocated_cores": cores,
+            "ratio": round(cores / sum(sizes), 4),
+            "seconds": result["seconds"],
+        }
+    finally:
+        clear(api)
+
+
+def random_mix(rng: random.Random, total: int) -> list[int]:
+    """Claims of 1/2/4/8 cores, uniformly drawn, adding up to exactly `total` cores."""
+    sizes: list[int] = []
+    while sum(sizes) < total:
+        sizes.append(rng.choice([s for s in SIZES if s <= total - sum(sizes)]))
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.scheduler")
+    parser.add_argument("--claims", type=int, default=1152, help="single-core claims per layout")
+    parser.add_argument("--pack-runs", type=int, default=3, help="random 1/2/4/8 mixes")
+    parser.add_argument("--pack-cores", type=int, default=1152, help="cores of each random mix")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the first random mix")
+    parser.add_argument(
+        "--scheduler-qps",
+        type=int,
+        default=UPSTREAM_CLIENT_QPS,
+        help="the kube-scheduler's client QPS and burst (its own default: 50 and 100)",
+    )
+    parser.add_argument(
+        "--orders",
+        default=",".join(DEVICE_ORDERS),
+        help="device orders of the partitioned layout to try, comma-separated",
+    )
+    parser.add_argument(
+        "--steps",
+        default="",
+        help=f"run only these of {','.join(STEPS)} and keep the other figures of the last run",
+    )
+    parser.add_argument(
+        "--layouts",
+        default="flat,partitioned,per-node pools",
+        help="the layouts step's layouts, comma-separated",
+    )
+    args = parser.parse_args(argv)
+    steps = [s for s in args.steps.split(",") if s] or list(STEPS)
+    merge = bool(args.steps)
+    if set(steps) - set(STEPS):
+        parser.error(f"--steps: unknown {sorted(set(steps) - set(STEPS))}; valid: {STEPS}")
+    orders = [o for o in args.orders.split(",") if o]
+    unknown = [o for o in orders if o not in DEVICE_ORDERS]
+    if unknown:
+        parser.error(f"--orders: unknown {unknown}; valid: {', '.join(DEVICE_ORDERS)}")
+    work = Path(tempfile.mkdtemp(prefix="bench-scheduler-"))
+    nodes = rack_nodes()
+    singles = rack_workload([1] * args.claims)
+    results: dict[str, Any] = {"claims": args.claims, "scheduler_qps": args.scheduler_qps}
+    limits = (f"--kube-api-qps={args.scheduler_qps}", f"--kube-api-burst={args.scheduler_qps}")
+    with (
+        ControlPlane.running(work / "cp", scheduler_flags=limits) as cp,
+        cp.api_client() as api,
+    ):
+        install(cp)
+        for node in nodes:
+            cp.create_node(node)
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})
+        layouts: dict[str, Any] = {}
+        results["layouts"] = layouts
+        mix = sorted(random_mix(random.Random(args.seed), args.pack_cores), reverse=True)
+        if "layouts" in steps:
+            # Flat and the driver's own order side by side, then per-node pools.
+            for name, build in (
+                ("flat", flat_slices),
+                ("partitioned", partitioned_slices),
+                ("per-node pools", per_node_pool_slices),
+            ):
+                if name not in args.layouts.split(","):
+                    continue
+                layouts[name] = on_layout(cp, api, build(nodes), args.claims, singles)
+                save(results, merge)
+        if "orders" in steps:
+            results["orders"] = {}
+            for order in orders:
+                slices = partitioned_slices(nodes, order)
+                results["orders"][order] = {"decreasing": packing_run(cp, api, slices, mix)}
+                if order != DRIVER_ORDER:
+                    results["orders"][order]["single_core"] = on_layout(
+                        cp, api, slices, args.claims, singles
+                    )
+                save(results, merge)
+        if "packing" in steps:
+            results["packing"] = []
+            for seed in range(args.seed, args.seed + args.pack_runs):
+                sizes = random_mix(random.Random(seed), args.pack_cores)
+                run = packing_run(cp, api, partitioned_slices(nodes), sizes)
+                results["packing"].append({"seed": seed, **run})
+                save(results, merge)
+        if "calibration" in steps:
+            for node in nodes:
+                cp.delete_node(node)
+            calibration = calibration_nodes(-(-args.claims // CALIBRATION_DEVICES_PER_NODE))
+            for node in calibration:
+                cp.create_node(node, {"node-with-dra": "true"})
+            for obj in calibration_objects():
+                cp.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(obj))
+            layouts["calibration"] = on_layout(
+                cp,
+                api,
+                calibration_slices(calibration, CALIBRATION_DEVICES_PER_NODE),
+                args.claims,
+                template_workload,
+            )
+            layouts["calibration"]["nodes"] = len(calibration)
+            save(results, merge)
+    print(markdown(results))
+    print(json.dumps(results))
+    return 0
+
+
+def save(results: dict[str, Any], merge: bool) -> None:
+    """Write what is measured so far, so a late failure keeps the early figures;
+    with `merge`, over the last run's figures (one level deep)."""
+    if merge and RESULTS.exists():
+        last: dict[str, Any] = json.loads(RESULTS.read_text())["results"]
+        for key, value in results.items():
+            last[key] = {**last.get(key, {}), **value} if isinstance(value, dict) else value
+        results = last
+    write_report("scheduler", COMMAND, results, markdown(results))
+
+
+def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> str:
+    return f"{a[key] / b[key]:.2f}"
+
+
+def row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+LAYOUT_NAMES = {
+    "partitioned": "partitioned rack (one pool, counters)",
+    "flat": "flat rack (one pool, single cores)",
+    "per-node pools": "per-node pools (AWS driver's shape)",
+    "calibration": "upstream scheduler_perf shape",
+}
+
+
+def markdown(r: dict[str, Any]) -> str:
+    lines: list[str] = []
+    layouts = r.get("layouts") or {}
+    if layouts:
+        lines += [
+            f"The real kube-scheduler, {r['claims']} claims of one device each (one pod per",
+            "claim), from the first create to the last pod bound. `algorithm` is the",
+            f"scheduler's own `{ALGORITHM}` per pod: the wall time it spent",
+            "deciding, without the API writes and queueing around it. `scheduler CPU` is",
+            "the CPU time the kube-scheduler process used per pod: other work on the",
+            "machine stretches wall times, hardly CPU times, so it is the fairest ratio.",
+            "`API requests/pod` and `rate-limited s` are the scheduler client's own",
+            "counts: its requests, and their waits for its rate limiter, summed over",
+            f"requests (client QPS and burst {r['scheduler_qps']}, as upstream's",
+            "scheduler_perf; the kube-scheduler's own default is 50 and 100).",
+            "",
+            row(
+                "layout",
+                "nodes",
+                "slices",
+                "devices",
+                "seconds",
+                "ms/pod",
+                "pods/s",
+                "algorithm ms/pod",
+                "scheduler CPU ms/pod",
+                "API requests/pod",
+                "rate-limited s",
+                "bound",
+            ),
+            row(*["---"] * 12),
+        ]
+        for key, x in layouts.items():
+            lines.append(
+                row(
+                    LAYOUT_NAMES[key],
+                    x.get("nodes", 36),
+                    x["slices"],
+                    x["devices"],
+                    x["seconds"],
+                    x["ms_per_pod"],
+                    x["pods_per_second"],
+                    x["algorithm_ms_per_pod"],
+                    x["scheduler_cpu_ms_per_pod"],
+                    x["api_requests_per_pod"],
+                    x["rate_limited_seconds"],
+                    x["bound"],
+                )
+            )
+        if "partitioned" in layouts and "flat" in layouts:
+            p, f = layouts["partitioned"], layouts["flat"]
+            lines += [
+                "",
+                f"Partitioned / flat: **{ratio(p, f, 'scheduler_cpu_ms_per_pod')}x** in scheduler"
+                f" CPU, {ratio(p, f, 'algorithm_ms_per_pod')}x in the scheduling algorithm,"
+                f" {ratio(p, f, 'seconds')}x end to end (goal <= 1.3x).",
+            ]
+        if "calibration" in layouts:
+            c = layouts["calibration"]
+            quoted = "; ".join(
+                f"{name}: threshold {t}, typically above {typ} pods/s"
+                for name, (t, typ) in UPSTREAM_THRESHOLDS.items()
+            )
+            lines += [
+                "",
+                f"Calibration: {c['nodes']} nodes of {CALIBRATION_DEVICES_PER_NODE} devices,"
+                " claims from a ResourceClaimTemplate, as upstream's",
+                f"SchedulingWithResourceClaimTemplate. Upstream ({UPSTREAM_CONFIG}) publishes",
+                f"for it {quoted}, measured with an in-process scheduler whose client",
+                "QPS/burst is 5000 (scheduler_perf util.go); here the kube-scheduler binary,",
+                "its apiserver, etcd and this client share 2 CPUs with other work, so the",
+                "comparison gives the order of magnitude, not a ratio.",
+                f"Here: **{c['pods_per_second']} pods/s**.",
+            ]
+    orders = r.get("orders") or {}
+    if orders:
+        lines += [
+            "",
+            "Device orders inside each server slice of the partitioned layout (the",
+            "allocator is first-fit: slices by name, then devices in order). Packing is the",
+            "random mix of the first seed sorted by decreasing size:",
+            "",
+            row(
+                "order",
+                "single-core seconds",
+                "algorithm ms/pod",
+                "scheduler CPU ms/pod",
+                "decreasing mix packed",
+            ),
+            row(*["---"] * 5),
+        ]
+        for name, o in orders.items():
+            s, d = o.get("single_core") or layouts.get("partitioned"), o["decreasing"]
+            if s is None:
+                continue
+            lines.append(
+                row(
+                    name,
+                    s["seconds"],
+                    s["algorithm_ms_per_pod"],
+                    s["scheduler_cpu_ms_per_pod"],
+                    f"{d['allocated_cores']}/{d['cores_requested']}",
+                )
+            )
+    packing = r.get("packing") or []
+    if packing:
+        worst = min(p["ratio"] for p in packing)
+        lines += [
+            "",
+            "Random mixes of 1/2/4/8-core claims filling exactly one partitioned rack, all",
+            "created at once in random order:",
+            "",
+            row("seed", "claims", "cores allocated", "share"),
+            row(*["---"] * 4),
+            *(
+                row(
+                    p["seed"],
+                    p["claims"],
+                    f"{p['allocated_cores']}/{p['cores_requested']}",
+                    p["ratio"],
+                )
+                for p in packing
+            ),
+            "",
+            f"Worst share: **{worst}** (goal >= 0.995 in every run).",
+        ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

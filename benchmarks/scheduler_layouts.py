@@ -1,0 +1,176 @@
+"""The ResourceSlices each layout of the scheduler benchmark publishes.
+
+Pure: node names in, slice objects out. Our two layouts come from the
+controller's own builder (`build_slices`), so the scheduler sees exactly what
+the controller would publish; the other two are shapes other drivers use:
+
+- per-node pools: the flat layout's devices regrouped the way the AWS Neuron
+  driver publishes (one pool and one slice per node, `spec.nodeName`, no
+  counters, topology in attributes only);
+- calibration: the shape of upstream's scheduler_perf DRA tests (one pool per
+  node of a few generic devices, a class that matches the driver only).
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from driver.controller.slices import RackInput, build_slices
+from driver.devicemodel.nodemap import HOSTNAME_LABEL, map_nodes
+from driver.devicemodel.ultraserver import parse_spec
+from driver.jsontypes import JSON
+from driver.names import DEFAULT_DRIVER_NAME
+from simdevice.topology import rack_spec
+
+RACK: Final = "bench-sched"
+GENERATION: Final = "trn3-gen2"
+CALIBRATION_DRIVER: Final = "test-driver.cdi.k8s.io"
+CALIBRATION_CLASS: Final = "test-class"
+CALIBRATION_TEMPLATE: Final = "test-claim-template"
+
+
+def rack_nodes() -> list[str]:
+    """The node names of the one rack, in server order."""
+    return [f"bench-r000-s{s:02d}" for s in range(rack_spec(GENERATION).servers)]
+
+
+def _rack_input(nodes: Sequence[str], mode: str) -> RackInput:
+    obj = {
+        "metadata": {"name": RACK},
+        "spec": {"generation": GENERATION, "mode": mode, "nodes": {"names": list(nodes)}},
+    }
+    spec = parse_spec(obj)
+    mapping = map_nodes(spec, {n: {HOSTNAME_LABEL: n} for n in nodes})
+    return RackInput(
+        name=RACK,
+        rack=spec.rack,
+        mode=mode,
+        flat_device="core",
+        nodes=mapping.nodes,
+        rack_nodes=mapping.rack_nodes,
+        driver=DEFAULT_DRIVER_NAME,
+        taints={},
+        binding_conditions=spec.fabric.binding_conditions,
+    )
+
+
+def _size(device: JSON) -> int:
+    return int(device["attributes"]["coreCount"]["int"])
+
+
+def _chip(device: JSON) -> int:
+    """The device's chip on its node; whole-server devices sort after every chip."""
+    chip = device["attributes"].get("chipIndex")
+    return int(chip["int"]) if chip else 1 << 30
+
+
+DeviceOrder = Callable[[list[JSON]], list[JSON]]
+
+DEVICE_ORDERS: Final[dict[str, DeviceOrder]] = {
+    "chip-major-small-first": lambda ds: sorted(ds, key=lambda d: (_chip(d), _size(d))),
+    "size-major": lambda ds: sorted(ds, key=lambda d: (_size(d), _chip(d))),
+    "chip-major-large-first": lambda ds: sorted(ds, key=lambda d: (_chip(d), -_size(d))),
+}
+"""Device orders tried inside each server slice (sorts are stable, so devices
+of one size on one chip keep their core order)."""
+DRIVER_ORDER: Final = "chip-major-small-first"
+"""The order `build_layout` publishes; the others are tried against it."""
+
+
+def partitioned_slices(nodes: Sequence[str], order: str | None = None) -> list[JSON]:
+    """The controller's partitioned slices; `order` re-sorts each server slice's devices."""
+    slices = build_slices(_rack_input(nodes, "partitioned"))
+    if order is not None:
+        for s in slices:
+            devices = s["spec"].get("devices")
+            if devices and len(devices) > 1:
+                s["spec"]["devices"] = DEVICE_ORDERS[order](devices)
+    return slices
+
+
+def flat_slices(nodes: Sequence[str]) -> list[JSON]:
+    """The controller's flat slices of single-core devices: one rack-wide pool."""
+    return build_slices(_rack_input(nodes, "flat"))
+
+
+def per_node_pool_slices(nodes: Sequence[str]) -> list[JSON]:
+    """The flat devices, one pool and one `spec.nodeName` slice per node."""
+    out: list[JSON] = []
+    for s in flat_slices(nodes):
+        node = s["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
+        out.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{node}.{DEFAULT_DRIVER_NAME}"},
+                "spec": {
+                    "driver": DEFAULT_DRIVER_NAME,
+                    "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
+                    "nodeName": node,
+                    "devices": s["spec"]["devices"],
+                },
+            }
+        )
+    return out
+
+
+def calibration_nodes(count: int) -> list[str]:
+    return [f"scheduler-perf-dra-{i:04d}" for i in range(count)]
+
+
+def calibration_slices(nodes: Sequence[str], devices_per_node: int) -> list[JSON]:
+    """One pool per node of `devices_per_node` generic devices with four
+    attributes and one capacity, as upstream's scheduler_perf driver publishes."""
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": node},
+            "spec": {
+                "driver": CALIBRATION_DRIVER,
+                "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
+                "nodeName": node,
+                "devices": [
+                    {
+                        "name": f"instance-{i}",
+                        "attributes": {
+                            "model": {"string": "A100"},
+                            "family": {"string": "GPU"},
+                            "driverVersion": {"version": "1.2.3"},
+                            "dra.example.com/numa": {"int": i},
+                        },
+                        "capacity": {"memory": {"value": "1Gi"}},
+                    }
+                    for i in range(devices_per_node)
+                ],
+            },
+        }
+        for node in nodes
+    ]
+
+
+def calibration_objects() -> list[JSON]:
+    """The class and claim template the calibration pods use (namespace set by the caller)."""
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": CALIBRATION_CLASS},
+            "spec": {
+                "selectors": [{"cel": {"expression": f'device.driver == "{CALIBRATION_DRIVER}"'}}]
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": CALIBRATION_TEMPLATE},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "req-0", "exactly": {"deviceClassName": CALIBRATION_CLASS}}
+                        ]
+                    }
+                }
+            },
+        },
+    ]
