@@ -32,7 +32,7 @@ from driver.plugin.checkpoint import (
     DeviceRecord,
     checksum,
     decode,
-    encode,
+    encode_plain,
 )
 from driver.plugin.claimconfig import (
     API_GROUP_VERSION,
@@ -294,7 +294,7 @@ checkpoint_files = st.one_of(
 
 def corrupt(case: tuple[dict[str, ClaimRecord], str, Any, Any]) -> bytes:
     claims, how, a, b = case
-    data = encode(claims)
+    data = encode_plain({uid: asdict(record) for uid, record in claims.items()})
     if how == "intact":
         return data
     if how == "truncate":

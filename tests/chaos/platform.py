@@ -19,8 +19,8 @@ from typing import Any
 from kubernetes import client
 
 from driver.controller.slices import planned_devices, rack_label
-from driver.localsim.children import Child, trainium_dra_argv
-from driver.localsim.clusterspec import controller_argv, node_labels
+from driver.localsim.children import Child
+from driver.localsim.clusterspec import node_labels
 from driver.localsim.controlplane import free_port
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import rack_spec
@@ -197,10 +197,12 @@ def controller_takeover(scene: Scene, racks: int = 10, generation: str = "trn3-g
     the first of their slices appears. The standby must finish the job."""
     cluster = scene.cluster
     port = free_port()
-    argv = controller_argv(cluster.paths, cluster.spec, port)
-    standby = Child.start(
-        "controller-standby", trainium_dra_argv(argv), cluster.paths.logs / "controller-b.log"
-    )
+    # The leader's own command line (its ServiceAccount and Lease), on another port.
+    argv = [
+        f"--http-address=127.0.0.1:{port}" if arg.startswith("--http-address=") else arg
+        for arg in cluster.local.children["controller"].argv
+    ]
+    standby = Child.start("controller-standby", argv, cluster.paths.logs / "controller-b.log")
     try:
         host = socket.gethostname()
         leader_pid = cluster.pid("controller")
