@@ -50,8 +50,10 @@ lint: venv
 unit: venv
 	$(PY) -m pytest -m "not integration"
 
+# The tests, then the kind path of docs/kind.md end to end (podman here).
 test: venv lint binaries image
 	$(WITH_BINARIES) $(PY) -m pytest
+	$(MAKE) kind-e2e
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
@@ -75,7 +77,7 @@ validate-sim: venv
 	$(PY) -m benchmarks.sim_validation
 
 bench-controller: venv binaries
-	$(WITH_BINARIES) $(PY) -m benchmarks.controller
+	$(WITH_BINARIES) $(PY) -m benchmarks.controller $(BENCH_ARGS)
 
 # Publishing figures (from bench-controller's results) and the scheduler at 1 and
 # 10 racks, fitted and projected to a million chips: docs/scale.md and its plots.
