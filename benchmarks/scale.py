@@ -36,6 +36,7 @@ from tests.waiting import wait_for
 COMMAND = "make bench-scale"
 CONTROLLER_RESULTS: Final = RESULTS_DIR / "controller.json"
 SCALE_RESULTS: Final = RESULTS_DIR / "scale.json"
+SCHEDULER_RESULTS: Final = RESULTS_DIR / "scheduler.json"
 DOC: Final = ROOT / "docs" / "scale.md"
 IMAGES: Final = ROOT / "docs" / "images"
 NS: Final = "scale"
@@ -253,14 +254,13 @@ def document(lines: dict[str, Line], scheduler: list[dict[str, Any]], run: dict[
         title, _ = TITLES[key]
         out += [f"![{title}]({plot(key, title, TITLES[key][1], line)})", ""]
     out += breaks(at, per_slice_bytes(lines))
-    single = (run["results"].get("single_core_claims") or {}).get("partitioned")
+    single = one_rack_scheduler()
     if "scheduler_ms_per_claim" not in at and single:
-        per_claim = 1000 * single["seconds"] / single["claims"]
         out += [
-            "**Scheduler per-pod cost.** Measured on one rack only (`make bench-controller`:",
-            f"{single['claims']} single-core claims in {single['seconds']} s, "
-            f"{per_claim:,.0f} ms a claim, partitioned layout); how it",
-            "grows with the number of racks was not measured in this run, so it is not",
+            "**Scheduler per-pod cost.** Measured on one rack only (`make bench-scheduler`:",
+            f"{single['pods']} single-core claims, {single['ms_per_pod']:,.0f} ms a claim, "
+            f"{single['scheduler_cpu_ms_per_pod']:,.0f} ms of scheduler CPU, partitioned layout);",
+            "how it grows with the number of racks was not measured in this run, so it is not",
             "projected. The DRA allocator walks every pool whose node selection fits a",
             "pod's candidate nodes, so without narrowing it grows with the racks. Design",
             "answer: keep workloads rack-scoped (a CEL selector or node affinity on the",
@@ -270,6 +270,16 @@ def document(lines: dict[str, Line], scheduler: list[dict[str, Any]], run: dict[
             "",
         ]
     return "\n".join(out) + "\n"
+
+
+def one_rack_scheduler() -> dict[str, Any] | None:
+    """The partitioned rack's row of the scheduler benchmark, if it has run."""
+    if not SCHEDULER_RESULTS.exists():
+        return None
+    layout: dict[str, Any] | None = (
+        json.loads(SCHEDULER_RESULTS.read_text())["results"].get("layouts") or {}
+    ).get("partitioned")
+    return layout
 
 
 def per_slice_bytes(lines: dict[str, Line]) -> float:
