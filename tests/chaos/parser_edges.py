@@ -41,6 +41,7 @@ from driver.plugin.claimconfig import (
     NEURON_CONFIG,
     ConfigError,
     parse_config,
+    shown,
 )
 from simdevice.topology import GENERATIONS, VALID_LNC, rack_spec
 from tests.chaos.fuzzing import ACCEPTED, JSON_VALUES, REFUSED, either, maybe_field, weighted
@@ -51,7 +52,7 @@ WHERE = "status.allocation.devices.config[0].opaque.parameters"
 LNC_LIST = ", ".join(map(str, VALID_LNC))
 CONFIG_ALLOWED = {
     WHERE: (API_GROUP_VERSION,),
-    f"{WHERE}.apiVersion": (repr(API_GROUP_VERSION),),
+    f"{WHERE}.apiVersion": (shown(API_GROUP_VERSION),),
     f"{WHERE}.kind": (", ".join(KINDS),),
     f"{WHERE}.logicalNeuronCore": (LNC_LIST,),
     f"{WHERE}.*": (", ".join(FIELDS[NEURON_CONFIG]),),

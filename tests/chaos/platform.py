@@ -38,7 +38,6 @@ from tests.waiting import wait_for
 
 NAMESPACE = "chaos"
 PROBES = "chaos-probe"
-LEASE_NAME = f"{DEFAULT_DRIVER_NAME}-controller"
 
 
 @dataclass(frozen=True)
@@ -172,9 +171,13 @@ def daemon_killed_mid_prepare(scene: Scene, claims: int = 10) -> FaultRun:
     )
 
 
-def lease_holder(api: client.ApiClient) -> str:
+def lease_holder(api: client.ApiClient, argv: list[str]) -> str:
+    """Who holds the Lease the controller started with `argv` competes for."""
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in argv if "=" in arg)
     try:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease(LEASE_NAME, "default")
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            flags["lease-name"], flags["lease-namespace"]
+        )
     except client.ApiException:
         return ""
     return str(lease.spec.holder_identity or "")
@@ -207,7 +210,8 @@ def controller_takeover(scene: Scene, racks: int = 10, generation: str = "trn3-g
         host = socket.gethostname()
         leader_pid = cluster.pid("controller")
         wait_for(
-            "the first replica to lead", lambda: lease_holder(scene.api) == f"{host}-{leader_pid}"
+            "the first replica to lead",
+            lambda: lease_holder(scene.api, argv) == f"{host}-{leader_pid}",
         )
         names = [f"chaos-{generation}-{i}" for i in range(racks)]
         servers = rack_spec(generation).servers
@@ -241,7 +245,7 @@ def controller_takeover(scene: Scene, racks: int = 10, generation: str = "trn3-g
             interval=0.2,
         )
         took = time.monotonic() - started
-        holder = lease_holder(scene.api)
+        holder = lease_holder(scene.api, argv)
         result = scene.audit()
         lost = sum(len(expected - set(audit.slice_devices(scene.api).get(r, {}))) for r in names)
         result = audit.Audit(
