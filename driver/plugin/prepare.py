@@ -14,6 +14,7 @@ import fcntl
 import os
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -57,7 +58,7 @@ class PrepareResult:
     error: str = ""
 
 
-class Change:
+class Change(ABC):
     """One claim's change to the checkpoint, run by whichever thread writes its batch.
 
     `apply` runs under the node lock on the claims as the changes before it in
@@ -70,11 +71,11 @@ class Change:
         self.done = False
         self.error: Exception | None = None
 
-    def apply(self, claims: dict[str, ClaimRecord]) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def apply(self, claims: dict[str, ClaimRecord]) -> bool: ...
 
-    def after(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def after(self) -> None: ...
 
 
 class NodeState:
