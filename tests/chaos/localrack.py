@@ -108,11 +108,9 @@ class ChaosCluster:
     def supervise_forever(self, stop: threading.Event) -> None:
         progress = QuietProgress()
         while not stop.wait(SUPERVISE_INTERVAL):
-            with self.lock:
-                if all(child.alive() for child in self.local.children.values()):
-                    continue
-                with contextlib.suppress(Exception):  # the next round tries again
-                    self.local.supervise(progress)
+            # Every round, as `up` does: supervise also renews the token of a re-created Node.
+            with self.lock, contextlib.suppress(Exception):  # the next round tries again
+                self.local.supervise(progress)
 
 
 @contextlib.contextmanager
