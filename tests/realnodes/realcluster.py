@@ -17,6 +17,7 @@ from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.realnodes import cgroups
 from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
 from driver.localsim.realnodes.plan import RealNode, plan_nodes
+from driver.plugin.checkpoint import Checkpoint
 from tests.e2e.cluster import Cluster, wait_for
 
 DRIVER = "trainium.sim.dev"
@@ -73,10 +74,8 @@ class RealCluster:
         return self.nodes[node].dir("cdi") / f"k8s.{DRIVER}-claim_{claim_uid}.json"
 
     def checkpoint_claims(self, node: str) -> set[str]:
-        path = self.nodes[node].dir("state") / node / "checkpoint.json"
-        if not path.exists():
-            return set()
-        return set(json.loads(path.read_text())["claims"])
+        """The claims the node's daemon has durably recorded (file and journal)."""
+        return set(Checkpoint(self.nodes[node].dir("state") / node / "checkpoint.json").claims)
 
     def daemon_pods(self) -> list[JSON]:
         pods = client.CoreV1Api(self.api).list_namespaced_pod(
