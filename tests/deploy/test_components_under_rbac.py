@@ -16,6 +16,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from driver.devicemodel.naming import ULTRASERVER_DEVICE
 from driver.localsim.controlplane import ControlPlane
 from tests.controller import cluster
 from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
@@ -140,6 +141,12 @@ def taints(api: k8s.ApiClient) -> dict[str, list[Any]]:
     }
 
 
+def all_tainted(api: k8s.ApiClient, names: set[str]) -> dict[str, list[Any]] | None:
+    """Every device taint, once all of `names` carry one."""
+    found = taints(api)
+    return found if found.keys() >= names else None
+
+
 def health_devices(api: k8s.ApiClient) -> list[dict[str, Any]]:
     """The unhealthy chips DAEMON_NODE's NodeDeviceHealth lists (none when absent)."""
     obj = cluster.custom(api).list_cluster_custom_object(
@@ -178,8 +185,17 @@ def test_controller_and_daemon_work_with_only_their_chart_permissions(
                     timeout=30,
                 )
                 assert [(d["chip"], d["state"]) for d in report] == [(2, "failed")]
-                tainted = wait_for("device taints", lambda: taints(api), timeout=30)
-                assert tainted and all("server01" in name for name in tainted)
+                # The chip's own devices, its server and the rack-wide device sit
+                # in different slices, written one after another.
+                tainted = wait_for(
+                    "taints on the chip, its server and the rack-wide device",
+                    lambda: all_tainted(api, {ULTRASERVER_DEVICE, "server01"}),
+                    timeout=30,
+                )
+                assert all(
+                    n in (ULTRASERVER_DEVICE, "server01") or n.startswith("server01-chip02")
+                    for n in tainted
+                ), tainted
             finally:
                 assert daemon.stop() == 0
             assert not REFUSED.search("".join(daemon.stderr)), "".join(daemon.stderr)[-3000:]
