@@ -172,8 +172,8 @@ def publish_markdown(runs: list[dict[str, Any]]) -> list[str]:
         lines += [
             "",
             f"One rack's change, {last['racks']} racks published (a chip of one server of the",
-            "first rack reported failed; its devices gain a taint in several slices, so the",
-            f"pool moves to a new generation): {change['slice_writes']} slice writes, "
+            "first rack reported failed; its devices, its server and the rack-wide device",
+            f"gain a taint): {change['slice_writes']} slice writes, "
             f"{change['slices_written']} slices with a",
             f"new resourceVersion, all in racks: {', '.join(change['racks_written']) or 'none'}.",
         ]

@@ -5,9 +5,15 @@ Pure. Rules:
   so a resync with nothing changed makes no write at all;
 - a change confined to one existing slice is one update that keeps the pool
   generation: a single write is atomic, consumers never see a mixed pool;
-- anything larger (slices added or removed, several changed) moves the pool
-  generation, so every slice of the pool is written with it. Consumers ignore
-  the pool until all `resourceSliceCount` slices of the new generation exist.
+- so are taints added or lifted in several slices (a failed chip taints its
+  own devices, its server and the rack-wide device): each device stays in
+  its slice, so a consumer that reads the pool between the updates sees every
+  device once, tainted or not yet, as if the failure came a moment later, and
+  the eviction controller acts on the first slice written;
+- anything larger (slices added or removed, several changed otherwise) moves
+  the pool generation, so every slice of the pool is written with it. Consumers
+  ignore the pool until all `resourceSliceCount` slices of the new generation
+  exist.
 Obsolete slices are deleted first, then updates, then creates.
 """
 
@@ -61,7 +67,8 @@ def plan_writes(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON |
     changed = [n for n in wanted if n in current and not same(want(n, generation), current[n])]
     creates = [n for n in wanted if n not in current]
     deletes = [n for n in current if n not in wanted]
-    if not creates and not deletes and len(changed) <= 1 and len(generations) <= 1:
+    beyond_taints = [n for n in changed if not same_but_taints(want(n, generation), current[n])]
+    if not creates and not deletes and len(beyond_taints) <= 1 and len(generations) <= 1:
         return Plan(generation, tuple(_update(want(n, generation), current[n]) for n in changed))
     generation += 1
     writes = [Write("delete", n, None, _rv(current[n])) for n in deletes]
@@ -120,6 +127,18 @@ def same(desired: JSON, existing: JSON) -> bool:
     if _owners(desired) != _owners(existing):
         return False
     return normalize_spec(desired["spec"]) == normalize_spec(existing["spec"])
+
+
+def same_but_taints(desired: JSON, existing: JSON) -> bool:
+    """Equal once every device's taints are set aside."""
+    return same(_untainted(desired), _untainted(existing))
+
+
+def _untainted(slice_: JSON) -> JSON:
+    devices = [
+        {k: v for k, v in d.items() if k != "taints"} for d in slice_["spec"].get("devices") or []
+    ]
+    return {**slice_, "spec": {**slice_["spec"], "devices": devices}}
 
 
 def _owners(obj: JSON) -> list[tuple[str, str, str, str]]:

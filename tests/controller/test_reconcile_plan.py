@@ -72,6 +72,35 @@ def test_change_in_one_slice_is_one_update_at_the_same_generation() -> None:
     assert plan.writes[0].resource_version is not None
 
 
+def test_taints_in_several_slices_are_updates_at_the_same_generation() -> None:
+    existing = stored(plan_writes(desired(), [], OWNER).writes)
+    taint = [{"key": "d.dev/unhealthy", "value": "failed", "effect": "NoExecute"}]
+    tainted = {"server01-chip05": taint, "server01": taint, "ultraserver": taint}
+    plan = plan_writes(desired(taints=tainted), existing, OWNER)
+    assert plan.generation == 1
+    assert sorted((w.verb, w.name) for w in plan.writes) == [
+        ("update", "r.server01-chips04-07.d.dev"),
+        ("update", "r.server01-chips12-15.d.dev"),
+        ("update", "r.ultraserver.d.dev"),
+    ]
+    written = {s["metadata"]["name"]: s for s in stored(plan.writes)}
+    after = [written.get(s["metadata"]["name"], s) for s in existing]
+    lifted = plan_writes(desired(), after, OWNER)
+    assert lifted.generation == 1 and len(lifted.writes) == 3
+
+
+def test_taints_beside_a_change_in_another_slice_move_the_generation() -> None:
+    existing = stored(plan_writes(desired(), [], OWNER).writes)
+    taint = [{"key": "d.dev/unhealthy", "value": "failed", "effect": "NoExecute"}]
+    want = desired(taints={"server01-chip05": taint, "ultraserver": taint})
+    edited = next(s for s in want if s["metadata"]["name"] == "r.server02-chips00-03.d.dev")
+    edited["spec"]["devices"][0]["attributes"] = {"extra": {"string": "x"}}
+    edited2 = next(s for s in want if s["metadata"]["name"] == "r.server03-chips00-03.d.dev")
+    edited2["spec"]["devices"][0]["attributes"] = {"extra": {"string": "y"}}
+    plan = plan_writes(want, existing, OWNER)
+    assert plan.generation == 2 and len(plan.writes) == len(existing)
+
+
 def test_taint_keeps_its_time_when_the_pool_is_rewritten() -> None:
     taint = [{"key": "d.dev/unhealthy", "value": "failed", "effect": "NoExecute"}]
     existing = stored(plan_writes(desired(taints={"server01-chip05": taint}), [], OWNER).writes)
