@@ -208,9 +208,14 @@ class SimNode:
         return changed
 
     def _health_loop(self) -> None:
-        """Check every interval; a failure is logged once until its message changes."""
+        """Check every interval and at once after a fault changes; a failure is
+        logged once until its message changes."""
         last_error = ""
-        while not self.stopping.wait(self.options.health_interval):
+        while True:
+            self.sim.faults_changed.wait(self.options.health_interval)
+            self.sim.faults_changed.clear()
+            if self.stopping.is_set():
+                return
             try:
                 self.check_health()
                 last_error = ""
@@ -222,6 +227,7 @@ class SimNode:
     def stop(self) -> None:
         """Registration socket first (the kubelet drops us), then everything else."""
         self.stopping.set()
+        self.sim.faults_changed.set()
         sockets.remove(self.paths.registration_socket)
         for server in reversed(self._servers):
             server.stop(grace=1.0).wait()

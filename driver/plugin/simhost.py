@@ -21,6 +21,9 @@ class SimHost:
         self.sim = ServerSim(rack, server)
         self._lock = threading.Lock()
         self._owner: dict[str, str] = {}  # job id -> claim uid
+        # Set by a fault injected or cleared: the health loop checks at once
+        # instead of at its next tick.
+        self.faults_changed = threading.Event()
 
     def submit(
         self, claim_uid: str, spec: Mapping[str, Any], cores: Sequence[tuple[int, int]]
@@ -69,7 +72,9 @@ class SimHost:
     def inject(self, fault: Fault) -> None:
         with self._lock:
             self.sim.inject(fault)
+        self.faults_changed.set()
 
     def clear(self, fault: Fault) -> None:
         with self._lock:
             self.sim.clear(fault)
+        self.faults_changed.set()
