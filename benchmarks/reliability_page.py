@@ -123,10 +123,9 @@ def reaction(result: dict[str, Any], cmd: str) -> str:
 An uncorrectable HBM error injected on the chip a running pod holds; timed
 from the injection to the first device taint in the rack's slices, and to the
 pod's eviction (its deletion by the device-taint eviction controller), over
-{result["trials"]} trials. The taint is seen by listing the rack's slices,
-which takes long on a loaded machine, the eviction by reading one pod; so the
-taint figures are upper bounds and can exceed the eviction figures, although
-the eviction follows the taint.
+{result["trials"]} trials. Both are seen through watches opened before the
+injection (on the driver's slices and on the pod), so each time is when the
+apiserver served the change, not when a poll happened to find it.
 
 {table(["", "p50 (s)", "p99 (s)", "goal (s)"], rows)}
 
