@@ -37,9 +37,12 @@ COPY driver/ driver/
 COPY simdevice/ simdevice/
 COPY hack/gen_protos.py hack/gen_protos.py
 # Generated, never committed: driver/plugin/kubeletapi/gen/. Then install the
-# project itself (editable: /app is on the venv's path, console script trainium-dra).
+# project itself (editable: /app is on the venv's path, console script trainium-dra),
+# with every dependency compiled to bytecode: the pods run with a read-only root
+# and PYTHONDONTWRITEBYTECODE, so anything left uncompiled is compiled again at
+# every start.
 RUN /opt/protoc/bin/python hack/gen_protos.py \
- && UV_PROJECT_ENVIRONMENT=/opt/venv uv sync --no-dev
+ && UV_PROJECT_ENVIRONMENT=/opt/venv uv sync --no-dev --compile-bytecode
 
 FROM ${PYTHON_IMAGE}
 ENV PATH=/opt/venv/bin:${PATH} \

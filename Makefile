@@ -15,8 +15,11 @@ $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
 	$(CACHE)/uv-$(UV_VERSION)/bin/pip install --quiet uv==$(UV_VERSION)
 
+# Bytecode compiled at install: with PYTHONDONTWRITEBYTECODE set (as in many CI
+# shells) every process would otherwise compile kubernetes and kopf from source
+# at each start, seconds per controller or daemon.
 $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
-	UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --quiet
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --quiet --compile-bytecode
 	touch $@
 
 # The kubelet gRPC message modules are generated from our .proto files, never committed.
