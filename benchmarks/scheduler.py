@@ -207,16 +207,21 @@ class PodWatch:
 def run_pods(
     cp: ControlPlane, api: client.ApiClient, count: int, item: Workload, timeout: float
 ) -> dict[str, Any]:
-    """Create `count` claims and pods; wait until every pod is bound or refused."""
-    core = client.CoreV1Api(api)
+    """Create `count` claims and pods; wait until every pod is bound or refused.
+
+    Each creating thread has a client of its own: connections of one client
+    shared by the threads were left broken (SSL errors on its next use)."""
+    local = threading.local()
 
     def create(i: int) -> None:
+        if not hasattr(local, "api"):
+            local.api = client.ApiClient(api.configuration)
         claim, spec = item(i)
         if claim is not None:
-            custom(api).create_namespaced_custom_object(
+            custom(local.api).create_namespaced_custom_object(
                 "resource.k8s.io", "v1", NS, "resourceclaims", claim
             )
-        core.create_namespaced_pod(NS, spec)
+        client.CoreV1Api(local.api).create_namespaced_pod(NS, spec)
 
     watch = PodWatch(cp)
     try:
