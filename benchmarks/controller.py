@@ -13,6 +13,7 @@ Usage: python -m benchmarks.controller [--racks 1,10,100]
 """
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             remove_published(api, n)
             ours["anchor"] = publish_anchor(cp, api, n)
             results["publish"].append(ours)
-            save(results)
+            save(results, command(argv))
     print(markdown(results))
     return 0
 
@@ -61,9 +62,15 @@ def row(*cells: object) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def save(results: dict[str, Any]) -> None:
+def command(argv: list[str] | None) -> str:
+    """The make command that ran, with the arguments it was given."""
+    given = sys.argv[1:] if argv is None else argv
+    return f"{COMMAND} BENCH_ARGS={' '.join(given)}" if given else COMMAND
+
+
+def save(results: dict[str, Any], cmd: str) -> None:
     """Write what is measured so far, so a late failure keeps the early figures."""
-    write_report("controller", COMMAND, results, markdown(results))
+    write_report("controller", cmd, results, markdown(results))
 
 
 def markdown(r: dict[str, Any]) -> str:
