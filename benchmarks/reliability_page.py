@@ -119,26 +119,30 @@ def realkubelet(result: dict[str, Any], cmd: str) -> str:
     ]
     return f"""## Node daemon killed under the real kubelet
 
-A real-nodes cluster of {result["nodes"]} nodes (real kubelets, containerd and
-runc; the driver image running as the chart's DaemonSet pods). On
+A real-nodes cluster of {result["nodes"]} nodes: real kubelets, containerd and
+runc, the driver image running as the chart's DaemonSet pods. On
 {result["node"]}, with {result["steady"]} chip pods running throughout,
-{result["pods"]} pods with a whole-chip claim each are created at once, and
-the daemon is SIGKILLed as soon as {result["trigger"]}; the kubelet restarts
-its container. *Prepares cut* counts the burst's pods whose prepare the kubelet
-reported failed (its FailedPrepareDynamicResources event): the calls the kill
-landed on. *Daemon back* and *all running* are timed from the kill; *prepares
-by the new daemon* is the restarted daemon's own request counter: added to
-the claims recorded at the kill it exceeds the burst when the kubelet asks
-again for a claim whose answer the kill cut, which the daemon then answers
-from its checkpoint. Checked while the pods run: no core
-of the node is held by two claims in the checkpoint or given to two
-containers by the CDI specs, each claim is recorded with the devices the
-scheduler allocated, and the checkpoint and the CDI specs hold exactly the
-claims of the node's pods; after the burst is deleted, nothing of it is left.
-Disturbed pods are steady or burst pods deleted, replaced or with a restarted
-container; after the burst runs, each of them runs `trainium-dra workload`
-again inside its container (`kubectl exec`) and must reach its claim on the
-daemon's workload API. All counts must be 0.
+{result["pods"]} pods with a whole-chip claim each are created at once and the
+daemon is SIGKILLed at this trigger: {result["trigger"]}. The kubelet then
+restarts its container; it backs off longer after each restart of the same
+container, so later trials wait longer for the daemon.
+
+*Prepares cut* counts the burst's pods whose prepare the kubelet reported
+failed (a FailedPrepareDynamicResources event): calls in flight at the kill
+or made while the daemon was down. *Daemon back* and *all running* are timed
+from the kill. *Prepares by the new daemon* is the restarted daemon's own
+request counter; with the claims recorded at the kill it exceeds the burst
+when the kubelet asks again for a claim whose answer the kill cut, which the
+daemon answers from its checkpoint.
+
+Checked while the pods run: no core of the node is held by two claims in the
+checkpoint or given to two containers by the CDI specs, each claim is
+recorded with the devices the scheduler allocated, and the checkpoint and the
+CDI specs hold exactly the claims of the node's pods. After the burst is
+deleted, nothing of it is left. Disturbed pods are steady or burst pods
+deleted, replaced or with a restarted container; once the burst runs, each of
+them runs `trainium-dra workload` again inside its container (`kubectl exec`)
+and must reach its claim on the daemon's workload API. All counts must be 0.
 
 {table(REALKUBELET_HEADER, rows)}
 
