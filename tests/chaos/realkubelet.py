@@ -46,7 +46,8 @@ PodState = tuple[str, int]
 
 @dataclass(frozen=True)
 class Trial:
-    """One burst with one kill; every count must be 0."""
+    """One burst with one kill: what happened (the first six figures) and the
+    counts that must be 0 (`counts`), with `detail` naming what was disturbed."""
 
     pods: int
     recorded_at_kill: int
@@ -70,9 +71,6 @@ class Trial:
     def counts(self) -> dict[str, int]:
         """The figures that must be 0."""
         return {k: v for k, v in asdict(self).items() if k in ZERO_COUNTS}
-
-    def clean(self) -> bool:
-        return not any(self.counts().values())
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
