@@ -102,7 +102,7 @@ bench-realnodes: venv binaries image
 # Faults, load and hostile input at full size (about an hour); writes
 # docs/reliability.md and benchmarks/results/chaos.json. CHAOS_ARGS takes
 # `python -m benchmarks.chaos` flags, e.g. CHAOS_ARGS="--only fuzz".
-chaos: venv binaries
+chaos: venv binaries image
 	$(WITH_BINARIES) $(PY) -m benchmarks.chaos $(CHAOS_ARGS)
 
 clean:

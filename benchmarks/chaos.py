@@ -31,9 +31,12 @@ from tests.chaos.load import load_rounds
 from tests.chaos.localrack import ChaosCluster, chaos_cluster
 from tests.chaos.platform import FAULTS, Scene
 from tests.chaos.reaction import reaction_times
+from tests.chaos.realkubelet import TRIGGER, kill_during_burst, steady_pods
+from tests.e2e.cluster import running_cluster
+from tests.realnodes.realcluster import real_cluster
 
 RESULTS = RESULTS_DIR / "chaos.json"
-SECTIONS = ("platform", "load", "reaction", "fuzz")
+SECTIONS = ("platform", "load", "reaction", "fuzz", "realkubelet")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -48,6 +51,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cdi-cases", type=int, default=1_000, help="fuzz cases of the CDI edge")
     p.add_argument("--start-cases", type=int, default=20, help="daemon starts on bad checkpoints")
     p.add_argument("--edit-cases", type=int, default=60, help="live slice edits")
+    p.add_argument("--kill-trials", type=int, default=3, help="daemon kills under the kubelet")
+    p.add_argument("--kill-pods", type=int, default=10, help="pods of each burst under the kill")
+    p.add_argument("--kill-steady", type=int, default=2, help="pods running through all kills")
     p.add_argument("--render", action="store_true", help="only rewrite the page from the results")
     p.add_argument(
         "--rerun-edge",
@@ -187,6 +193,32 @@ def rerun_edge(args: argparse.Namespace) -> None:
     PAGE.write_text(render(data))
 
 
+# --- the node daemon killed under the real kubelet -------------------------------
+
+
+def realkubelet_section(args: argparse.Namespace) -> None:
+    """A real-nodes cluster; each trial's result is stored as soon as it is done."""
+    started = time.monotonic()
+    with running_cluster("--real-nodes", start_timeout=1800.0) as cluster:
+        real = real_cluster(cluster)
+        node = sorted(real.nodes)[0]
+        steady_pods(real, node, "realkill-steady", args.kill_steady)
+        done: dict[str, Any] = {
+            "node": node,
+            "nodes": len(real.nodes),
+            "pods": args.kill_pods,
+            "steady": args.kill_steady,
+            "trigger": TRIGGER,
+            "trials": [],
+        }
+        for i in range(args.kill_trials):
+            trial = kill_during_burst(real, node, f"realkill-{i}", args.kill_pods)
+            print(f"  trial {i + 1}: {trial.to_json()}", flush=True)
+            done["trials"].append(trial.to_json())
+            done["seconds"] = round(time.monotonic() - started, 1)
+            store("realkubelet", done, args)
+
+
 # --- results ------------------------------------------------------------------
 
 
@@ -225,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     if "fuzz" in wanted:
         print("fuzz ...", flush=True)
         fuzz_section(args)
+    if "realkubelet" in wanted:
+        print("realkubelet ...", flush=True)
+        realkubelet_section(args)
     print(f"wrote {RESULTS} and {PAGE}")
     return 0
 

@@ -78,6 +78,80 @@ Command: `{cmd}`
 """
 
 
+REALKUBELET_HEADER = [
+    "trial",
+    "in checkpoint at kill",
+    "prepares cut",
+    "daemon back (s)",
+    "all running (s)",
+    "prepares by the new daemon",
+    "cores handed twice",
+    "claims on other devices",
+    "checkpoint / CDI specs off the live claims",
+    "cores leaked / CDI specs left after delete",
+    "pods disturbed / lost the workload API",
+    "slices replaced / devices duplicated / lost",
+]
+
+
+def realkubelet(result: dict[str, Any], cmd: str) -> str:
+    rows = [
+        [
+            i + 1,
+            f"{t['recorded_at_kill']} of {t['pods']}",
+            t["prepares_cut"],
+            f"{t['daemon_back_seconds']:.1f}",
+            f"{t['all_running_seconds']:.1f}",
+            "n/a" if t["restarted_daemon_prepares"] is None else t["restarted_daemon_prepares"],
+            t["cores_handed_twice"],
+            t["claims_with_other_devices"],
+            f"{t['checkpoint_off_while_running']} / {t['cdi_off_while_running']}",
+            f"{t['leaked_cores_after_delete']} / {t['cdi_left_after_delete']}",
+            f"{t['pods_disturbed']} / {t['workload_api_lost']}",
+            f"{t['slices_replaced']} / {t['devices_duplicated']} / {t['devices_lost']}",
+        ]
+        for i, t in enumerate(result["trials"])
+    ]
+    notes = [
+        f"- trial {i + 1}: {'; '.join(t['detail'])}"
+        for i, t in enumerate(result["trials"])
+        if t["detail"]
+    ]
+    return f"""## Node daemon killed under the real kubelet
+
+A real-nodes cluster of {result["nodes"]} nodes: real kubelets, containerd and
+runc, the driver image running as the chart's DaemonSet pods. On
+{result["node"]}, with {result["steady"]} chip pods running throughout,
+{result["pods"]} pods with a whole-chip claim each are created at once and the
+daemon is SIGKILLed at this trigger: {result["trigger"]}. The kubelet then
+restarts its container; it backs off longer after each restart of the same
+container, so later trials wait longer for the daemon.
+
+*Prepares cut* counts the burst's pods whose prepare the kubelet reported
+failed (a FailedPrepareDynamicResources event): calls in flight at the kill
+or made while the daemon was down. *Daemon back* and *all running* are timed
+from the kill. *Prepares by the new daemon* is the restarted daemon's own
+request counter; with the claims recorded at the kill it exceeds the burst
+when the kubelet asks again for a claim whose answer the kill cut, which the
+daemon answers from its checkpoint.
+
+Checked while the pods run: no core of the node is held by two claims in the
+checkpoint or given to two containers by the CDI specs, each claim is
+recorded with the devices the scheduler allocated, and the checkpoint and the
+CDI specs hold exactly the claims of the node's pods. After the burst is
+deleted, nothing of it is left. Disturbed pods are steady or burst pods
+deleted, replaced or with a restarted container; once the burst runs, each of
+them runs `trainium-dra workload` again inside its container (`kubectl exec`)
+and must reach its claim on the daemon's workload API. All counts must be 0.
+
+{table(REALKUBELET_HEADER, rows)}
+
+{chr(10).join(notes) if notes else "Nothing was disturbed."}
+
+Command: `{cmd}`
+"""
+
+
 def load(result: dict[str, Any], cmd: str) -> str:
     rows = [
         [
@@ -182,7 +256,13 @@ Command: `{cmd}`
 """
 
 
-SECTIONS = {"platform": platform, "load": load, "reaction": reaction, "fuzz": fuzz}
+SECTIONS = {
+    "platform": platform,
+    "realkubelet": realkubelet,
+    "load": load,
+    "reaction": reaction,
+    "fuzz": fuzz,
+}
 
 
 def render(data: dict[str, Any]) -> str:

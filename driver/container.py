@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError
+from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, WorkloadUnreachableError
 
 SHOWN_ENV = (
     "NEURON_RT_VISIBLE_CORES",
@@ -45,6 +45,23 @@ def run_workload(endpoint: ClaimEndpoint, spec: dict[str, Any], timeout: float) 
     say("job", json.dumps({k: job.get(k) for k in ("id", "state", "error")}, sort_keys=True))
 
 
+def inspect_once_up(endpoint: ClaimEndpoint, wait: float) -> dict[str, Any]:
+    """The claim, once the workload API answers: a container can start while the
+    node daemon restarts (its claim was prepared before), and must not fail then."""
+    deadline = time.monotonic() + wait
+    waiting = False
+    while True:
+        try:
+            return endpoint.inspect()
+        except WorkloadUnreachableError as err:
+            if time.monotonic() > deadline:
+                raise
+            if not waiting:
+                say("waiting_for_api", err)
+                waiting = True
+        time.sleep(POLL)
+
+
 def probe_other_claim(endpoint: ClaimEndpoint, other_uid: str) -> None:
     """Use this claim's token on another claim: the node daemon must refuse."""
     other = ClaimEndpoint(other_uid, endpoint.socket, endpoint.token)
@@ -71,6 +88,12 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the workload")
     p.add_argument(
+        "--api-wait",
+        type=float,
+        default=120.0,
+        help="seconds to wait for the workload API while the node daemon (re)starts",
+    )
+    p.add_argument(
         "--exit",
         action="store_true",
         help="wait for the workload to finish and exit, instead of holding until the pod stops",
@@ -81,7 +104,7 @@ def main(argv: list[str]) -> int:
     try:
         spec = json.loads(args.spec) if args.spec else None
         endpoint = ClaimEndpoint.from_environment(os.environ)
-        claim = endpoint.inspect()
+        claim = inspect_once_up(endpoint, args.api_wait)
         say("workload_api", "reachable")
         say("claim_cores", ",".join(map(str, claim["visible_cores"])))
         say("claim_devices", ",".join(claim["devices"]))

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from driver.localsim.kubelet import ContainerEdits
+from driver.plugin.cdi import host_path
 
 WORKLOAD_ANNOTATION = "trainium.sim.dev/workload"
 """Pod annotation: a JSON workload spec (simdevice.workloads) each container
@@ -26,6 +27,10 @@ TIMEOUT = 60.0
 
 class WorkloadError(RuntimeError):
     """The workload could not be started; the message is what the pod shows."""
+
+
+class WorkloadUnreachableError(WorkloadError):
+    """Nothing answers on the socket: the node daemon is down or restarting."""
 
 
 def workload_spec(annotations: Mapping[str, str] | None) -> dict[str, Any] | None:
@@ -62,12 +67,17 @@ class ClaimEndpoint:
         uid = env.get("TRAINIUM_DRA_CLAIM_UID")
         if uid is None:
             return None
-        host = {m["containerPath"]: Path(m["hostPath"]) for m in edits.mounts}
         try:
-            socket = host[env["TRAINIUM_DRA_WORKLOAD_SOCKET"]]
-            token = host[env["TRAINIUM_DRA_TOKEN_FILE"]].read_text().strip()
+            socket, token_file = (
+                host_path(edits.mounts, env[key])
+                for key in ("TRAINIUM_DRA_WORKLOAD_SOCKET", "TRAINIUM_DRA_TOKEN_FILE")
+            )
         except KeyError as err:
-            raise WorkloadError(f"CDI edits of claim {uid} lack the mount of {err}") from err
+            raise WorkloadError(f"CDI edits of claim {uid} lack {err}") from err
+        if socket is None or token_file is None:
+            raise WorkloadError(f"CDI edits of claim {uid} lack the mount of its socket or token")
+        try:
+            token = token_file.read_text().strip()
         except OSError as err:
             raise WorkloadError(f"token of claim {uid}: {err}") from err
         return cls(uid, socket, token)
@@ -82,6 +92,8 @@ class ClaimEndpoint:
                     json=body,
                     headers={"Authorization": f"Bearer {self.token}"},
                 )
+        except httpx.TransportError as err:
+            raise WorkloadUnreachableError(f"workload API at {self.socket}: {err}") from err
         except httpx.HTTPError as err:
             raise WorkloadError(f"workload API at {self.socket}: {err}") from err
         if response.status_code >= 400:

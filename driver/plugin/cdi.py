@@ -3,13 +3,15 @@
 One CDI device per claim, named by the claim UID, carrying the claim's core
 list (`NEURON_RT_VISIBLE_CORES`, host-global logical ids), its LNC, its
 fabric ring and addresses, and mounts for the node's workload API socket and
-the claim's token file.
+the claim's token file. The socket is reached through a mount of its
+directory, not of the socket file: a bind mount pins the inode it was made
+from, and a restarted daemon binds a new one.
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from driver.plugin.atomicfile import remove, write_replace
@@ -17,7 +19,8 @@ from driver.plugin.atomicfile import remove, write_replace
 CDI_VERSION = "0.6.0"
 CDI_CLASS = "claim"
 CONTAINER_RUNTIME_DIR = "/var/run/trainium-dra"
-CONTAINER_WORKLOAD_SOCKET = f"{CONTAINER_RUNTIME_DIR}/workload.sock"
+CONTAINER_WORKLOAD_DIR = f"{CONTAINER_RUNTIME_DIR}/workload"
+CONTAINER_WORKLOAD_SOCKET = f"{CONTAINER_WORKLOAD_DIR}/workload.sock"
 CONTAINER_TOKEN_FILE = f"{CONTAINER_RUNTIME_DIR}/token"
 
 
@@ -68,9 +71,9 @@ def claim_spec(driver: str, edits: ClaimEdits) -> dict[str, Any]:
     ]
     mounts = [
         {
-            "hostPath": str(edits.workload_socket),
-            "containerPath": CONTAINER_WORKLOAD_SOCKET,
-            "options": ["rbind", "rw"],
+            "hostPath": str(edits.workload_socket.parent),
+            "containerPath": CONTAINER_WORKLOAD_DIR,
+            "options": ["rbind", "ro"],
         },
         {
             "hostPath": str(edits.token_file),
@@ -83,6 +86,21 @@ def claim_spec(driver: str, edits: ClaimEdits) -> dict[str, Any]:
         "kind": cdi_kind(driver),
         "devices": [{"name": edits.claim_uid, "containerEdits": {"env": env, "mounts": mounts}}],
     }
+
+
+def host_path(mounts: Sequence[Mapping[str, Any]], container_path: str) -> Path | None:
+    """The host path behind `container_path` through the deepest mount holding it."""
+    inside = PurePosixPath(container_path)
+    best: tuple[PurePosixPath, str] | None = None
+    for mount in mounts:
+        target = PurePosixPath(mount["containerPath"])
+        if (inside == target or target in inside.parents) and (
+            best is None or len(target.parts) > len(best[0].parts)
+        ):
+            best = (target, mount["hostPath"])
+    if best is None:
+        return None
+    return Path(best[1]) / inside.relative_to(best[0])
 
 
 def spec_bytes(driver: str, edits: ClaimEdits) -> bytes:

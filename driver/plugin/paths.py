@@ -54,8 +54,14 @@ class NodePaths:
         return self.state_dir / "token.key"
 
     @property
+    def workload_dir(self) -> Path:
+        """Holds only the workload socket; CDI mounts this directory into containers,
+        so a restarted daemon's new socket reaches containers that started before."""
+        return self.state_dir / "workload"
+
+    @property
     def workload_socket(self) -> Path:
-        return self.state_dir / "workload.sock"
+        return self.workload_dir / "workload.sock"
 
     @property
     def claims_dir(self) -> Path:

@@ -385,4 +385,5 @@ def ensure_dirs(paths: NodePaths) -> None:
     paths.state_dir.mkdir(mode=0o750, parents=True, exist_ok=True)
     os.chmod(paths.state_dir, 0o750)
     paths.claims_dir.mkdir(mode=0o711, exist_ok=True)
+    paths.workload_dir.mkdir(mode=0o711, exist_ok=True)
     paths.cdi_dir.mkdir(mode=0o755, parents=True, exist_ok=True)

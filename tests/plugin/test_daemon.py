@@ -14,7 +14,7 @@ import pytest
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.healthcache import HealthCache
 from driver.localsim.kubelet import KubeletError, container_edits
-from driver.plugin import kubeletapi, kubeletclient
+from driver.plugin import cdi, kubeletapi, kubeletclient
 from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.devices import device_attributes
 from simdevice.topology import CoreRange
@@ -123,7 +123,8 @@ def test_prepare_run_and_unprepare_a_core_partition(daemon: Daemon, rack: Rack) 
     assert edits.env["NEURON_LOGICAL_NC_CONFIG"] == "1"
     mounts = {m["containerPath"]: Path(m["hostPath"]) for m in edits.mounts}
     token = mounts[edits.env["TRAINIUM_DRA_TOKEN_FILE"]].read_text()
-    socket_path = mounts[edits.env["TRAINIUM_DRA_WORKLOAD_SOCKET"]]
+    socket_path = cdi.host_path(edits.mounts, edits.env["TRAINIUM_DRA_WORKLOAD_SOCKET"])
+    assert socket_path == paths.workload_socket
     assert kubelet.prepare(refs).keys() == {uid}  # idempotent
 
     api = httpx.Client(transport=httpx.HTTPTransport(uds=str(socket_path)), base_url="http://node")

@@ -102,9 +102,14 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
     assert resolved.env["TRAINIUM_DRA_RING"] == "4,5"
     assert resolved.env["TRAINIUM_DRA_FABRIC_IPS"] == "fd00::1/64,fd00::2/64"
     assert {m["containerPath"] for m in resolved.mounts} == {
-        cdi.CONTAINER_WORKLOAD_SOCKET,
+        cdi.CONTAINER_WORKLOAD_DIR,
         cdi.CONTAINER_TOKEN_FILE,
     }
+    socket = cdi.host_path(resolved.mounts, resolved.env["TRAINIUM_DRA_WORKLOAD_SOCKET"])
+    assert socket == edits.workload_socket
+    assert cdi.host_path(resolved.mounts, resolved.env["TRAINIUM_DRA_TOKEN_FILE"]) == (
+        edits.token_file
+    )
     assert cdi.remove_spec(tmp_path, "trainium.sim.dev", "uid-1")
     assert not path.exists()
 
