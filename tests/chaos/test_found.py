@@ -47,6 +47,27 @@ def test_checkpoint_record_of_the_wrong_shape_is_refused(record: Any) -> None:
     assert str(err.value).startswith("/state/checkpoint.json: ")
 
 
+def test_a_checkpoint_record_under_another_uid_is_refused() -> None:
+    """Found by the start-up edge: the daemon kept the record but wrote its
+    CDI spec under the record's own UID, then removed it as unrecorded."""
+    record = {
+        "uid": "",
+        "namespace": "ns",
+        "name": "c",
+        "state": "PrepareCompleted",
+        "lnc": 1,
+        "visible_cores": [0],
+        "devices": [],
+        "token_sha256": "0" * 64,
+    }
+    body = {"a-uid": record}
+    data = json.dumps({"version": 1, "checksum": checksum(body), "claims": body}).encode()
+    with pytest.raises(CheckpointError) as err:
+        decode(data, Path("/state/checkpoint.json"))
+    assert str(err.value).startswith("/state/checkpoint.json: claims.a-uid.uid: ")
+    assert "move it aside" in str(err.value)
+
+
 @pytest.mark.parametrize("lnc", [2.0, 1.0, True])
 def test_a_logical_neuron_core_that_is_not_an_integer_is_refused(lnc: Any) -> None:
     """2.0 equals 2, so it once passed the check and reached prepare as a float."""
