@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from benchmarks.reliability_page import PAGE, render
 from benchmarks.report import RESULTS_DIR, machine
 from driver.localsim.controlplane import ControlPlane
-from tests.chaos import daemon_edges, parser_edges, slice_edits
+from tests.chaos import daemon_edges, parser_edges, slice_edits, startup_edge
 from tests.chaos.fuzzing import FuzzRun, run_property
 from tests.chaos.load import load_rounds
 from tests.chaos.localrack import ChaosCluster, chaos_cluster
@@ -38,6 +38,7 @@ CDI_BATCH = 10
 """Foreign file sets placed together around one prepare and unprepare."""
 EDIT_BATCH = 20
 """Edit lists written before one wait for the controller's restore."""
+START_IN_PROCESS = "damaged checkpoint at start (in process)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -142,6 +143,9 @@ def fuzz_section(args: argparse.Namespace) -> None:
 
     for edge, (strategy, check) in PURE_EDGES.items():
         record(fuzz(edge, strategy, check, args.cases))
+    with startup_edge.scratch() as root:
+        check = partial(startup_edge.check_restore, root)
+        record(fuzz(START_IN_PROCESS, parser_edges.checkpoint_files, check, args.cases))
     with control_plane() as plane:
         with daemon_edges.prepared_daemon(plane) as prepared:
             with daemon_edges.workload_client(prepared) as http:

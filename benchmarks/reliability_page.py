@@ -187,8 +187,9 @@ one after another (each to the slices as they are then, while the controller
 may be restoring an earlier one) and then waits until the controller has put
 the pool back. A damaged checkpoint at daemon start needs a fresh daemon
 process per case, a few seconds each, so that edge runs a few cases only;
-the same damaged files go through the checkpoint decode the daemon runs at
-start in the "checkpoint file (decode)" row. Edges below {FULL_CASES:,}
+the same damaged files go through the daemon's own start-up steps in
+process (checkpoint and journal opened, unfinished records dropped, the
+files of every claim rewritten) in the "at start (in process)" row. Edges below {FULL_CASES:,}
 cases in this run: {", ".join(f"{e['edge']} ({e['cases']})" for e in short) or "none"}.
 
 Command: `{cmd}`
