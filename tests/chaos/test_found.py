@@ -10,6 +10,7 @@ import pytest
 from driver.devicemodel.ultraserver import SpecError, parse_spec
 from driver.plugin.checkpoint import CheckpointError, checksum, decode
 from driver.plugin.claimconfig import API_GROUP_VERSION, ConfigError, parse_config
+from simdevice.workloads import WorkloadError, parse_workload
 
 META = {"name": "found", "uid": "u", "generation": 1}
 GEN1 = {"generation": "trn3-gen1", "nodes": {"selector": {"matchLabels": {"rack": "a"}}}}
@@ -75,3 +76,12 @@ def test_a_logical_neuron_core_that_is_not_an_integer_is_refused(lnc: Any) -> No
     with pytest.raises(ConfigError) as err:
         parse_config(parameters, "config")
     assert str(err.value).startswith("config.logicalNeuronCore: must be one of 1, 2, 4")
+
+
+@pytest.mark.parametrize("kind", [[], {}, [1]])
+def test_a_workload_kind_that_is_not_text_is_refused(kind: Any) -> None:
+    """Found by the workload API edge: a list as kind was looked up in a dict
+    and the daemon answered 500."""
+    with pytest.raises(WorkloadError) as err:
+        parse_workload({"kind": kind})
+    assert str(err.value).startswith("kind: ") and "gemm" in str(err.value)
