@@ -120,7 +120,8 @@ def run_property(
     except Exception as err:
         if raise_failure:
             raise
-        failure = f"{type(err).__name__}: {err}"[:2000]
+        notes = getattr(err, "__notes__", [])  # hypothesis's smallest failing input
+        failure = " ".join([f"{type(err).__name__}: {err}", *notes])[:2000]
     return FuzzRun(
         edge=edge,
         cases=sum(outcomes.values()),
