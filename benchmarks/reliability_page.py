@@ -180,20 +180,37 @@ Live edits the controller did not put back within 60 s: {len(result["unrestored_
 
 A round is one input hypothesis generated. Where a case costs a slow step
 of a real process, several cases share it: the CDI edge places
-{result.get("cdi_batch", 1)} foreign file sets at once around one prepare and
-unprepare of a claim, then checks every set is as it was and the kept claim
-intact; the live slice edge writes {result.get("edit_batch", 1)} edit lists
-one after another (each to the slices as they are then, while the controller
-may be restoring an earlier one) and then waits until the controller has put
-the pool back. A damaged checkpoint at daemon start needs a fresh daemon
-process per case, a few seconds each, so that edge runs a few cases only;
-the same damaged files go through the daemon's own start-up steps in
-process (checkpoint and journal opened, unfinished records dropped, the
-files of every claim rewritten) in the "at start (in process)" row. Edges below {FULL_CASES:,}
-cases in this run: {", ".join(f"{e['edge']} ({e['cases']})" for e in short) or "none"}.
+{result.get("cdi_batch", 1)} foreign file sets at once around one prepare
+and unprepare of a claim, then checks every set is as it was and the kept
+claim intact; the live slice edge writes {result.get("edit_batch", 1)} edit
+lists one after another (each to the slices as they are then, while the
+controller may be restoring an earlier one) and then waits until the
+controller has put the pool back.
+
+Edges below {FULL_CASES:,} cases in this run:
+{chr(10).join(f"- {e['edge']}: {e['cases']}, {why(e)}" for e in short) or "none."}
 
 Command: `{cmd}`
 """
+
+
+def why(edge: dict[str, Any]) -> str:
+    """Why an edge runs fewer cases, with its own cost per case."""
+    each = edge["seconds"] / max(1, edge["cases"])
+    if edge["edge"] == "damaged checkpoint at daemon start":
+        return (
+            f"a fresh daemon process per case ({each:.1f} s each); the same damaged files "
+            "go through the daemon's own start-up steps in process (checkpoint and journal "
+            "opened, unfinished records dropped, every claim's files rewritten) in the "
+            '"at start (in process)" row.'
+        )
+    if edge["edge"] == "slice edited (live controller)":
+        return (
+            f"{each:.2f} s per edit list (a read of the pool, the writes, and the "
+            "controller's own rewrite of the pool on the same cores); the plan that "
+            'restores the pool is fuzzed in process in the "controller plan" row.'
+        )
+    return "fewer cases asked for in the command."
 
 
 SECTIONS = {"platform": platform, "load": load, "reaction": reaction, "fuzz": fuzz}
