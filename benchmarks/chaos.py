@@ -15,7 +15,7 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from benchmarks.reliability_page import PAGE, render
 from benchmarks.report import RESULTS_DIR, machine
 from driver.localsim.controlplane import ControlPlane
-from tests.chaos import daemon_edges, parser_edges, slice_edits
+from tests.chaos import daemon_edges, parser_edges, slice_edits, startup_edge
 from tests.chaos.fuzzing import FuzzRun, run_property
 from tests.chaos.load import load_rounds
 from tests.chaos.localrack import ChaosCluster, chaos_cluster
@@ -37,6 +37,11 @@ from tests.realnodes.realcluster import real_cluster
 
 RESULTS = RESULTS_DIR / "chaos.json"
 SECTIONS = ("platform", "load", "reaction", "fuzz", "realkubelet")
+CDI_BATCH = 10
+"""Foreign file sets placed together around one prepare and unprepare."""
+EDIT_BATCH = 20
+"""Edit lists written before one wait for the controller's restore."""
+START_IN_PROCESS = "damaged checkpoint at start (in process)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -48,9 +53,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="load rounds")
     p.add_argument("--trials", type=int, default=50, help="fault-to-eviction trials")
     p.add_argument("--cases", type=int, default=10_000, help="fuzz cases per fast edge")
-    p.add_argument("--cdi-cases", type=int, default=1_000, help="fuzz cases of the CDI edge")
+    p.add_argument("--cdi-cases", type=int, default=10_000, help="foreign file sets (CDI edge)")
+    p.add_argument("--cdi-batch", type=int, default=CDI_BATCH, help="foreign sets per prepare")
     p.add_argument("--start-cases", type=int, default=20, help="daemon starts on bad checkpoints")
-    p.add_argument("--edit-cases", type=int, default=60, help="live slice edits")
+    p.add_argument("--edit-cases", type=int, default=1_000, help="live slice edit lists")
+    p.add_argument("--edit-batch", type=int, default=EDIT_BATCH, help="edit lists per restore")
     p.add_argument("--kill-trials", type=int, default=3, help="daemon kills under the kubelet")
     p.add_argument("--kill-pods", type=int, default=10, help="pods of each burst under the kill")
     p.add_argument("--kill-steady", type=int, default=2, help="pods running through all kills")
@@ -111,8 +118,12 @@ PURE_EDGES: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], str]]] = {
 
 
 def fuzz(
-    edge: str, strategy: st.SearchStrategy[Any], check: Callable[[Any], str], n: int
+    edge: str,
+    strategy: st.SearchStrategy[Any],
+    check: Callable[[Any], str | Sequence[str]],
+    n: int,
 ) -> FuzzRun:
+    """`n` inputs through `check`; for a batched strategy, `n` batches."""
     run = run_property(edge, strategy, check, n, raise_failure=False)
     print(f"  {edge}: {run.cases} cases, {run.crashes} crashes, {run.hangs} hangs", flush=True)
     return run
@@ -138,6 +149,9 @@ def fuzz_section(args: argparse.Namespace) -> None:
 
     for edge, (strategy, check) in PURE_EDGES.items():
         record(fuzz(edge, strategy, check, args.cases))
+    with startup_edge.scratch() as root:
+        check = partial(startup_edge.check_restore, root)
+        record(fuzz(START_IN_PROCESS, parser_edges.checkpoint_files, check, args.cases))
     with control_plane() as plane:
         with daemon_edges.prepared_daemon(plane) as prepared:
             with daemon_edges.workload_client(prepared) as http:
@@ -145,14 +159,15 @@ def fuzz_section(args: argparse.Namespace) -> None:
                 record(
                     fuzz("workload API (daemon socket)", daemon_edges.requests, check, args.cases)
                 )
-            check = partial(daemon_edges.check_cdi_foreign, prepared)
+            cdi_check = partial(daemon_edges.check_cdi_foreign, prepared)
             done["kept_claim_intact"] = prepared.kept_intact()
+            done["cdi_batch"] = args.cdi_batch
             record(
                 fuzz(
                     "CDI dir with foreign files (daemon)",
-                    daemon_edges.foreign_sets,
-                    check,
-                    args.cdi_cases,
+                    daemon_edges.foreign_batches(args.cdi_batch),
+                    cdi_check,
+                    batches(args.cdi_cases, args.cdi_batch),
                 )
             )
             done["kept_claim_intact"] = prepared.kept_intact()
@@ -169,15 +184,23 @@ def fuzz_section(args: argparse.Namespace) -> None:
             tempfile.TemporaryDirectory(prefix="chaos-edit-") as logs,
             slice_edits.live_rack(plane, Path(logs) / "controller.log") as rack,
         ):
-            check = partial(slice_edits.check_live_edit, rack)
+            edit_check = partial(slice_edits.check_live_round, rack)
+            done["edit_batch"] = args.edit_batch
             run = fuzz(
-                "slice edited (live controller)", parser_edges.slice_edits, check, args.edit_cases
+                "slice edited (live controller)",
+                slice_edits.edit_rounds(args.edit_batch),
+                edit_check,
+                batches(args.edit_cases, args.edit_batch),
             )
             restore = sorted(rack.restore_seconds)
             done["slice_restore_p50_s"] = round(restore[len(restore) // 2], 2) if restore else None
             done["slice_restore_max_s"] = round(restore[-1], 2) if restore else None
             done["unrestored_edits"] = [repr(e)[:300] for e in rack.unrestored[:5]]
             record(run)
+
+
+def batches(cases: int, size: int) -> int:
+    return max(1, -(-cases // size))
 
 
 def rerun_edge(args: argparse.Namespace) -> None:

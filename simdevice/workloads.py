@@ -160,7 +160,7 @@ def parse_workload(spec: Mapping[str, Any]) -> Workload:
     if not isinstance(spec, Mapping):
         raise WorkloadError(f"spec: must be a mapping, got {type(spec).__name__}")
     kind = spec.get("kind")
-    if kind not in FIELDS:
+    if not isinstance(kind, str) or kind not in FIELDS:  # a list or object is not hashable
         raise WorkloadError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
     fields = FIELDS[kind]
     unknown = sorted(set(spec) - set(fields) - {"kind"})

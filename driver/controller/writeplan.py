@@ -126,6 +126,8 @@ def same(desired: JSON, existing: JSON) -> bool:
         return False
     if _owners(desired) != _owners(existing):
         return False
+    if desired["spec"] == existing["spec"]:  # the common case, without normalising
+        return True
     return normalize_spec(desired["spec"]) == normalize_spec(existing["spec"])
 
 

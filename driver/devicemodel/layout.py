@@ -78,9 +78,10 @@ class PlannedDevice:
     core_count: int
     consumes: tuple[Consumption, ...]
 
-    @property
+    @functools.cached_property
     def cores(self) -> frozenset[tuple[int, int]]:
-        """(rack chip index, physical core) pairs this device covers."""
+        """(rack chip index, physical core) pairs this device covers; kept, as
+        health checks ask it once per report for every device."""
         if self.kind == "core":
             chip = self.chips[0].index
             return frozenset(

@@ -106,9 +106,15 @@ def decode_plain(data: bytes, path: Path) -> dict[str, Any]:
 
 def records(claims: Mapping[str, Any], path: Path) -> dict[str, ClaimRecord]:
     try:
-        return {uid: _record(record) for uid, record in claims.items()}
+        out = {uid: _record(record) for uid, record in claims.items()}
     except (TypeError, KeyError, AttributeError, ValueError) as err:
         raise CheckpointError(f"{path}: claims: malformed record ({err}); move it aside") from err
+    for uid, record in out.items():
+        if record.uid != uid:  # its files would be written under the other UID
+            raise CheckpointError(
+                f"{path}: claims.{uid}.uid: is {record.uid!r}, must be its key; move it aside"
+            )
+    return out
 
 
 def decode(data: bytes, path: Path) -> dict[str, ClaimRecord]:

@@ -251,20 +251,31 @@ def remove(cdi_dir: Path, entries: list[str]) -> None:
             path.unlink()
 
 
-def check_cdi_foreign(prepared: Prepared, entries: list[tuple[str, str, bytes]]) -> str:
-    """Foreign files next to ours: a claim prepared and unprepared leaves them as they were."""
+def foreign_batches(size: int) -> st.SearchStrategy[list[list[tuple[str, str, bytes]]]]:
+    """`size` foreign sets at once: each is one case; they share one prepare cycle."""
+    return st.lists(foreign_sets, min_size=size, max_size=size)
+
+
+def check_cdi_foreign(prepared: Prepared, batch: list[list[tuple[str, str, bytes]]]) -> list[str]:
+    """Foreign files next to ours: a claim prepared and unprepared leaves every
+    set as it was. A set whose names were all taken (by ours or an earlier set
+    of the batch) places nothing and counts as refused."""
     cdi_dir = prepared.daemon.paths(prepared.node).cdi_dir
     cycled_uid = prepared.cycled[0][1]
     ours = {cdi.spec_path(cdi_dir, DRIVER, uid).name for uid in (prepared.kept_uid, cycled_uid)}
-    placed = place(cdi_dir, entries, ours)
-    before = snapshot(cdi_dir, placed)
+    placed: list[list[str]] = []
     try:
+        for entries in batch:
+            placed.append(place(cdi_dir, entries, ours))
+        before = [snapshot(cdi_dir, names) for names in placed]
         prepared.kubelet.prepare(prepared.cycled)
         assert cdi.spec_path(cdi_dir, DRIVER, cycled_uid).exists()
         prepared.kubelet.unprepare(prepared.cycled)
         assert not cdi.spec_path(cdi_dir, DRIVER, cycled_uid).exists()
-        assert snapshot(cdi_dir, placed) == before, "a foreign CDI file was changed"
+        for names, was in zip(placed, before, strict=True):
+            assert snapshot(cdi_dir, names) == was, f"a foreign CDI file was changed: {names}"
         assert prepared.kept_intact(), "the daemon died or lost the kept claim"
     finally:
-        remove(cdi_dir, placed)
-    return ACCEPTED if placed else REFUSED
+        for names in placed:
+            remove(cdi_dir, names)
+    return [ACCEPTED if names else REFUSED for names in placed]

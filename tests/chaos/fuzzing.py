@@ -1,14 +1,16 @@
 """Running one input edge's property under hypothesis and counting the outcomes.
 
-A check gets one generated input and returns `ACCEPTED` or `REFUSED`; any
-exception (a crash of the code under test, or a refusal that does not name
-its field and allowed values) fails the run, which hypothesis then shrinks
-to the smallest input that shows it.
+A check gets one generated input and returns `ACCEPTED` or `REFUSED`, or
+one outcome per case when an input is a batch of cases that share one slow
+round (a daemon's prepare cycle, a controller's restore); any exception (a
+crash of the code under test, or a refusal that does not name its field and
+allowed values) fails the run, which hypothesis then shrinks to the smallest
+input that shows it.
 """
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -77,6 +79,8 @@ class FuzzRun:
     lost: int
     seconds: float
     failure: str = ""
+    rounds: int = 0
+    """Inputs hypothesis generated; fewer than `cases` when each is a batch."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -87,12 +91,13 @@ class FuzzRun:
 def run_property(
     edge: str,
     strategy: st.SearchStrategy[T],
-    check: Callable[[T], str],
+    check: Callable[[T], str | Sequence[str]],
     examples: int,
     raise_failure: bool = True,
 ) -> FuzzRun:
     """`examples` generated inputs through `check`; the counts of what happened."""
     outcomes: Counter[str] = Counter()
+    rounds = 0
 
     @settings(
         max_examples=examples,
@@ -103,7 +108,10 @@ def run_property(
     )
     @given(strategy)
     def prop(value: T) -> None:
-        outcomes[check(value)] += 1
+        nonlocal rounds
+        outcome = check(value)
+        outcomes.update([outcome] if isinstance(outcome, str) else outcome)
+        rounds += 1
 
     started = time.monotonic()
     failure = ""
@@ -112,7 +120,8 @@ def run_property(
     except Exception as err:
         if raise_failure:
             raise
-        failure = f"{type(err).__name__}: {err}"[:2000]
+        notes = getattr(err, "__notes__", [])  # hypothesis's smallest failing input
+        failure = " ".join([f"{type(err).__name__}: {err}", *notes])[:2000]
     return FuzzRun(
         edge=edge,
         cases=sum(outcomes.values()),
@@ -123,6 +132,7 @@ def run_property(
         lost=outcomes["lost"],
         seconds=time.monotonic() - started,
         failure=failure,
+        rounds=rounds,
     )
 
 

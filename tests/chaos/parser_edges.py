@@ -383,14 +383,20 @@ slice_edits = st.lists(
 
 
 def edit_pool(pool: list[JSON], edits: list[tuple[str, int, int, Any]]) -> list[JSON]:
-    """Someone else's edits, each one kind of change to one slice."""
-    out: list[JSON] = json.loads(json.dumps(pool))
+    """Someone else's edits, each one kind of change to one slice; `pool` is
+    left as it was (only the slices edited are copied)."""
+    out: list[JSON] = list(pool)
+    copied: set[int] = set()
     for how, index, pick, value in edits:
         if not out:
             break
         with_devices = [s for s in out if s["spec"].get("devices")]
         pool = with_devices if how.endswith("device") or how.startswith("device") else out
         target = (pool or out)[index % len(pool or out)]
+        if id(target) not in copied:
+            at = next(i for i, s in enumerate(out) if s is target)
+            target = out[at] = json.loads(json.dumps(target))
+            copied.add(id(target))
         devices = target["spec"].get("devices") or []
         if how == "delete":
             out.remove(target)

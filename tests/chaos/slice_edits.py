@@ -1,9 +1,9 @@
 """Slices edited by someone else, live: the real controller must put them back.
 
 The edits are the ones of `parser_edges.edit_pool`, written to the apiserver
-(which refuses some of them itself); the controller runs with the chart's
-resync period, so a restore comes from its reaction to the edit, not from
-a periodic full pass.
+(which refuses some of them itself), several edit lists a round; the
+controller runs with the chart's resync period, so a restore comes from its
+reaction to the edits, not from a periodic full pass.
 """
 
 import contextlib
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
 from kubernetes import client
 
 from driver.controller.writeplan import same
@@ -21,6 +22,7 @@ from driver.jsontypes import JSON
 from driver.localsim.controlplane import ControlPlane
 from tests.chaos.fuzzing import ACCEPTED, HANG, REFUSED
 from tests.chaos.parser_edges import edit_pool
+from tests.chaos.parser_edges import slice_edits as edit_lists
 from tests.controller.cluster import controller, install, rack_slices, ultraserver
 from tests.waiting import wait_for
 
@@ -102,11 +104,13 @@ def write_edits(api: client.ApiClient, current: list[JSON], edited: list[JSON]) 
         name = s["metadata"]["name"]
         try:
             if name not in after:
-                resource.delete_resource_slice(name)
+                answer = resource.delete_resource_slice(name, _preload_content=False)
             elif after[name] != s:
-                resource.replace_resource_slice(name, after[name])
+                answer = resource.replace_resource_slice(name, after[name], _preload_content=False)
             else:
                 continue
+            answer.drain_conn()  # not decoded into models: that costs more than the write
+            answer.release_conn()
         except client.ApiException as err:
             if err.status not in (409, 422):
                 raise
@@ -115,9 +119,19 @@ def write_edits(api: client.ApiClient, current: list[JSON], edited: list[JSON]) 
     return taken
 
 
-def check_live_edit(rack: LiveRack, edits: list[tuple[str, int, int, Any]]) -> str:
-    current = json.loads(json.dumps(rack_slices(rack.api, RACK)))
-    taken = write_edits(rack.api, current, edit_pool(current, edits))
+def edit_rounds(size: int) -> st.SearchStrategy[list[list[tuple[str, int, int, Any]]]]:
+    """`size` edit lists written one after another: each is one case; the
+    controller must have put the pool back once the round's writes are done."""
+    return st.lists(edit_lists, min_size=size, max_size=size)
+
+
+def check_live_round(rack: LiveRack, batch: list[list[tuple[str, int, int, Any]]]) -> list[str]:
+    """Each edit list applied to the slices as they are then (the controller
+    may be restoring an earlier one meanwhile); one wait for the restore."""
+    taken = []
+    for edits in batch:
+        current = json.loads(json.dumps(rack_slices(rack.api, RACK)))
+        taken.append(write_edits(rack.api, current, edit_pool(current, edits)))
     started = time.monotonic()
     try:
         wait_for(
@@ -127,8 +141,12 @@ def check_live_edit(rack: LiveRack, edits: list[tuple[str, int, int, Any]]) -> s
             interval=0.1,
         )
     except AssertionError:
-        rack.unrestored.append(edits)
-        return HANG
-    if taken:
+        rack.unrestored.append(batch)
+        return [HANG] * len(batch)
+    if any(taken):
         rack.restore_seconds.append(time.monotonic() - started)
-    return ACCEPTED if taken else REFUSED
+    return [ACCEPTED if n else REFUSED for n in taken]
+
+
+def check_live_edit(rack: LiveRack, edits: list[tuple[str, int, int, Any]]) -> str:
+    return check_live_round(rack, [edits])[0]

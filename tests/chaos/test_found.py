@@ -10,6 +10,7 @@ import pytest
 from driver.devicemodel.ultraserver import SpecError, parse_spec
 from driver.plugin.checkpoint import CheckpointError, checksum, decode
 from driver.plugin.claimconfig import API_GROUP_VERSION, ConfigError, parse_config
+from simdevice.workloads import WorkloadError, parse_workload
 
 META = {"name": "found", "uid": "u", "generation": 1}
 GEN1 = {"generation": "trn3-gen1", "nodes": {"selector": {"matchLabels": {"rack": "a"}}}}
@@ -47,6 +48,27 @@ def test_checkpoint_record_of_the_wrong_shape_is_refused(record: Any) -> None:
     assert str(err.value).startswith("/state/checkpoint.json: ")
 
 
+def test_a_checkpoint_record_under_another_uid_is_refused() -> None:
+    """Found by the start-up edge: the daemon kept the record but wrote its
+    CDI spec under the record's own UID, then removed it as unrecorded."""
+    record = {
+        "uid": "",
+        "namespace": "ns",
+        "name": "c",
+        "state": "PrepareCompleted",
+        "lnc": 1,
+        "visible_cores": [0],
+        "devices": [],
+        "token_sha256": "0" * 64,
+    }
+    body = {"a-uid": record}
+    data = json.dumps({"version": 1, "checksum": checksum(body), "claims": body}).encode()
+    with pytest.raises(CheckpointError) as err:
+        decode(data, Path("/state/checkpoint.json"))
+    assert str(err.value).startswith("/state/checkpoint.json: claims.a-uid.uid: ")
+    assert "move it aside" in str(err.value)
+
+
 @pytest.mark.parametrize("lnc", [2.0, 1.0, True])
 def test_a_logical_neuron_core_that_is_not_an_integer_is_refused(lnc: Any) -> None:
     """2.0 equals 2, so it once passed the check and reached prepare as a float."""
@@ -54,3 +76,12 @@ def test_a_logical_neuron_core_that_is_not_an_integer_is_refused(lnc: Any) -> No
     with pytest.raises(ConfigError) as err:
         parse_config(parameters, "config")
     assert str(err.value).startswith("config.logicalNeuronCore: must be one of 1, 2, 4")
+
+
+@pytest.mark.parametrize("kind", [[], {}, [1]])
+def test_a_workload_kind_that_is_not_text_is_refused(kind: Any) -> None:
+    """Found by the workload API edge: a list as kind was looked up in a dict
+    and the daemon answered 500."""
+    with pytest.raises(WorkloadError) as err:
+        parse_workload({"kind": kind})
+    assert str(err.value).startswith("kind: ") and "gemm" in str(err.value)

@@ -1,14 +1,17 @@
 """Every pure input edge under hypothesis: no crash, refusals name the field
 and the allowed values, accepted input is well typed (benchmarks/chaos.py
-runs the same properties with 10,000 cases each)."""
+runs the same properties with 10,000 cases each), and a damaged checkpoint
+through the daemon's start-up steps in process."""
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
 from hypothesis import strategies as st
 
 from tests.chaos import parser_edges as edges
+from tests.chaos import startup_edge
 from tests.chaos.fuzzing import run_property
 
 CASES = 200
@@ -28,3 +31,11 @@ def test_edge_survives_fuzzing(edge: str) -> None:
     cases = CASES // 2 if edge.startswith("slice") else CASES
     run = run_property(edge, strategy, check, cases)
     assert run.cases >= cases // 2 and run.crashes == 0, run
+
+
+def test_damaged_checkpoint_through_the_start_up_steps() -> None:
+    with startup_edge.scratch() as root:
+        run = run_property(
+            "start-up", edges.checkpoint_files, partial(startup_edge.check_restore, root), CASES
+        )
+    assert run.cases >= CASES // 2 and run.crashes == 0 and run.accepted and run.refused, run

@@ -9,7 +9,6 @@ import pytest
 from driver.localsim.controlplane import ControlPlane
 from tests.chaos import slice_edits
 from tests.chaos.fuzzing import ACCEPTED, run_property
-from tests.chaos.parser_edges import slice_edits as edit_lists
 
 pytestmark = pytest.mark.integration
 
@@ -40,5 +39,6 @@ def test_an_edit_is_undone_before_the_resync(
 
 
 def test_fuzzed_edits_are_undone(rack: slice_edits.LiveRack) -> None:
-    run = run_property("slice edits", edit_lists, partial(slice_edits.check_live_edit, rack), 8)
-    assert run.crashes == run.hangs == 0, (run, rack.unrestored)
+    check = partial(slice_edits.check_live_round, rack)
+    run = run_property("slice edits", slice_edits.edit_rounds(2), check, 4)
+    assert run.crashes == run.hangs == 0 and run.cases == 2 * run.rounds, (run, rack.unrestored)
