@@ -188,11 +188,10 @@ def run(flags: flagmod.Flags) -> int:
             control.start()
         serving = True
         where = control.where() if control is not None else "off"
-        print(
-            f"ready http={status.port} nodes={len(nodes)} sim-control={where}",
-            file=sys.stderr,
-            flush=True,
-        )
+        # One write, newline included: print() writes the line and its newline
+        # separately, and a log record from another thread landed between them.
+        sys.stderr.write(f"ready http={status.port} nodes={len(nodes)} sim-control={where}\n")
+        sys.stderr.flush()
         stop.wait()
     finally:
         if serving:
