@@ -156,12 +156,20 @@ def condition(rack: JSON | None, kind: str) -> JSON | None:
     return None
 
 
-def published(api: client.ApiClient, rack: str, slices: int) -> bool:
-    """All `slices` slices exist, at one generation, and status says Published."""
+def published(api: client.ApiClient, rack: str, slices: int, generation: int | None = None) -> bool:
+    """All `slices` slices exist, at one generation (`generation` when given), and
+    status says Published. Obsolete slices are deleted before the others move to
+    the new generation, so a count alone can still be the old generation."""
     items = rack_slices(api, rack)
     gens = {s["spec"]["pool"]["generation"] for s in items}
     ok = condition(get_rack(api, rack), "Published")
-    return len(items) == slices and len(gens) == 1 and ok is not None and ok["status"] == "True"
+    return (
+        len(items) == slices
+        and len(gens) == 1
+        and (generation is None or gens == {generation})
+        and ok is not None
+        and ok["status"] == "True"
+    )
 
 
 def load_claim(name: str, new_name: str, namespace: str, rack: str | None = None) -> JSON:

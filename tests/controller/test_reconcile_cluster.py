@@ -70,7 +70,11 @@ def cluster(control_plane: ControlPlane) -> Iterator[tuple[ControlPlane, client.
                     if err.status != 404:
                         raise
             for node in NODES:
-                control_plane.delete_node(node)
+                try:
+                    control_plane.delete_node(node)
+                except client.exceptions.ApiException as err:
+                    if err.status != 404:
+                        raise
             custom(api).delete_namespaced_custom_object(
                 "coordination.k8s.io", "v1", "default", "leases", LEASE
             )
@@ -123,7 +127,7 @@ def test_restart_mid_publish_then_quiet_resync_then_node_churn(
         # A node goes away: its slice and the rack device go, the pool generation moves.
         generation = rack_slices(api, RACK)[0]["spec"]["pool"]["generation"]
         cp.delete_node(NODES[7])
-        wait_for("node 7 withdrawn", lambda: published(api, RACK, SLICES - 2), 60)
+        wait_for("node 7 withdrawn", lambda: published(api, RACK, SLICES - 2, generation + 1), 60)
         left = rack_slices(api, RACK)
         assert {s["spec"]["pool"]["generation"] for s in left} == {generation + 1}
         assert not [
@@ -139,7 +143,7 @@ def test_restart_mid_publish_then_quiet_resync_then_node_churn(
 
         # ... and comes back.
         cp.create_node(NODES[7])
-        wait_for("node 7 back", lambda: published(api, RACK, SLICES), 60)
+        wait_for("node 7 back", lambda: published(api, RACK, SLICES, generation + 2), 60)
         assert {s["spec"]["pool"]["generation"] for s in rack_slices(api, RACK)} == {generation + 2}
         wait_for("ready again", lambda: condition(get_rack(api, RACK), "Ready")["status"] == "True")  # type: ignore[index]
 
