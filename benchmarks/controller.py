@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     racks = [int(r) for r in args.racks.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-controller-"))
     results: dict[str, Any] = {}
-    with ControlPlane.running(work / "cp") as cp, cp.api_client() as api:
+    with ControlPlane.running(work / "cp", storage_only=True) as cp, cp.api_client() as api:
         install(cp)
         for i in range(max(racks)):
             for node in rack_nodes(i):
@@ -92,7 +92,8 @@ def publish_markdown(runs: list[dict[str, Any]]) -> list[str]:
         "v0.36.3 in hack/slice-anchor, no client-side rate limit, one worker as upstream",
         "runs it) from its start to its last slice created, publishing the same devices",
         "and counters built by our slice builder (upstream sets one node selection per",
-        "pool, so `allNodes`). Same apiserver, same run, one after the other. Writes are",
+        "pool, so `allNodes`). Same apiserver, same run, one after the other; etcd and",
+        "kube-apiserver only (no scheduler or controller-manager caching every slice). Writes are",
         "the controller's own count (`trainium_dra_controller_writes_total`); the",
         "apiserver's `apiserver_request_total` counts every client over the same time.",
         "CPU is the controller process's own (user + system):",

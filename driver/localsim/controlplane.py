@@ -128,6 +128,10 @@ class ControlPlaneConfig:
     """Real kubelets join: Node authorizer, ServiceAccount admission, pod controllers."""
     scheduler_flags: tuple[str, ...] = ()
     """Extra kube-scheduler flags, e.g. a benchmark's client QPS."""
+    storage_only: bool = False
+    """etcd and kube-apiserver alone: a publishing benchmark at 100 racks, where
+    the scheduler's and the controller-manager's caches of every slice would
+    take gigabytes the benchmark does not measure."""
 
     @property
     def url(self) -> str:
@@ -307,6 +311,7 @@ class ControlPlane:
         address: str = "127.0.0.1",
         real_nodes: bool = False,
         scheduler_flags: tuple[str, ...] = (),
+        storage_only: bool = False,
     ) -> Iterator["ControlPlane"]:
         """Start a control plane in `workdir`, yield it, stop it whatever happens."""
         gates = {**DRA_FEATURE_GATES, **(feature_gates or {})}
@@ -317,6 +322,7 @@ class ControlPlane:
             address=address,
             real_nodes=real_nodes,
             scheduler_flags=scheduler_flags,
+            storage_only=storage_only,
         )
         plane = cls(config, binaries or Binaries.locate())
         try:
@@ -354,6 +360,9 @@ class ControlPlane:
             on_progress("starting kube-apiserver")
             apiserver = self._spawn("kube-apiserver", apiserver_args(cfg, bins.kube_apiserver))
             self._wait(apiserver, lambda: self._http_ok(f"{cfg.url}/readyz", auth=True))
+            if cfg.storage_only:
+                on_progress("control plane ready (etcd and kube-apiserver only)")
+                return
             on_progress("starting kube-controller-manager and kube-scheduler")
             manager = self._spawn(
                 "kube-controller-manager",

@@ -157,3 +157,15 @@ def test_scheduler_allocates_through_counters_and_refuses_overcommit(
     message = wait_for("the scheduler to refuse the second pod", unschedulable_message)
     assert "cannot allocate all claims" in message
     assert core.read_namespaced_pod("second", NAMESPACE).spec.node_name is None
+
+
+def test_a_storage_only_plane_serves_the_api_without_scheduler_or_manager(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The publishing benchmark's plane: etcd and kube-apiserver answer, nothing else runs."""
+    workdir = tmp_path_factory.mktemp("storage-only")
+    with ControlPlane.running(workdir, storage_only=True) as cp, cp.api_client() as api:
+        assert [c.name for c in cp.components] == ["etcd", "kube-apiserver"]
+        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": "storage-only"}})
+        names = [n.metadata.name for n in k8s.CoreV1Api(api).list_namespace().items]
+        assert "storage-only" in names
