@@ -20,10 +20,10 @@ import httpx
 from kubernetes import client
 
 from driver.controller.rackstate import desired_rack
-from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
+from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.devicemodel.ultraserver import parse_spec
 from driver.localsim.controlplane import ControlPlane, free_port
-from driver.names import DEFAULT_DRIVER_NAME
+from driver.names import DEFAULT_DRIVER_NAME, rack_label
 from tests.controller.cluster import (
     WRITE_VERBS,
     controller,

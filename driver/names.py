@@ -14,6 +14,11 @@ DEVICE_KINDS: Final = ("core", "chip", "server", "ultraserver")
 """Device kinds published per rack, smallest first."""
 
 
+def rack_label(driver: str) -> str:
+    """The label on every ResourceSlice of a rack; its value is the UltraServer's name."""
+    return f"{driver}/ultraserver"
+
+
 def device_class_name(kind: str | None = None, driver: str = DEFAULT_DRIVER_NAME) -> str:
     """`<kind>.<driver>` for one kind, or the driver name itself for any device."""
     return driver if kind is None else f"{kind}.{driver}"

@@ -30,13 +30,13 @@ from driver.controller.rackstate import (
     owner_reference,
 )
 from driver.controller.sliceindex import SliceIndex
-from driver.controller.slices import rack_label
 from driver.controller.stores import Store
 from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.writeplan import Plan, plan_writes
 from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
+from driver.names import rack_label
 
 log = logging.getLogger(__name__)
 

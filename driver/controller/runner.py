@@ -23,9 +23,10 @@ from driver.controller.metrics import ControllerMetrics
 from driver.controller.probes import ReplicaState, Role, report
 from driver.controller.reconciler import ConflictError, Reconciler, Stores
 from driver.controller.sliceindex import SliceIndex
-from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL, rack_label
+from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.controller.slicewatch import SliceWatch
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
+from driver.names import rack_label
 from driver.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)

@@ -17,6 +17,7 @@ from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
 from driver.devicemodel.layout import Layout, PlannedDevice, build_layout, flat_devices
 from driver.devicemodel.naming import server_name
 from driver.jsontypes import JSON
+from driver.names import rack_label
 from simdevice.topology import RackSpec
 
 MAX_DEVICES_PER_SLICE: Final = 64
@@ -25,7 +26,6 @@ consumes counters or carries taints (k8s.io/api resource/v1)."""
 MAX_COUNTER_SETS_PER_SLICE: Final = 8
 MAX_ATTRIBUTES_AND_CAPACITIES: Final = 32
 
-RACK_LABEL_SUFFIX: Final = "/ultraserver"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "trainium-dra-controller"
 
@@ -45,10 +45,6 @@ class RackInput:
     driver: str
     taints: Mapping[str, Sequence[Taint]]  # device name -> taints
     binding_conditions: bool  # server and ultraserver devices wait for their fabric
-
-
-def rack_label(driver: str) -> str:
-    return f"{driver}{RACK_LABEL_SUFFIX}"
 
 
 def planned_devices(rack: RackSpec, mode: str, flat_device: str) -> tuple[PlannedDevice, ...]:

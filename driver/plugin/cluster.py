@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from driver.names import API_GROUP, API_VERSION
+from driver.names import API_GROUP, API_VERSION, rack_label
 from driver.plugin.apiget import ApiGetter
 from driver.plugin.devices import Attributes, device_attributes
 
@@ -33,12 +33,23 @@ class ClusterReader(Protocol):
 
 
 class ApiReader:
-    """Claims by GET; slice devices from a cache refreshed when stale or on a miss."""
+    """Claims by GET; slice devices from a cache refreshed when stale or on a miss.
 
-    def __init__(self, api: client.ApiClient, driver: str, cache_seconds: float = 5.0) -> None:
+    With `ultraserver` given, only that rack's slices are listed: a node's
+    claims hold devices of its own rack only, and listing every rack's slices
+    would cost each node a megabyte-sized read per rack on every refresh."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        driver: str,
+        cache_seconds: float = 5.0,
+        ultraserver: str | None = None,
+    ) -> None:
         self.api = api
         self._getter = ApiGetter(api.configuration)
         self.driver = driver
+        self.ultraserver = ultraserver
         self.cache_seconds = cache_seconds
         self._lock = threading.Lock()
         self._index: dict[tuple[str, str], Attributes] = {}
@@ -68,6 +79,8 @@ class ApiReader:
         cont = ""
         while True:
             query = [("fieldSelector", f"spec.driver={self.driver}"), ("limit", "500")]
+            if self.ultraserver:
+                query.append(("labelSelector", f"{rack_label(self.driver)}={self.ultraserver}"))
             if cont:
                 query.append(("continue", cont))
             page = self._get(f"{RESOURCE_API}/resourceslices", query) or {}

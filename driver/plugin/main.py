@@ -158,7 +158,13 @@ def run(flags: flagmod.Flags) -> int:
     places = [resolve_place(apis[node.name], flags, node, stop) for node in flags.nodes]
     if stop.is_set():
         return 0
-    reader = ApiReader(apis[flags.nodes[0].name], flags.driver_name, flags.slice_cache_seconds)
+    racks = {place.ultraserver for place in places if place is not None}
+    reader = ApiReader(
+        apis[flags.nodes[0].name],
+        flags.driver_name,
+        flags.slice_cache_seconds,
+        ultraserver=racks.pop() if len(racks) == 1 else None,
+    )
     registry = CollectorRegistry()
     metrics = DriverMetrics(registry)
     sinks = {api: HealthReporter(api) for api in set(apis.values())}

@@ -20,12 +20,12 @@ from typing import Any
 from hypothesis import strategies as st
 
 from driver.controller.healthtaints import EFFECTS, STATES, device_health, parse_reports, taints
-from driver.controller.slices import MANAGED_BY_LABEL, RackInput, build_slices, rack_label
+from driver.controller.slices import MANAGED_BY_LABEL, RackInput, build_slices
 from driver.controller.writeplan import Plan, plan_writes, same
 from driver.devicemodel.layout import build_layout
 from driver.devicemodel.ultraserver import FLAT_DEVICES, MODES, SpecError, parse_spec
 from driver.jsontypes import JSON
-from driver.names import DEFAULT_DRIVER_NAME
+from driver.names import DEFAULT_DRIVER_NAME, rack_label
 from driver.plugin.checkpoint import (
     CheckpointError,
     ClaimRecord,

@@ -18,11 +18,11 @@ from typing import Any
 
 from kubernetes import client
 
-from driver.controller.slices import planned_devices, rack_label
+from driver.controller.slices import planned_devices
 from driver.localsim.children import Child
 from driver.localsim.clusterspec import node_labels
 from driver.localsim.controlplane import free_port
-from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
+from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME, rack_label
 from simdevice.topology import rack_spec
 from tests.chaos import audit
 from tests.chaos.localrack import ChaosCluster
