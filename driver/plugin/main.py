@@ -19,6 +19,7 @@ from driver.plugin.checkpoint import CheckpointError
 from driver.plugin.cluster import ApiReader
 from driver.plugin.devices import NodePlace
 from driver.plugin.healthreport import HealthReporter
+from driver.plugin.mallocarenas import cap_malloc_arenas
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.node import HealthSink, NodeOptions, SimNode
 from driver.plugin.paths import NodePaths, node_path
@@ -212,6 +213,7 @@ def run(flags: flagmod.Flags) -> int:
 
 def main(argv: list[str]) -> int:
     flags = flagmod.parse(argv)
+    cap_malloc_arenas()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # SIGUSR1 dumps every stack
     logging.basicConfig(
         level=flags.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
