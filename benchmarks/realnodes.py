@@ -23,6 +23,7 @@ from kubernetes import client
 
 from benchmarks import realnodes_goref as goref
 from benchmarks.kubelet_histograms import Histogram, parse_histogram, summary_ms, total
+from benchmarks.plugin_metrics import scrape_pods
 from benchmarks.report import write_report
 from driver.jsontypes import JSON
 from driver.localsim.realnodes import cgroups
@@ -45,6 +46,19 @@ STEP = "dra_operations_duration_seconds"
 GO_PLUGIN_ENV = "TRAINIUM_DRA_GO_PLUGIN"
 METRICS = ((GRPC, "kubelet_grpc_ms"), (STEP, "kubelet_step_ms"))
 STATS = ("mean", "p50", "p99")
+OUR_DAEMON_PODS = ("trainium-dra", "app.kubernetes.io/component=node")
+OWN_HISTOGRAMS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
+    "ours": {
+        call: ("trainium_dra_node_request_duration_seconds", {"operation": call})
+        for call in ("prepare", "unprepare")
+    },
+    "go": {
+        call: (f"dra_example_driver_{call}_claim_duration_seconds", {})
+        for call in ("prepare", "unprepare")
+    },
+}
+"""Each plugin's own per-claim latency histogram: ours from the claim's GET to
+the answer; the Go plugin's after its kubelet-plugin library fetched the claim."""
 
 
 def kubelet_metrics(real: RealCluster, node: str) -> str:
@@ -148,6 +162,19 @@ def between(
     }
 
 
+def own_histograms(texts: list[str], plugin: str) -> dict[str, Histogram]:
+    return {
+        call: total(parse_histogram(t, metric, match) for t in texts)
+        for call, (metric, match) in OWN_HISTOGRAMS[plugin].items()
+    }
+
+
+def own_between(
+    after: dict[str, Histogram], before: dict[str, Histogram]
+) -> dict[str, dict[str, float]]:
+    return {call: summary_ms(h - before[call]) for call, h in after.items()}
+
+
 def ratio(ours: float, go: float) -> float:
     return ours / go if go else math.nan
 
@@ -167,18 +194,25 @@ def measure(real: RealCluster, pods: int, go_binary: Path) -> dict[str, Any]:
     are scraped around each phase, and each phase is the difference. The Go
     plugin's own pods start before and stop after its phase's scrapes."""
     idle = node_usage(real, IDLE_SECONDS)
-    ours_before = scrape(real)
+    ours_before, ours_own_before = scrape(real), scrape_pods(real, *OUR_DAEMON_PODS)
     template = claim_template(NS, "chip", "chip.trainium.sim.dev")
     startup = run_pods(real, pods, template, our_pod)
-    ours_after = scrape(real)
+    ours_after, ours_own_after = scrape(real), scrape_pods(real, *OUR_DAEMON_PODS)
+    go_pods = (goref.GO_NAMESPACE, goref.POD_SELECTOR)
     with goref.go_plugins(real, go_binary):
-        go_before = scrape(real)
+        go_before, go_own_before = scrape(real), scrape_pods(real, *go_pods)
         go_startup = run_pods(
             real, pods, goref.go_claim_template(NS, "gpu"), go_pod_named, check_go_cdi
         )
-        go_after = scrape(real)
+        go_after, go_own_after = scrape(real), scrape_pods(real, *go_pods)
     ours = between(histograms(ours_after, DRIVER), histograms(ours_before, DRIVER))
     go = between(histograms(go_after, goref.GO_DRIVER), histograms(go_before, goref.GO_DRIVER))
+    ours["plugin_own_ms"] = own_between(
+        own_histograms(ours_own_after, "ours"), own_histograms(ours_own_before, "ours")
+    )
+    go["plugin_own_ms"] = own_between(
+        own_histograms(go_own_after, "go"), own_histograms(go_own_before, "go")
+    )
     return {
         "nodes": len(real.nodes),
         "pods": pods,
@@ -210,6 +244,23 @@ def table(r: dict[str, Any]) -> str:
             rows.append(
                 f"| `{metric}` | {call} | {ours['count']:.0f} | {go['count']:.0f} | {figures} |"
             )
+    return "\n".join(rows)
+
+
+def inside_table(r: dict[str, Any]) -> str:
+    """Each plugin's own mean per claim beside the kubelet's mean for the gRPC
+    call around it; the difference is spent outside the plugin's handler."""
+    rows = [
+        "| call | ours: own mean ms | ours: kubelet gRPC mean ms | ours: outside ms "
+        "| Go: own mean ms | Go: kubelet gRPC mean ms | Go: outside ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for call in r["plugin_own_ms"]:
+        cells = []
+        for side in (r, r["go"]):
+            own, grpc = side["plugin_own_ms"][call]["mean"], side["kubelet_grpc_ms"][call]["mean"]
+            cells.append(f"{own:.1f} | {grpc:.1f} | {grpc - own:.1f}")
+        rows.append(f"| {call} | {' | '.join(cells)} |")
     return "\n".join(rows)
 
 
@@ -259,6 +310,15 @@ took. The mean (the histogram's `_sum` over its `_count`) is exact and is the fi
 compare.
 
 {table(r)}
+
+Inside the plugins: each one's own latency histogram per claim, read in its pods
+(`kubectl exec`) around the same phases, beside the kubelet's gRPC mean; ours
+(`trainium_dra_node_request_duration_seconds`) runs from the claim's GET to the
+answer, the Go plugin's (`dra_example_driver_prepare_claim_duration_seconds` and the
+unprepare one) starts after its kubelet-plugin library has fetched the claim, so its
+GET counts as outside. One claim per call here, so per claim is per call.
+
+{inside_table(r)}
 
 Start-up, `trainium-dra up --real-nodes` until every node is Ready and the chart's
 pods run (images imported, certificates issued, helm install): {r["start_s"]:.0f} s.

@@ -36,6 +36,9 @@ make back-to-back prepares wait for the client-side rate limiter."""
 REAL_NODE_VALUES = Path(__file__).resolve().parent.parent / "deploy/values/real-nodes.yaml"
 """The chart values `up --real-nodes` installs with: our daemon's resources."""
 BINARY_MOUNT = "/opt/dra-example-driver"
+METRICS_PORT = 8080
+"""The plugin's own /metrics (its prepare and unprepare histograms), in its pod."""
+POD_SELECTOR = f"app.kubernetes.io/name={GO_ACCOUNT}"
 START_TIMEOUT = 120.0
 REGISTERED = '"Registered DRA plugin"'
 """The kubelet's log message (at -v=3) once it has validated and connected a DRA plugin."""
@@ -113,6 +116,7 @@ def plugin_args(node_name_var: str) -> list[str]:
         "--cdi-root=/var/run/cdi",
         f"--kube-api-qps={GO_QPS}",
         f"--kube-api-burst={GO_QPS}",
+        f"--metrics-port={METRICS_PORT}",
     ]
 
 
@@ -136,7 +140,8 @@ def plugin_daemonset(binary: Path, resources: dict[str, Any]) -> JSON:
         "plugins": "/var/lib/kubelet/plugins",
         "cdi": "/var/run/cdi",
     }
-    labels = {"app.kubernetes.io/name": GO_ACCOUNT}
+    key, value = POD_SELECTOR.split("=")
+    labels = {key: value}
     volumes: list[JSON] = [
         {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
         for name, path in host_dirs.items()
@@ -162,6 +167,7 @@ def plugin_daemonset(binary: Path, resources: dict[str, Any]) -> JSON:
             "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},
         },
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": resources,
         "volumeMounts": mounts,
     }
@@ -247,9 +253,7 @@ def registered(real: RealCluster) -> set[str]:
 
 
 def plugin_pods(real: RealCluster) -> list[Any]:
-    pods = client.CoreV1Api(real.api).list_namespaced_pod(
-        GO_NAMESPACE, label_selector=f"app.kubernetes.io/name={GO_ACCOUNT}"
-    )
+    pods = client.CoreV1Api(real.api).list_namespaced_pod(GO_NAMESPACE, label_selector=POD_SELECTOR)
     return list(pods.items)
 
 

@@ -7,7 +7,15 @@ import math
 import pytest
 
 from benchmarks.kubelet_histograms import Histogram, parse_histogram, quantile, summary_ms, total
-from benchmarks.realnodes import PREPARE, UNPREPARE, between, histograms, ratios
+from benchmarks.realnodes import (
+    PREPARE,
+    UNPREPARE,
+    between,
+    histograms,
+    own_between,
+    own_histograms,
+    ratios,
+)
 
 BOUNDS = ("0.1", "0.15", "0.5", "+Inf")
 
@@ -130,3 +138,25 @@ def test_two_phases_split_by_driver_label_and_by_difference() -> None:
     r = ratios(ours, go)
     assert r["kubelet_grpc_ms"]["prepare"]["mean"] == pytest.approx(8.0)
     assert r["kubelet_step_ms"]["unprepare"]["mean"] == pytest.approx(0.5)
+
+
+def test_each_plugins_own_histogram_is_read_by_its_own_name() -> None:
+    ours_metric = "trainium_dra_node_request_duration_seconds"
+    before = scrape(series(ours_metric, {"node": "n0", "operation": "prepare"}, (1, 1, 1, 1), 0.01))
+    after = scrape(
+        series(ours_metric, {"node": "n0", "operation": "prepare"}, (3, 3, 3, 3), 0.03),
+        series(ours_metric, {"node": "n0", "operation": "unprepare"}, (2, 2, 2, 2), 0.004),
+        series(
+            "dra_example_driver_prepare_claim_duration_seconds",
+            {"result": "success"},
+            (9, 9, 9, 9),
+            9.0,
+        ),
+    )
+    ours = own_between(own_histograms([after], "ours"), own_histograms([before], "ours"))
+    assert ours["prepare"]["count"] == 2
+    assert ours["prepare"]["mean"] == pytest.approx(10.0)
+    assert ours["unprepare"]["mean"] == pytest.approx(2.0)
+    go = own_histograms([after], "go")
+    assert go["prepare"].count == 9
+    assert go["unprepare"].count == 0

@@ -49,6 +49,9 @@ def test_the_plugin_uses_the_kubelets_default_paths_and_the_cdi_directory() -> N
     assert host["binary"] == "/cache/dra-example-driver-v0"
     assert mounted["binary"] == BINARY_MOUNT
     assert spec["serviceAccountName"] == GO_ACCOUNT
+    (port,) = container["ports"]
+    assert port["name"] == "metrics"
+    assert flags["--metrics-port"] == str(port["containerPort"])
 
 
 def test_the_plugin_gets_our_daemons_resources_from_the_real_node_values() -> None:
