@@ -96,8 +96,8 @@ bench-node: venv binaries dra-example-driver
 	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node
 
 # Real nodes (root): the kubelet's own DRA latency histograms, memory and CPU per node.
-bench-realnodes: venv binaries image
-	$(WITH_BINARIES) $(PY) -m benchmarks.realnodes $(BENCH_ARGS)
+bench-realnodes: venv binaries image dra-example-driver
+	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.realnodes $(BENCH_ARGS)
 
 # Faults, load and hostile input at full size (about an hour); writes
 # docs/reliability.md and benchmarks/results/chaos.json. CHAOS_ARGS takes

@@ -1,25 +1,35 @@
 """Real nodes, measured by clients nobody here wrote: the kubelet's own DRA
 histograms give NodePrepareResources and NodeUnprepareResources latency as the
 kubelet sees them (gRPC call, and the whole prepare step including its claim
-cache), and the nodes' cgroups give each node's memory and CPU.
+cache), for our node daemon and, side by side, for the Go reference kubelet
+plugin on the same nodes; the nodes' cgroups give each node's memory and CPU.
 
 Run as `python -m benchmarks.realnodes [--pods N] [--nodes-per-rack N] [--generation G]`
-(root; `make bench-realnodes`). Pods with one whole-chip claim each are created
-and deleted one after another; the kubelet prepares and unprepares each.
+(root; `make bench-realnodes`, which builds the Go plugin and passes its path in
+TRAINIUM_DRA_GO_PLUGIN). Pods with one whole-chip claim each are created and
+deleted one after another; then as many pods with one claim of the Go plugin's
+DeviceClass each, the same way; the kubelet prepares and unprepares each.
 """
 
 import argparse
 import math
+import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+from benchmarks import realnodes_goref as goref
+from benchmarks.kubelet_histograms import Histogram, parse_histogram, summary_ms, total
+from benchmarks.plugin_metrics import scrape_pods
 from benchmarks.report import write_report
+from driver.jsontypes import JSON
 from driver.localsim.realnodes import cgroups
 from tests.e2e.cluster import Cluster, running_cluster, wait_for
 from tests.realnodes.realcluster import (
+    DRIVER,
     RealCluster,
     claim_template,
     namespace,
@@ -31,51 +41,24 @@ NS = "bench-realnodes"
 IDLE_SECONDS = 30.0
 PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
 UNPREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"
-Buckets = dict[float, float]
-
-
-def parse_histogram(text: str, metric: str, match: dict[str, str]) -> Buckets:
-    """Cumulative bucket counts (le -> count) of `metric` series whose labels
-    include `match`, summed over the other labels (pure)."""
-    buckets: Buckets = {}
-    prefix = f"{metric}_bucket{{"
-    for line in text.splitlines():
-        if not line.startswith(prefix):
-            continue
-        labels_text, value = line[len(prefix) :].rsplit("} ", 1)
-        labels = dict(
-            part.split("=", 1) for part in labels_text.replace('"', "").split(",") if "=" in part
-        )
-        if any(labels.get(k) != v for k, v in match.items()):
-            continue
-        le = math.inf if labels["le"] == "+Inf" else float(labels["le"])
-        buckets[le] = buckets.get(le, 0.0) + float(value)
-    return buckets
-
-
-def merge(histograms: Iterable[Buckets]) -> Buckets:
-    out: Buckets = {}
-    for h in histograms:
-        for le, count in h.items():
-            out[le] = out.get(le, 0.0) + count
-    return out
-
-
-def quantile(q: float, buckets: Buckets) -> float:
-    """Prometheus' histogram_quantile: linear inside the bucket holding rank q."""
-    bounds = sorted(buckets)
-    total = buckets[bounds[-1]] if bounds else 0.0
-    if total == 0:
-        return math.nan
-    rank, lower, below = q * total, 0.0, 0.0
-    for le in bounds:
-        count = buckets[le]
-        if count >= rank:
-            if math.isinf(le):
-                return lower
-            return lower + (le - lower) * (rank - below) / max(count - below, 1e-12)
-        lower, below = le, count
-    return lower
+GRPC = "dra_grpc_operations_duration_seconds"
+STEP = "dra_operations_duration_seconds"
+GO_PLUGIN_ENV = "TRAINIUM_DRA_GO_PLUGIN"
+METRICS = ((GRPC, "kubelet_grpc_ms"), (STEP, "kubelet_step_ms"))
+STATS = ("mean", "p50", "p99")
+OUR_DAEMON_PODS = ("trainium-dra", "app.kubernetes.io/component=node")
+OWN_HISTOGRAMS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
+    "ours": {
+        call: ("trainium_dra_node_request_duration_seconds", {"operation": call})
+        for call in ("prepare", "unprepare")
+    },
+    "go": {
+        call: (f"dra_example_driver_{call}_claim_duration_seconds", {})
+        for call in ("prepare", "unprepare")
+    },
+}
+"""Each plugin's own per-claim latency histogram: ours from the claim's GET to
+the answer; the Go plugin's after its kubelet-plugin library fetched the claim."""
 
 
 def kubelet_metrics(real: RealCluster, node: str) -> str:
@@ -96,69 +79,201 @@ def node_usage(real: RealCluster, seconds: float) -> dict[str, dict[str, float]]
     }
 
 
-def run_pods(real: RealCluster, pods: int) -> list[float]:
+PodCheck = Callable[[RealCluster, str], None]
+
+
+def run_pods(
+    real: RealCluster,
+    pods: int,
+    template: JSON,
+    pod: Callable[[str], JSON],
+    check: PodCheck | None = None,
+) -> list[float]:
     """Create, wait Running, delete, wait gone: one pod at a time; returns
-    seconds from create to Running."""
-    real.apply(namespace(NS), claim_template(NS, "chip", "chip.trainium.sim.dev"))
+    seconds from create to Running. `check` looks at a Running pod (untimed)."""
+    real.apply(namespace(NS), template)
     core = client.CoreV1Api(real.api)
     startup = []
     for i in range(pods):
-        name = f"p{i}"
+        manifest = pod(f"p{i}")
+        name = manifest["metadata"]["name"]
         started = time.monotonic()
-        real.apply(workload_pod(NS, name, "chip"))
+        real.apply(manifest)
         real.running(NS, name)
         startup.append(time.monotonic() - started)
+        if check:
+            check(real, name)
         real.kubectl("-n", NS, "delete", "pod", name, "--wait", "--timeout=120s")
     wait_for("pods gone", lambda: not core.list_namespaced_pod(NS).items)
     return startup
 
 
-def measure(real: RealCluster, pods: int) -> dict[str, Any]:
+def our_pod(name: str) -> JSON:
+    return workload_pod(NS, name, "chip")
+
+
+def go_pod_named(name: str) -> JSON:
+    return goref.go_pod(NS, f"go-{name}", "gpu")
+
+
+def check_go_cdi(real: RealCluster, name: str) -> None:
+    """containerd injected the Go plugin's CDI edits: its driver name and the
+    pod's claim UID are in the container's environment."""
+    env = real.wait_logs(NS, name, "DRA_RESOURCE_DRIVER_NAME")
+    pod = real.cluster.pod(NS, name)
+    assert pod is not None, f"pod {NS}/{name} gone before its check"
+    uid = real.cluster.claim_of(pod)["metadata"]["uid"]
+    claims = [v for k, v in env.items() if k.endswith("_RESOURCE_CLAIM")]
+    if env["DRA_RESOURCE_DRIVER_NAME"] != goref.GO_DRIVER or uid not in claims:
+        raise AssertionError(
+            f"pod {NS}/{name}: CDI env {env} lacks claim {uid} of {goref.GO_DRIVER}"
+        )
+
+
+def scrape(real: RealCluster) -> list[str]:
+    return [kubelet_metrics(real, n) for n in real.nodes]
+
+
+def histograms(texts: list[str], driver: str) -> dict[str, dict[str, Histogram]]:
+    """Per kubelet metric and call, summed over nodes: the gRPC calls of
+    `driver` only; the prepare step of whole pods (the kubelet does not label
+    it by driver)."""
+    return {
+        "kubelet_grpc_ms": {
+            call: total(
+                parse_histogram(t, GRPC, {"method_name": m, "driver_name": driver}) for t in texts
+            )
+            for call, m in (("prepare", PREPARE), ("unprepare", UNPREPARE))
+        },
+        "kubelet_step_ms": {
+            call: total(parse_histogram(t, STEP, {"operation_name": op}) for t in texts)
+            for call, op in (("prepare", "PrepareResources"), ("unprepare", "UnprepareResources"))
+        },
+    }
+
+
+def between(
+    after: dict[str, dict[str, Histogram]], before: dict[str, dict[str, Histogram]]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Summaries of what the kubelets observed between two scrapes."""
+    return {
+        metric: {call: summary_ms(h - before[metric][call]) for call, h in calls.items()}
+        for metric, calls in after.items()
+    }
+
+
+def own_histograms(texts: list[str], plugin: str) -> dict[str, Histogram]:
+    return {
+        call: total(parse_histogram(t, metric, match) for t in texts)
+        for call, (metric, match) in OWN_HISTOGRAMS[plugin].items()
+    }
+
+
+def own_between(
+    after: dict[str, Histogram], before: dict[str, Histogram]
+) -> dict[str, dict[str, float]]:
+    return {call: summary_ms(h - before[call]) for call, h in after.items()}
+
+
+def ratio(ours: float, go: float) -> float:
+    return ours / go if go else math.nan
+
+
+def ratios(ours: dict[str, Any], go: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    return {
+        metric: {
+            call: {stat: ratio(ours[metric][call][stat], go[metric][call][stat]) for stat in STATS}
+            for call in ours[metric]
+        }
+        for metric in ("kubelet_grpc_ms", "kubelet_step_ms")
+    }
+
+
+def measure(real: RealCluster, pods: int, go_binary: Path) -> dict[str, Any]:
+    """Ours first, then the Go plugin, same pods one at a time; the kubelets
+    are scraped around each phase, and each phase is the difference. The Go
+    plugin's own pods start before and stop after its phase's scrapes."""
     idle = node_usage(real, IDLE_SECONDS)
-    startup = run_pods(real, pods)
-    texts = [kubelet_metrics(real, n) for n in real.nodes]
-    grpc = {
-        name: merge(
-            parse_histogram(t, "dra_grpc_operations_duration_seconds", {"method_name": method})
-            for t in texts
+    ours_before, ours_own_before = scrape(real), scrape_pods(real, *OUR_DAEMON_PODS)
+    template = claim_template(NS, "chip", "chip.trainium.sim.dev")
+    startup = run_pods(real, pods, template, our_pod)
+    ours_after, ours_own_after = scrape(real), scrape_pods(real, *OUR_DAEMON_PODS)
+    go_pods = (goref.GO_NAMESPACE, goref.POD_SELECTOR)
+    with goref.go_plugins(real, go_binary):
+        go_before, go_own_before = scrape(real), scrape_pods(real, *go_pods)
+        go_startup = run_pods(
+            real, pods, goref.go_claim_template(NS, "gpu"), go_pod_named, check_go_cdi
         )
-        for name, method in (("prepare", PREPARE), ("unprepare", UNPREPARE))
-    }
-    step = {
-        name: merge(
-            parse_histogram(t, "dra_operations_duration_seconds", {"operation_name": op})
-            for t in texts
-        )
-        for name, op in (("prepare", "PrepareResources"), ("unprepare", "UnprepareResources"))
-    }
+        go_after, go_own_after = scrape(real), scrape_pods(real, *go_pods)
+    ours = between(histograms(ours_after, DRIVER), histograms(ours_before, DRIVER))
+    go = between(histograms(go_after, goref.GO_DRIVER), histograms(go_before, goref.GO_DRIVER))
+    ours["plugin_own_ms"] = own_between(
+        own_histograms(ours_own_after, "ours"), own_histograms(ours_own_before, "ours")
+    )
+    go["plugin_own_ms"] = own_between(
+        own_histograms(go_own_after, "go"), own_histograms(go_own_before, "go")
+    )
     return {
         "nodes": len(real.nodes),
         "pods": pods,
         "idle": idle,
         "pod_startup_s": sorted(startup),
-        "kubelet_grpc_ms": {
-            k: {"p50": 1e3 * quantile(0.5, h), "p99": 1e3 * quantile(0.99, h), "count": h[math.inf]}
-            for k, h in grpc.items()
+        **ours,
+        "go": {
+            "module": "sigs.k8s.io/dra-example-driver",
+            "version": go_binary.parent.name.removeprefix("dra-example-driver-"),
+            "devices_per_node": goref.GO_DEVICES,
+            "kube_api_qps": goref.GO_QPS,
+            "pod_startup_s": sorted(go_startup),
+            **go,
         },
-        "kubelet_step_ms": {
-            k: {"p50": 1e3 * quantile(0.5, h), "p99": 1e3 * quantile(0.99, h), "count": h[math.inf]}
-            for k, h in step.items()
-        },
+        "ratio_ours_go": ratios(ours, go),
     }
 
 
 def table(r: dict[str, Any]) -> str:
-    rows = ["| kubelet metric | call | p50 ms | p99 ms | calls |", "|---|---|---|---|---|"]
-    for metric, key in (
-        ("dra_grpc_operations_duration_seconds", "kubelet_grpc_ms"),
-        ("dra_operations_duration_seconds", "kubelet_step_ms"),
-    ):
-        for call, figures in r[key].items():
+    head = " | ".join(f"{s} ms ours | {s} ms Go | ours/Go {s}" for s in STATS)
+    rows = [
+        f"| kubelet metric | call | calls ours | calls Go | {head} |",
+        "|---|---|---|---|" + "---|" * 3 * len(STATS),
+    ]
+    for metric, key in METRICS:
+        for call, ours in r[key].items():
+            go, ratio = r["go"][key][call], r["ratio_ours_go"][key][call]
+            figures = " | ".join(f"{ours[s]:.1f} | {go[s]:.1f} | {ratio[s]:.2f}x" for s in STATS)
             rows.append(
-                f"| `{metric}` | {call} | {figures['p50']:.1f} | {figures['p99']:.1f} "
-                f"| {figures['count']:.0f} |"
+                f"| `{metric}` | {call} | {ours['count']:.0f} | {go['count']:.0f} | {figures} |"
             )
     return "\n".join(rows)
+
+
+def inside_table(r: dict[str, Any]) -> str:
+    """Each plugin's own mean per claim beside the kubelet's mean for the gRPC
+    call around it; the difference is spent outside the plugin's handler."""
+    rows = [
+        "| call | ours: own mean ms | ours: kubelet gRPC mean ms | ours: outside ms "
+        "| Go: own mean ms | Go: kubelet gRPC mean ms | Go: outside ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for call in r["plugin_own_ms"]:
+        cells = []
+        for side in (r, r["go"]):
+            own, grpc = side["plugin_own_ms"][call]["mean"], side["kubelet_grpc_ms"][call]["mean"]
+            cells.append(f"{own:.1f} | {grpc:.1f} | {grpc - own:.1f}")
+        rows.append(f"| {call} | {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
+def lowest_bucket_share(side: dict[str, Any]) -> float:
+    """Share of all calls in the table's rows for one driver that fall in the
+    kubelet's lowest bucket."""
+    rows = [side[key][call] for _, key in METRICS for call in side[key]]
+    calls = sum(row["count"] for row in rows)
+    return sum(row["in_lowest_bucket"] * row["count"] for row in rows) / calls if calls else 0.0
+
+
+def median_and_slowest(samples: list[float]) -> str:
+    return f"median {samples[len(samples) // 2]:.1f} s, slowest {samples[-1]:.1f} s"
 
 
 def render(r: dict[str, Any]) -> str:
@@ -166,27 +281,55 @@ def render(r: dict[str, Any]) -> str:
     mem = [v["memory_mib"] for v in idle.values()]
     cpu = [v["cpu_percent"] for v in idle.values()]
     system = [v["system_memory_mib"] for v in idle.values()]
-    startup = r["pod_startup_s"]
+    go = r["go"]
     return f"""
 {r["nodes"]} real nodes (kubelet, containerd, kube-proxy and the chart's pods in each
 node's cgroup), {r["pods"]} pods with one whole-chip claim each, created and deleted one
-after another. Latencies are the kubelet's own histograms, read through the apiserver
-(`/api/v1/nodes/<node>/proxy/metrics`) and summed over the nodes; quantiles are
-interpolated inside the histogram buckets as Prometheus' `histogram_quantile` does, so
-they are only as fine as the kubelet's bucket bounds.
+after another. Then the Go reference kubelet plugin, `{go["module"]}` {go["version"]},
+as a DaemonSet on every node with the resources and container security of our daemon
+(its binary mounted from the host into the driver image), registered by each kubelet
+through its plugin-registration directory and publishing its own ResourceSlices of
+{go["devices_per_node"]} `gpu` devices per node (client QPS and burst {go["kube_api_qps"]}),
+and {r["pods"]} pods with one claim of its DeviceClass each, created and deleted the same
+way; each of them is checked for the environment containerd injected from the plugin's
+CDI spec.
+
+Latencies are the kubelets' own histograms, read through the apiserver
+(`/api/v1/nodes/<node>/proxy/metrics`) before and after each phase and summed over the
+nodes; each phase is the difference of its two scrapes (the Go plugin's own pods start
+before and stop after its phase's scrapes).
+`dra_grpc_operations_duration_seconds` is also labelled by driver;
+`dra_operations_duration_seconds`, the kubelet's whole prepare or unprepare step of a
+pod, is not. Quantiles are interpolated inside the histogram buckets as Prometheus'
+`histogram_quantile` does, so they are only as fine as the kubelet's bucket bounds:
+{100 * lowest_bucket_share(r):.0f} % of our calls in the table and
+{100 * lowest_bucket_share(go):.0f} % of the Go plugin's fall in the lowest bucket (0 to
+{r["kubelet_grpc_ms"]["prepare"]["lowest_bucket_ms"]:.0f} ms), where p50 and p99 are
+placed on a straight line: calls that all fall in it read 50 and 99 ms whatever they
+took. The mean (the histogram's `_sum` over its `_count`) is exact and is the figure to
+compare.
 
 {table(r)}
+
+Inside the plugins: each one's own latency histogram per claim, read in its pods
+(`kubectl exec`) around the same phases, beside the kubelet's gRPC mean; ours
+(`trainium_dra_node_request_duration_seconds`) runs from the claim's GET to the
+answer, the Go plugin's (`dra_example_driver_prepare_claim_duration_seconds` and the
+unprepare one) starts after its kubelet-plugin library has fetched the claim, so its
+GET counts as outside. One claim per call here, so per claim is per call.
+
+{inside_table(r)}
 
 Start-up, `trainium-dra up --real-nodes` until every node is Ready and the chart's
 pods run (images imported, certificates issued, helm install): {r["start_s"]:.0f} s.
 
-Pod create to Running (scheduler, kubelet, prepare, CDI, container start): median
-{startup[len(startup) // 2]:.1f} s, slowest {startup[-1]:.1f} s.
+Pod create to Running (scheduler, kubelet, prepare, CDI, container start): ours
+{median_and_slowest(r["pod_startup_s"])}; Go plugin {median_and_slowest(go["pod_startup_s"])}.
 
-Per node, idle for {IDLE_SECONDS:.0f} s after start-up (cgroup `memory.stat`
-rss + mapped files; `cpuacct.usage`): memory {min(mem):.0f} to {max(mem):.0f} MiB of which
-kubelet, containerd, shims and kube-proxy {min(system):.0f} to {max(system):.0f} MiB; CPU
-{min(cpu):.1f} to {max(cpu):.1f} % of one core.
+Per node, idle for {IDLE_SECONDS:.0f} s after start-up, before the Go plugin starts
+(cgroup `memory.stat` rss + mapped files; `cpuacct.usage`): memory {min(mem):.0f} to
+{max(mem):.0f} MiB of which kubelet, containerd, shims and kube-proxy {min(system):.0f} to
+{max(system):.0f} MiB; CPU {min(cpu):.1f} to {max(cpu):.1f} % of one core.
 """
 
 
@@ -196,6 +339,12 @@ def main() -> None:
     p.add_argument("--generation", default="trn3-gen1")
     p.add_argument("--nodes-per-rack", type=int, default=None)
     args = p.parse_args()
+    binary = os.environ.get(GO_PLUGIN_ENV)
+    if not binary:
+        raise SystemExit(
+            f"{GO_PLUGIN_ENV}: set it to the Go reference plugin's binary "
+            "(`make bench-realnodes` builds it with hack/build-dra-example-driver.sh)"
+        )
     up = ["--real-nodes", f"--generation={args.generation}"]
     if args.nodes_per_rack:
         up.append(f"--nodes-per-rack={args.nodes_per_rack}")
@@ -203,10 +352,10 @@ def main() -> None:
     started = time.monotonic()
     with running_cluster(*up, start_timeout=1800.0) as cluster:
         start_s = time.monotonic() - started
-        results = {"start_s": start_s, **measure(real_cluster(cluster), args.pods)}
-    command = "make bench-realnodes" + (
-        f" BENCH_ARGS='{' '.join(up[1:])}'" if args.nodes_per_rack else ""
-    )
+        results = {"start_s": start_s, **measure(real_cluster(cluster), args.pods, Path(binary))}
+    defaults = vars(p.parse_args([]))
+    changed = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if v != defaults[k]]
+    command = "make bench-realnodes" + (f" BENCH_ARGS='{' '.join(changed)}'" if changed else "")
     write_report("realnodes", command, results, render(results))
 
 
