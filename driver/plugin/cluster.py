@@ -6,6 +6,7 @@ needs a few fields and the models cost more than the request.
 
 import http.client
 import json
+import logging
 import threading
 import time
 from typing import Any, Protocol
@@ -15,6 +16,8 @@ from kubernetes import client
 from driver.names import API_GROUP, API_VERSION, rack_label
 from driver.plugin.apiget import ApiGetter
 from driver.plugin.devices import Attributes, device_attributes
+
+log = logging.getLogger(__name__)
 
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 ULTRASERVERS_API = f"/apis/{API_GROUP}/{API_VERSION}/ultraservers"
@@ -33,7 +36,12 @@ class ClusterReader(Protocol):
 
 
 class ApiReader:
-    """Claims by GET; slice devices from a cache refreshed when stale or on a miss.
+    """Claims by GET; slice devices from a cache that a miss refreshes at once.
+
+    A stale cache that holds every asked-for device answers from what it holds
+    and refreshes in the background, so a prepare never waits for a list of
+    the rack's slices it did not need (a device's attributes change only with
+    its rack's layout; the next refresh brings that in).
 
     With `ultraserver` given, only that rack's slices are listed: a node's
     claims hold devices of its own rack only, and listing every rack's slices
@@ -54,6 +62,9 @@ class ApiReader:
         self._lock = threading.Lock()
         self._index: dict[tuple[str, str], Attributes] = {}
         self._listed_at = float("-inf")
+        self._refreshing = False
+        self._wake = threading.Event()
+        self._refresher: threading.Thread | None = None
         self._lnc: dict[str, tuple[float, int | None]] = {}
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
@@ -74,7 +85,7 @@ class ApiReader:
         )
         return claim
 
-    def _refresh(self) -> None:
+    def _list_index(self) -> dict[tuple[str, str], Attributes]:
         items: list[dict[str, Any]] = []
         cont = ""
         while True:
@@ -88,16 +99,39 @@ class ApiReader:
             cont = (page.get("metadata") or {}).get("continue") or ""
             if not cont:
                 break
-        self._index = device_attributes(items, self.driver)
-        self._listed_at = time.monotonic()
+        return device_attributes(items, self.driver)
 
     def attributes(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Attributes]:
         """Attributes of the named (pool, device) pairs that exist."""
         with self._lock:
-            stale = time.monotonic() - self._listed_at > self.cache_seconds
-            if stale or not keys <= self._index.keys():
-                self._refresh()
+            if not keys <= self._index.keys():
+                self._index = self._list_index()
+                self._listed_at = time.monotonic()
+            elif time.monotonic() - self._listed_at > self.cache_seconds and not self._refreshing:
+                self._refreshing = True
+                if self._refresher is None:
+                    self._refresher = threading.Thread(
+                        target=self._refresh_behind, name="slice-refresh", daemon=True
+                    )
+                    self._refresher.start()
+                self._wake.set()
             return {key: self._index[key] for key in keys if key in self._index}
+
+    def _refresh_behind(self) -> None:
+        """Re-list outside the lock when woken, on one thread and its one connection;
+        a failed list keeps the old index until the next try."""
+        while self._wake.wait():
+            self._wake.clear()
+            index = None
+            try:
+                index = self._list_index()
+            except (ApiError, ValueError) as err:
+                log.warning("refreshing ResourceSlice attributes: %s", err)
+            with self._lock:
+                if index is not None:
+                    self._index = index
+                self._listed_at = time.monotonic()
+                self._refreshing = False
 
     def default_lnc(self, ultraserver: str) -> int | None:
         """The UltraServer's spec.defaultLogicalNeuronCore, None when unset or absent."""

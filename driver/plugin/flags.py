@@ -135,7 +135,8 @@ def parser() -> argparse.ArgumentParser:
         "--slice-cache-seconds",
         type=float,
         default=5.0,
-        help="how long ResourceSlice device attributes are reused before a re-list",
+        help="how long ResourceSlice device attributes are used before a re-list in the "
+        "background (a miss re-lists at once)",
     )
     p.add_argument("--grpc-workers", type=int, default=4, help="threads per gRPC server")
     p.add_argument("--log-level", default="INFO")

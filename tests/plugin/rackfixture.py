@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from kubernetes import client as k8s
 
 from driver.localsim.controlplane import ControlPlane
+from driver.names import rack_label
 from simdevice.topology import rack_spec
 from tests.waiting import wait_for
 
@@ -112,7 +113,7 @@ def slices() -> list[dict[str, Any]]:
         return {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceSlice",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "labels": {rack_label(DRIVER): RACK_ID}},
             "spec": {"driver": DRIVER, "pool": pool, **spec},
         }
 
