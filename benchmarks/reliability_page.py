@@ -172,6 +172,14 @@ def load(result: dict[str, Any], cmd: str) -> str:
     ]
     bad = result["bad_log_lines"]
     logs = "none" if not bad else f"{len(bad)}, first: `{bad[0][:160]}`"
+    rss = [r["daemon_rss_mib"] for r in result["rounds"]]
+    growth = (
+        f"from the end of the first round to the end of the last: {rss[-1] - rss[0]:+.1f} MiB, "
+        f"{(rss[-1] - rss[0]) / (len(rss) - 1):+.1f} MiB a round (the first round also "
+        "starts the gRPC worker threads and their apiserver connections)"
+        if len(rss) > 1
+        else "one round only"
+    )
     return f"""## Load
 
 {result["claims"]} single-core claims with a pod each, created at once on one
@@ -182,7 +190,7 @@ after they are gone.
 
 {table(LOAD_HEADER, rows)}
 
-Daemon RSS before the first round: {result["daemon_rss_start_mib"]} MiB.
+Daemon RSS before the first round: {result["daemon_rss_start_mib"]} MiB; {growth}.
 ERROR lines or tracebacks in the controller's and the daemon's logs: {logs}.
 
 Command: `{cmd}`
