@@ -39,6 +39,7 @@ LOAD_HEADER = [
     "all running (s)",
     "all gone (s)",
     "daemon RSS after (MiB)",
+    "daemon threads after",
 ]
 
 
@@ -167,6 +168,7 @@ def load(result: dict[str, Any], cmd: str) -> str:
             f"{r['running_seconds']:.0f}",
             f"{r['deleted_seconds']:.0f}",
             f"{r['daemon_rss_mib']:.1f}",
+            r.get("daemon_threads", "not counted"),
         ]
         for i, r in enumerate(result["rounds"])
     ]

@@ -1,10 +1,15 @@
-"""GET requests to the apiserver over kept-alive connections, one per thread.
+"""GET requests to the apiserver over a small pool of kept-alive connections.
 
 Every prepare reads its claim; through the generic client that read spends
 more CPU in request building and connection pooling than in HTTP itself. This
 takes host, TLS and credentials from the same client configuration (the
 bearer token through its refresh hook, so rotated in-cluster tokens are
 picked up) and does the request with http.client.
+
+Connections are shared by all threads, not kept one per thread: a node's
+gRPC worker threads live for the whole process, and a TLS connection held by
+each of them (of every node a process hosts) grew the daemon's memory with
+every burst that woke another worker.
 """
 
 import http.client
@@ -25,6 +30,10 @@ def tls_context(config: client.Configuration) -> ssl.SSLContext:
     return context
 
 
+MAX_IDLE = 8
+"""Idle connections kept; more concurrent GETs open more, closed after use."""
+
+
 class ApiGetter:
     def __init__(self, config: client.Configuration, timeout: float = 30.0) -> None:
         if config.proxy:
@@ -40,19 +49,37 @@ class ApiGetter:
         self.prefix = url.path.rstrip("/")
         self.timeout = timeout
         self.context = tls_context(config) if self.https else None
-        self._local = threading.local()
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
 
-    def _connection(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            if self.context is not None:
-                conn = http.client.HTTPSConnection(
-                    self.host, self.port, timeout=self.timeout, context=self.context
-                )
-            else:
-                conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-            self._local.conn = conn
-        return conn
+    def _take(self) -> http.client.HTTPConnection:
+        """The most recently used idle connection, else a new one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        if self.context is not None:
+            return http.client.HTTPSConnection(
+                self.host, self.port, timeout=self.timeout, context=self.context
+            )
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _drop_idle(self) -> None:
+        with self._lock:
+            dropped, self._idle = self._idle, []
+        for conn in dropped:
+            conn.close()
+
+    def idle(self) -> int:
+        """Connections kept open for the next request."""
+        with self._lock:
+            return len(self._idle)
 
     def headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -65,14 +92,17 @@ class ApiGetter:
         """(HTTP status, body); a connection the server closed is reopened once."""
         target = self.prefix + path + (f"?{urlencode(query)}" if query else "")
         for attempt in (1, 2):
-            conn = self._connection()
+            conn = self._take()
             try:
                 conn.request("GET", target, headers=self.headers())
                 response = conn.getresponse()
-                return response.status, response.read()
+                answer = response.status, response.read()
             except (OSError, http.client.HTTPException):
                 conn.close()
-                self._local.conn = None
                 if attempt == 2:
                     raise
+                self._drop_idle()  # kept as long as this one: likely closed by the server too
+                continue
+            self._give_back(conn)
+            return answer
         raise AssertionError("unreachable")

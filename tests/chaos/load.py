@@ -29,13 +29,19 @@ class Round:
     running_seconds: float
     deleted_seconds: float
     daemon_rss_mib: float
+    daemon_threads: int
+
+
+def proc_status(pid: int, field: str) -> int:
+    """The first number of a /proc/<pid>/status line, e.g. VmRSS (KiB) or Threads."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for pid {pid}")
 
 
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for pid {pid}")
+    return proc_status(pid, "VmRSS") / 1024
 
 
 def daemon_counts(url: str) -> dict[str, float]:
@@ -80,6 +86,7 @@ def one_round(cluster: ChaosCluster, claims: int, index: int) -> Round:
         running_seconds=running_seconds,
         deleted_seconds=deleted_seconds,
         daemon_rss_mib=rss_mib(cluster.pid(f"node-{cluster.rack.name}")),
+        daemon_threads=proc_status(cluster.pid(f"node-{cluster.rack.name}"), "Threads"),
     )
 
 
