@@ -233,8 +233,8 @@ def document(lines: dict[str, Line], scheduler: list[dict[str, Any]], run: dict[
         "devices in partitioned mode). Each figure was measured at "
         f"{', '.join(f'{x:g}' for x, _ in lines['publish_seconds'].points)} racks",
         "(the scheduler at the rack counts listed below), fitted with a straight line",
-        "(least squares: intercept + slope x racks) and read off at 6,944 racks. Two",
-        "points fix a line exactly, so the projection assumes costs stay linear in racks.",
+        "(least squares: intercept + slope x racks) and read off at 6,944 racks.",
+        linearity(lines),
         "",
         "| figure | per rack (slope) | fixed part | at 6,944 racks |",
         "| --- | --- | --- | --- |",
@@ -270,6 +270,33 @@ def document(lines: dict[str, Line], scheduler: list[dict[str, Any]], run: dict[
             "",
         ]
     return "\n".join(out) + "\n"
+
+
+def linearity(lines: dict[str, Line]) -> str:
+    """How far the measured points sit from their line; two points always fit exactly."""
+    two = [TITLES[k][0] for k, line in lines.items() if len(line.points) < 3]
+    worst = max(
+        (
+            abs(y - line.at(x)) / abs(y)
+            for line in lines.values()
+            if len(line.points) >= 3
+            for x, y in line.points
+            if y
+        ),
+        default=None,
+    )
+    out = []
+    if worst is not None:
+        out.append(
+            f"Where three or more rack counts were measured, no point is further than "
+            f"{100 * worst:.0f}% from its line."
+        )
+    if two:
+        out.append(
+            f"{'; '.join(two)}: two points, which a line fits exactly, so the projection "
+            "assumes the cost stays linear in racks."
+        )
+    return " ".join(out)
 
 
 def one_rack_scheduler() -> dict[str, Any] | None:
