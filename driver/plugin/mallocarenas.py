@@ -4,8 +4,9 @@ glibc gives threads that allocate at the same time arenas of their own, up to
 eight per core, and memory freed into an arena is rarely handed back. The
 daemon runs gRPC threads (C-core allocates outside the GIL) beside its Python
 workers, and each burst of prepares left more memory held in more arenas:
-under 1,152 claims a round its resident size kept growing. Two arenas keep
-that flat; the GIL serialises almost every allocation anyway.
+under 1,152 claims a round its resident size kept growing. With two arenas
+the growth per round fell several times (docs/reliability.md has the load
+run); the GIL serialises almost every allocation anyway.
 """
 
 import ctypes
