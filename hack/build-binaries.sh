@@ -22,6 +22,8 @@ out="$cache/k8s/$k8s_version"
 mkdir -p "$out"
 
 log() { echo "build-binaries: $*" >&2; }
+# shellcheck source=lib/debian-packages.sh
+. "$here/lib/debian-packages.sh"
 
 # A module directory for the requested version: the committed one when it
 # matches, else a copy whose staging replaces are regenerated from that
@@ -123,19 +125,11 @@ build_tool_dir() {
 }
 
 # runc: Debian's build works on these cgroup-v1 hosts and needs no cgo
-# toolchain; iptables: kube-proxy and the CNI bridge/portmap plugins call it.
+# toolchain; iptables: kube-proxy and the CNI bridge/portmap plugins call it;
+# conntrack: kube-proxy. Needed only by the real-node cluster, so a non-root
+# user is told what is missing instead of failing the build.
 install_debian_tools() {
-  local missing=()
-  command -v runc >/dev/null || missing+=(runc)
-  command -v iptables >/dev/null || missing+=(iptables)
-  command -v conntrack >/dev/null || missing+=(conntrack)
-  [ ${#missing[@]} -gt 0 ] || return 0
-  if [ "$(id -u)" != 0 ]; then
-    log "missing ${missing[*]} (needed only by the real-node cluster): install them with apt-get as root"
-    return 0
-  fi
-  log "installing ${missing[*]} from Debian's packages"
-  apt-get install -y -q "${missing[@]}" >&2 || { apt-get update -q >&2 && apt-get install -y -q "${missing[@]}" >&2; }
+  install_missing "the real-node cluster" runc iptables conntrack || true
 }
 
 build_etcd

@@ -22,20 +22,14 @@ mkdir -p "$out"
 started=$SECONDS
 
 log() { echo "build-images: $*" >&2; }
+# shellcheck source=../lib/debian-packages.sh
+. "$here/../lib/debian-packages.sh"
 key_of() { cat "$@" | sha256sum | cut -c1-16; }
 
-install_missing() {
-  local missing=()
-  command -v buildah >/dev/null || missing+=(buildah)
-  command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
-  command -v gcc >/dev/null || missing+=(gcc)
-  [ -e "/usr/lib/$(uname -m)-linux-gnu/libc.a" ] || missing+=(libc6-dev)
-  [ ${#missing[@]} -gt 0 ] || return 0
-  log "installing ${missing[*]} with apt-get"
-  apt-get update -qq
-  # Not buildah's recommended crun: it refuses hosts with hybrid cgroups, and
-  # RUN steps here use chroot isolation, no runtime at all.
-  DEBIAN_FRONTEND=noninteractive apt-get install -qq -y --no-install-recommends "${missing[@]}" >/dev/null
+# Not buildah's recommended crun: it refuses hosts with hybrid cgroups, and
+# RUN steps here use chroot isolation, no runtime at all.
+install_image_tools() {
+  install_missing "building images" buildah mmdebstrap gcc "/usr/lib/$(uname -m)-linux-gnu/libc.a:libc6-dev"
 }
 
 # Project-owned configuration, so nothing depends on (or changes) the host's
@@ -118,7 +112,7 @@ pause_image() {
   ln -sfn "$(basename "$archive")" "$out/pause.tar"
 }
 
-install_missing
+install_image_tools
 base=$(python_base)
 driver_image "$base"
 pause_image

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Names the container engine kind uses here: docker when its daemon answers,
-# else podman (kind's KIND_EXPERIMENTAL_PROVIDER=podman). A docker client
-# without a daemon does not count.
+# else podman (kind's KIND_EXPERIMENTAL_PROVIDER=podman), installed from
+# Debian's packages when missing (with runc, which podman then uses rather
+# than crun). A docker client without a daemon does not
+# count.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/debian-packages.sh
+. "$here/../lib/debian-packages.sh"
 if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
   echo docker
-elif command -v podman >/dev/null; then
-  echo podman
 else
-  echo "kind needs docker (with its daemon running) or podman; install one, e.g. apt-get install podman" >&2
-  exit 1
+  install_missing "kind (no docker daemon answers)" runc podman ||
+    { echo "kind needs docker (with its daemon running) or podman" >&2; exit 1; }
+  echo podman
 fi

@@ -1,0 +1,33 @@
+# Sourced by the build scripts: installs Debian packages for the programs a
+# step calls, only those missing, so a fresh machine (CI) needs nothing
+# installed by hand. Every package the project installs is named in a call to
+# install_missing; tests/test_external_programs.py checks that each program
+# the project calls is built by it, installed here, or a documented
+# prerequisite (docs/development.md).
+#   install_missing PURPOSE COMMAND[:PACKAGE] ...
+# COMMAND is looked up on PATH, or checked as a file when it starts with '/';
+# PACKAGE defaults to COMMAND. Installs as root; otherwise names the packages
+# and fails.
+install_missing() {
+  local purpose=$1 entry command package missing=()
+  shift
+  for entry in "$@"; do
+    command=${entry%%:*}
+    package=${entry#*:}
+    if [ "${command:0:1}" = / ]; then
+      [ -e "$command" ] && continue
+    else
+      command -v "$command" >/dev/null && continue
+    fi
+    missing+=("$package")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "$purpose needs ${missing[*]}: run as root, or install them with apt-get install ${missing[*]}" >&2
+    return 1
+  fi
+  echo "installing ${missing[*]} from Debian's packages ($purpose)" >&2
+  # The package lists of a fresh machine are empty or stale: update once.
+  DEBIAN_FRONTEND=noninteractive apt-get install -qq -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y --no-install-recommends "${missing[@]}" >&2; }
+}
