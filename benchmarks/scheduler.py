@@ -34,11 +34,13 @@ from benchmarks.scheduler_layouts import (
     CALIBRATION_TEMPLATE,
     DEVICE_ORDERS,
     DRIVER_ORDER,
+    FLEET_LAYOUTS,
     RACK,
     calibration_nodes,
     calibration_objects,
     calibration_slices,
     flat_slices,
+    fleet_slices,
     partitioned_slices,
     per_node_pool_slices,
     rack_nodes,
@@ -50,7 +52,7 @@ from tests.waiting import wait_for
 
 COMMAND = "make bench-scheduler"
 RESULTS = RESULTS_DIR / "scheduler.json"
-STEPS = ("layouts", "orders", "packing", "calibration")
+STEPS = ("layouts", "orders", "packing", "racks", "calibration")
 NS = "bench"
 SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
 CREATORS = 4
@@ -77,10 +79,12 @@ Workload = Callable[[int], tuple[JSON | None, JSON]]
 """Claim (or None when the pod uses a template) and pod of item i."""
 
 
-def rack_workload(sizes: Sequence[int]) -> Workload:
+def rack_workload(sizes: Sequence[int], rack: str | None = RACK) -> Workload:
+    """Claims of the given sizes, pinned to `rack` (None: any rack)."""
+
     def item(i: int) -> tuple[JSON | None, JSON]:
         name = f"c{i:05d}"
-        return load_claim(SIZES[sizes[i]], name, NS, RACK), pod(name, NS, [name])
+        return load_claim(SIZES[sizes[i]], name, NS, rack), pod(name, NS, [name])
 
     return item
 
@@ -334,6 +338,42 @@ def on_layout(
         clear(api)
 
 
+def fleet_nodes(racks: int) -> list[str]:
+    return [n for r in range(racks) for n in rack_nodes(r)]
+
+
+def max_racks(counts: str) -> int:
+    return max((int(x) for x in counts.split(",") if x), default=1)
+
+
+def fleet_runs(
+    cp: ControlPlane,
+    api: client.ApiClient,
+    *,
+    pods: int,
+    repeats: int,
+    layouts: Sequence[str],
+    racks: int,
+    checkpoint: Callable[[], None],
+) -> dict[str, list[dict[str, Any]]]:
+    """`repeats` rounds over the layouts on `racks` racks, interleaved so that a
+    slow stretch of the machine falls on every layout alike; `pods` unpinned
+    single-core claims a run."""
+    existing = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
+    for node in fleet_nodes(racks):
+        if node not in existing:
+            cp.create_node(node)
+    runs: dict[str, list[dict[str, Any]]] = {layout: [] for layout in layouts}
+    singles = rack_workload([1] * pods, rack=None)
+    for _ in range(repeats):
+        for layout in layouts:
+            run = on_layout(cp, api, fleet_slices(racks, layout), pods, singles)
+            run["nodes"] = racks * len(rack_nodes())
+            runs[layout].append(run)
+            checkpoint()
+    return runs
+
+
 def packing_run(
     cp: ControlPlane, api: client.ApiClient, slices: Sequence[JSON], sizes: Sequence[int]
 ) -> dict[str, Any]:
@@ -386,6 +426,20 @@ def main(argv: list[str] | None = None) -> int:
         "--layouts",
         default="flat,partitioned,per-node pools",
         help="the layouts step's layouts, comma-separated",
+    )
+    parser.add_argument(
+        "--racks", default="1,10,100", help="the racks step's fleet sizes, comma-separated"
+    )
+    parser.add_argument(
+        "--rack-pods", type=int, default=400, help="single-core pods of each racks-step run"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="interleaved runs of each layout per fleet size"
+    )
+    parser.add_argument(
+        "--fleet-layouts",
+        default=",".join(FLEET_LAYOUTS),
+        help="the racks step's layouts, comma-separated",
     )
     args = parser.parse_args(argv)
     steps = [s for s in args.steps.split(",") if s] or list(STEPS)
@@ -440,6 +494,26 @@ def main(argv: list[str] | None = None) -> int:
                 run = packing_run(cp, api, partitioned_slices(nodes), sizes)
                 results["packing"].append({"seed": seed, **run})
                 save(results, merge)
+        if "racks" in steps:
+            results["racks"] = {}
+            fleet_layouts = [x for x in args.fleet_layouts.split(",") if x]
+            unknown = sorted(set(fleet_layouts) - set(FLEET_LAYOUTS))
+            if unknown:
+                parser.error(
+                    f"--fleet-layouts: unknown {unknown}; valid: {', '.join(FLEET_LAYOUTS)}"
+                )
+            for racks in (int(x) for x in args.racks.split(",") if x):
+                results["racks"][str(racks)] = fleet_runs(
+                    cp,
+                    api,
+                    pods=args.rack_pods,
+                    repeats=args.repeats,
+                    layouts=fleet_layouts,
+                    racks=racks,
+                    checkpoint=lambda: save(results, merge),
+                )
+            for node in sorted(set(fleet_nodes(max_racks(args.racks))) - set(nodes)):
+                cp.delete_node(node)
         if "calibration" in steps:
             for node in nodes:
                 cp.delete_node(node)

@@ -1,8 +1,9 @@
 """The ResourceSlices each layout of the scheduler benchmark publishes.
 
-Pure: node names in, slice objects out. Our two layouts come from the
+Pure: node names in, slice objects out. Our layouts come from the
 controller's own builder (`build_slices`), so the scheduler sees exactly what
-the controller would publish; the other two are shapes other drivers use:
+the controller would publish (partitioned in both pool layouts, and flat);
+the other two are shapes other drivers use:
 
 - per-node pools: the flat layout's devices regrouped the way the AWS Neuron
   driver publishes (one pool and one slice per node, `spec.nodeName`, no
@@ -28,20 +29,26 @@ CALIBRATION_CLASS: Final = "test-class"
 CALIBRATION_TEMPLATE: Final = "test-claim-template"
 
 
-def rack_nodes() -> list[str]:
-    """The node names of the one rack, in server order."""
-    return [f"bench-r000-s{s:02d}" for s in range(rack_spec(GENERATION).servers)]
+def rack_nodes(rack: int = 0) -> list[str]:
+    """The node names of one rack, in server order."""
+    return [f"bench-r{rack:03d}-s{s:02d}" for s in range(rack_spec(GENERATION).servers)]
 
 
-def _rack_input(nodes: Sequence[str], mode: str) -> RackInput:
+def fleet_rack_name(rack: int) -> str:
+    return RACK if rack == 0 else f"{RACK}-{rack:03d}"
+
+
+def _rack_input(
+    nodes: Sequence[str], mode: str, pools: str = "rack", name: str = RACK
+) -> RackInput:
     obj = {
-        "metadata": {"name": RACK},
+        "metadata": {"name": name},
         "spec": {"generation": GENERATION, "mode": mode, "nodes": {"names": list(nodes)}},
     }
     spec = parse_spec(obj)
     mapping = map_nodes(spec, {n: {HOSTNAME_LABEL: n} for n in nodes})
     return RackInput(
-        name=RACK,
+        name=name,
         rack=spec.rack,
         mode=mode,
         flat_device="core",
@@ -50,6 +57,7 @@ def _rack_input(nodes: Sequence[str], mode: str) -> RackInput:
         driver=DEFAULT_DRIVER_NAME,
         taints={},
         binding_conditions=spec.fabric.binding_conditions,
+        pools=pools,
     )
 
 
@@ -87,15 +95,20 @@ def partitioned_slices(nodes: Sequence[str], order: str | None = None) -> list[J
     return slices
 
 
-def flat_slices(nodes: Sequence[str]) -> list[JSON]:
+def node_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
+    """The controller's partitioned slices in the `node` pool layout."""
+    return build_slices(_rack_input(nodes, "partitioned", "node", name))
+
+
+def flat_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     """The controller's flat slices of single-core devices: one rack-wide pool."""
-    return build_slices(_rack_input(nodes, "flat"))
+    return build_slices(_rack_input(nodes, "flat", name=name))
 
 
-def per_node_pool_slices(nodes: Sequence[str]) -> list[JSON]:
+def per_node_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     """The flat devices, one pool and one `spec.nodeName` slice per node."""
     out: list[JSON] = []
-    for s in flat_slices(nodes):
+    for s in flat_slices(nodes, name):
         node = s["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
         out.append(
             {
@@ -111,6 +124,22 @@ def per_node_pool_slices(nodes: Sequence[str]) -> list[JSON]:
             }
         )
     return out
+
+
+FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
+    "rack pools": lambda nodes, name: build_slices(_rack_input(nodes, "partitioned", "rack", name)),
+    "node pools": node_pool_slices,
+    "per-node pools": per_node_pool_slices,
+}
+"""The layouts measured at 1, 10 and 100 racks: ours in both pool layouts and
+the per-node anchor."""
+
+
+def fleet_slices(racks: int, layout: str) -> list[JSON]:
+    """Every slice of `racks` racks in one layout."""
+    return [
+        s for r in range(racks) for s in FLEET_LAYOUTS[layout](rack_nodes(r), fleet_rack_name(r))
+    ]
 
 
 def calibration_nodes(count: int) -> list[str]:

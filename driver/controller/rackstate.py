@@ -77,7 +77,7 @@ def desired_rack(
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
     `mapping`: the node mapping when the caller already resolved it."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
-    devices = planned_devices(spec.rack, spec.mode, spec.flat_device)
+    devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.pools)
     health = device_health(devices, mapping.nodes, reports)
     slices = build_slices(
         RackInput(
@@ -90,6 +90,7 @@ def desired_rack(
             driver=driver,
             taints=taints(health, driver),
             binding_conditions=spec.fabric.binding_conditions and binding_conditions,
+            pools=spec.pools,
         )
     )
     return DesiredRack(mapping, devices, health, slices)

@@ -1,11 +1,15 @@
 """The desired ResourceSlices (resource.k8s.io/v1) of one rack: a pure function
 of its layout, its node mapping and its device taints.
 
-One pool per rack, named after the UltraServer. Partitioned mode publishes
-counter-only slices (allNodes), one or more slices per node, and one slice
-holding the rack device (its node selector lists every node of the rack);
-flat mode publishes per-node slices of chips or cores without counters.
-`pool.generation` is left at 0 here: the reconciler decides it.
+Partitioned mode has two pool layouts. `rack`: one pool named after the
+UltraServer, with counter-only slices (allNodes), one or more slices per node
+and one slice holding the rack device (its node selector lists every node of
+the rack). `node`: a pool per server, `<rack>/<server>`, whose counter and
+device slices name the node (`spec.nodeName`, which the scheduler indexes by
+node), and the rack's own pool holding only the rack device. Flat mode
+publishes per-node slices of chips or cores without counters, in the rack's
+pool. `pool.generation` is left at 0 here: the reconciler decides it, and
+`resourceSliceCount` counts the slices of each pool.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,7 +19,7 @@ from typing import Final
 from driver.devicemodel import attributes
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
 from driver.devicemodel.layout import Layout, PlannedDevice, build_layout, flat_devices
-from driver.devicemodel.naming import server_name
+from driver.devicemodel.naming import server_name, server_pool
 from driver.jsontypes import JSON
 from driver.names import rack_label
 from simdevice.topology import RackSpec
@@ -45,19 +49,33 @@ class RackInput:
     driver: str
     taints: Mapping[str, Sequence[Taint]]  # device name -> taints
     binding_conditions: bool  # server and ultraserver devices wait for their fabric
+    pools: str = "rack"  # rack | node: the pool layout (partitioned mode only)
 
 
-def planned_devices(rack: RackSpec, mode: str, flat_device: str) -> tuple[PlannedDevice, ...]:
+def planned_devices(
+    rack: RackSpec, mode: str, flat_device: str, pools: str = "rack"
+) -> tuple[PlannedDevice, ...]:
     """All devices the rack could publish in `mode`, whether or not their nodes exist."""
-    return build_layout(rack).devices if mode == "partitioned" else flat_devices(rack, flat_device)
+    if mode == "partitioned":
+        return build_layout(rack, pools).devices
+    return flat_devices(rack, flat_device)
 
 
 def build_slices(inp: RackInput) -> list[JSON]:
     """The rack's ResourceSlices, sorted by name (the allocator's order)."""
-    named = _partitioned(inp, build_layout(inp.rack)) if inp.mode == "partitioned" else _flat(inp)
-    slices = [_slice(inp, suffix, spec) for suffix, spec in named]
+    if inp.mode != "partitioned":
+        named = _flat(inp)
+    elif inp.pools == "node":
+        named = _node_pools(inp, build_layout(inp.rack, "node"))
+    else:
+        named = _partitioned(inp, build_layout(inp.rack))
+    slices = [_slice(inp, suffix, spec, pool) for suffix, spec, pool in named]
+    per_pool: dict[str, int] = {}
     for s in slices:
-        s["spec"]["pool"]["resourceSliceCount"] = len(slices)
+        name = s["spec"]["pool"]["name"]
+        per_pool[name] = per_pool.get(name, 0) + 1
+    for s in slices:
+        s["spec"]["pool"]["resourceSliceCount"] = per_pool[s["spec"]["pool"]["name"]]
     return sorted(slices, key=lambda s: str(s["metadata"]["name"]))
 
 
@@ -67,7 +85,11 @@ def slice_name(driver: str, rack_name: str, suffix: str) -> str:
     return f"{rack_name}.{suffix}.{driver}"
 
 
-def _slice(inp: RackInput, suffix: str, spec: JSON) -> JSON:
+NamedSlice = tuple[str, JSON, str]
+"""(name part, spec without driver and pool, pool name) of one slice."""
+
+
+def _slice(inp: RackInput, suffix: str, spec: JSON, pool: str) -> JSON:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -77,62 +99,90 @@ def _slice(inp: RackInput, suffix: str, spec: JSON) -> JSON:
         },
         "spec": {
             "driver": inp.driver,
-            "pool": {"name": inp.name, "generation": 0, "resourceSliceCount": 0},
+            "pool": {"name": pool, "generation": 0, "resourceSliceCount": 0},
             **spec,
         },
     }
 
 
-def _partitioned(inp: RackInput, layout: Layout) -> list[tuple[str, JSON]]:
+def _counter_slices(
+    sets: Sequence[tuple[str, Mapping[str, int]]], prefix: str, where: JSON
+) -> list[tuple[str, JSON]]:
+    """Counter-only slices of at most 8 sets each, `<prefix>-<n>`."""
     out: list[tuple[str, JSON]] = []
-    sets = layout.counter_sets()
     for i in range(0, len(sets), MAX_COUNTER_SETS_PER_SLICE):
         chunk = sets[i : i + MAX_COUNTER_SETS_PER_SLICE]
+        counter_sets = [
+            {"name": name, "counters": {c: {"value": str(v)} for c, v in counters.items()}}
+            for name, counters in chunk
+        ]
         out.append(
             (
-                f"counters-{i // MAX_COUNTER_SETS_PER_SLICE}",
-                {
-                    "allNodes": True,
-                    "sharedCounters": [
-                        {
-                            "name": name,
-                            "counters": {c: {"value": str(v)} for c, v in counters.items()},
-                        }
-                        for name, counters in chunk
-                    ],
-                },
-            )
-        )
-    by_server: dict[int, list[PlannedDevice]] = {}
-    for device in layout.devices:
-        if device.server is not None:
-            by_server.setdefault(device.server, []).append(device)
-    for server, node in sorted(inp.nodes.items()):
-        devices = by_server[server]
-        groups = [g for g in layout.groups if g.server == server]
-        for group in groups:
-            members = [
-                d
-                for d in devices
-                if d.kind in ("core", "chip") and d.chips[0].local_index in group.chips
-            ]
-            if group == groups[-1]:
-                members += [d for d in devices if d.kind == "server"]
-            out.append((group.name, {**only_node(node), "devices": _devices(inp, members)}))
-    if len(inp.nodes) == inp.rack.servers and inp.rack_nodes is not None:
-        rack_device = layout.devices[-1]
-        out.append(
-            (
-                "ultraserver",
-                {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, [rack_device])},
+                f"{prefix}-{i // MAX_COUNTER_SETS_PER_SLICE}",
+                {**where, "sharedCounters": counter_sets},
             )
         )
     return out
 
 
-def _flat(inp: RackInput) -> list[tuple[str, JSON]]:
-    devices = flat_devices(inp.rack, inp.flat_device)
+def _server_device_slices(
+    inp: RackInput, layout: Layout, server: int, where: JSON
+) -> list[tuple[str, JSON]]:
+    """One slice per group of the server: its chips' partitions and chips,
+    and the server device after the last group's."""
+    devices = [d for d in layout.devices if d.server == server]
+    groups = [g for g in layout.groups if g.server == server]
     out: list[tuple[str, JSON]] = []
+    for group in groups:
+        members = [
+            d
+            for d in devices
+            if d.kind in ("core", "chip") and d.chips[0].local_index in group.chips
+        ]
+        if group == groups[-1]:
+            members += [d for d in devices if d.kind == "server"]
+        out.append((group.name, {**where, "devices": _devices(inp, members)}))
+    return out
+
+
+def _rack_device_slice(inp: RackInput, layout: Layout) -> list[NamedSlice]:
+    """The rack device, once every server has a node."""
+    if len(inp.nodes) != inp.rack.servers or inp.rack_nodes is None:
+        return []
+    spec = {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, [layout.devices[-1]])}
+    return [("ultraserver", spec, inp.name)]
+
+
+def _partitioned(inp: RackInput, layout: Layout) -> list[NamedSlice]:
+    out: list[NamedSlice] = [
+        (suffix, spec, inp.name)
+        for suffix, spec in _counter_slices(layout.counter_sets(), "counters", {"allNodes": True})
+    ]
+    for server, node in sorted(inp.nodes.items()):
+        out += [
+            (suffix, spec, inp.name)
+            for suffix, spec in _server_device_slices(inp, layout, server, only_node(node))
+        ]
+    return out + _rack_device_slice(inp, layout)
+
+
+def _node_pools(inp: RackInput, layout: Layout) -> list[NamedSlice]:
+    """A pool per server whose slices name their node, then the rack's pool."""
+    out: list[NamedSlice] = []
+    for server, node in sorted(inp.nodes.items()):
+        pool = server_pool(inp.name, server)
+        where: JSON = {"nodeName": node}
+        prefix = f"{server_name(server)}-counters"
+        for suffix, spec in _counter_slices(layout.counter_sets(server), prefix, where):
+            out.append((suffix, spec, pool))
+        for suffix, spec in _server_device_slices(inp, layout, server, where):
+            out.append((suffix, spec, pool))
+    return out + _rack_device_slice(inp, layout)
+
+
+def _flat(inp: RackInput) -> list[NamedSlice]:
+    devices = flat_devices(inp.rack, inp.flat_device)
+    out: list[NamedSlice] = []
     for server, node in sorted(inp.nodes.items()):
         mine = [d for d in devices if d.server == server]
         chunks = [
@@ -140,7 +190,7 @@ def _flat(inp: RackInput) -> list[tuple[str, JSON]]:
         ]
         for i, chunk in enumerate(chunks):
             suffix = server_name(server) if len(chunks) == 1 else f"{server_name(server)}-{i}"
-            out.append((suffix, {**only_node(node), "devices": _devices(inp, chunk)}))
+            out.append((suffix, {**only_node(node), "devices": _devices(inp, chunk)}, inp.name))
     return out
 
 

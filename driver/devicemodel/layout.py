@@ -11,6 +11,13 @@ iff their cores do not overlap.
 - A device inside one group consumes its cores from the group's fine set and
   its core count from the group's coarse counter; a device spanning groups (a
   16-chip server, the whole rack) consumes whole coarse counters only.
+
+Two pool layouts share these devices (docs/device-model.md, "Pool layouts"):
+`rack` puts the whole rack in one pool, so the rack device consumes every
+coarse counter and the scheduler alone keeps it apart from everything under
+it; `node` gives each server a pool of its own, with coarse sets only where a
+server has several groups, and leaves the rack device consuming nothing: the
+controller keeps it apart from the servers' devices.
 """
 
 import functools
@@ -37,6 +44,9 @@ PARTITION_SIZES: Final = (1, 2, 4)
 """Core partitions published per chip, besides the whole chip."""
 
 COARSE_SET_PREFIX: Final = "groups"
+
+POOL_LAYOUTS: Final = ("rack", "node")
+"""`rack`: one pool per rack; `node`: one pool per server plus the rack's own."""
 
 
 class LayoutError(ValueError):
@@ -96,14 +106,18 @@ class Layout:
     """Every device and counter set of one rack, in publishing order."""
 
     rack: RackSpec
+    pools: str  # one of POOL_LAYOUTS
     groups: tuple[Group, ...]
     coarse_sets: tuple[tuple[str, tuple[Group, ...]], ...]
     devices: tuple[PlannedDevice, ...]
 
-    def counter_sets(self) -> list[tuple[str, dict[str, int]]]:
-        """(set name, counter -> capacity): fine sets in group order, then coarse."""
+    def counter_sets(self, server: int | None = None) -> list[tuple[str, dict[str, int]]]:
+        """(set name, counter -> capacity): fine sets in group order, then
+        coarse; with `server`, only the sets of that server's pool."""
         sets: list[tuple[str, dict[str, int]]] = []
         for group in self.groups:
+            if server is not None and group.server != server:
+                continue
             sets.append(
                 (
                     group.fine_set,
@@ -115,7 +129,8 @@ class Layout:
                 )
             )
         for name, members in self.coarse_sets:
-            sets.append((name, {g.name: g.cores for g in members}))
+            if server is None or members[0].server == server:
+                sets.append((name, {g.name: g.cores for g in members}))
         return sets
 
 
@@ -165,6 +180,17 @@ def split_coarse(groups: Sequence[Group]) -> tuple[tuple[str, tuple[Group, ...]]
     )
 
 
+def per_server_coarse(groups: Sequence[Group]) -> tuple[tuple[str, tuple[Group, ...]], ...]:
+    """Node pools: one coarse set for each server that has several groups."""
+    servers = sorted({g.server for g in groups})
+    out = []
+    for server in servers:
+        members = tuple(g for g in groups if g.server == server)
+        if len(members) > 1:
+            out.append((f"{COARSE_SET_PREFIX}-{server_name(server)}", members))
+    return tuple(out)
+
+
 def _coarse_consumption(
     coarse: Sequence[tuple[str, tuple[Group, ...]]], taken: dict[int, int]
 ) -> tuple[Consumption, ...]:
@@ -178,7 +204,7 @@ def _coarse_consumption(
 
 
 @functools.cache
-def build_layout(rack: RackSpec) -> Layout:
+def build_layout(rack: RackSpec, pools: str = "rack") -> Layout:
     """Devices of the partitioned mode, small first within each chip, chip-major.
 
     Order matters: the scheduler's allocator is first-fit over devices in slice
@@ -188,8 +214,10 @@ def build_layout(rack: RackSpec) -> Layout:
     Immutable and a function of the rack spec alone, so it is built once per
     spec rather than twice in every reconcile.
     """
+    if pools not in POOL_LAYOUTS:
+        raise LayoutError(f"spec.pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
     groups = make_groups(rack)
-    coarse = split_coarse(groups)
+    coarse = split_coarse(groups) if pools == "rack" else per_server_coarse(groups)
     group_of = {(g.server, chip): g for g in groups for chip in g.chips}
     places = chip_places(rack)
     cores_per_chip = rack.chip.cores
@@ -224,6 +252,7 @@ def build_layout(rack: RackSpec) -> Layout:
                 consumes,
             )
         )
+    whole_rack = {g.index: g.cores for g in groups}
     devices.append(
         PlannedDevice(
             ULTRASERVER_DEVICE,
@@ -232,10 +261,10 @@ def build_layout(rack: RackSpec) -> Layout:
             tuple(places),
             0,
             rack.cores,
-            _coarse_consumption(coarse, {g.index: g.cores for g in groups}),
+            _coarse_consumption(coarse, whole_rack) if pools == "rack" else (),
         )
     )
-    return Layout(rack, groups, coarse, tuple(devices))
+    return Layout(rack, pools, groups, coarse, tuple(devices))
 
 
 def _in_group(

@@ -26,3 +26,14 @@ def partition_name(server: int, local_chip: int, start: int, count: int) -> str:
 
 
 ULTRASERVER_DEVICE: Final = "ultraserver"
+
+
+def server_pool(rack: str, server: int) -> str:
+    """The pool of one server in the `node` pool layout: `<rack>/<server>`
+    (pool names are DNS subdomains joined by slashes)."""
+    return f"{rack}/{server_name(server)}"
+
+
+def rack_of_pool(pool: str) -> str:
+    """The UltraServer a pool belongs to, in either pool layout."""
+    return pool.split("/", 1)[0]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from driver.devicemodel.layout import POOL_LAYOUTS
 from driver.jsontypes import JSON
 from simdevice.topology import VALID_LNC, RackSpec, TopologyError, rack_spec
 
@@ -43,6 +44,7 @@ class UltraServerSpec:
     selector: JSON | None  # label selector mapping
     server_index_label: str
     fabric: FabricSpec
+    pools: str = "rack"  # one of POOL_LAYOUTS (partitioned mode)
 
 
 def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
@@ -59,6 +61,11 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
     flat_device = spec.get("flatDevice", "chip")
     if flat_device not in FLAT_DEVICES:
         raise SpecError(f"spec.flatDevice: {flat_device!r} is not one of {', '.join(FLAT_DEVICES)}")
+    pools = spec.get("pools", "rack")
+    if pools not in POOL_LAYOUTS:
+        raise SpecError(f"spec.pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
+    if pools != "rack" and mode != "partitioned":
+        raise SpecError(f"spec.pools: {pools!r} applies to mode partitioned only; remove it")
     lnc = spec.get("defaultLogicalNeuronCore") or DEFAULT_LNC.get(rack.chip.name, 1)
     if type(lnc) is not int or lnc not in VALID_LNC:
         raise SpecError(
@@ -98,6 +105,7 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
         selector=dict(selector) if selector is not None else None,
         server_index_label=index_label,
         fabric=fabric,
+        pools=pools,
     )
 
 

@@ -1,7 +1,10 @@
 """Exact exclusivity of the counter scheme: two devices of a rack can be
 allocated together iff their cores do not overlap, for every pair of devices
 of every generation. Checked on the published slices, as the scheduler sees
-them: each counter's capacity against what the pair consumes."""
+them: each counter's capacity against what the pair consumes, counters being
+named within their pool. In the `node` pool layout the rack device consumes
+nothing: every pair but those with the rack device is the scheduler's to
+refuse, and those are the controller's (tests/controller/test_rack_guard*.py)."""
 
 from collections import defaultdict
 from itertools import combinations
@@ -12,20 +15,36 @@ import pytest
 from driver.controller.slices import RackInput, build_slices
 from simdevice.topology import GENERATIONS, rack_spec
 
+Counter = tuple[str, str, str]  # pool, counter set, counter
+POOL_LAYOUTS = ("rack", "node")
 
-def published(generation: str) -> tuple[dict[tuple[str, str], int], list[dict[str, Any]]]:
+
+def published(
+    generation: str, pools: str = "rack"
+) -> tuple[dict[Counter, int], list[dict[str, Any]]]:
+    """Counter capacities, and every device with its pool under `_pool`."""
     rack = rack_spec(generation)
     nodes = {s: f"n{s}" for s in range(rack.servers)}
     inp = RackInput(
-        "rack", rack, "partitioned", "chip", nodes, {"nodeSelectorTerms": []}, "d.dev", {}, False
+        "rack",
+        rack,
+        "partitioned",
+        "chip",
+        nodes,
+        {"nodeSelectorTerms": []},
+        "d.dev",
+        {},
+        False,
+        pools,
     )
-    capacity: dict[tuple[str, str], int] = {}
+    capacity: dict[Counter, int] = {}
     devices: list[dict[str, Any]] = []
     for s in build_slices(inp):
+        pool = s["spec"]["pool"]["name"]
         for counter_set in s["spec"].get("sharedCounters", []):
             for name, c in counter_set["counters"].items():
-                capacity[(counter_set["name"], name)] = int(c["value"])
-        devices += s["spec"].get("devices", [])
+                capacity[(pool, counter_set["name"], name)] = int(c["value"])
+        devices += [{**d, "_pool": pool} for d in s["spec"].get("devices", [])]
     return capacity, devices
 
 
@@ -42,22 +61,23 @@ def cores_of(device: dict[str, Any], cores_per_chip: int, chips: int) -> set[tup
     }
 
 
+@pytest.mark.parametrize("pools", POOL_LAYOUTS)
 @pytest.mark.parametrize("generation", GENERATIONS)
-def test_devices_conflict_iff_cores_overlap(generation: str) -> None:
+def test_devices_conflict_iff_cores_overlap(generation: str, pools: str) -> None:
     rack = rack_spec(generation)
-    capacity, devices = published(generation)
-    use: list[dict[tuple[str, str], int]] = []
+    capacity, devices = published(generation, pools)
+    use: list[dict[Counter, int]] = []
     for d in devices:
         use.append(
             {
-                (c["counterSet"], name): int(v["value"])
+                (d["_pool"], c["counterSet"], name): int(v["value"])
                 for c in d.get("consumesCounters", [])
                 for name, v in c["counters"].items()
             }
         )
         assert all(key in capacity for key in use[-1]), d["name"]
         assert all(v <= capacity[k] for k, v in use[-1].items()), d["name"]
-    by_counter: dict[tuple[str, str], list[int]] = defaultdict(list)
+    by_counter: dict[Counter, list[int]] = defaultdict(list)
     for i, u in enumerate(use):
         for key in u:
             by_counter[key].append(i)
@@ -73,13 +93,18 @@ def test_devices_conflict_iff_cores_overlap(generation: str) -> None:
             by_core[c].append(i)
     overlaps = {pair for users in by_core.values() for pair in combinations(users, 2)}
     assert len(overlaps) > len(devices)
+    if pools == "node":
+        rack_device = next(i for i, d in enumerate(devices) if d["name"] == "ultraserver")
+        assert not use[rack_device]
+        overlaps = {pair for pair in overlaps if rack_device not in pair}
     assert conflicts == overlaps
 
 
+@pytest.mark.parametrize("pools", POOL_LAYOUTS)
 @pytest.mark.parametrize("generation", GENERATIONS)
-def test_whole_rack_is_the_sum_of_its_cores(generation: str) -> None:
+def test_whole_rack_is_the_sum_of_its_cores(generation: str, pools: str) -> None:
     rack = rack_spec(generation)
-    _, devices = published(generation)
+    _, devices = published(generation, pools)
     singles = [
         d
         for d in devices

@@ -4,6 +4,7 @@ and mode."""
 
 import itertools
 import re
+from collections import Counter
 
 import pytest
 
@@ -11,6 +12,7 @@ from driver.controller.slices import RackInput, build_slices
 from simdevice.topology import GENERATIONS, rack_spec
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
 MAX_DEVICES_WITH_COUNTERS_OR_TAINTS = 64
 MAX_COUNTER_SETS = 8
@@ -19,29 +21,41 @@ MAX_CONSUMPTIONS_PER_DEVICE = 2
 MAX_COUNTERS_PER_CONSUMPTION = 32
 MAX_ATTRIBUTES_AND_CAPACITIES = 32
 MAX_STRING_ATTRIBUTE = 64
-MODES = [("partitioned", "chip"), ("flat", "chip"), ("flat", "core")]
+MODES = [
+    ("partitioned", "chip", "rack"),
+    ("partitioned", "chip", "node"),
+    ("flat", "chip", "rack"),
+    ("flat", "core", "rack"),
+]
 
 
-def rack_input(generation: str, mode: str, flat_device: str, name: str = "r" * 63) -> RackInput:
+def rack_input(
+    generation: str, mode: str, flat_device: str, name: str = "r" * 63, pools: str = "rack"
+) -> RackInput:
     rack = rack_spec(generation)
     nodes = {s: f"node-{s:03d}-" + "n" * 200 for s in range(rack.servers)}
     selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
     # With binding conditions, as published by default: the limits must hold with them.
-    return RackInput(name, rack, mode, flat_device, nodes, selector, "trainium.sim.dev", {}, True)
+    return RackInput(
+        name, rack, mode, flat_device, nodes, selector, "trainium.sim.dev", {}, True, pools
+    )
 
 
 @pytest.mark.parametrize(
-    ("generation", "mode", "flat_device"), [(g, *m) for g in GENERATIONS for m in MODES]
+    ("generation", "mode", "flat_device", "pools"), [(g, *m) for g in GENERATIONS for m in MODES]
 )
-def test_every_limit_holds(generation: str, mode: str, flat_device: str) -> None:
-    slices = build_slices(rack_input(generation, mode, flat_device))
-    set_names: list[str] = []
+def test_every_limit_holds(generation: str, mode: str, flat_device: str, pools: str) -> None:
+    slices = build_slices(rack_input(generation, mode, flat_device, pools=pools))
+    set_names: list[tuple[str, str]] = []
     device_names: list[str] = []
+    per_pool = Counter(s["spec"]["pool"]["name"] for s in slices)
     for s in slices:
         name = s["metadata"]["name"]
         assert len(name) <= 253 and all(DNS_LABEL.match(part) for part in name.split("."))
         spec = s["spec"]
-        assert spec["pool"]["resourceSliceCount"] == len(slices)
+        pool = spec["pool"]["name"]
+        assert len(pool) <= 253 and all(DNS_SUBDOMAIN.match(part) for part in pool.split("/"))
+        assert spec["pool"]["resourceSliceCount"] == per_pool[pool]
         assert ("devices" in spec) != ("sharedCounters" in spec)
         selections = [
             k
@@ -49,14 +63,17 @@ def test_every_limit_holds(generation: str, mode: str, flat_device: str) -> None
             if k in spec
         ]
         assert len(selections) == 1
-        assert "nodeName" not in spec, "a kubelet deletes the slices named after its node"
+        if pool == "r" * 63:
+            assert "nodeName" not in spec, "a kubelet deletes the slices named after its node"
+        else:
+            assert pools == "node" and "nodeName" in spec, "a server's pool is indexed by its node"
         sets = spec.get("sharedCounters", [])
         assert len(sets) <= MAX_COUNTER_SETS
         for counter_set in sets:
             assert DNS_LABEL.match(counter_set["name"])
             assert 1 <= len(counter_set["counters"]) <= MAX_COUNTERS_PER_SET
             assert all(DNS_LABEL.match(c) for c in counter_set["counters"])
-            set_names.append(counter_set["name"])
+            set_names.append((pool, counter_set["name"]))
         devices = spec.get("devices", [])
         assert len(devices) <= MAX_DEVICES_WITH_COUNTERS_OR_TAINTS
         for d in devices:
@@ -104,6 +121,23 @@ def test_missing_node_withdraws_its_devices_and_the_rack_device() -> None:
     assert "server07" not in names and "server06" in names
     assert "ultraserver" not in names
     assert {n for n in names if n.startswith("counters-")} == {f"counters-{i}" for i in range(5)}
+
+
+def test_node_pools_give_each_server_its_own_pool_on_its_node() -> None:
+    slices = build_slices(
+        rack_input("trn3-gen1", "partitioned", "chip", name="rack-b", pools="node")
+    )
+    by_pool: dict[str, set[str]] = {}
+    for s in slices:
+        where = s["spec"].get("nodeName") or "rack-wide"
+        by_pool.setdefault(s["spec"]["pool"]["name"], set()).add(where)
+    assert by_pool.pop("rack-b") == {"rack-wide"}
+    assert len(by_pool) == 4
+    for server in range(4):
+        assert by_pool[f"rack-b/server{server:02d}"] == {f"node-{server:03d}-" + "n" * 200}
+    rack_device = next(s for s in slices if s["spec"]["pool"]["name"] == "rack-b")
+    assert [d["name"] for d in rack_device["spec"]["devices"]] == ["ultraserver"]
+    assert "consumesCounters" not in rack_device["spec"]["devices"][0]
 
 
 def test_slices_sort_counters_then_servers_then_rack() -> None:
