@@ -1,7 +1,8 @@
 """The `status.devices` of claims holding this driver's devices: read the
 claim, compute each device's entry with `devicemodel.fabric`, write only when
 it differs. The fabric of server and ultraserver devices comes up here, so
-the scheduler, waiting on their binding conditions, binds the pods."""
+the scheduler, waiting on their binding conditions, binds the pods; so does
+the guard of a rack device in the `node` pool layout (`devicemodel.rackguard`)."""
 
 import datetime
 import functools
@@ -16,6 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from driver.controller.slices import planned_devices
 from driver.devicemodel.fabric import device_status
 from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.naming import rack_of_pool
+from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS, RackHold, guard_conditions
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
 from simdevice.topology import rack_spec
@@ -28,8 +31,10 @@ class StatusConflictError(RuntimeError):
 
 
 @functools.lru_cache(maxsize=32)
-def devices_by_name(generation: str, mode: str, flat_device: str) -> Mapping[str, PlannedDevice]:
-    return {d.name: d for d in planned_devices(rack_spec(generation), mode, flat_device)}
+def devices_by_name(
+    generation: str, mode: str, flat_device: str, pools: str = "rack"
+) -> Mapping[str, PlannedDevice]:
+    return {d.name: d for d in planned_devices(rack_spec(generation), mode, flat_device, pools)}
 
 
 def allocated_at(claim: Mapping[str, Any], now: datetime.datetime) -> datetime.datetime:
@@ -46,9 +51,13 @@ def desired_devices(
     racks: Mapping[str, UltraServerSpec],
     driver: str,
     now: datetime.datetime,
+    *,
+    holds: Mapping[str, RackHold] | None = None,
+    settle: float = DEFAULT_SETTLE_SECONDS,
 ) -> tuple[list[JSON], float | None]:
     """The claim's whole `status.devices` (other drivers' entries kept as they
-    are) and the seconds until ours change by themselves."""
+    are) and the seconds until ours change by themselves. `holds`: the rack
+    guards as published, for rack devices of `node` pool racks."""
     status = claim.get("status") or {}
     results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
     current = status.get("devices") or []
@@ -57,10 +66,11 @@ def desired_devices(
     when = allocated_at(claim, now)
     recheck: float | None = None
     for result in results:
-        spec = racks.get(result["pool"])
+        rack = rack_of_pool(result["pool"])
+        spec = racks.get(rack)
         if result["driver"] != driver or spec is None:
             continue
-        device = devices_by_name(spec.rack.generation, spec.mode, spec.flat_device).get(
+        device = devices_by_name(spec.rack.generation, spec.mode, spec.flat_device, spec.pools).get(
             result["device"]
         )
         if device is None:
@@ -76,10 +86,17 @@ def desired_devices(
             old=ours.get(key),
         )
         out.append(entry.entry)
-        if entry.recheck_seconds is not None:
-            recheck = (
-                entry.recheck_seconds if recheck is None else min(recheck, entry.recheck_seconds)
+        waits = [entry.recheck_seconds]
+        if spec.pools == "node" and device.kind == "ultraserver":
+            previous = (ours.get(key) or {}).get("conditions") or []
+            guard, wait = guard_conditions(
+                (holds or {}).get(rack), settle=settle, now=now, old=previous
             )
+            entry.entry["conditions"] = [*guard, *entry.entry["conditions"]]
+            waits.append(wait)
+        for wait in waits:
+            if wait is not None:
+                recheck = wait if recheck is None else min(recheck, wait)
     return out, recheck
 
 
@@ -95,11 +112,16 @@ def parse_racks(objects: Mapping[str, JSON]) -> dict[str, UltraServerSpec]:
 
 
 class ClaimStatusWriter:
-    def __init__(self, api: client.ApiClient, driver: str) -> None:
+    def __init__(
+        self, api: client.ApiClient, driver: str, settle: float = DEFAULT_SETTLE_SECONDS
+    ) -> None:
         self.resource = client.ResourceV1Api(api)
         self.driver = driver
+        self.settle = settle
 
-    def sync(self, key: str, racks: Mapping[str, JSON]) -> float | None:
+    def sync(
+        self, key: str, racks: Mapping[str, JSON], holds: Mapping[str, RackHold] | None = None
+    ) -> float | None:
         """Bring one claim's device status up to date; seconds until it needs another look."""
         namespace, name = key.split("/", 1)
         try:
@@ -114,7 +136,9 @@ class ClaimStatusWriter:
         if not (claim.get("status") or {}).get("allocation"):
             return None
         now = datetime.datetime.now(datetime.UTC)
-        devices, recheck = desired_devices(claim, parse_racks(racks), self.driver, now)
+        devices, recheck = desired_devices(
+            claim, parse_racks(racks), self.driver, now, holds=holds, settle=self.settle
+        )
         if devices != (claim["status"].get("devices") or []):
             self._write(claim, devices)
         return recheck

@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS
 from driver.names import DEFAULT_DRIVER_NAME
 
 
@@ -21,6 +22,7 @@ class Flags:
     resync_seconds: float
     http_address: str
     log_level: str
+    rack_settle_seconds: float = DEFAULT_SETTLE_SECONDS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,6 +59,12 @@ def parser() -> argparse.ArgumentParser:
         help="HOST:PORT for /metrics, /healthz and /readyz (port 0 picks one)",
     )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument(
+        "--rack-settle-seconds",
+        type=float,
+        default=DEFAULT_SETTLE_SECONDS,
+        help="node pool layout: how long the rack-claimed taints stand before a rack device binds",
+    )
     return p
 
 
@@ -69,6 +77,8 @@ def parse(argv: list[str]) -> Flags:
         p.error("--lease-seconds: must be at least 3")
     if a.resync_seconds <= 0:
         p.error("--resync-seconds: must be positive")
+    if not 0 <= a.rack_settle_seconds <= 60:
+        p.error("--rack-settle-seconds: must be from 0 to 60")
     return Flags(
         kubeconfig=a.kubeconfig,
         driver_name=a.driver_name,
@@ -80,4 +90,5 @@ def parse(argv: list[str]) -> Flags:
         resync_seconds=a.resync_seconds,
         http_address=a.http_address,
         log_level=a.log_level,
+        rack_settle_seconds=a.rack_settle_seconds,
     )

@@ -10,6 +10,7 @@ import kopf
 from driver.controller.kube import CLAIMS, HEALTH, ULTRASERVERS
 from driver.controller.reconciler import Stores, racks_for_node, racks_of_claim
 from driver.controller.stores import key_of
+from driver.devicemodel.naming import ULTRASERVER_DEVICE, rack_of_pool
 
 CLAIM_DELAY = 2.0
 """Claims change only the rack's status (allocated cores); waiting a little
@@ -55,19 +56,42 @@ def register(
     def claim(*, type: str | None, body: kopf.Body, **_: Any) -> None:
         old, new = stores.claims.apply(type, dict(body))
         if old != new:
+            # A rack device taken or given back moves its guard: no delay.
+            delay = 0.0 if holds_rack_device(driver, [old, new]) else CLAIM_DELAY
             for rack in racks_of_claim(driver, [old, new]):
-                enqueue(rack, CLAIM_DELAY)
+                enqueue(rack, delay)
+                # A rack claim waiting on its guard must see a server claim at once.
+                for waiting in claims_of_rack(stores, driver, rack, rack_device=True):
+                    enqueue_claim(waiting, 0.0)
         if new and any(drv == driver for drv, _, _ in new):
             enqueue_claim(key_of(body), 0.0)
 
 
-def claims_of_rack(stores: Stores, driver: str, rack: str) -> list[str]:
-    """Claims holding a device of `rack`."""
+def claims_of_rack(
+    stores: Stores, driver: str, rack: str, *, rack_device: bool = False
+) -> list[str]:
+    """Claims holding a device of `rack` (with `rack_device`, the rack device)."""
     return [
         key
         for key, allocations in stores.claims.items().items()
-        if any(drv == driver and pool == rack for drv, pool, _ in allocations)
+        if any(
+            drv == driver
+            and rack_of_pool(pool) == rack
+            and (not rack_device or (pool == rack and device == ULTRASERVER_DEVICE))
+            for drv, pool, device in allocations
+        )
     ]
+
+
+def holds_rack_device(
+    driver: str, allocations: list[frozenset[tuple[str, str, str]] | None]
+) -> bool:
+    return any(
+        drv == driver and device == ULTRASERVER_DEVICE and "/" not in pool
+        for held in allocations
+        if held
+        for drv, pool, device in held
+    )
 
 
 def _meta(obj: Any, key: str) -> Any:

@@ -15,12 +15,14 @@ from driver.controller.healthtaints import unhealthy_cores as count_unhealthy_co
 from driver.controller.slices import RackInput, build_slices, planned_devices
 from driver.controller.ultraserverstatus import Observed
 from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import NodeMapping, map_nodes
+from driver.devicemodel.rackguard import Allocation, Occupancy, occupancy_taints
 from driver.devicemodel.ultraserver import UltraServerSpec
 from driver.jsontypes import JSON
 from driver.names import API_GROUP, API_VERSION
 
-Allocation = tuple[str, str, str]  # driver, pool, device
+NO_OCCUPANCY = Occupancy(rack_claimed=False, servers_in_use=False)
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,12 @@ def inputs_key(
     reports: Mapping[str, Sequence[Report]],
     driver: str,
     binding_conditions: bool,
+    *,
+    occupied: Occupancy = NO_OCCUPANCY,
 ) -> str:
     """A digest of everything the rack's slices are built from: the UltraServer
-    (uid, generation, spec), its node mapping and the health of its nodes.
+    (uid, generation, spec), its node mapping, the health of its nodes and, in
+    the `node` pool layout, what the claims hold of it (the guard's taints).
     Equal digests give equal slices, so a resync compares digests instead of
     rebuilding 2 MB of slices."""
     meta = rack.get("metadata") or {}
@@ -60,6 +65,7 @@ def inputs_key(
         health,
         driver,
         binding_conditions,
+        astuple(occupied),
     ]
     encoded = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()
@@ -73,12 +79,18 @@ def desired_rack(
     *,
     binding_conditions: bool = True,
     mapping: NodeMapping | None = None,
+    occupied: Occupancy = NO_OCCUPANCY,
 ) -> DesiredRack:
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
-    `mapping`: the node mapping when the caller already resolved it."""
+    `mapping`: the node mapping when the caller already resolved it. `occupied`:
+    what the claims hold of the rack, for the guard's taints (`node` pools only)."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
     devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.pools)
     health = device_health(devices, mapping.nodes, reports)
+    device_taints = taints(health, driver)
+    if spec.pools == "node":
+        for name, guard in occupancy_taints(devices, occupied, driver).items():
+            device_taints[name] = [*device_taints.get(name, []), *guard]
     slices = build_slices(
         RackInput(
             name=spec.name,
@@ -88,9 +100,10 @@ def desired_rack(
             nodes=mapping.nodes,
             rack_nodes=mapping.rack_nodes,
             driver=driver,
-            taints=taints(health, driver),
+            taints=device_taints,
             binding_conditions=spec.fabric.binding_conditions and binding_conditions,
             pools=spec.pools,
+            binding_served=binding_conditions,
         )
     )
     return DesiredRack(mapping, devices, health, slices)
@@ -110,12 +123,12 @@ def owner_reference(spec: UltraServerSpec) -> JSON:
 def allocated_devices(
     claims: Mapping[str, frozenset[Allocation]], driver: str, pool: str
 ) -> set[str]:
-    """Device names of `pool` that some claim holds."""
+    """Device names of rack `pool` (its server pools too) that some claim holds."""
     return {
         device
         for allocations in claims.values()
         for drv, pool_name, device in allocations
-        if drv == driver and pool_name == pool
+        if drv == driver and rack_of_pool(pool_name) == pool
     }
 
 

@@ -20,7 +20,7 @@ from driver.controller.healthtaints import Report, parse_reports
 from driver.controller.kube import SLICES, ULTRASERVERS, Kube
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.rackstate import (
-    Allocation,
+    NO_OCCUPANCY,
     Published,
     allocated_devices,
     desired_rack,
@@ -33,7 +33,9 @@ from driver.controller.sliceindex import SliceIndex
 from driver.controller.stores import Store
 from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.writeplan import Plan, plan_writes
+from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import map_nodes
+from driver.devicemodel.rackguard import Allocation, Occupancy, RackHold, occupancy
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
 from driver.names import rack_label
@@ -110,7 +112,9 @@ class Reconciler:
         index: SliceIndex,
         *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+        on_guard: Callable[[str], None] = lambda _: None,
     ) -> None:
+        """`on_guard(rack)`: the rack's guard (`holds`) changed; its rack claims need a look."""
         self.kube = kube
         self.stores = stores
         self.driver = driver
@@ -125,12 +129,16 @@ class Reconciler:
         self.refused: dict[str, tuple[str, int]] = {}
         # False once the apiserver was seen dropping binding conditions
         self.binding_conditions_served = True
+        # rack -> its rack device's guard as published (`node` pool layout only)
+        self.holds: dict[str, RackHold] = {}
+        self.on_guard = on_guard
 
     def reconcile(self, name: str) -> Outcome:
         """Read the rack, compute its slices and status, write only differences."""
         obj = self.kube.get(ULTRASERVERS, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             self.memos.pop(name, None)
+            self.holds.pop(name, None)
             return self._remove(name, self._list_slices(name))
         try:
             spec = parse_spec(obj)
@@ -143,7 +151,14 @@ class Reconciler:
         nodes, reports = self.stores.nodes.items(), self.stores.health.items()
         allocated = allocated_devices(self.stores.claims.items(), self.driver, name)
         mapping = map_nodes(spec, nodes)
-        key = inputs_key(obj, mapping, reports, self.driver, self.binding_conditions_served)
+        occupied = (
+            occupancy(self.stores.claims.items().values(), self.driver, name)
+            if spec.pools == "node"
+            else NO_OCCUPANCY
+        )
+        key = inputs_key(
+            obj, mapping, reports, self.driver, self.binding_conditions_served, occupied=occupied
+        )
         memo = self.memos.get(name)
         if memo is not None and memo.key == key and memo.versions == self.index.versions(name):
             observed = replace(memo.observed, allocated=frozenset(allocated))
@@ -165,9 +180,12 @@ class Reconciler:
             self.driver,
             binding_conditions=self.binding_conditions_served,
             mapping=mapping,
+            occupied=occupied,
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, plan, want.slices, existing)
+        if spec.pools == "node" and published.error is None:
+            self._hold(name, occupied)
         observed = observe_rack(spec, want, published, reports, frozenset(allocated))
         status = self._write_status(obj, observed)
         if published.error is None and versions is not None:
@@ -181,6 +199,17 @@ class Reconciler:
                 published.pool_generation,
             )
         return Outcome(name, len(plan.writes), published.pool_generation)
+
+    def _hold(self, name: str, occupied: Occupancy) -> None:
+        """Record the guard as now published: since when the rack-claimed taints stand."""
+        old = self.holds.get(name)
+        since = None
+        if occupied.rack_claimed:
+            since = old.claimed_since if old and old.claimed_since else self.clock()
+        hold = RackHold(since, occupied.servers_in_use)
+        self.holds[name] = hold
+        if hold != old:
+            self.on_guard(name)
 
     def is_own_write(self, name: str, resource_version: str) -> bool:
         """The watch event of slice `name` at this version is the echo of our write."""
@@ -306,4 +335,4 @@ def racks_for_node(racks: Mapping[str, JSON], node: str) -> list[str]:
 
 
 def racks_of_claim(driver: str, allocations: Sequence[frozenset[Allocation] | None]) -> set[str]:
-    return {pool for a in allocations if a for drv, pool, _ in a if drv == driver}
+    return {rack_of_pool(pool) for a in allocations if a for drv, pool, _ in a if drv == driver}

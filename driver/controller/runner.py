@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -16,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from driver.controller.claimstatus import ClaimStatusWriter, StatusConflictError
 from driver.controller.flags import Flags
-from driver.controller.handlers import register
+from driver.controller.handlers import claims_of_rack, register
 from driver.controller.kube import CLAIMS, HEALTH, ULTRASERVERS, Kube
 from driver.controller.lease import LeaseElector
 from driver.controller.metrics import ControllerMetrics
@@ -25,6 +26,7 @@ from driver.controller.reconciler import ConflictError, Reconciler, Stores
 from driver.controller.sliceindex import SliceIndex
 from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.controller.slicewatch import SliceWatch
+from driver.devicemodel.rackguard import RackHold, occupancy
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
 from driver.names import rack_label
 from driver.workqueue import WorkQueue
@@ -44,12 +46,19 @@ class Controller:
         self.stores = Stores()
         self.queue = WorkQueue()
         self.claim_queue = WorkQueue()
-        self.claim_status = ClaimStatusWriter(api, flags.driver_name)
+        self.claim_status = ClaimStatusWriter(
+            api, flags.driver_name, settle=flags.rack_settle_seconds
+        )
         self.registry = CollectorRegistry()
         self.metrics = ControllerMetrics(self.registry)
         self.slice_index = SliceIndex(rack_label(flags.driver_name))
         self.reconciler = Reconciler(
-            self.kube, self.stores, flags.driver_name, self.metrics, self.slice_index
+            self.kube,
+            self.stores,
+            flags.driver_name,
+            self.metrics,
+            self.slice_index,
+            on_guard=self._guard_moved,
         )
         self.slice_watch = SliceWatch(
             self.kube,
@@ -250,7 +259,7 @@ class Controller:
             if key is None:
                 continue
             try:
-                recheck = self.claim_status.sync(key, self.stores.racks.items())
+                recheck = self.claim_status.sync(key, self.stores.racks.items(), self._holds())
                 self._failures.pop(key, None)
                 if recheck is not None:
                     self.claim_queue.add(key, recheck)
@@ -261,6 +270,22 @@ class Controller:
                 self._back_off(self.claim_queue, key, f"claim {key}: device status")
             finally:
                 self.claim_queue.done(key)
+
+    def _holds(self) -> dict[str, RackHold]:
+        """The rack guards as published, with what the claims hold of each rack
+        now: a server claim seen since the rack's last reconcile refuses its
+        rack claim at once."""
+        claims = self.stores.claims.items().values()
+        driver = self.flags.driver_name
+        return {
+            rack: replace(hold, servers_in_use=occupancy(claims, driver, rack).servers_in_use)
+            for rack, hold in self.reconciler.holds.items()
+        }
+
+    def _guard_moved(self, rack: str) -> None:
+        """The rack's guard changed: its rack claims' conditions may follow."""
+        for key in claims_of_rack(self.stores, self.flags.driver_name, rack, rack_device=True):
+            self.claim_queue.add(key, 0.0)
 
     def _back_off(self, queue: WorkQueue, key: str, what: str) -> None:
         """Log the failure being handled and retry `key` later, waiting longer

@@ -20,6 +20,7 @@ from driver.devicemodel import attributes
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
 from driver.devicemodel.layout import Layout, PlannedDevice, build_layout, flat_devices
 from driver.devicemodel.naming import server_name, server_pool
+from driver.devicemodel.rackguard import RACK_EXCLUSIVE, RACK_IN_USE
 from driver.jsontypes import JSON
 from driver.names import rack_label
 from simdevice.topology import RackSpec
@@ -50,6 +51,7 @@ class RackInput:
     taints: Mapping[str, Sequence[Taint]]  # device name -> taints
     binding_conditions: bool  # server and ultraserver devices wait for their fabric
     pools: str = "rack"  # rack | node: the pool layout (partitioned mode only)
+    binding_served: bool = True  # the apiserver keeps binding conditions
 
 
 def planned_devices(
@@ -146,8 +148,11 @@ def _server_device_slices(
 
 
 def _rack_device_slice(inp: RackInput, layout: Layout) -> list[NamedSlice]:
-    """The rack device, once every server has a node."""
+    """The rack device, once every server has a node; in the `node` pool
+    layout only where binding conditions are kept, as its guard needs them."""
     if len(inp.nodes) != inp.rack.servers or inp.rack_nodes is None:
+        return []
+    if inp.pools == "node" and not inp.binding_served:
         return []
     spec = {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, [layout.devices[-1]])}
     return [("ultraserver", spec, inp.name)]
@@ -247,9 +252,14 @@ def device_entry(inp: RackInput, device: PlannedDevice) -> JSON:
     taints = inp.taints.get(device.name)
     if taints:
         entry["taints"] = [dict(t) for t in taints]
+    conditions, failures = [], []
+    if inp.pools == "node" and device.kind == "ultraserver":
+        conditions, failures = [RACK_EXCLUSIVE], [RACK_IN_USE]
     if inp.binding_conditions and device.kind in FABRIC_KINDS:
-        entry["bindingConditions"] = [FABRIC_READY]
-        entry["bindingFailureConditions"] = [FABRIC_FAILED]
+        conditions, failures = [*conditions, FABRIC_READY], [*failures, FABRIC_FAILED]
+    if conditions:
+        entry["bindingConditions"] = conditions
+        entry["bindingFailureConditions"] = failures
     return entry
 
 

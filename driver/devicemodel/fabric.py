@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from driver.devicemodel.layout import PlannedDevice
-from driver.devicemodel.naming import server_name
+from driver.devicemodel.naming import rack_of_pool, server_name
 from driver.devicemodel.ultraserver import FabricSpec
 from driver.jsontypes import JSON
 from simdevice.topology import ChipPlace
@@ -148,7 +148,8 @@ def device_status(
     old: JSON | None = None,
 ) -> DeviceStatus:
     """The `status.devices` entry of one allocated device; `old` is the entry
-    there now, if any, whose condition transition times are kept."""
+    there now, if any, whose condition transition times are kept. Addresses
+    come from the rack, whichever of its pools holds the device."""
     previous: list[JSON] = list((old or {}).get("conditions") or [])
     conditions: list[JSON] = []
     recheck = None
@@ -159,7 +160,11 @@ def device_status(
         "pool": pool,
         "device": device.name,
         "conditions": conditions,
-        "networkData": network_data(pool, device.chips),
-        "data": {"ultraserver": pool, "kind": device.kind, "ring": ring(device.chips)},
+        "networkData": network_data(rack_of_pool(pool), device.chips),
+        "data": {
+            "ultraserver": rack_of_pool(pool),
+            "kind": device.kind,
+            "ring": ring(device.chips),
+        },
     }
     return DeviceStatus(entry, recheck)

@@ -1,0 +1,118 @@
+"""The rack device's guard in the `node` pool layout (docs/device-model.md,
+"Pool layouts").
+
+There the rack device lives in a pool of its own and consumes no counter, so
+the scheduler does not see that it overlaps every server's devices. The
+controller keeps them apart with two taints and one binding condition:
+
+- while some claim holds a device of one of the rack's servers, the rack
+  device carries the `rack-in-use` taint, so the scheduler does not pick it;
+- while some claim holds the rack device, every server device carries the
+  `rack-claimed` taint, so the scheduler picks none of them;
+- the rack device binds only once `RackExclusive` is True: the `rack-claimed`
+  taints have been published for `settle` seconds (long enough for an
+  allocation the scheduler decided before it saw them to be written) and no
+  claim holds a server device. Found one, the controller sets `RackInUse`, a
+  binding failure: the scheduler takes the rack device back and tries again.
+
+Pure: what the claims hold and when the taints went out in, taints and
+conditions out.
+"""
+
+import datetime
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from driver.devicemodel.fabric import condition
+from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.naming import ULTRASERVER_DEVICE, rack_of_pool
+from driver.jsontypes import JSON
+
+RACK_EXCLUSIVE: Final = "RackExclusive"
+RACK_IN_USE: Final = "RackInUse"
+DEFAULT_SETTLE_SECONDS: Final = 2.0
+"""How long the `rack-claimed` taints stand before the rack device binds; the
+scheduler writes an allocation within milliseconds of deciding it."""
+
+Allocation = tuple[str, str, str]  # driver, pool, device
+
+
+def rack_claimed_key(driver: str) -> str:
+    return f"{driver}/rack-claimed"
+
+
+def rack_in_use_key(driver: str) -> str:
+    return f"{driver}/rack-in-use"
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Which side of one rack some claim holds."""
+
+    rack_claimed: bool  # the rack device
+    servers_in_use: bool  # any device of a server pool
+
+
+def occupancy(allocations: Iterable[frozenset[Allocation]], driver: str, rack: str) -> Occupancy:
+    """What the claims (each a set of allocated devices) hold of `rack`."""
+    claimed = in_use = False
+    for held in allocations:
+        for drv, pool, device in held:
+            if drv != driver or rack_of_pool(pool) != rack:
+                continue
+            if pool == rack and device == ULTRASERVER_DEVICE:
+                claimed = True
+            elif pool != rack:
+                in_use = True
+    return Occupancy(claimed, in_use)
+
+
+def occupancy_taints(
+    devices: Iterable[PlannedDevice], occupied: Occupancy, driver: str
+) -> dict[str, list[dict[str, str]]]:
+    """Device name -> the guard's taints (NoSchedule: nothing running is evicted)."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for d in devices:
+        if d.kind == "ultraserver" and occupied.servers_in_use:
+            out[d.name] = [{"key": rack_in_use_key(driver), "effect": "NoSchedule"}]
+        elif d.kind != "ultraserver" and occupied.rack_claimed:
+            out[d.name] = [{"key": rack_claimed_key(driver), "effect": "NoSchedule"}]
+    return out
+
+
+@dataclass(frozen=True)
+class RackHold:
+    """What the controller has published and seen of one rack's guard."""
+
+    claimed_since: datetime.datetime | None  # `rack-claimed` taints published since
+    servers_in_use: bool
+
+
+def guard_conditions(
+    hold: RackHold | None,
+    *,
+    settle: float,
+    now: datetime.datetime,
+    old: Sequence[JSON],
+) -> tuple[list[JSON], float | None]:
+    """RackExclusive / RackInUse of an allocated rack device, and when to look again."""
+    recheck: float | None = None
+    if hold is not None and hold.servers_in_use:
+        exclusive, in_use, reason = False, True, "ServerDevicesAllocated"
+        message = "a claim holds a device of one of the rack's servers; the scheduler retries"
+    elif hold is None or hold.claimed_since is None:
+        exclusive, in_use, reason, recheck = False, False, "TaintingServers", settle
+        message = "tainting the rack's server devices so that no claim takes them"
+    else:
+        left = settle - (now - hold.claimed_since).total_seconds()
+        if left > 0:
+            exclusive, in_use, reason, recheck = False, False, "Settling", left
+            message = "waiting for allocations decided before the taints to show"
+        else:
+            exclusive, in_use, reason = True, False, "Exclusive"
+            message = "no claim holds a device of the rack's servers"
+    return [
+        condition(RACK_EXCLUSIVE, exclusive, reason=reason, message=message, now=now, old=old),
+        condition(RACK_IN_USE, in_use, reason=reason, message=message, now=now, old=old),
+    ], recheck

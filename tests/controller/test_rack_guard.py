@@ -1,0 +1,217 @@
+"""The rack device's guard in the `node` pool layout, under the real scheduler
+and the real controller: a rack claim and claims for a server and a core of
+the same rack, created together again and again, never both get a bound pod.
+
+Each round races, on every rack at once, a rack claim against a server claim
+and a core claim, each with its pod, created in a random order. A bound pod
+stays bound, so checking after the round settles — the first pod of each rack
+bound, then the guard's settle time and more without a second — proves that
+no two overlapping claims were ever both in use. RACES_ENV raises the number
+of rounds."""
+
+import os
+import random
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from driver.devicemodel.rackguard import (
+    DEFAULT_SETTLE_SECONDS,
+    RACK_EXCLUSIVE,
+    rack_claimed_key,
+    rack_in_use_key,
+)
+from driver.localsim.controlplane import ControlPlane
+from driver.names import DEFAULT_DRIVER_NAME
+from tests.controller.cluster import (
+    controller,
+    custom,
+    install,
+    load_claim,
+    pod,
+    published,
+    rack_slices,
+    ultraserver,
+)
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+NS = "ctl-guard"
+RACKS = 12
+RACES_ENV = "TRAINIUM_DRA_GUARD_ROUNDS"
+ROUNDS = int(os.environ.get(RACES_ENV, "3"))
+"""Rounds of RACKS racks, two races each (rack against server, rack against
+core). `make guard-races` runs 42 rounds, 1,008 races; the suite runs a few."""
+SLICES_PER_RACK = 4 * (1 + 4) + 1  # per server: a counter slice and 4 group slices; the rack's
+SHAPES = ("ultraserver", "server", "core-1")
+
+
+def rack_name(i: int) -> str:
+    return f"ctl-guard-{i:02d}"
+
+
+def nodes_of(i: int) -> list[str]:
+    return [f"ctl-guard-{i:02d}-{s}" for s in range(4)]
+
+
+@pytest.fixture(scope="module")
+def api(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[client.ApiClient]:
+    install(control_plane)
+    nodes = [n for i in range(RACKS) for n in nodes_of(i)]
+    for node in nodes:
+        control_plane.create_node(node)
+    log = tmp_path_factory.mktemp("ctl-guard") / "controller.log"
+    with (
+        control_plane.api_client() as api,
+        controller(control_plane, log, "--lease-name", "ctl-guard"),
+    ):
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": NS}})
+        racks = custom(api)
+        for i in range(RACKS):
+            spec = ultraserver(rack_name(i), "trn3-gen1", nodes_of(i), pools="node")
+            spec["spec"]["fabric"] = {"setupSeconds": 0}
+            racks.create_cluster_custom_object("trainium.sim.dev", "v1alpha1", "ultraservers", spec)
+        wait_for(
+            "racks published",
+            lambda: all(published(api, rack_name(i), SLICES_PER_RACK) for i in range(RACKS)),
+            120,
+        )
+        try:
+            yield api
+        finally:
+            core.delete_namespace(NS)
+            for i in range(RACKS):
+                racks.delete_cluster_custom_object(
+                    "trainium.sim.dev", "v1alpha1", "ultraservers", rack_name(i)
+                )
+            wait_for(
+                "slices removed",
+                lambda: not any(rack_slices(api, rack_name(i)) for i in range(RACKS)),
+                60,
+            )
+            for node in nodes:
+                control_plane.delete_node(node)
+            racks.delete_namespaced_custom_object(
+                "coordination.k8s.io", "v1", "default", "leases", "ctl-guard"
+            )
+
+
+def guard_taints(api: client.ApiClient, rack: str) -> set[str]:
+    keys = {rack_claimed_key(DEFAULT_DRIVER_NAME), rack_in_use_key(DEFAULT_DRIVER_NAME)}
+    return {
+        t["key"]
+        for s in rack_slices(api, rack)
+        for d in s["spec"].get("devices", [])
+        for t in d.get("taints", [])
+        if t["key"] in keys
+    }
+
+
+def bound(api: client.ApiClient) -> dict[str, str]:
+    """Pod name -> node, for the bound pods of the namespace."""
+    pods = client.CoreV1Api(api).list_namespaced_pod(NS).items
+    return {p.metadata.name: p.spec.node_name for p in pods if p.spec.node_name}
+
+
+def create(api: client.ApiClient, shape: str, name: str, rack: str) -> None:
+    custom(api).create_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims", load_claim(shape, name, NS, rack)
+    )
+    client.CoreV1Api(api).create_namespaced_pod(NS, pod(name, NS, [name]))
+
+
+def clear(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+    custom(api).delete_collection_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims"
+    )
+    wait_for("pods gone", lambda: not core.list_namespaced_pod(NS).items, 120, 0.2)
+    wait_for(
+        "claims gone",
+        lambda: (
+            not custom(api).list_namespaced_custom_object(
+                "resource.k8s.io", "v1", NS, "resourceclaims"
+            )["items"]
+        ),
+        120,
+        0.2,
+    )
+    wait_for(
+        "guard taints gone",
+        lambda: not any(guard_taints(api, rack_name(i)) for i in range(RACKS)),
+        120,
+        0.2,
+    )
+
+
+def one_round(api: client.ApiClient, round_no: int, rng: random.Random) -> dict[str, int]:
+    """Race on every rack; return how many racks each shape won."""
+    work: list[tuple[str, str, str]] = []
+    for i in range(RACKS):
+        for shape in SHAPES:
+            work.append((shape, f"r{round_no:03d}-{i:02d}-{shape}", rack_name(i)))
+    rng.shuffle(work)
+    threads = [
+        threading.Thread(target=create, args=(client.ApiClient(api.configuration), *w))
+        for w in work
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    def per_rack() -> dict[int, set[str]] | None:
+        names = bound(api)
+        wins = {
+            i: {s for s in SHAPES if f"r{round_no:03d}-{i:02d}-{s}" in names} for i in range(RACKS)
+        }
+        return wins if all(wins.values()) else None
+
+    wait_for(f"round {round_no}: a pod bound on every rack", per_rack, 120, 0.1)
+    # The losers must stay unbound: past the settle time, and past a rack claim's binding.
+    threading.Event().wait(DEFAULT_SETTLE_SECONDS + 3)
+    wins = per_rack()
+    assert wins is not None
+    tally = dict.fromkeys(SHAPES, 0)
+    for i, shapes in wins.items():
+        assert shapes in ({"ultraserver"}, {"server"}, {"core-1"}, {"server", "core-1"}), (
+            f"round {round_no}, rack {rack_name(i)}: bound {sorted(shapes)} — the rack device "
+            "and a device under it were both in use"
+        )
+        for shape in shapes:
+            tally[shape] += 1
+    return tally
+
+
+def test_rack_server_and_core_claims_racing_never_both_bind(api: client.ApiClient) -> None:
+    rng = random.Random(20261204)
+    totals: dict[str, int] = dict.fromkeys(SHAPES, 0)
+    for round_no in range(ROUNDS):
+        for shape, won in one_round(api, round_no, rng).items():
+            totals[shape] += won
+        clear(api)
+    # Both sides win sometimes: the race is real, not decided by creation order alone.
+    assert totals["ultraserver"] > 0 and totals["core-1"] > 0, totals
+
+
+def test_granted_rack_claim_shows_why_it_bound(api: client.ApiClient) -> None:
+    create(api, "ultraserver", "granted", rack_name(0))
+    try:
+        wait_for("rack pod bound", lambda: "granted" in bound(api), 60, 0.2)
+        claim: dict[str, Any] = custom(api).get_namespaced_custom_object(
+            "resource.k8s.io", "v1", NS, "resourceclaims", "granted"
+        )
+        [entry] = claim["status"]["devices"]
+        conditions = {c["type"]: c["status"] for c in entry["conditions"]}
+        assert conditions[RACK_EXCLUSIVE] == "True"
+        assert guard_taints(api, rack_name(0)) == {rack_claimed_key(DEFAULT_DRIVER_NAME)}
+    finally:
+        clear(api)

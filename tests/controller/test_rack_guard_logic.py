@@ -1,0 +1,108 @@
+"""The rack device's guard in the `node` pool layout, as pure logic: what the
+claims hold, the taints that follow, and when a rack claim may bind."""
+
+import datetime
+
+from driver.controller.claimstatus import desired_devices
+from driver.devicemodel.layout import build_layout
+from driver.devicemodel.rackguard import (
+    RACK_EXCLUSIVE,
+    RACK_IN_USE,
+    Occupancy,
+    RackHold,
+    guard_conditions,
+    occupancy,
+    occupancy_taints,
+    rack_claimed_key,
+    rack_in_use_key,
+)
+from driver.devicemodel.ultraserver import parse_spec
+from simdevice.topology import rack_spec
+
+DRIVER = "d.dev"
+NOW = datetime.datetime(2026, 12, 4, 12, 0, tzinfo=datetime.UTC)
+
+
+def status_of(conditions: list[dict[str, str]]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in conditions}
+
+
+def test_occupancy_tells_the_rack_device_from_the_servers() -> None:
+    rack = (DRIVER, "rack-a", "ultraserver")
+    core = (DRIVER, "rack-a/server03", "server03-chip00-core0")
+    other_rack = (DRIVER, "rack-b/server03", "server03-chip00-core0")
+    other_driver = ("x.dev", "rack-a/server03", "server03")
+    assert occupancy([frozenset({rack})], DRIVER, "rack-a") == Occupancy(True, False)
+    assert occupancy([frozenset({core})], DRIVER, "rack-a") == Occupancy(False, True)
+    assert occupancy([frozenset({other_rack, other_driver})], DRIVER, "rack-a") == Occupancy(
+        False, False
+    )
+    assert occupancy([frozenset({rack}), frozenset({core})], DRIVER, "rack-a") == Occupancy(
+        True, True
+    )
+
+
+def test_taints_follow_occupancy() -> None:
+    devices = build_layout(rack_spec("trn3-gen1"), "node").devices
+    free = occupancy_taints(devices, Occupancy(False, False), DRIVER)
+    assert free == {}
+    claimed = occupancy_taints(devices, Occupancy(True, False), DRIVER)
+    assert set(claimed) == {d.name for d in devices if d.kind != "ultraserver"}
+    assert all(
+        t == [{"key": rack_claimed_key(DRIVER), "effect": "NoSchedule"}] for t in claimed.values()
+    )
+    in_use = occupancy_taints(devices, Occupancy(False, True), DRIVER)
+    assert in_use == {"ultraserver": [{"key": rack_in_use_key(DRIVER), "effect": "NoSchedule"}]}
+
+
+def test_rack_device_binds_only_after_settling_with_no_server_claim() -> None:
+    since = NOW - datetime.timedelta(seconds=0.5)
+    unknown, wait = guard_conditions(None, settle=2.0, now=NOW, old=[])
+    assert status_of(unknown) == {RACK_EXCLUSIVE: "False", RACK_IN_USE: "False"} and wait == 2.0
+    settling, wait = guard_conditions(RackHold(since, False), settle=2.0, now=NOW, old=[])
+    assert status_of(settling) == {RACK_EXCLUSIVE: "False", RACK_IN_USE: "False"}
+    assert wait is not None and abs(wait - 1.5) < 1e-9
+    later = NOW + datetime.timedelta(seconds=2)
+    granted, wait = guard_conditions(RackHold(since, False), settle=2.0, now=later, old=[])
+    assert status_of(granted) == {RACK_EXCLUSIVE: "True", RACK_IN_USE: "False"} and wait is None
+    refused, wait = guard_conditions(RackHold(since, True), settle=2.0, now=later, old=[])
+    assert status_of(refused) == {RACK_EXCLUSIVE: "False", RACK_IN_USE: "True"} and wait is None
+
+
+def test_claim_status_carries_the_guard_only_for_node_pool_rack_devices() -> None:
+    objects = {
+        pools: parse_spec(
+            {
+                "metadata": {"name": "rack-a"},
+                "spec": {
+                    "generation": "trn3-gen1",
+                    "pools": pools,
+                    "nodes": {"names": [f"n{i}" for i in range(4)]},
+                    "fabric": {"setupSeconds": 0},
+                },
+            }
+        )
+        for pools in ("rack", "node")
+    }
+    claim = {
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "driver": DRIVER,
+                            "pool": "rack-a",
+                            "device": "ultraserver",
+                            "request": "r",
+                        }
+                    ]
+                }
+            }
+        }
+    }
+    hold = {"rack-a": RackHold(NOW - datetime.timedelta(seconds=5), False)}
+    node, _ = desired_devices(claim, {"rack-a": objects["node"]}, DRIVER, NOW, holds=hold)
+    rack, _ = desired_devices(claim, {"rack-a": objects["rack"]}, DRIVER, NOW, holds=hold)
+    assert status_of(node[0]["conditions"])[RACK_EXCLUSIVE] == "True"
+    assert RACK_EXCLUSIVE not in status_of(rack[0]["conditions"])
+    assert node[0]["data"]["ultraserver"] == rack[0]["data"]["ultraserver"] == "rack-a"
