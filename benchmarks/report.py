@@ -7,9 +7,8 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -43,9 +42,19 @@ def add_noisy_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def too_busy(load: float, cpus: int) -> bool:
-    """More runnable work than CPUs: the run's timings would measure the queue."""
-    return load > cpus
+def admit(load: float, cpus: int, noisy: bool) -> bool:
+    """Whether a run starting at this 1-minute load is noisy (more runnable work
+    than CPUs: its timings would measure the queue). A noisy run is refused
+    unless `noisy` (the `--noisy` flag) says to go on and mark the results."""
+    if load <= cpus:
+        return False
+    if not noisy:
+        raise SystemExit(
+            f"load average {load:.1f} exceeds the {cpus} CPUs: figures measured now "
+            "would be noise. Wait for a quiet machine, or pass --noisy (BENCH_ARGS=--noisy "
+            "through make) to measure anyway with the page marking the run as noisy."
+        )
+    return True
 
 
 @dataclass
@@ -62,13 +71,7 @@ class Conditions:
         """Read the load before the run; refuse to start on a busy machine
         unless `noisy` (the `--noisy` flag) says to go on and mark the results."""
         cpus, load = os.cpu_count() or 1, os.getloadavg()[0]
-        if too_busy(load, cpus) and not noisy:
-            raise SystemExit(
-                f"load average {load:.1f} exceeds the {cpus} CPUs: figures measured now "
-                "would be noise. Wait for a quiet machine, or pass --noisy (BENCH_ARGS=--noisy "
-                "through make) to measure anyway with the page marking the run as noisy."
-            )
-        return cls(cpus, load, too_busy(load, cpus))
+        return cls(cpus, load, admit(load, cpus, noisy))
 
     def end(self) -> dict[str, Any]:
         """The conditions as the results file records them, load read now."""
@@ -89,11 +92,6 @@ def interleaved(runs: Mapping[str, Callable[[], T]], repeats: int = REPEATS) -> 
         for name, run in runs.items():
             out[name].append(run())
     return out
-
-
-def median_of(samples: Sequence[Mapping[str, Any]], key: str) -> float:
-    """The median of one field over repeated runs."""
-    return float(statistics.median(s[key] for s in samples))
 
 
 def write_results(name: str, command: str, results: dict[str, Any], conditions: Conditions) -> Path:

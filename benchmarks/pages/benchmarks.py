@@ -34,10 +34,11 @@ and after its run, and refuses to start when the load exceeds the CPU count
 unless given `--noisy` (`BENCH_ARGS=--noisy` through make); its section then
 says loudly that the run was noisy. Where a figure is timed over repeated runs
 (taken in turn, interleaved with what it is compared with), a table gives the
-median with the range of the runs in brackets; "(1 run)" marks a figure from a
-single run, as older results are. A tail quantile over fewer than 100 samples is
-called max. Ratios compare against a baseline measured in the same run, so they
-travel between machines better than the absolute figures.
+median with the range of the runs in brackets; a section whose figures come
+from a single run each, as older results do, says so. A tail quantile over
+fewer than 100 samples is called max. Ratios compare against a baseline
+measured in the same run, so they travel between machines better than the
+absolute figures.
 """
 
 

@@ -24,11 +24,21 @@ def tail_name(samples: float) -> str:
 
 
 def spread(values: Sequence[float], fmt: str = "{:,.2f}") -> str:
-    """The median of repeated runs with their range beside it; one run says so."""
+    """The median of repeated runs with their range beside it; a single run's
+    figure alone (the page says where figures come from one run)."""
     if len(values) == 1:
-        return f"{fmt.format(values[0])} (1 run)"
+        return fmt.format(values[0])
     mid = statistics.median(values)
     return f"{fmt.format(mid)} ({fmt.format(min(values))}\u2013{fmt.format(max(values))})"
+
+
+def single_runs(counts: Sequence[int]) -> str:
+    """A sentence for tables whose figures come from one run each."""
+    if counts and max(counts) == 1:
+        return (
+            "\nEvery figure above comes from a single run: these results predate repeated runs.\n"
+        )
+    return ""
 
 
 def values(runs: Sequence[Mapping[str, Any]], key: str) -> list[float]:

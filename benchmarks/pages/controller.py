@@ -5,7 +5,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.pages.common import median, row, spread, values
+from benchmarks.pages.common import median, row, single_runs, spread, values
 
 MIB = 2**20
 
@@ -217,4 +217,5 @@ def render(payload: dict[str, Any]) -> str:
             f"new resourceVersion, all in racks: {', '.join(change['racks_written']) or 'none'}.",
         ]
     lines += memory(last)
-    return "\n".join(lines) + "\n"
+    lines.append(single_runs([len(ours_runs(p)) for p in points]))
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -10,6 +10,12 @@ def title(key: str) -> str:
     return key.replace("_", " ")
 
 
+def order(key: str) -> tuple[bool, bool, int]:
+    """The empty call first, then by devices, concurrent claims last."""
+    size = key.split("_", 1)[0]
+    return key != "empty_call", "concurrent" in key, int(size) if size.isdigit() else 0
+
+
 def table(rows: dict[str, Any]) -> str:
     samples = min(
         side["samples"]
@@ -23,8 +29,8 @@ def table(rows: dict[str, Any]) -> str:
         f"| ours/Go {tail} | goal ≤ 1.0x |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for key, ops in rows.items():
-        for op, r in ops.items():
+    for key in sorted(rows, key=order):
+        for op, r in rows[key].items():
             met = "met" if r["ratio_p50"] <= 1.0 and r["ratio_p99"] <= 1.0 else "not met"
             lines.append(
                 f"| {title(key)} | {op} | {r['ours']['p50_ms']:.2f} | {r['go']['p50_ms']:.2f} "

@@ -4,7 +4,7 @@ kube-scheduler, device orders, and random-mix packing."""
 
 from typing import Any, Final
 
-from benchmarks.pages.common import median, row, spread, values
+from benchmarks.pages.common import median, row, single_runs, spread, values
 
 ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
 LAYOUT_NAMES = {
@@ -177,4 +177,5 @@ def render(payload: dict[str, Any]) -> str:
         lines += orders_part(r["orders"], layouts)
     if r.get("packing"):
         lines += packing_part(r["packing"], r["packing_goal"])
-    return "\n".join(lines) + "\n"
+    lines.append(single_runs([len(runs(x)) for x in layouts.values()]))
+    return "\n".join(lines).rstrip("\n") + "\n"
