@@ -172,7 +172,7 @@ def document(
     at = {k: line.at(MILLION_CHIP_RACKS) for k, line in projected.items()}
     out += breaks(at, per_slice_bytes(lines))
     out += scheduler_part(kept.get("scheduler_ms_per_claim"), scheduler)
-    out += memory_and_resync(at)
+    out += memory_and_resync(at, lines)
     out += cold_publish(at, per_slice_bytes(lines))
     return "\n".join(out) + "\n"
 
@@ -252,9 +252,9 @@ def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> l
         )
         return [
             "**Scheduler per-pod cost.** Measured at "
-            + ", ".join(f"{x:g}" for x, _ in pts)
+            + spoken([f"{x:g}" for x, _ in pts])
             + " racks: "
-            + ", ".join(f"{y:,.0f} ms" for _, y in pts)
+            + spoken([f"{y:,.0f} ms" for _, y in pts])
             + f" a single-core claim{growth}. Too few rack counts to project to 6,944 racks.",
             *DESIGN_SCHEDULER,
         ]
@@ -273,9 +273,15 @@ def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> l
     ]
 
 
-def memory_and_resync(at: dict[str, float]) -> list[str]:
+def spoken(items: list[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def memory_and_resync(at: dict[str, float], lines: dict[str, Line]) -> list[str]:
     if "controller_rss_mib" not in at:
         return []
+    furthest = max(lines["controller_rss_mib"].offsets(), key=abs)
     resync = at.get("noop_pass_seconds")
     resync_text = (
         f"and a no-op resync pass of every rack takes {resync:,.0f} s of one worker "
@@ -286,8 +292,8 @@ def memory_and_resync(at: dict[str, float]) -> list[str]:
     )
     return [
         "**Controller memory and resync.** The fitted resident memory at 6,944 racks is "
-        f"{at['controller_rss_mib'] / 1024:,.1f} GiB "
-        "(see above how far its points sit from the line),",
+        f"{at['controller_rss_mib'] / 1024:,.1f} GiB, from points up to "
+        f"{abs(furthest):.0%} off their line,",
         resync_text,
         "Per rack the controller keeps only a digest of its inputs, its slices'",
         "resourceVersions and the status facts (the device layout is shared by every",
