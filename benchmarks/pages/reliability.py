@@ -3,7 +3,7 @@ every figure on the page comes from that file."""
 
 from typing import Any
 
-from benchmarks.pages.common import load_note, tail_name
+from benchmarks.pages.common import load_note, table, tail_name
 
 FULL_CASES = 10_000
 """The cases per edge the fuzz section aims at."""
@@ -41,12 +41,6 @@ LOAD_HEADER = [
     "daemon RSS after (MiB)",
     "daemon threads after",
 ]
-
-
-def table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def platform(result: dict[str, Any], cmd: str) -> str:
