@@ -139,7 +139,8 @@ GET counts as outside. One claim per call here, so per claim is per call.
 {inside_table(r)}
 
 Start-up, `trainium-dra up --real-nodes` until every node is Ready and the chart's
-pods run (images imported, certificates issued, helm install): {r["start_s"]:.0f} s.
+pods run (images imported, certificates issued, helm install): {r["start_s"]:.0f} s (one
+start-up, not repeated).
 
 Pod create to Running (scheduler, kubelet, prepare, CDI, container start): ours
 {median_and_slowest(r["pod_startup_s"])}; Go plugin {median_and_slowest(go["pod_startup_s"])}.
