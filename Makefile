@@ -9,7 +9,7 @@ BIN_DIR_FILE := build/bin-dir
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop bench-sim bench-controller bench-scale bench-scheduler bench-node bench-realnodes validate-sim chaos clean
+.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop pages bench-sim bench-controller bench-scale bench-scheduler bench-node bench-realnodes validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -71,8 +71,15 @@ demo-nodes: venv binaries image
 demo-stop: venv
 	$(VENV)/bin/trainium-dra down
 
+# Every benchmark page (docs/benchmarks.md, reliability.md, scale.md and its
+# plots, simulator.md's tables) from benchmarks/results/*.json alone. Each
+# benchmark below refuses a machine whose load exceeds its CPUs unless
+# BENCH_ARGS=--noisy (CHAOS_ARGS=--noisy for chaos), which marks its section.
+pages: venv
+	$(PY) -m benchmarks.render
+
 bench-sim: venv
-	$(PY) -m benchmarks.sim
+	$(PY) -m benchmarks.sim $(BENCH_ARGS)
 
 # Every validation case of the simulated core; writes the tables of
 # docs/simulator.md and benchmarks/results/sim-validation.json.
@@ -82,10 +89,10 @@ validate-sim: venv
 bench-controller: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.controller $(BENCH_ARGS)
 
-# Publishing figures (from bench-controller's results) and the scheduler at 1 and
-# 10 racks, fitted and projected to a million chips: docs/scale.md and its plots.
+# The scheduler at 1, 10 and 100 racks; with bench-controller's publishing
+# figures, fitted and projected to a million chips: docs/scale.md and its plots.
 bench-scale: venv binaries
-	$(WITH_BINARIES) $(PY) -m benchmarks.scale --measure-scheduler
+	$(WITH_BINARIES) $(PY) -m benchmarks.scale --measure-scheduler $(BENCH_ARGS)
 
 # The real kube-scheduler on our layouts, per-node pools and upstream's
 # scheduler_perf shape; device orders; random-mix packing.
@@ -93,7 +100,7 @@ bench-scheduler: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.scheduler $(BENCH_ARGS)
 
 bench-node: venv binaries dra-example-driver
-	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node
+	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node $(BENCH_ARGS)
 
 # Real nodes (root): the kubelet's own DRA latency histograms, memory and CPU per node.
 bench-realnodes: venv binaries image dra-example-driver

@@ -22,8 +22,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from benchmarks.reliability_page import PAGE, render
-from benchmarks.report import RESULTS_DIR, machine
+from benchmarks import render
+from benchmarks.paths import RESULTS_DIR
+from benchmarks.report import Conditions, add_noisy_flag, machine
 from driver.localsim.controlplane import ControlPlane
 from tests.chaos import daemon_edges, parser_edges, slice_edits, startup_edge
 from tests.chaos.fuzzing import FuzzRun, run_property
@@ -61,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kill-trials", type=int, default=3, help="daemon kills under the kubelet")
     p.add_argument("--kill-pods", type=int, default=10, help="pods of each burst under the kill")
     p.add_argument("--kill-steady", type=int, default=2, help="pods running through all kills")
-    p.add_argument("--render", action="store_true", help="only rewrite the page from the results")
+    add_noisy_flag(p)
     p.add_argument(
         "--rerun-edge",
         default="",
@@ -213,7 +214,7 @@ def rerun_edge(args: argparse.Namespace) -> None:
     data: dict[str, Any] = json.loads(RESULTS.read_text())
     data["results"]["fuzz"] = result
     RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    PAGE.write_text(render(data))
+    render.write_pages()
 
 
 # --- the node daemon killed under the real kubelet -------------------------------
@@ -246,23 +247,23 @@ def realkubelet_section(args: argparse.Namespace) -> None:
 
 
 def store(section: str, result: dict[str, Any], args: argparse.Namespace) -> None:
-    """Merge one section into the results file and rewrite the page from it."""
+    """Merge one section, with the load it ran under, into the results file and
+    render the pages from it."""
     data: dict[str, Any] = (
         json.loads(RESULTS.read_text()) if RESULTS.exists() else {"benchmark": "chaos"}
     )
     data.setdefault("results", {})[section] = result
     data.setdefault("commands", {})[section] = command(args.argv)
+    data.setdefault("conditions", {})[section] = args.conditions.end()
     data["machine"] = machine()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    PAGE.write_text(render(data))
+    render.write_pages()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.render:
-        PAGE.write_text(render(json.loads(RESULTS.read_text())))
-        return 0
+    args.conditions = Conditions.begin(args.noisy)
     if args.rerun_edge:
         rerun_edge(args)
         return 0
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     if "realkubelet" in wanted:
         print("realkubelet ...", flush=True)
         realkubelet_section(args)
-    print(f"wrote {RESULTS} and {PAGE}")
+    print(f"wrote {RESULTS} and the pages")
     return 0
 
 

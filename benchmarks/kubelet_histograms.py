@@ -10,6 +10,7 @@ and the difference is the second's. Pure: text in, numbers out.
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,32 @@ def quantile(q: float, buckets: dict[float, float]) -> float:
     return lower
 
 
-def summary_ms(h: Histogram) -> dict[str, float]:
-    """p50 and p99 as histogram_quantile gives them, the exact mean from the
-    sum and count (finer than the buckets), the count, and the share of
-    observations in the lowest bucket (how much the quantiles can resolve)."""
+def bucket_of(q: float, buckets: dict[float, float]) -> tuple[float, float]:
+    """(lower, upper) bound of the bucket holding rank q: all a histogram knows
+    of that quantile; two quantiles in one bucket cannot be told apart."""
+    bounds = sorted(buckets)
+    all_count = buckets[bounds[-1]] if bounds else 0.0
+    if all_count == 0:
+        return math.nan, math.nan
+    lower = 0.0
+    for le in bounds:
+        if buckets[le] >= q * all_count:
+            return lower, le
+        lower = le
+    return lower, math.inf
+
+
+def summary_ms(h: Histogram) -> dict[str, Any]:
+    """p50 and p99 as histogram_quantile gives them with the bounds of the
+    bucket each falls in, the exact mean from the sum and count (finer than the
+    buckets), the count, and the share of observations in the lowest bucket
+    (how much the quantiles can resolve)."""
     lowest = min(h.buckets) if h.buckets else math.inf
     return {
         "p50": 1e3 * quantile(0.5, h.buckets),
         "p99": 1e3 * quantile(0.99, h.buckets),
+        "p50_bucket": [1e3 * b for b in bucket_of(0.5, h.buckets)],
+        "p99_bucket": [1e3 * b for b in bucket_of(0.99, h.buckets)],
         "mean": 1e3 * h.sum / h.count if h.count else math.nan,
         "count": h.count,
         "lowest_bucket_ms": 1e3 * lowest,

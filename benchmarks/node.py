@@ -14,6 +14,7 @@ first. Rows:
 Also the resident memory per simulated node of our daemon (1 node against 36).
 """
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -30,7 +31,7 @@ from typing import Any
 import grpc
 from kubernetes import client as k8s
 
-from benchmarks.report import write_report
+from benchmarks.report import Conditions, add_noisy_flag, write_results
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.kubelet import KubeletStandIn
 from driver.plugin import kubeletclient
@@ -268,6 +269,7 @@ def memory_per_node(kubeconfig: Path) -> dict[str, float]:
                 daemon.stop()
     per_node = (rss[RACK_NODES] - rss[1]) / (RACK_NODES - 1)
     return {
+        "rack_nodes": RACK_NODES,
         "rss_1_node_mib": rss[1] / 2**20,
         f"rss_{RACK_NODES}_nodes_mib": rss[RACK_NODES] / 2**20,
         "per_node_mib": per_node / 2**20,
@@ -348,75 +350,24 @@ def measure(go_binary: Path) -> dict[str, Any]:
             "kube_api_burst": GO_QPS,
         },
         "rounds": {"sequential": ROUNDS, "concurrent": CONCURRENT_ROUNDS},
+        "concurrency": CONCURRENT,
         "rows": rows,
         "memory": memory,
     }
 
 
-ROW_TITLES = {
-    "empty_call": "empty call",
-    "1_device": "1 device",
-    f"{GO_DEVICES}_devices": f"{GO_DEVICES} devices",
-    f"{CONCURRENT}_concurrent_claims": f"{CONCURRENT} concurrent claims",
-}
-
-
-def table(rows: dict[str, Any]) -> str:
-    lines = [
-        "| row | call | ours p50 ms | Go p50 ms | ours/Go p50 | ours p99 ms | Go p99 ms "
-        "| ours/Go p99 | goal ≤ 1.0x |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for key, ops in rows.items():
-        for op, r in ops.items():
-            met = "met" if r["ratio_p50"] <= 1.0 and r["ratio_p99"] <= 1.0 else "not met"
-            lines.append(
-                f"| {ROW_TITLES[key]} | {op} | {r['ours']['p50_ms']:.2f} | {r['go']['p50_ms']:.2f} "
-                f"| {r['ratio_p50']:.2f}x | {r['ours']['p99_ms']:.2f} | {r['go']['p99_ms']:.2f} "
-                f"| {r['ratio_p99']:.2f}x | {met} |"
-            )
-    return "\n".join(lines)
-
-
-def render(r: dict[str, Any]) -> str:
-    """The docs/benchmarks.md section for the results of `measure`."""
-    m, go = r["memory"], r["go_plugin"]
-    return f"""
-Our node daemon beside the Go reference kubelet plugin, `{go["module"]}`
-{go["version"]} (built from its Go module by `hack/build-dra-example-driver.sh`,
-`--device-profile=gpu --num-devices={go["devices"]}`, client QPS and burst
-raised to {go["kube_api_qps"]}/{go["kube_api_burst"]}: its defaults of 5/10 make
-back-to-back prepares wait for the client-side rate limiter). Both run against
-the same local apiserver with claims the real scheduler allocated, and one
-client drives both: the kubelet stand-in's gRPC calls over one open channel per
-plugin, in interleaved rounds ({r["rounds"]["sequential"]} per sequential row,
-each prepare followed by its unprepare; {r["rounds"]["concurrent"]} rounds of
-{CONCURRENT} claims of {CONCURRENT} pods called at once by {CONCURRENT} threads,
-each call timed on its own). Our daemon runs with its defaults (5 s ResourceSlice
-cache, health checked every 0.5 s); both plugins GET the claim from the
-apiserver on every prepare. The apiserver, both plugins and the client share
-the machine's 2 CPUs, so compare the ratios, not the absolute figures.
-
-{table(r["rows"])}
-
-Memory: one daemon process with 1 simulated node has {m["rss_1_node_mib"]:.0f} MiB resident;
-with a whole rack of {RACK_NODES} nodes {m[f"rss_{RACK_NODES}_nodes_mib"]:.0f} MiB, so each
-further node costs {m["per_node_mib"]:.2f} MiB ({m["per_node_vs_process_ratio"]:.3f}x of the
-one-node process).
-"""
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="benchmarks.node")
+    add_noisy_flag(parser)
+    args = parser.parse_args(argv)
     binary = os.environ.get(GO_PLUGIN_ENV)
     if not binary:
         raise SystemExit(
             f"{GO_PLUGIN_ENV}: set it to the Go reference plugin's binary "
             "(`make bench-node` builds it with hack/build-dra-example-driver.sh)"
         )
-    results = measure(Path(binary))
-    markdown = render(results)
-    write_report("node", COMMAND, results, markdown)
-    print(markdown)
+    conditions = Conditions.begin(args.noisy)
+    print(write_results("node", COMMAND, measure(Path(binary)), conditions))
 
 
 if __name__ == "__main__":

@@ -395,7 +395,9 @@ def publish_anchor(
         "noop_syncs": noop["syncs"],
         "noop_writes": noop["writes"],
         "noop_ms_per_rack": round(1000 * noop["seconds"] / noop["syncs"], 2),
-        "rss_bytes": noop["rss_bytes"],
+        # Read when the last slice was created, as ours is when every rack is Ready.
+        "heap_inuse_bytes": phases["publish"]["heap_inuse_bytes"],
+        "rss_bytes": phases["publish"]["rss_bytes"],
         "remove_seconds": round(phases["remove"]["seconds"], 2),
         "requests": summarize(used),
     }

@@ -24,7 +24,7 @@ from kubernetes import client
 from benchmarks import realnodes_goref as goref
 from benchmarks.kubelet_histograms import Histogram, parse_histogram, summary_ms, total
 from benchmarks.plugin_metrics import scrape_pods
-from benchmarks.report import write_report
+from benchmarks.report import Conditions, add_noisy_flag, write_results
 from driver.jsontypes import JSON
 from driver.localsim.realnodes import cgroups
 from tests.e2e.cluster import Cluster, running_cluster, wait_for
@@ -44,7 +44,6 @@ UNPREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"
 GRPC = "dra_grpc_operations_duration_seconds"
 STEP = "dra_operations_duration_seconds"
 GO_PLUGIN_ENV = "TRAINIUM_DRA_GO_PLUGIN"
-METRICS = ((GRPC, "kubelet_grpc_ms"), (STEP, "kubelet_step_ms"))
 STATS = ("mean", "p50", "p99")
 OUR_DAEMON_PODS = ("trainium-dra", "app.kubernetes.io/component=node")
 OWN_HISTOGRAMS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
@@ -154,7 +153,7 @@ def histograms(texts: list[str], driver: str) -> dict[str, dict[str, Histogram]]
 
 def between(
     after: dict[str, dict[str, Histogram]], before: dict[str, dict[str, Histogram]]
-) -> dict[str, dict[str, dict[str, float]]]:
+) -> dict[str, dict[str, dict[str, Any]]]:
     """Summaries of what the kubelets observed between two scrapes."""
     return {
         metric: {call: summary_ms(h - before[metric][call]) for call, h in calls.items()}
@@ -171,7 +170,7 @@ def own_histograms(texts: list[str], plugin: str) -> dict[str, Histogram]:
 
 def own_between(
     after: dict[str, Histogram], before: dict[str, Histogram]
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     return {call: summary_ms(h - before[call]) for call, h in after.items()}
 
 
@@ -231,113 +230,12 @@ def measure(real: RealCluster, pods: int, go_binary: Path) -> dict[str, Any]:
     }
 
 
-def table(r: dict[str, Any]) -> str:
-    head = " | ".join(f"{s} ms ours | {s} ms Go | ours/Go {s}" for s in STATS)
-    rows = [
-        f"| kubelet metric | call | calls ours | calls Go | {head} |",
-        "|---|---|---|---|" + "---|" * 3 * len(STATS),
-    ]
-    for metric, key in METRICS:
-        for call, ours in r[key].items():
-            go, ratio = r["go"][key][call], r["ratio_ours_go"][key][call]
-            figures = " | ".join(f"{ours[s]:.1f} | {go[s]:.1f} | {ratio[s]:.2f}x" for s in STATS)
-            rows.append(
-                f"| `{metric}` | {call} | {ours['count']:.0f} | {go['count']:.0f} | {figures} |"
-            )
-    return "\n".join(rows)
-
-
-def inside_table(r: dict[str, Any]) -> str:
-    """Each plugin's own mean per claim beside the kubelet's mean for the gRPC
-    call around it; the difference is spent outside the plugin's handler."""
-    rows = [
-        "| call | ours: own mean ms | ours: kubelet gRPC mean ms | ours: outside ms "
-        "| Go: own mean ms | Go: kubelet gRPC mean ms | Go: outside ms |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for call in r["plugin_own_ms"]:
-        cells = []
-        for side in (r, r["go"]):
-            own, grpc = side["plugin_own_ms"][call]["mean"], side["kubelet_grpc_ms"][call]["mean"]
-            cells.append(f"{own:.1f} | {grpc:.1f} | {grpc - own:.1f}")
-        rows.append(f"| {call} | {' | '.join(cells)} |")
-    return "\n".join(rows)
-
-
-def lowest_bucket_share(side: dict[str, Any]) -> float:
-    """Share of all calls in the table's rows for one driver that fall in the
-    kubelet's lowest bucket."""
-    rows = [side[key][call] for _, key in METRICS for call in side[key]]
-    calls = sum(row["count"] for row in rows)
-    return sum(row["in_lowest_bucket"] * row["count"] for row in rows) / calls if calls else 0.0
-
-
-def median_and_slowest(samples: list[float]) -> str:
-    return f"median {samples[len(samples) // 2]:.1f} s, slowest {samples[-1]:.1f} s"
-
-
-def render(r: dict[str, Any]) -> str:
-    idle = r["idle"]
-    mem = [v["memory_mib"] for v in idle.values()]
-    cpu = [v["cpu_percent"] for v in idle.values()]
-    system = [v["system_memory_mib"] for v in idle.values()]
-    go = r["go"]
-    return f"""
-{r["nodes"]} real nodes (kubelet, containerd, kube-proxy and the chart's pods in each
-node's cgroup), {r["pods"]} pods with one whole-chip claim each, created and deleted one
-after another. Then the Go reference kubelet plugin, `{go["module"]}` {go["version"]},
-as a DaemonSet on every node with the resources and container security of our daemon
-(its binary mounted from the host into the driver image), registered by each kubelet
-through its plugin-registration directory and publishing its own ResourceSlices of
-{go["devices_per_node"]} `gpu` devices per node (client QPS and burst {go["kube_api_qps"]}),
-and {r["pods"]} pods with one claim of its DeviceClass each, created and deleted the same
-way; each of them is checked for the environment containerd injected from the plugin's
-CDI spec.
-
-Latencies are the kubelets' own histograms, read through the apiserver
-(`/api/v1/nodes/<node>/proxy/metrics`) before and after each phase and summed over the
-nodes; each phase is the difference of its two scrapes (the Go plugin's own pods start
-before and stop after its phase's scrapes).
-`dra_grpc_operations_duration_seconds` is also labelled by driver;
-`dra_operations_duration_seconds`, the kubelet's whole prepare or unprepare step of a
-pod, is not. Quantiles are interpolated inside the histogram buckets as Prometheus'
-`histogram_quantile` does, so they are only as fine as the kubelet's bucket bounds:
-{100 * lowest_bucket_share(r):.0f} % of our calls in the table and
-{100 * lowest_bucket_share(go):.0f} % of the Go plugin's fall in the lowest bucket (0 to
-{r["kubelet_grpc_ms"]["prepare"]["lowest_bucket_ms"]:.0f} ms), where p50 and p99 are
-placed on a straight line: calls that all fall in it read 50 and 99 ms whatever they
-took. The mean (the histogram's `_sum` over its `_count`) is exact and is the figure to
-compare.
-
-{table(r)}
-
-Inside the plugins: each one's own latency histogram per claim, read in its pods
-(`kubectl exec`) around the same phases, beside the kubelet's gRPC mean; ours
-(`trainium_dra_node_request_duration_seconds`) runs from the claim's GET to the
-answer, the Go plugin's (`dra_example_driver_prepare_claim_duration_seconds` and the
-unprepare one) starts after its kubelet-plugin library has fetched the claim, so its
-GET counts as outside. One claim per call here, so per claim is per call.
-
-{inside_table(r)}
-
-Start-up, `trainium-dra up --real-nodes` until every node is Ready and the chart's
-pods run (images imported, certificates issued, helm install): {r["start_s"]:.0f} s.
-
-Pod create to Running (scheduler, kubelet, prepare, CDI, container start): ours
-{median_and_slowest(r["pod_startup_s"])}; Go plugin {median_and_slowest(go["pod_startup_s"])}.
-
-Per node, idle for {IDLE_SECONDS:.0f} s after start-up, before the Go plugin starts
-(cgroup `memory.stat` rss + mapped files; `cpuacct.usage`): memory {min(mem):.0f} to
-{max(mem):.0f} MiB of which kubelet, containerd, shims and kube-proxy {min(system):.0f} to
-{max(system):.0f} MiB; CPU {min(cpu):.1f} to {max(cpu):.1f} % of one core.
-"""
-
-
 def main() -> None:
     p = argparse.ArgumentParser(prog="benchmarks.realnodes", description=__doc__)
     p.add_argument("--pods", type=int, default=20)
     p.add_argument("--generation", default="trn3-gen1")
     p.add_argument("--nodes-per-rack", type=int, default=None)
+    add_noisy_flag(p)
     args = p.parse_args()
     binary = os.environ.get(GO_PLUGIN_ENV)
     if not binary:
@@ -349,14 +247,19 @@ def main() -> None:
     if args.nodes_per_rack:
         up.append(f"--nodes-per-rack={args.nodes_per_rack}")
     cluster: Cluster
+    conditions = Conditions.begin(args.noisy)
     started = time.monotonic()
     with running_cluster(*up, start_timeout=1800.0) as cluster:
         start_s = time.monotonic() - started
-        results = {"start_s": start_s, **measure(real_cluster(cluster), args.pods, Path(binary))}
+        results = {
+            "start_s": start_s,
+            "idle_seconds": IDLE_SECONDS,
+            **measure(real_cluster(cluster), args.pods, Path(binary)),
+        }
     defaults = vars(p.parse_args([]))
     changed = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if v != defaults[k]]
     command = "make bench-realnodes" + (f" BENCH_ARGS='{' '.join(changed)}'" if changed else "")
-    write_report("realnodes", command, results, render(results))
+    print(write_results("realnodes", command, results, conditions))
 
 
 if __name__ == "__main__":

@@ -1,28 +1,30 @@
-"""Write one benchmark's results: JSON under benchmarks/results/ and its own
-section of docs/benchmarks.md, so several benchmarks share the page."""
+"""What every benchmark shares on the measuring side: the machine and its load
+around the run, the refusal to measure on a busy machine, interleaved
+repetitions, and writing the results file, after which the pages are rendered
+from the results files alone (benchmarks/render.py)."""
 
+import argparse
 import json
+import os
 import platform
-import re
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = ROOT / "benchmarks" / "results"
-PAGE = ROOT / "docs" / "benchmarks.md"
-PAGE_HEADER = """# Benchmarks
+from benchmarks import render
+from benchmarks.paths import RESULTS_DIR
 
-Each section below is written by one benchmark, with the command that made it.
-Ratios compare against a baseline measured in the same run, so they travel
-between machines better than the absolute figures.
-"""
+REPEATS: Final = 3
+"""Interleaved repetitions behind every timed figure; the page shows their median
+and their spread."""
+
+T = TypeVar("T")
 
 
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
-    import os
-
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -31,26 +33,79 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_report(name: str, command: str, results: dict[str, Any], markdown: str) -> Path:
-    """Store `results` as JSON and put `markdown` in the page's `name` section."""
+def add_noisy_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--noisy",
+        action="store_true",
+        help="measure even when the load average exceeds the CPU count; the page "
+        "then marks the figures as noisy",
+    )
+
+
+def admit(load: float, cpus: int, noisy: bool) -> bool:
+    """Whether a run starting at this 1-minute load is noisy (more runnable work
+    than CPUs: its timings would measure the queue). A noisy run is refused
+    unless `noisy` (the `--noisy` flag) says to go on and mark the results."""
+    if load <= cpus:
+        return False
+    if not noisy:
+        raise SystemExit(
+            f"load average {load:.1f} exceeds the {cpus} CPUs: figures measured now "
+            "would be noise. Wait for a quiet machine, or pass --noisy (BENCH_ARGS=--noisy "
+            "through make) to measure anyway with the page marking the run as noisy."
+        )
+    return True
+
+
+@dataclass
+class Conditions:
+    """The machine's CPU count and 1-minute load average around one run."""
+
+    cpus: int
+    load_before: float
+    noisy: bool
+    load_after: float | None = None
+
+    @classmethod
+    def begin(cls, noisy: bool) -> "Conditions":
+        """Read the load before the run; refuse to start on a busy machine
+        unless `noisy` (the `--noisy` flag) says to go on and mark the results."""
+        cpus, load = os.cpu_count() or 1, os.getloadavg()[0]
+        return cls(cpus, load, admit(load, cpus, noisy))
+
+    def end(self) -> dict[str, Any]:
+        """The conditions as the results file records them, load read now."""
+        self.load_after = os.getloadavg()[0]
+        return {
+            "cpus": self.cpus,
+            "load_1min_before": round(self.load_before, 2),
+            "load_1min_after": round(self.load_after, 2),
+            "noisy": self.noisy,
+        }
+
+
+def interleaved(runs: Mapping[str, Callable[[], T]], repeats: int = REPEATS) -> dict[str, list[T]]:
+    """Each run `repeats` times, round by round (a, b, a, b, ...), so slow drift
+    of the machine falls on every run alike."""
+    out: dict[str, list[T]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            out[name].append(run())
+    return out
+
+
+def write_results(name: str, command: str, results: dict[str, Any], conditions: Conditions) -> Path:
+    """Store `results` as benchmarks/results/<name>.json, then render every page
+    from the results files."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": name, "command": command, "machine": machine(), "results": results}
+    payload = {
+        "benchmark": name,
+        "command": command,
+        "machine": machine(),
+        "conditions": conditions.end(),
+        "results": results,
+    }
     out = RESULTS_DIR / f"{name}.json"
     out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-
-    begin, end = f"<!-- bench:{name} begin -->", f"<!-- bench:{name} end -->"
-    m = machine()
-    section = (
-        f"{begin}\n## {name}\n\nCommand: `{command}` — {m['date']}, {m['cpus']} CPUs, "
-        f"Python {m['python']}.\n\n{markdown.strip()}\n{end}"
-    )
-    page = PAGE.read_text() if PAGE.exists() else PAGE_HEADER
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-    page = (
-        pattern.sub(lambda _: section, page)
-        if pattern.search(page)
-        else (page.rstrip("\n") + "\n\n" + section + "\n")
-    )
-    PAGE.parent.mkdir(parents=True, exist_ok=True)
-    PAGE.write_text(page)
+    render.write_pages()
     return out

@@ -1,10 +1,14 @@
 """Straight-line fits of measured cost against rack count, and their value at
 the projected scale. Pure: measured points in, fitted lines out."""
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+PROJECTION_MIN_POINTS: Final = 3
+"""Fewer rack counts than this fit a line exactly whatever the cost does, so
+they project nothing."""
 CHIPS_PER_GEN2_RACK: Final = 144
 MILLION_CHIP_RACKS: Final = 6944
 """Trn3 Gen2 racks for one million chips (6,944 x 144 = 999,936)."""
@@ -20,6 +24,18 @@ class Line:
 
     def at(self, racks: float) -> float:
         return self.intercept + self.slope * racks
+
+    def offsets(self) -> list[float]:
+        """How far each measured point sits from the line, relative to the point
+        (0.1: the line is 10% above it); at a zero point, 0 if the line meets it."""
+        return [
+            (self.at(x) - y) / abs(y) if y else (0.0 if self.at(x) == 0 else math.inf)
+            for x, y in self.points
+        ]
+
+    def projects(self) -> bool:
+        """Enough distinct rack counts for the line to say something past them."""
+        return len({x for x, _ in self.points}) >= PROJECTION_MIN_POINTS
 
 
 def fit(points: Sequence[tuple[float, float]]) -> Line:

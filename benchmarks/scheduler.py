@@ -29,7 +29,8 @@ import httpx
 import yaml
 from kubernetes import client
 
-from benchmarks.report import RESULTS_DIR, write_report
+from benchmarks.paths import RESULTS_DIR
+from benchmarks.report import REPEATS, Conditions, add_noisy_flag, interleaved, write_results
 from benchmarks.scheduler_layouts import (
     CALIBRATION_TEMPLATE,
     DEVICE_ORDERS,
@@ -69,6 +70,8 @@ UPSTREAM_THRESHOLDS = {
 """(threshold, "typically above") SchedulingThroughput in pods/s, from the
 comments of UPSTREAM_CONFIG (figures from perf-dash.k8s.io)."""
 ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
+PACKING_GOAL = 0.995
+"""Share of a rack's cores a random mix must get in every run."""
 UPSTREAM_CLIENT_QPS = 5000
 """Client QPS and burst of scheduler_perf's scheduler (its util.go): at the
 kube-scheduler's default 50 QPS and about five requests per pod, the rate
@@ -354,7 +357,6 @@ def fleet_runs(
     repeats: int,
     layouts: Sequence[str],
     racks: int,
-    checkpoint: Callable[[], None],
 ) -> dict[str, list[dict[str, Any]]]:
     """`repeats` rounds over the layouts on `racks` racks, interleaved so that a
     slow stretch of the machine falls on every layout alike; `pods` unpinned
@@ -363,15 +365,13 @@ def fleet_runs(
     for node in fleet_nodes(racks):
         if node not in existing:
             cp.create_node(node)
-    runs: dict[str, list[dict[str, Any]]] = {layout: [] for layout in layouts}
     singles = rack_workload([1] * pods, rack=None)
-    for _ in range(repeats):
-        for layout in layouts:
-            run = on_layout(cp, api, fleet_slices(racks, layout), pods, singles)
-            run["nodes"] = racks * len(rack_nodes())
-            runs[layout].append(run)
-            checkpoint()
-    return runs
+    nodes = racks * len(rack_nodes())
+
+    def run(layout: str) -> dict[str, Any]:
+        return {**on_layout(cp, api, fleet_slices(racks, layout), pods, singles), "nodes": nodes}
+
+    return interleaved({layout: partial(run, layout) for layout in layouts}, repeats)
 
 
 def packing_run(
@@ -434,13 +434,17 @@ def main(argv: list[str] | None = None) -> int:
         "--rack-pods", type=int, default=400, help="single-core pods of each racks-step run"
     )
     parser.add_argument(
-        "--repeats", type=int, default=3, help="interleaved runs of each layout per fleet size"
+        "--repeats",
+        type=int,
+        default=REPEATS,
+        help="interleaved runs of each layout per fleet size",
     )
     parser.add_argument(
         "--fleet-layouts",
         default=",".join(FLEET_LAYOUTS),
         help="the racks step's layouts, comma-separated",
     )
+    add_noisy_flag(parser)
     args = parser.parse_args(argv)
     steps = [s for s in args.steps.split(",") if s] or list(STEPS)
     merge = bool(args.steps)
@@ -450,10 +454,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [o for o in orders if o not in DEVICE_ORDERS]
     if unknown:
         parser.error(f"--orders: unknown {unknown}; valid: {', '.join(DEVICE_ORDERS)}")
+    conditions = Conditions.begin(args.noisy)
     work = Path(tempfile.mkdtemp(prefix="bench-scheduler-"))
     nodes = rack_nodes()
     singles = rack_workload([1] * args.claims)
-    results: dict[str, Any] = {"claims": args.claims, "scheduler_qps": args.scheduler_qps}
+    results: dict[str, Any] = {
+        "claims": args.claims,
+        "scheduler_qps": args.scheduler_qps,
+        "upstream_config": UPSTREAM_CONFIG,
+        "upstream_thresholds": UPSTREAM_THRESHOLDS,
+        "calibration_devices_per_node": CALIBRATION_DEVICES_PER_NODE,
+        "packing_goal": PACKING_GOAL,
+    }
     limits = (f"--kube-api-qps={args.scheduler_qps}", f"--kube-api-burst={args.scheduler_qps}")
     with (
         ControlPlane.running(work / "cp", scheduler_flags=limits) as cp,
@@ -467,16 +479,23 @@ def main(argv: list[str] | None = None) -> int:
         results["layouts"] = layouts
         mix = sorted(random_mix(random.Random(args.seed), args.pack_cores), reverse=True)
         if "layouts" in steps:
-            # Flat and the driver's own order side by side, then per-node pools.
-            for name, build in (
-                ("flat", flat_slices),
-                ("partitioned", partitioned_slices),
-                ("per-node pools", per_node_pool_slices),
-            ):
-                if name not in args.layouts.split(","):
-                    continue
-                layouts[name] = on_layout(cp, api, build(nodes), args.claims, singles)
-                save(results, merge)
+            # Flat, the driver's own order and per-node pools in turn, REPEATS rounds.
+            builds = {
+                name: partial(on_layout, cp, api, build(nodes), args.claims, singles)
+                for name, build in (
+                    ("flat", flat_slices),
+                    ("partitioned", partitioned_slices),
+                    ("per-node pools", per_node_pool_slices),
+                )
+                if name in args.layouts.split(",")
+            }
+            for name, runs in interleaved(builds, REPEATS).items():
+                layouts[name] = {
+                    "slices": runs[0]["slices"],
+                    "devices": runs[0]["devices"],
+                    "runs": runs,
+                }
+            save(results, merge, conditions)
         if "orders" in steps:
             results["orders"] = {}
             for order in orders:
@@ -486,14 +505,14 @@ def main(argv: list[str] | None = None) -> int:
                     results["orders"][order]["single_core"] = on_layout(
                         cp, api, slices, args.claims, singles
                     )
-                save(results, merge)
+                save(results, merge, conditions)
         if "packing" in steps:
             results["packing"] = []
             for seed in range(args.seed, args.seed + args.pack_runs):
                 sizes = random_mix(random.Random(seed), args.pack_cores)
                 run = packing_run(cp, api, partitioned_slices(nodes), sizes)
                 results["packing"].append({"seed": seed, **run})
-                save(results, merge)
+                save(results, merge, conditions)
         if "racks" in steps:
             results["racks"] = {}
             fleet_layouts = [x for x in args.fleet_layouts.split(",") if x]
@@ -510,8 +529,8 @@ def main(argv: list[str] | None = None) -> int:
                     repeats=args.repeats,
                     layouts=fleet_layouts,
                     racks=racks,
-                    checkpoint=lambda: save(results, merge),
                 )
+                save(results, merge, conditions)
             for node in sorted(set(fleet_nodes(max_racks(args.racks))) - set(nodes)):
                 cp.delete_node(node)
         if "calibration" in steps:
@@ -530,13 +549,11 @@ def main(argv: list[str] | None = None) -> int:
                 template_workload,
             )
             layouts["calibration"]["nodes"] = len(calibration)
-            save(results, merge)
-    print(markdown(results))
-    print(json.dumps(results))
+            save(results, merge, conditions)
     return 0
 
 
-def save(results: dict[str, Any], merge: bool) -> None:
+def save(results: dict[str, Any], merge: bool, conditions: Conditions) -> None:
     """Write what is measured so far, so a late failure keeps the early figures;
     with `merge`, over the last run's figures (one level deep)."""
     if merge and RESULTS.exists():
@@ -544,152 +561,7 @@ def save(results: dict[str, Any], merge: bool) -> None:
         for key, value in results.items():
             last[key] = {**last.get(key, {}), **value} if isinstance(value, dict) else value
         results = last
-    write_report("scheduler", COMMAND, results, markdown(results))
-
-
-def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> str:
-    return f"{a[key] / b[key]:.2f}"
-
-
-def row(*cells: object) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
-LAYOUT_NAMES = {
-    "partitioned": "partitioned rack (one pool, counters)",
-    "flat": "flat rack (one pool, single cores)",
-    "per-node pools": "per-node pools (AWS driver's shape)",
-    "calibration": "upstream scheduler_perf shape",
-}
-
-
-def markdown(r: dict[str, Any]) -> str:
-    lines: list[str] = []
-    layouts = r.get("layouts") or {}
-    if layouts:
-        lines += [
-            f"The real kube-scheduler, {r['claims']} claims of one device each (one pod per",
-            "claim), from the first create to the last pod bound. `algorithm` is the",
-            f"scheduler's own `{ALGORITHM}` per pod: the wall time it spent",
-            "deciding, without the API writes and queueing around it. `scheduler CPU` is",
-            "the CPU time the kube-scheduler process used per pod: other work on the",
-            "machine stretches wall times, hardly CPU times, so it is the fairest ratio.",
-            "`API requests/pod` and `rate-limited s` are the scheduler client's own",
-            "counts: its requests, and their waits for its rate limiter, summed over",
-            f"requests (client QPS and burst {r['scheduler_qps']}, as upstream's",
-            "scheduler_perf; the kube-scheduler's own default is 50 and 100).",
-            "",
-            row(
-                "layout",
-                "nodes",
-                "slices",
-                "devices",
-                "seconds",
-                "ms/pod",
-                "pods/s",
-                "algorithm ms/pod",
-                "scheduler CPU ms/pod",
-                "API requests/pod",
-                "rate-limited s",
-                "bound",
-            ),
-            row(*["---"] * 12),
-        ]
-        for key, x in layouts.items():
-            lines.append(
-                row(
-                    LAYOUT_NAMES[key],
-                    x.get("nodes", 36),
-                    x["slices"],
-                    x["devices"],
-                    x["seconds"],
-                    x["ms_per_pod"],
-                    x["pods_per_second"],
-                    x["algorithm_ms_per_pod"],
-                    x["scheduler_cpu_ms_per_pod"],
-                    x["api_requests_per_pod"],
-                    x["rate_limited_seconds"],
-                    x["bound"],
-                )
-            )
-        if "partitioned" in layouts and "flat" in layouts:
-            p, f = layouts["partitioned"], layouts["flat"]
-            lines += [
-                "",
-                f"Partitioned / flat: **{ratio(p, f, 'scheduler_cpu_ms_per_pod')}x** in scheduler"
-                f" CPU, {ratio(p, f, 'algorithm_ms_per_pod')}x in the scheduling algorithm,"
-                f" {ratio(p, f, 'seconds')}x end to end (goal <= 1.3x).",
-            ]
-        if "calibration" in layouts:
-            c = layouts["calibration"]
-            quoted = "; ".join(
-                f"{name}: threshold {t}, typically above {typ} pods/s"
-                for name, (t, typ) in UPSTREAM_THRESHOLDS.items()
-            )
-            lines += [
-                "",
-                f"Calibration: {c['nodes']} nodes of {CALIBRATION_DEVICES_PER_NODE} devices,"
-                " claims from a ResourceClaimTemplate, as upstream's",
-                f"SchedulingWithResourceClaimTemplate. Upstream ({UPSTREAM_CONFIG}) publishes",
-                f"for it {quoted}, measured with an in-process scheduler whose client",
-                "QPS/burst is 5000 (scheduler_perf util.go); here the kube-scheduler binary,",
-                "its apiserver, etcd and this client share 2 CPUs with other work, so the",
-                "comparison gives the order of magnitude, not a ratio.",
-                f"Here: **{c['pods_per_second']} pods/s**.",
-            ]
-    orders = r.get("orders") or {}
-    if orders:
-        lines += [
-            "",
-            "Device orders inside each server slice of the partitioned layout (the",
-            "allocator is first-fit: slices by name, then devices in order). Packing is the",
-            "random mix of the first seed sorted by decreasing size:",
-            "",
-            row(
-                "order",
-                "single-core seconds",
-                "algorithm ms/pod",
-                "scheduler CPU ms/pod",
-                "decreasing mix packed",
-            ),
-            row(*["---"] * 5),
-        ]
-        for name, o in orders.items():
-            s, d = o.get("single_core") or layouts.get("partitioned"), o["decreasing"]
-            if s is None:
-                continue
-            lines.append(
-                row(
-                    name,
-                    s["seconds"],
-                    s["algorithm_ms_per_pod"],
-                    s["scheduler_cpu_ms_per_pod"],
-                    f"{d['allocated_cores']}/{d['cores_requested']}",
-                )
-            )
-    packing = r.get("packing") or []
-    if packing:
-        worst = min(p["ratio"] for p in packing)
-        lines += [
-            "",
-            "Random mixes of 1/2/4/8-core claims filling exactly one partitioned rack, all",
-            "created at once in random order:",
-            "",
-            row("seed", "claims", "cores allocated", "share"),
-            row(*["---"] * 4),
-            *(
-                row(
-                    p["seed"],
-                    p["claims"],
-                    f"{p['allocated_cores']}/{p['cores_requested']}",
-                    p["ratio"],
-                )
-                for p in packing
-            ),
-            "",
-            f"Worst share: **{worst}** (goal >= 0.995 in every run).",
-        ]
-    return "\n".join(lines)
+    write_results("scheduler", COMMAND, results, conditions)
 
 
 if __name__ == "__main__":

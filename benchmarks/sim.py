@@ -10,12 +10,13 @@ Baseline for the per-instruction rates: a bare Python loop doing one float add
 and one list append per item, measured in the same run.
 """
 
-import os
+import argparse
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.report import write_report
+from benchmarks.report import REPEATS, Conditions, add_noisy_flag, interleaved, write_results
 from simdevice.isa import Program
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import gemm
@@ -35,19 +36,28 @@ from simdevice.workloads import (
 )
 
 COMMAND = "make bench-sim"
-REPEATS = 5
 RACK = rack_spec("trn3-gen2")
 STEP = {"kind": "train-step", "hidden": 4096, "seq": 2048, "layers": 2, "chips": 144}
-COLD_REPEATS = 3
 
 
-def best_of(fn: Callable[[], object], repeats: int = REPEATS) -> float:
-    best = float("inf")
+def median_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
+    """The median wall time of `repeats` calls."""
+    times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def middle_run(runs: list[dict[str, Any]], key: str = "wall_s") -> dict[str, Any]:
+    """The median run by `key`, with every run's `key` (and CPU time, where
+    kept) beside it, so the page can show the spread."""
+    ordered = sorted(runs, key=lambda r: float(r[key]))
+    out = {**ordered[len(ordered) // 2], f"{key}_runs": [r[key] for r in runs]}
+    if all("cpu_s" in r for r in runs):
+        out["cpu_s_runs"] = [r["cpu_s"] for r in runs]
+    return out
 
 
 def baseline_rate(n: int = 200_000) -> float:
@@ -62,7 +72,7 @@ def baseline_rate(n: int = 200_000) -> float:
             t += v
             add(t)
 
-    return n / best_of(loop)
+    return n / median_seconds(loop)
 
 
 def timing_rate() -> dict[str, Any]:
@@ -84,19 +94,20 @@ def timing_rate() -> dict[str, Any]:
         t0 = time.perf_counter()
         build()
         build_s = time.perf_counter() - t0
-        best = float("inf")
+        times = []
         for p in programs:
             t0 = time.perf_counter()
             time_program(p, chip)
-            best = min(best, time.perf_counter() - t0)
+            times.append(time.perf_counter() - t0)
+        typical = statistics.median(times)
         n = len(programs[0])
         per_kernel[name] = {
             "instructions": n,
-            "timing_instr_per_s": n / best,
+            "timing_instr_per_s": n / typical,
             "build_instr_per_s": n / build_s,
         }
         total_instr += n
-        total_time += best
+        total_time += typical
         total_build += build_s
     return {
         "per_kernel": per_kernel,
@@ -108,7 +119,7 @@ def timing_rate() -> dict[str, Any]:
 def numerics_rate() -> float:
     program = gemm(512, 512, 512, "bf16")
     rng_inputs = {"aT": [[0.5] * 512] * 512, "b": [[0.25] * 512] * 512}
-    return len(program) / best_of(lambda: execute(program, rng_inputs), 3)
+    return len(program) / median_seconds(lambda: execute(program, rng_inputs))
 
 
 class FakeClock:
@@ -126,18 +137,18 @@ def rack_servers(clock: FakeClock) -> list[ServerSim]:
 ALL_CORES = [(c, k) for c in range(RACK.chips_per_server) for k in range(RACK.chip.cores)]
 
 
-def cold(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Best of COLD_REPEATS cold runs (every cache cleared first), by wall time;
-    the process CPU time is kept beside it (other work shares this machine)."""
-    best: dict[str, Any] = {}
-    for _ in range(COLD_REPEATS):
+def cold(run: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """One cold run (every cache cleared first), its wall time and the process
+    CPU time beside it (other work shares this machine)."""
+
+    def once() -> dict[str, Any]:
         clear_caches()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         result = run()
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-        if not best or wall < best["wall_s"]:
-            best = {**result, "wall_s": wall, "cpu_s": cpu}
-    return best
+        return {**result, "wall_s": wall, "cpu_s": cpu}
+
+    return once
 
 
 def exact_step() -> dict[str, Any]:
@@ -228,22 +239,26 @@ def rack_step_per_job(steps: int = 100) -> dict[str, Any]:
 
 
 def measure() -> dict[str, Any]:
-    """Every figure of the section, with the load average around the run."""
-    load_before = os.getloadavg()[0]
+    """Every figure of the section; the cold paths and the bookkeeping rows in
+    interleaved rounds, each figure the median run."""
     base = baseline_rate()
     timing = timing_rate()
     data_path = numerics_rate()
-    exact = with_rates(cold(exact_step))
-    fast = with_rates(cold(fast_step))
-    rack = with_rates(cold(rack_step))
-    long_job = rack_steady_long_job()
-    per_step = rack_step_per_job()
+    paths = interleaved(
+        {"exact": cold(exact_step), "fast": cold(fast_step), "rack": cold(rack_step)}
+    )
+    exact, fast, rack = (with_rates(middle_run(paths[k])) for k in ("exact", "fast", "rack"))
+    bookkeeping: dict[str, Callable[[], dict[str, Any]]] = {
+        "long": rack_steady_long_job,
+        "per_step": rack_step_per_job,
+    }
+    kept = interleaved(bookkeeping)
+    long_job, per_step = middle_run(kept["long"]), middle_run(kept["per_step"])
     step_plan = plan(parse_workload(STEP), RACK, len(ALL_CORES), RACK.chips_per_server)
     per_core_instr = step_plan.compute.instructions * step_plan.iterations
     rack_instr = per_core_instr * RACK.cores
-    load_after = os.getloadavg()[0]
     return {
-        "load_average_1min": {"before": load_before, "after": load_after},
+        "repeats": {"cold": REPEATS, "kernels": REPEATS, "statistic": "median"},
         "baseline_loop_items_per_s": base,
         "timing": timing,
         "timing_vs_baseline": timing["instr_per_s"] / base,
@@ -276,138 +291,12 @@ def measure() -> dict[str, Any]:
     }
 
 
-COLD_HEADER = (
-    "| path | distinct programs timed | instructions timed | wall | CPU "
-    "| timed instructions / wall s | step simulated | simulated / wall | simulated / CPU |\n"
-    "|---|---|---|---|---|---|---|---|---|"
-)
-
-
-def _cold_row(name: str, row: dict[str, Any]) -> str:
-    return (
-        f"| {name} | {row['programs']} | {row['instructions_timed']:,} | "
-        f"{row['wall_s']:.3f} s | {row['cpu_s']:.3f} s | {row['instr_per_s'] / 1e6:.2f} M/s | "
-        f"{row['step_s'] * 1e3:.2f} ms | **{row['ratio']:.3f}** | {row['ratio_cpu']:.3f} |"
-    )
-
-
-def render(results: dict[str, Any]) -> str:
-    """The docs/benchmarks.md section for the results of `measure`."""
-    load_before = results["load_average_1min"]["before"]
-    load_after = results["load_average_1min"]["after"]
-    base = results["baseline_loop_items_per_s"]
-    timing = results["timing"]
-    data_path = results["numerics_instr_per_s"]
-    step = results["train_step"]
-    c = results["cold_step"]
-    exact, fast, rack = c["exact"], c["fast"], c["rack_36_servers"]
-    long_job = results["bookkeeping"]["long_job"]
-    per_step = results["bookkeeping"]["step_per_job"]
-    no_reuse_ratio = results["rack_no_reuse_projected_ratio"]
-    kernels = "\n".join(
-        f"| {name} | {k['instructions']:,} | {k['timing_instr_per_s'] / 1e6:.2f} M/s | "
-        f"{k['build_instr_per_s'] / 1e6:.2f} M/s |"
-        for name, k in timing["per_kernel"].items()
-    )
-    total = (
-        f"| **all** | | **{timing['instr_per_s'] / 1e6:.2f} M/s** | "
-        f"{timing['build_instr_per_s'] / 1e6:.2f} M/s |"
-    )
-    cold_rows = "\n".join(
-        (
-            _cold_row("exact model: every distinct program built whole and played", exact),
-            _cold_row("fast path: the planner (small programs, steady state extrapolated)", fast),
-            _cold_row("fast path through 36 `ServerSim`s (one plans, 35 hit its cache)", rack),
-        )
-    )
-    bookkeeping = "\n".join(
-        f"| {name} | {simulated} | {row['wall_s']:.2f} s | {ratio} |"
-        for name, simulated, row, ratio in (
-            (
-                "long job, 1 s clock ticks, telemetry every 5 s per server",
-                f"{long_job['simulated_s']:.0f} s",
-                long_job,
-                f"{long_job['ratio']:,.0f}",
-            ),
-            (
-                f"one job per step, {per_step['steps']} steps",
-                f"{per_step['simulated_s']:.2f} s",
-                per_step,
-                f"{per_step['ratio']:,.1f}",
-            ),
-        )
-    )
-    goal = "met" if c["goal_met"] else "not met"
-    within_core = step["instructions_per_core"] / exact["instructions_timed"]
-    markdown = f"""
-Full Trn3 Gen2 rack (36 servers, 144 chips, 1152 cores), one steady training
-step `{STEP}` on every core, cold (all timing caches cleared; best of
-{COLD_REPEATS} by wall time, the process's CPU time beside it). One step is
-{step["step_s"] * 1e3:.1f} ms simulated ({step["comm_s"] * 1e3:.2f} ms of it the
-gradient all-reduce over 144 chips); each core runs
-{step["instructions_per_core"]:,} instructions, the rack
-{step["instructions_per_rack"]:,}.
-
-{COLD_HEADER}
-{cold_rows}
-
-Goal, a rack step at >= 1x real time with every distinct program timed by the
-exact model: **{goal}**: {exact["ratio"]:.3f}x real time by the wall clock,
-{exact["ratio_cpu"]:.3f}x by the process's CPU time
-({exact["instr_per_cpu_s"] / 1e6:.2f} M instructions timed per CPU second). To
-keep up, the exact path would have to build and play
-{exact["instructions_timed"]:,} instructions in {exact["step_s"] * 1e3:.1f} ms,
-{exact["instructions_timed"] / exact["step_s"] / 1e6:.1f} M/s.
-
-Reuse factor: **{c["cores_per_timed_program"]} cores share each timed program**
-(data parallel on identical cores: every core runs the same programs). Within
-one core's step the programs repeat as well (layers, GEMM shapes the forward
-and backward share, attention's backward, layernorm's four passes:
-{within_core:.2f} runs per timed instruction), so one timed instruction stands
-for {c["reuse_factor"]:,.0f} executed on the rack. Timing every core's program
-separately at the exact path's rate would run at
-{no_reuse_ratio:.6f}x real time.
-
-The fast path plans the step {c["fast_vs_exact_speedup"]:.1f}x faster than the
-exact model in the same run, and its step differs from the exact one by
-{c["fast_vs_exact_step_error"]:+.1e} (relative).
-
-Once a step's programs are timed, running more steps is bookkeeping on the
-simulated clock; these rows time no program and are not the simulator's speed:
-
-| bookkeeping only (plans cached) | simulated | wall | simulated / wall |
-|---|---|---|---|
-{bookkeeping}
-
-The timing model per kernel, one CPU core (each run gets a fresh program so
-descriptor conversion is counted; best of {REPEATS}):
-
-| kernel | instructions | timed | built |
-|---|---|---|---|
-{kernels}
-{total}
-
-The machine's 1-minute load average was {load_before:.1f} before and
-{load_after:.1f} after the run (other work shares its CPUs).
-
-Baseline: a bare Python loop (one float add + one append per item) runs
-{base / 1e6:.1f} M items/s here, so timing one instruction costs
-{base / timing["instr_per_s"]:.1f} such loop steps. The numpy data path
-(numerics on request) runs {data_path / 1e3:.1f} k instructions/s.
-
-What the fast path trades: cores of one job finish together (no per-core
-jitter), a step's phases run back to back without overlap between layers, and
-GEMM and attention timings are extrapolated from small programs over their
-periodic steady state (`make validate-sim` checks them against the exact run).
-"""
-    return markdown
-
-
-def main() -> int:
-    results = measure()
-    markdown = render(results)
-    write_report("sim", COMMAND, results, markdown)
-    print(markdown)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.sim")
+    add_noisy_flag(parser)
+    args = parser.parse_args(argv)
+    conditions = Conditions.begin(args.noisy)
+    print(write_results("sim", COMMAND, measure(), conditions))
     return 0
 
 

@@ -778,7 +778,8 @@ def validation_table(r: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def _replace(page: str, name: str, body: str) -> str:
+def replace_block(page: str, name: str, body: str) -> str:
+    """`page` with the text between a block's markers replaced by `body`."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(page):
@@ -807,12 +808,12 @@ def main() -> None:
     results = run()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    page = PAGE.read_text()
-    for name, text in STATIC_BLOCKS.items():
-        page = _replace(page, name, text())
-    page = _replace(page, "validation", validation_table(results))
-    PAGE.write_text(page)
-    print(f"wrote {RESULTS.relative_to(ROOT)} and docs/simulator.md")
+    # Imported here: the renderer reads this module's tables, so importing it
+    # at the top would be circular.
+    from benchmarks import render
+
+    render.write_pages()
+    print(f"wrote {RESULTS.relative_to(ROOT)} and the pages")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@
 //
 // It prints one JSON object per phase on stdout: publish (cold, until every
 // slice is created), noop (Update with the same resources, until every pool
-// was synced again), remove (until every slice is deleted).
+// was synced again), remove (until every slice is deleted). The publish phase
+// also gives the memory the controller holds once every slice is created: the
+// Go heap in use after a forced collection, and the resident size then. The
+// harness drops its own copies of the input first (the controller keeps a
+// deep copy of what it is given), so neither counts them.
 package main
 
 import (
@@ -18,6 +22,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,15 +68,10 @@ func main() {
 }
 
 func run(kubeconfig, slicesPath string, noopRounds int, qps float32, burst int) error {
-	raw, err := os.ReadFile(slicesPath)
+	driver, resources, total, err := load(slicesPath)
 	if err != nil {
-		return fmt.Errorf("-slices: %w", err)
+		return err
 	}
-	var in input
-	if err := json.Unmarshal(raw, &in); err != nil {
-		return fmt.Errorf("-slices %s: %w", slicesPath, err)
-	}
-	resources, total := driverResources(in)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("-kubeconfig: %w", err)
@@ -88,7 +89,7 @@ func run(kubeconfig, slicesPath string, noopRounds int, qps float32, burst int) 
 
 	start := time.Now()
 	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
-		DriverName: in.Driver,
+		DriverName: driver,
 		KubeClient: client,
 		Resources:  resources,
 		Queue:      queue,
@@ -98,11 +99,21 @@ func run(kubeconfig, slicesPath string, noopRounds int, qps float32, burst int) 
 		return err
 	}
 	defer ctrl.Stop()
+	// The controller deep-copied the resources; the harness's copy is not its memory.
+	resources = nil
 	waitFor(func() bool { return ctrl.GetStats().NumCreates >= int64(total) })
-	emit("publish", time.Since(start), ctrl.GetStats(), map[string]any{"slices": total})
+	took, cpu, stats := time.Since(start), cpuSeconds(), ctrl.GetStats()
+	heap, rss := memoryAfterGC()
+	emit("publish", took, cpu, stats, map[string]any{
+		"slices": total, "heap_inuse_bytes": heap, "rss_bytes": rss,
+	})
 
 	// Let the informer's own follow-up syncs of the new slices run out first.
 	settle(queue, 3*syncDelay)
+	_, resources, _, err = load(slicesPath)
+	if err != nil {
+		return err
+	}
 	before := ctrl.GetStats()
 	start = time.Now()
 	for range noopRounds {
@@ -111,17 +122,41 @@ func run(kubeconfig, slicesPath string, noopRounds int, qps float32, burst int) 
 		waitFor(func() bool { return queue.done.Load()-done >= int64(len(resources.Pools)) })
 	}
 	after := ctrl.GetStats()
-	emit("noop", time.Since(start), after, map[string]any{
-		"syncs":     noopRounds * len(resources.Pools),
-		"writes":    after.NumCreates + after.NumUpdates + after.NumDeletes - before.NumCreates - before.NumUpdates - before.NumDeletes,
-		"rss_bytes": rssBytes(),
+	emit("noop", time.Since(start), cpuSeconds(), after, map[string]any{
+		"syncs":  noopRounds * len(resources.Pools),
+		"writes": after.NumCreates + after.NumUpdates + after.NumDeletes - before.NumCreates - before.NumUpdates - before.NumDeletes,
 	})
 
 	start = time.Now()
 	ctrl.Update(&resourceslice.DriverResources{})
 	waitFor(func() bool { return ctrl.GetStats().NumDeletes >= int64(total) })
-	emit("remove", time.Since(start), ctrl.GetStats(), nil)
+	emit("remove", time.Since(start), cpuSeconds(), ctrl.GetStats(), nil)
 	return nil
+}
+
+// load reads the desired slices; the file's bytes and its decoded form stay
+// inside, so only the returned resources outlive the call.
+func load(slicesPath string) (string, *resourceslice.DriverResources, int, error) {
+	raw, err := os.ReadFile(slicesPath)
+	if err != nil {
+		return "", nil, 0, fmt.Errorf("-slices: %w", err)
+	}
+	var in input
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return "", nil, 0, fmt.Errorf("-slices %s: %w", slicesPath, err)
+	}
+	resources, total := driverResources(in)
+	return in.Driver, resources, total, nil
+}
+
+// memoryAfterGC is the Go heap in use after a forced collection, and the
+// resident size once freed memory has been returned to the kernel.
+func memoryAfterGC() (uint64, int64) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse, rssBytes()
 }
 
 func driverResources(in input) (*resourceslice.DriverResources, int) {
@@ -158,14 +193,14 @@ func settle(q *countingQueue, quiet time.Duration) {
 	}
 }
 
-func emit(phase string, took time.Duration, stats resourceslice.Stats, extra map[string]any) {
+func emit(phase string, took time.Duration, cpu float64, stats resourceslice.Stats, extra map[string]any) {
 	out := map[string]any{
 		"phase":       phase,
 		"seconds":     took.Seconds(),
 		"creates":     stats.NumCreates,
 		"updates":     stats.NumUpdates,
 		"deletes":     stats.NumDeletes,
-		"cpu_seconds": cpuSeconds(),
+		"cpu_seconds": cpu,
 	}
 	for k, v := range extra {
 		out[k] = v

@@ -1,11 +1,10 @@
-"""docs/reliability.md, written from benchmarks/results/chaos.json alone:
+"""docs/reliability.md, rendered from benchmarks/results/chaos.json alone:
 every figure on the page comes from that file."""
 
 from typing import Any
 
-from benchmarks.report import ROOT
+from benchmarks.pages.common import load_note, table, tail_name
 
-PAGE = ROOT / "docs" / "reliability.md"
 FULL_CASES = 10_000
 """The cases per edge the fuzz section aims at."""
 
@@ -13,7 +12,8 @@ INTRO = """# Reliability: faults, load and hostile input
 
 What the driver does when the platform under it fails, when a rack is loaded
 all at once, and when its inputs are malformed or hostile. Every figure below
-is written by `benchmarks/chaos.py` from `benchmarks/results/chaos.json`; the
+is rendered by `make pages` (benchmarks/pages/reliability.py) from
+`benchmarks/results/chaos.json`, which `benchmarks/chaos.py` writes; the
 command under each section reproduces it. The fast cases of the same runs are
 in `tests/chaos/` and run with `make test`.
 """
@@ -41,12 +41,6 @@ LOAD_HEADER = [
     "daemon RSS after (MiB)",
     "daemon threads after",
 ]
-
-
-def table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def platform(result: dict[str, Any], cmd: str) -> str:
@@ -204,6 +198,7 @@ def reaction(result: dict[str, Any], cmd: str) -> str:
         ["taint in the slice", *(result[f"taint_{k}"] for k in ("p50_s", "p99_s", "goal_s"))],
         ["pod evicted", *(result[f"eviction_{k}"] for k in ("p50_s", "p99_s", "goal_s"))],
     ]
+    tail = tail_name(result["trials"])
     return f"""## Time to react to a failed device
 
 An uncorrectable HBM error injected on the chip a running pod holds; timed
@@ -213,7 +208,7 @@ pod's eviction (its deletion by the device-taint eviction controller), over
 injection (on the driver's slices and on the pod), so each time is when the
 apiserver served the change, not when a poll happened to find it.
 
-{table(["", "p50 (s)", "p99 (s)", "goal (s)"], rows)}
+{table(["", "p50 (s)", f"{tail} (s)", "goal (s)"], rows)}
 
 Command: `{cmd}`
 """
@@ -306,13 +301,16 @@ SECTIONS = {
 
 
 def render(data: dict[str, Any]) -> str:
+    """The whole page; each section says the load it ran under."""
     m = data["machine"]
     parts = [
         INTRO,
         f"Last run: {m['date']}, {m['cpus']} CPUs, Python {m['python']}; a machine shared "
         "with other work, so the times are an upper bound.\n",
     ]
+    conditions = data.get("conditions") or {}
     for name, write in SECTIONS.items():
         if name in data.get("results", {}):
             parts.append(write(data["results"][name], data["commands"][name]))
+            parts.append(load_note(conditions.get(name)) + "\n")
     return "\n".join(parts)

@@ -1,0 +1,240 @@
+"""The `scheduler` section of docs/benchmarks.md, from
+benchmarks/results/scheduler.json: what the device layout costs the real
+kube-scheduler, device orders, and random-mix packing."""
+
+from typing import Any, Final
+
+from benchmarks.pages.common import median, row, single_runs, spread, values
+
+ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
+LAYOUT_NAMES = {
+    "partitioned": "partitioned rack (one pool, counters)",
+    "flat": "flat rack (one pool, single cores)",
+    "per-node pools": "per-node pools (AWS driver's shape)",
+    "calibration": "upstream scheduler_perf shape",
+}
+TIMED = (
+    "seconds",
+    "ms_per_pod",
+    "pods_per_second",
+    "algorithm_ms_per_pod",
+    "scheduler_cpu_ms_per_pod",
+    "api_requests_per_pod",
+    "rate_limited_seconds",
+)
+WORST_SHARE_MIN_RUNS: Final = 10
+"""Packing runs below which a worst share says more about the seeds drawn than
+about the allocator: the page then shows each run and no worst case."""
+
+
+def runs(layout: dict[str, Any]) -> list[dict[str, Any]]:
+    """A layout's repeated runs (older results kept one, flat)."""
+    out: list[dict[str, Any]] = layout.get("runs") or [layout]
+    return out
+
+
+def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> str:
+    return f"{median(runs(a), key) / median(runs(b), key):.2f}"
+
+
+def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
+    lines = [
+        f"The real kube-scheduler, {r['claims']} claims of one device each (one pod per",
+        "claim), from the first create to the last pod bound. `algorithm` is the",
+        f"scheduler's own `{ALGORITHM}` per pod: the wall time it spent",
+        "deciding, without the API writes and queueing around it. `scheduler CPU` is",
+        "the CPU time the kube-scheduler process used per pod: other work on the",
+        "machine stretches wall times, hardly CPU times, so it is the fairest ratio.",
+        "`API requests/pod` and `rate-limited s` are the scheduler client's own",
+        "counts: its requests, and their waits for its rate limiter, summed over",
+        f"requests (client QPS and burst {r['scheduler_qps']}, as upstream's",
+        "scheduler_perf; the kube-scheduler's own default is 50 and 100). Layouts run",
+        "more than once, in turn, show the median with the range in brackets:",
+        "",
+        row(
+            "layout",
+            "nodes",
+            "slices",
+            "devices",
+            "seconds",
+            "ms/pod",
+            "pods/s",
+            "algorithm ms/pod",
+            "scheduler CPU ms/pod",
+            "API requests/pod",
+            "rate-limited s",
+            "bound",
+        ),
+        row(*["---"] * 12),
+    ]
+    for key, x in layouts.items():
+        done = runs(x)
+        lines.append(
+            row(
+                LAYOUT_NAMES[key],
+                x.get("nodes", 36),
+                x["slices"],
+                x["devices"],
+                *(spread(values(done, k), "{:,.2f}") for k in TIMED),
+                "/".join(str(d["bound"]) for d in done),
+            )
+        )
+    if "partitioned" in layouts and "flat" in layouts:
+        p, f = layouts["partitioned"], layouts["flat"]
+        lines += [
+            "",
+            f"Partitioned / flat, medians: **{ratio(p, f, 'scheduler_cpu_ms_per_pod')}x** in"
+            f" scheduler CPU, {ratio(p, f, 'algorithm_ms_per_pod')}x in the scheduling"
+            f" algorithm, {ratio(p, f, 'seconds')}x end to end (goal <= 1.3x).",
+        ]
+    if "calibration" in layouts:
+        c = layouts["calibration"]
+        quoted = "; ".join(
+            f"{name}: threshold {t}, typically above {typ} pods/s"
+            for name, (t, typ) in r["upstream_thresholds"].items()
+        )
+        lines += [
+            "",
+            f"Calibration: {c['nodes']} nodes of {r['calibration_devices_per_node']} devices,"
+            " claims from a ResourceClaimTemplate, as upstream's",
+            f"SchedulingWithResourceClaimTemplate. Upstream ({r['upstream_config']}) publishes",
+            f"for it {quoted}, measured with an in-process scheduler whose client",
+            "QPS/burst is 5000 (scheduler_perf util.go); here the kube-scheduler binary,",
+            "its apiserver, etcd and this client share the machine's CPUs with other work, so",
+            "the comparison gives the order of magnitude, not a ratio.",
+            f"Here: **{spread(values(runs(c), 'pods_per_second'))} pods/s**.",
+        ]
+    return lines
+
+
+def orders_part(orders: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "Device orders inside each server slice of the partitioned layout (the",
+        "allocator is first-fit: slices by name, then devices in order). Packing is the",
+        "random mix of the first seed sorted by decreasing size:",
+        "",
+        row(
+            "order",
+            "single-core seconds",
+            "algorithm ms/pod",
+            "scheduler CPU ms/pod",
+            "decreasing mix packed",
+        ),
+        row(*["---"] * 5),
+    ]
+    for name, o in orders.items():
+        s, d = o.get("single_core") or layouts.get("partitioned"), o["decreasing"]
+        if s is None:
+            continue
+        done = runs(s)
+        lines.append(
+            row(
+                name,
+                spread(values(done, "seconds")),
+                spread(values(done, "algorithm_ms_per_pod")),
+                spread(values(done, "scheduler_cpu_ms_per_pod")),
+                f"{d['allocated_cores']}/{d['cores_requested']}",
+            )
+        )
+    return lines
+
+
+def packing_part(packing: list[dict[str, Any]], goal: float) -> list[str]:
+    lines = [
+        "",
+        "Random mixes of 1/2/4/8-core claims filling exactly one partitioned rack, all",
+        f"created at once in random order (goal: a share >= {goal} in every run):",
+        "",
+        row("seed", "claims", "cores allocated", "share"),
+        row(*["---"] * 4),
+        *(
+            row(
+                p["seed"], p["claims"], f"{p['allocated_cores']}/{p['cores_requested']}", p["ratio"]
+            )
+            for p in packing
+        ),
+        "",
+    ]
+    below = sum(1 for p in packing if p["ratio"] < goal)
+    if len(packing) < WORST_SHARE_MIN_RUNS:
+        lines.append(
+            f"{below} of {len(packing)} runs below the goal. {len(packing)} runs are too few "
+            f"for a worst share (at least {WORST_SHARE_MIN_RUNS})."
+        )
+    else:
+        worst = min(p["ratio"] for p in packing)
+        lines.append(f"{below} of {len(packing)} runs below the goal; worst share **{worst}**.")
+    return lines
+
+
+FLEET_ANCHOR: Final = "per-node pools"
+FLEET_GOAL: Final = 1.3
+"""Scheduler CPU per pod of our layout over the anchor's, measured in the same run."""
+
+
+def pairwise_ratios(mine: list[dict[str, Any]], anchor: list[dict[str, Any]], key: str) -> str:
+    """Round-by-round ratios (run i of each layout ran in the same round)."""
+    return spread([float(a[key]) / float(b[key]) for a, b in zip(mine, anchor, strict=False)])
+
+
+def racks_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """Our two pool layouts beside per-node pools at each fleet size."""
+    lines = [
+        "",
+        "### Fleet sizes",
+        "",
+        "Unpinned single-core claims (one pod each) on 1, 10 or 100 Trn3 Gen2 racks, in",
+        "each pool layout and in per-node pools of the same single cores, the layouts",
+        "taking turns round by round. `vs per-node` divides each round's figure by the",
+        "per-node pools' figure of the same round (median and range of the rounds).",
+        "",
+        row(
+            "racks",
+            "layout",
+            "nodes",
+            "slices",
+            "pods",
+            "scheduler CPU ms/pod",
+            "vs per-node",
+            "pods/s",
+            "vs per-node",
+        ),
+        row(*["---"] * 9),
+    ]
+    for count, layouts in racks.items():
+        anchor = layouts.get(FLEET_ANCHOR) or []
+        for name, runs_ in layouts.items():
+            cpu = values(runs_, "scheduler_cpu_ms_per_pod")
+            rate = values(runs_, "pods_per_second")
+            versus = name != FLEET_ANCHOR and bool(anchor)
+            lines.append(
+                row(
+                    count,
+                    name,
+                    runs_[0]["nodes"],
+                    runs_[0]["slices"],
+                    runs_[0]["pods"],
+                    spread(cpu),
+                    pairwise_ratios(runs_, anchor, "scheduler_cpu_ms_per_pod") if versus else "",
+                    spread(rate, "{:,.1f}"),
+                    pairwise_ratios(runs_, anchor, "pods_per_second") if versus else "",
+                )
+            )
+    lines += ["", f"Goal: scheduler CPU per pod at most {FLEET_GOAL}x per-node pools'."]
+    return lines
+
+
+def render(payload: dict[str, Any]) -> str:
+    """The section's body for the results of `benchmarks.scheduler`."""
+    r = payload["results"]
+    layouts = r.get("layouts") or {}
+    lines: list[str] = layouts_part(r, layouts) if layouts else []
+    if r.get("orders"):
+        lines += orders_part(r["orders"], layouts)
+    if r.get("packing"):
+        lines += packing_part(r["packing"], r["packing_goal"])
+    if r.get("racks"):
+        lines += racks_part(r["racks"])
+    lines.append(single_runs([len(runs(x)) for x in layouts.values()]))
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,14 @@
+"""docs/simulator.md's generated blocks: the tables written from the model's
+code, and the validation table from benchmarks/results/sim-validation.json.
+The prose around them is the page's own."""
+
+from typing import Any
+
+from benchmarks.sim_validation import STATIC_BLOCKS, replace_block, validation_table
+
+
+def render(page: str, results: dict[str, Any]) -> str:
+    """`page` with every generated block written afresh."""
+    for name, text in STATIC_BLOCKS.items():
+        page = replace_block(page, name, text())
+    return replace_block(page, "validation", validation_table(results))

@@ -1,0 +1,78 @@
+"""Every benchmark page, rendered from benchmarks/results/*.json alone:
+docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
+generated blocks of docs/simulator.md.
+
+Usage: python -m benchmarks.render (`make pages`)
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.pages import benchmarks, reliability, scale, simulator
+from benchmarks.pages.plots import plot
+from benchmarks.paths import DOCS, RESULTS_DIR
+
+IMAGES = DOCS / "images"
+PLOT_PREFIX = "scale-"
+
+
+def results(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
+    """Every results file by name (`controller` for controller.json)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(results_dir.glob("*.json")):
+        out[path.stem] = json.loads(path.read_text())
+    return out
+
+
+def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str]:
+    """Each page's path and its text. The simulator page's prose is its own, so
+    its current text is the template its blocks are written into."""
+    out = {docs / "benchmarks.md": benchmarks.document(found)}
+    if "chaos" in found:
+        out[docs / "reliability.md"] = reliability.render(found["chaos"])
+    if "controller" in found:
+        out[docs / "scale.md"] = scale.document(
+            found["controller"], found.get("scale"), found.get("scheduler")
+        )
+    if "sim-validation" in found:
+        page = docs / "simulator.md"
+        out[page] = simulator.render(page.read_text(), found["sim-validation"])
+    return out
+
+
+def write_plots(found: dict[str, dict[str, Any]], images: Path = IMAGES) -> list[Path]:
+    """The scale page's plots, one per projected figure, into `images`; plots
+    of figures no longer projected are removed."""
+    if "controller" not in found:
+        return []
+    lines = scale.lines_of(found["controller"], found.get("scale"))
+    written = []
+    for key, line in lines.items():
+        if line.projects():
+            path = images / scale.plot_name(key)
+            plot(path, *scale.TITLES[key], line)
+            written.append(path)
+    for stale in set(images.glob(f"{PLOT_PREFIX}*.png")) - set(written):
+        stale.unlink()
+    return written
+
+
+def write_pages() -> list[Path]:
+    """Render every page and plot from the committed results and write them."""
+    found = results()
+    written = []
+    for path, text in pages(found).items():
+        path.write_text(text)
+        written.append(path)
+    return written + write_plots(found)
+
+
+def main() -> int:
+    for path in write_pages():
+        print(f"wrote {path.relative_to(DOCS.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

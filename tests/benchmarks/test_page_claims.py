@@ -1,0 +1,162 @@
+"""The pages claim only what their data supports: projections need three rack
+counts and show each point's offset, a peak is the largest reading, a
+withdrawn anchor is not shown, histogram quantiles inside one bucket get no
+ratio, and a handful of packing runs gives no worst share."""
+
+import math
+from typing import Any
+
+from benchmarks.kubelet_histograms import Histogram, bucket_of, summary_ms
+from benchmarks.pages import controller, realnodes, scale, scheduler
+from benchmarks.scalefit import fit
+
+MIB = 2**20
+
+
+def test_two_points_do_not_project() -> None:
+    assert not fit([(1, 409.4), (10, 2454.5)]).projects()
+    assert fit([(1, 1.0), (10, 10.0), (100, 100.0)]).projects()
+
+
+def test_offsets_say_how_far_each_point_is_from_its_line() -> None:
+    line = fit([(1, 178.4), (10, 225.8), (100, 236.7)])
+    offsets = line.offsets()
+    assert len(offsets) == 3
+    assert max(abs(o) for o in offsets) > 0.1  # memory is not linear in racks
+    exact = fit([(1, 42.0), (10, 420.0), (100, 4200.0)])
+    assert all(abs(o) < 1e-9 for o in exact.offsets())
+
+
+def publish_point(racks: int, seconds: float, rss: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "racks": racks,
+        "slices": 42 * racks,
+        "seconds": seconds,
+        "slice_writes": 42 * racks,
+        "status_writes": racks,
+        "apiserver_slice_writes": 42 * racks,
+        "requests": {"resourceslices LIST": 1},
+        "controller_rss_bytes": rss,
+        **extra,
+    }
+
+
+def controller_payload(points: list[dict[str, Any]]) -> dict[str, Any]:
+    machine = {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"}
+    return {"command": "make bench-controller", "machine": machine, "results": {"publish": points}}
+
+
+def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
+    points = [publish_point(n, 5.0 + n, 200 * MIB) for n in (1, 10, 100)]
+    scale_run = {
+        "command": "make bench-scale",
+        "machine": {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"},
+        "results": {
+            "scheduler": [
+                {"racks": 1, "ms_per_claim": 409.4},
+                {"racks": 10, "ms_per_claim": 2454.5},
+            ]
+        },
+    }
+    page = scale.document(controller_payload(points), scale_run, None)
+    assert (
+        "Scheduler time per single-core claim (ms): 1 rack: 409.40, 10 racks: 2,454.50; "
+        "not projected" in page
+    )
+    assert "Too few rack counts to project" in page
+    assert "pods a second" not in page
+    assert "| Scheduler time per single-core claim" not in page
+    assert "| Cold publish, controller start to every rack Ready (seconds) |" in page
+
+
+def test_the_largest_reading_is_the_peak() -> None:
+    point = publish_point(
+        100,
+        98.0,
+        242 * MIB,
+        controller_peak_rss_bytes=232 * MIB,
+        controller_rss_after_bytes=237 * MIB,
+    )
+    text = "\n".join(controller.memory(point))
+    assert "242 MiB resident when every rack is Ready" in text
+    assert "in the run (" in text and "242 MiB." in text
+    later = publish_point(
+        100,
+        98.0,
+        231 * MIB,
+        controller_peak_rss_bytes=232 * MIB,
+        controller_rss_after_bytes=237 * MIB,
+    )
+    assert "237 MiB." in "\n".join(controller.memory(later))
+
+
+def test_a_withdrawn_anchor_figure_is_not_shown() -> None:
+    anchor = {"seconds": 119.5, "rss_bytes": 11486433280, "rss_bytes_withdrawn": True}
+    point = publish_point(100, 98.0, 231 * MIB, anchor=anchor)
+    text = "\n".join(controller.memory(point))
+    assert "withdrawn" in text
+    assert "10954" not in text and "10,954" not in text
+
+
+def test_the_anchor_heap_is_shown_when_measured() -> None:
+    anchor = {"seconds": 119.5, "heap_inuse_bytes": 300 * MIB, "rss_bytes": 400 * MIB}
+    point = publish_point(100, 98.0, 231 * MIB, anchor=anchor)
+    text = "\n".join(controller.memory(point))
+    assert "300 MiB of Go heap in use" in text and "400 MiB resident" in text
+
+
+def test_repeated_runs_show_median_and_range() -> None:
+    point = {
+        "racks": 1,
+        "runs": [publish_point(1, s, 200 * MIB) for s in (6.0, 7.5, 6.5)],
+        "anchor_runs": [{"seconds": s, "cpu_seconds": 0.4} for s in (2.0, 2.2, 2.1)],
+    }
+    table = "\n".join(controller.publish_table([point]))
+    assert "| 6.50 (6.00\u20137.50) | 2.10 (2.00\u20132.20) | 3.10x |" in table
+
+
+def test_quantiles_in_one_bucket_get_the_bucket_and_no_ratio() -> None:
+    ours = {"p50": 50.0, "p99": 99.0, "p50_bucket": [0.0, 100.0], "p99_bucket": [0.0, 100.0]}
+    go = {"p50": 50.0, "p99": 198.0, "p50_bucket": [0.0, 100.0], "p99_bucket": [100.0, 250.0]}
+    assert realnodes.quantile_cells(ours, go, "p50") == "≤ 100 | ≤ 100 | — (same bucket)"
+    assert realnodes.quantile_cells(ours, go, "p99") == "≤ 100 | 100 to 250 | 0.50x"
+
+
+def test_older_realnodes_results_fall_back_to_the_lowest_bucket() -> None:
+    stats = {"p50": 50.0, "in_lowest_bucket": 1.0, "lowest_bucket_ms": 100.0}
+    assert realnodes.bucket(stats, "p50") == (0.0, 100.0)
+    assert realnodes.bucket({**stats, "in_lowest_bucket": 0.8}, "p50") is None
+
+
+def test_bucket_of_names_the_bucket_holding_the_rank() -> None:
+    buckets = {0.1: 18.0, 0.25: 19.0, 0.5: 20.0, math.inf: 20.0}
+    assert bucket_of(0.5, buckets) == (0.0, 0.1)
+    assert bucket_of(0.99, buckets) == (0.25, 0.5)
+    assert all(math.isnan(b) for b in bucket_of(0.5, {0.1: 0.0, math.inf: 0.0}))
+    summary = summary_ms(Histogram(buckets, 1.0, 20.0))
+    assert summary["p50_bucket"] == [0.0, 100.0]
+
+
+def packing(n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "seed": 7 + i,
+            "claims": 300,
+            "allocated_cores": 1140,
+            "cores_requested": 1152,
+            "ratio": 0.9896,
+        }
+        for i in range(n)
+    ]
+
+
+def test_three_packing_runs_give_no_worst_share() -> None:
+    text = "\n".join(scheduler.packing_part(packing(3), 0.995))
+    assert "3 of 3 runs below the goal" in text
+    assert "worst" in text and "**" not in text
+    assert text.count("| 0.9896 |") == 3
+
+
+def test_ten_packing_runs_give_a_worst_share() -> None:
+    text = "\n".join(scheduler.packing_part(packing(10), 0.995))
+    assert "worst share **0.9896**" in text
