@@ -9,7 +9,7 @@ BIN_DIR_FILE := build/bin-dir
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop pages bench-sim bench-controller bench-scale bench-scheduler bench-node bench-realnodes validate-sim chaos clean
+.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop guard-races pages bench-sim bench-controller bench-scale bench-scheduler bench-node bench-realnodes validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -98,6 +98,12 @@ bench-scale: venv binaries
 # scheduler_perf shape; device orders; random-mix packing.
 bench-scheduler: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.scheduler $(BENCH_ARGS)
+
+# A thousand races of rack, server and core claims against the real scheduler
+# on the node pool layout's guard (docs/device-model.md, "Pool layouts"); the
+# suite runs a few rounds of the same test.
+guard-races: venv binaries
+	$(WITH_BINARIES) TRAINIUM_DRA_GUARD_ROUNDS=42 $(PY) -m pytest tests/controller/test_rack_guard.py
 
 bench-node: venv binaries dra-example-driver
 	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node $(BENCH_ARGS)
