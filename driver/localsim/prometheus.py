@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import yaml
 
-from driver.localsim.binaries import K8S_VERSION, cache_root
+from driver.localsim.binaries import cache_root, k8s_version
 from driver.localsim.children import Child
 from driver.localsim.controlplane import ControlPlane, free_port
 
@@ -147,7 +147,7 @@ def prometheus_argv(binary: Path, config_file: Path, data_dir: Path, port: int) 
 def locate_binary(name: str = "prometheus") -> Path:
     """`prometheus` or `promtool` from `$TRAINIUM_DRA_BIN_DIR` or the build cache."""
     env_dir = os.environ.get("TRAINIUM_DRA_BIN_DIR")
-    directory = Path(env_dir) if env_dir else cache_root() / "k8s" / K8S_VERSION
+    directory = Path(env_dir) if env_dir else cache_root() / "k8s" / k8s_version()
     path = directory / f"{name}-{PROMETHEUS_VERSION}"
     if not os.access(path, os.X_OK):
         raise PrometheusError(

@@ -16,6 +16,11 @@ pinned() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
 
 kind_version=$(pinned kind sigs.k8s.io/kind)
 k8s_version=$(pinned k8s k8s.io/kubernetes)
+# deploy/kind/cluster.yaml names this release's gates and APIs.
+if [ -n "${K8S_VERSION:-}" ] && [ "$K8S_VERSION" != "$k8s_version" ]; then
+  log "K8S_VERSION=$K8S_VERSION: the kind path runs $k8s_version only (hack/kind/k8s/go.mod, deploy/kind/cluster.yaml)"
+  exit 1
+fi
 bin_dir="$cache/kind-$kind_version/bin"
 kind_bin="$bin_dir/kind"
 k8s_dir="$cache/k8s/$k8s_version"

@@ -22,7 +22,8 @@ from driver.devicemodel.nodemap import map_nodes, selector_matches
 from driver.devicemodel.placement import find_place
 from driver.devicemodel.ultraserver import parse_spec
 from driver.jsontypes import JSON
-from driver.localsim.controlplane import DRA_FEATURE_GATES, RUNTIME_CONFIG, ControlPlane
+from driver.localsim.controlplane import ControlPlane
+from driver.localsim.k8srelease import DEFAULT
 from driver.names import device_class_name
 from tests.deploy.chart import CHART, fresh_namespace, kubectl
 
@@ -81,8 +82,8 @@ def containerd_patch() -> JSON:
 def test_gates_runtime_config_and_cdi() -> None:
     c = cluster()
     assert c["apiVersion"] == "kind.x-k8s.io/v1alpha4"
-    assert c["featureGates"] == dict(DRA_FEATURE_GATES)
-    assert c["runtimeConfig"] == dict(RUNTIME_CONFIG)
+    assert c["featureGates"] == DEFAULT.feature_gates
+    assert c["runtimeConfig"] == dict(DEFAULT.runtime_config)
     cri = containerd_patch()["plugins"]["io.containerd.cri.v1.runtime"]
     assert cri["enable_cdi"] is True
     assert load(CHART / "values.yaml")["cdiDir"] in cri["cdi_spec_dirs"]

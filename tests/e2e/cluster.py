@@ -18,6 +18,7 @@ from driver.jsontypes import JSON
 from driver.localsim.binaries import Binaries
 from driver.localsim.children import die_with_parent, trainium_dra_argv
 from driver.localsim.clusterspec import ClusterPaths
+from driver.localsim.k8srelease import Release, release_of
 from driver.localsim.localcluster import admin_client
 from tests import waiting
 
@@ -37,11 +38,21 @@ def short_state_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="tdra-", dir="/tmp"))
 
 
+def example_file(name: str, release: Release) -> Path:
+    """An example's file for the release: its `k8s-<minor>/` variant where the
+    example has one (deploy/examples/README.md), else the file itself."""
+    path = EXAMPLES / name
+    variant = path.parent / f"k8s-{release.minor}" / path.name
+    return variant if variant.exists() else path
+
+
 @dataclass
 class Cluster:
     paths: ClusterPaths
     api: client.ApiClient
     kubectl_path: Path
+    release: Release
+    """What the cluster's apiserver says it is."""
 
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -53,7 +64,7 @@ class Cluster:
 
     def apply(self, *files: str) -> None:
         for name in files:
-            self.kubectl("apply", "-f", str(EXAMPLES / name))
+            self.kubectl("apply", "-f", str(example_file(name, self.release)))
 
     def delete(self, *files: str) -> None:
         """Delete what the example made and wait until it is gone (namespaces included)."""
@@ -61,7 +72,7 @@ class Cluster:
             self.kubectl(
                 "delete",
                 "-f",
-                str(EXAMPLES / name),
+                str(example_file(name, self.release)),
                 "--ignore-not-found",
                 "--wait",
                 "--timeout=180s",
@@ -170,7 +181,8 @@ def running_cluster(*up_args: str, start_timeout: float = START_TIMEOUT) -> Iter
                 )
             time.sleep(0.5)
         with admin_client(paths.kubeconfig) as api:
-            yield Cluster(paths, api, Binaries.locate().kubectl)
+            version = client.VersionApi(api).get_code().git_version
+            yield Cluster(paths, api, Binaries.locate().kubectl, release_of(version))
     finally:
         process.terminate()
         try:

@@ -5,10 +5,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from driver.localsim import binaries
 from driver.localsim.controlplane import (
     CONTROLLERS,
-    DRA_FEATURE_GATES,
     ControlPlaneConfig,
     Ports,
     apiserver_args,
@@ -16,6 +17,7 @@ from driver.localsim.controlplane import (
     feature_gates_flag,
     scheduler_args,
 )
+from driver.localsim.k8srelease import V1_36, V1_37, Release
 
 HACK = Path(__file__).resolve().parents[2] / "hack"
 
@@ -51,15 +53,15 @@ def test_every_staging_module_is_replaced_with_the_matching_version() -> None:
         assert replaces[module] == {"Path": module, "Version": staging_version}
 
 
-def config(tmp_path: Path, **gates: bool) -> ControlPlaneConfig:
-    return ControlPlaneConfig(tmp_path, Ports(1, 2, 3, 4, 5), {**DRA_FEATURE_GATES, **gates})
+def config(tmp_path: Path, release: Release = V1_37, **gates: bool) -> ControlPlaneConfig:
+    return ControlPlaneConfig(tmp_path, Ports(1, 2, 3, 4, 5), release, gates)
 
 
 def test_all_components_get_the_same_feature_gates(tmp_path: Path) -> None:
     cfg = config(tmp_path, DRAPartitionableDevices=False)
     flag = feature_gates_flag(cfg.feature_gates)
     assert "DRAPartitionableDevices=false" in flag
-    assert "DRADeviceTaintRules=true" in flag
+    assert "GenericWorkload=true" in flag
     for args in (
         apiserver_args(cfg, Path("a")),
         controller_manager_args(cfg, Path("c")),
@@ -68,13 +70,34 @@ def test_all_components_get_the_same_feature_gates(tmp_path: Path) -> None:
         assert flag in args
 
 
-def test_apiserver_serves_taint_rules_and_podgroups_and_skips_node_admission(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("release", "runtime_config", "named", "unnamed"),
+    [
+        (
+            V1_36,
+            {"resource.k8s.io/v1beta2=true", "scheduling.k8s.io/v1alpha2=true"},
+            {"GangScheduling", "DRADeviceTaintRules"},
+            {"TopologyAwareWorkloadScheduling"},
+        ),
+        # DeviceTaintRules are GA in resource.k8s.io/v1; gangs come with GenericWorkload.
+        (
+            V1_37,
+            {"scheduling.k8s.io/v1beta1=true"},
+            {"TopologyAwareWorkloadScheduling", "GenericWorkload"},
+            {"GangScheduling", "DRADeviceTaintRules", "DRAResourceClaimDeviceStatus"},
+        ),
+    ],
+)
+def test_apiserver_serves_the_releases_apis_and_skips_node_admission(
+    tmp_path: Path, release: Release, runtime_config: set[str], named: set[str], unnamed: set[str]
 ) -> None:
-    args = apiserver_args(config(tmp_path), Path("kube-apiserver"))
+    args = apiserver_args(config(tmp_path, release), Path("kube-apiserver"))
     [runtime] = [a for a in args if a.startswith("--runtime-config=")]
-    served = set(runtime.removeprefix("--runtime-config=").split(","))
-    assert served == {"resource.k8s.io/v1beta2=true", "scheduling.k8s.io/v1alpha2=true"}
+    assert set(runtime.removeprefix("--runtime-config=").split(",")) == runtime_config
+    [gates] = [a for a in args if a.startswith("--feature-gates=")]
+    set_gates = {g.split("=")[0] for g in gates.removeprefix("--feature-gates=").split(",")}
+    assert named <= set_gates
+    assert not unnamed & set_gates
     assert "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition" in args
     assert "--secure-port=3" in args and "--bind-address=127.0.0.1" in args
 

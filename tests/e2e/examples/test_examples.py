@@ -11,7 +11,9 @@ import subprocess
 
 import httpx
 import pytest
+from kubernetes import client
 
+from driver.jsontypes import JSON
 from driver.localsim.children import trainium_dra_argv
 from driver.localsim.top import parse_metrics
 from tests.e2e.cluster import EXAMPLES, Cluster, results, wait_for
@@ -189,7 +191,7 @@ def test_admin_access(cluster: Cluster) -> None:
 
 
 def test_device_taint_toleration(cluster: Cluster) -> None:
-    files = ("device-taints/1-toleration.yaml",)
+    files = ("device-taints/1-maintenance-taint.yaml", "device-taints/2-toleration.yaml")
     cluster.apply(*files)
     try:
         pod = cluster.running("example-device-taints", "tolerated")
@@ -212,24 +214,50 @@ def test_device_taint_toleration(cluster: Cluster) -> None:
         cluster.delete(*files)
 
 
-def test_device_taint_eviction(cluster: Cluster) -> None:
-    files = ("device-taints/2-eviction-pod.yaml", "device-taints/3-eviction-taint.yaml")
+def taint_rule_condition(cluster: Cluster, name: str) -> JSON | None:
+    group, version = cluster.release.device_taint_rule_api.split("/")
+    rule = client.CustomObjectsApi(cluster.api).get_cluster_custom_object(
+        group, version, "devicetaintrules", name
+    )
+    conditions = (rule.get("status") or {}).get("conditions") or []
+    found: JSON | None = next((c for c in conditions if c["type"] == "EvictionInProgress"), None)
+    return found
+
+
+def test_drain_chip(cluster: Cluster) -> None:
+    """An admin's NoExecute DeviceTaintRule on one chip: the pod holding it is
+    evicted and its claim unprepared, and the Job's next pod gets another chip."""
+    files = ("drain-chip/1-job.yaml", "drain-chip/2-drain.yaml")
+    namespace = "example-drain-chip"
     cluster.apply(files[0])
     try:
-        pod = cluster.running("example-device-taints", "victim")
-        claim = cluster.claim_of(pod)
+        [first] = cluster.job_pods(namespace, "train", 1)
+        claim = cluster.claim_of(first)
         [result] = results(claim)
         assert result["device"] == "server06-chip02"
-        cdi = cluster.paths.cdi_dir(node_of(pod))
-        spec_file = cdi / f"k8s.trainium.sim.dev-claim_{claim['metadata']['uid']}.json"
+        spec_file = (
+            cluster.paths.cdi_dir(node_of(first))
+            / f"k8s.trainium.sim.dev-claim_{claim['metadata']['uid']}.json"
+        )
         assert spec_file.exists()
         cluster.apply(files[1])
         wait_for(
-            "the victim pod evicted and gone",
-            lambda: cluster.pod("example-device-taints", "victim") is None,
+            "the drained pod gone",
+            lambda: cluster.pod(namespace, first["metadata"]["name"]) is None,
         )
         # The kubelet stand-in unprepared the claim before the pod went away.
         assert not spec_file.exists()
+        [replacement] = cluster.job_pods(namespace, "train", 1)
+        assert replacement["metadata"]["uid"] != first["metadata"]["uid"]
+        [moved] = results(cluster.claim_of(replacement))
+        assert re.fullmatch(r"server06-chip0[013]", moved["device"]), moved
+        assert node_of(replacement) == "rack-a-node-6"
+
+        def completed() -> JSON | None:
+            condition = taint_rule_condition(cluster, "example-drain-server06-chip02")
+            return condition if condition and condition["reason"] == "Completed" else None
+
+        assert wait_for("the rule's eviction completed", completed)["status"] == "False"
     finally:
         cluster.delete(*files)
 

@@ -12,20 +12,23 @@ from tests.e2e.cluster import EXAMPLES, Cluster, results, wait_for
 
 pytestmark = pytest.mark.integration
 
-PODGROUPS = ("scheduling.k8s.io", "v1alpha2", "podgroups")
 GROUP_REF = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups"}
 
 
 def podgroup(cluster: Cluster, namespace: str, name: str) -> JSON:
+    group, version = cluster.release.podgroup_api.split("/")
     found: JSON = client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
-        *PODGROUPS[:2], namespace, PODGROUPS[2], name
+        group, version, namespace, "podgroups", name
     )
     return found
 
 
-def scheduled_condition(group: JSON) -> JSON | None:
+def scheduled_condition(cluster: Cluster, group: JSON) -> JSON | None:
+    """The condition the scheduler sets once the gang is placed (its name
+    depends on the release)."""
     conditions = (group.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == "PodGroupScheduled"), None)
+    kind = cluster.release.podgroup_scheduled_condition
+    return next((c for c in conditions if c["type"] == kind), None)
 
 
 def pods(cluster: Cluster, namespace: str) -> list[JSON]:
@@ -42,10 +45,10 @@ def test_whole_rack_gang_binds_all_or_nothing(cluster: Cluster) -> None:
         cluster.apply(*files)
 
         def refused() -> JSON | None:
-            condition = scheduled_condition(podgroup(cluster, namespace, "rack-train"))
+            condition = scheduled_condition(cluster, podgroup(cluster, namespace, "rack-train"))
             return condition if condition and condition["status"] == "False" else None
 
-        condition = wait_for("the gang's PodGroupScheduled=False", refused)
+        condition = wait_for("the gang's scheduled condition False", refused)
         assert condition["reason"] == "Unschedulable"
         assert condition["message"], condition
         waiting = pods(cluster, namespace)
@@ -58,7 +61,7 @@ def test_whole_rack_gang_binds_all_or_nothing(cluster: Cluster) -> None:
         cluster.kubectl("uncordon", blocked)
         running = cluster.job_pods(namespace, "rack-train", 36)
         assert {p["spec"]["nodeName"] for p in running} == {f"rack-a-node-{i}" for i in range(36)}
-        scheduled = scheduled_condition(podgroup(cluster, namespace, "rack-train"))
+        scheduled = scheduled_condition(cluster, podgroup(cluster, namespace, "rack-train"))
         assert scheduled and scheduled["status"] == "True"
         claim = cluster.claim_of(running[0])
         assert claim["metadata"]["name"] == claim_name
@@ -97,8 +100,14 @@ def test_four_server_gang_on_one_rack(cluster: Cluster) -> None:
             assert pod["spec"]["nodeName"] == f"rack-a-node-{int(match[1])}"
             devices.add(result["pool"])
         assert devices == {"rack-a"}
-        condition = scheduled_condition(podgroup(cluster, namespace, "four-servers"))
+        group = podgroup(cluster, namespace, "four-servers")
+        condition = scheduled_condition(cluster, group)
         assert condition and condition["status"] == "True"
+        if cluster.release.minor != "1.36":
+            # Stored, so the scheduler's topology placement saw it (1.36 has no such field).
+            assert group["spec"]["schedulingConstraints"] == {
+                "topology": [{"key": "trainium.sim.dev/ultraserver"}]
+            }
     finally:
         cluster.delete(*files)
 
