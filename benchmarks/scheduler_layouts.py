@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from driver.controller.slices import RackInput, build_slices
+from driver.devicemodel.layout import PARTITION_SIZES, LayoutOptions
 from driver.devicemodel.nodemap import HOSTNAME_LABEL, map_nodes
 from driver.devicemodel.ultraserver import parse_spec
 from driver.jsontypes import JSON
@@ -39,7 +40,11 @@ def fleet_rack_name(rack: int) -> str:
 
 
 def _rack_input(
-    nodes: Sequence[str], mode: str, pools: str = "rack", name: str = RACK
+    nodes: Sequence[str],
+    mode: str,
+    pools: str = "rack",
+    name: str = RACK,
+    sizes: tuple[int, ...] = PARTITION_SIZES,
 ) -> RackInput:
     obj = {
         "metadata": {"name": name},
@@ -57,7 +62,7 @@ def _rack_input(
         driver=DEFAULT_DRIVER_NAME,
         taints={},
         binding_conditions=spec.fabric.binding_conditions,
-        pools=pools,
+        layout=LayoutOptions(pools, sizes),
     )
 
 
@@ -129,9 +134,13 @@ def per_node_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
 FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
     "rack pools": lambda nodes, name: build_slices(_rack_input(nodes, "partitioned", "rack", name)),
     "node pools": node_pool_slices,
+    "node pools, single cores": lambda nodes, name: build_slices(
+        _rack_input(nodes, "partitioned", "node", name, (1,))
+    ),
     "per-node pools": per_node_pool_slices,
 }
-"""The layouts measured at 1, 10 and 100 racks: ours in both pool layouts and
+"""The layouts measured at 1, 10 and 100 racks: ours in both pool layouts,
+node pools with single-core partitions only (besides chips and servers), and
 the per-node anchor."""
 
 

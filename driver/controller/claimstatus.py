@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from driver.controller.slices import planned_devices
 from driver.devicemodel.fabric import device_status
-from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.layout import DEFAULT_OPTIONS, LayoutOptions, PlannedDevice
 from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS, RackHold, guard_conditions
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
@@ -32,9 +32,9 @@ class StatusConflictError(RuntimeError):
 
 @functools.lru_cache(maxsize=32)
 def devices_by_name(
-    generation: str, mode: str, flat_device: str, pools: str = "rack"
+    generation: str, mode: str, flat_device: str, layout: LayoutOptions = DEFAULT_OPTIONS
 ) -> Mapping[str, PlannedDevice]:
-    return {d.name: d for d in planned_devices(rack_spec(generation), mode, flat_device, pools)}
+    return {d.name: d for d in planned_devices(rack_spec(generation), mode, flat_device, layout)}
 
 
 def allocated_at(claim: Mapping[str, Any], now: datetime.datetime) -> datetime.datetime:
@@ -70,9 +70,9 @@ def desired_devices(
         spec = racks.get(rack)
         if result["driver"] != driver or spec is None:
             continue
-        device = devices_by_name(spec.rack.generation, spec.mode, spec.flat_device, spec.pools).get(
-            result["device"]
-        )
+        device = devices_by_name(
+            spec.rack.generation, spec.mode, spec.flat_device, spec.layout
+        ).get(result["device"])
         if device is None:
             continue
         key = (result["pool"], result["device"])
@@ -87,7 +87,7 @@ def desired_devices(
         )
         out.append(entry.entry)
         waits = [entry.recheck_seconds]
-        if spec.pools == "node" and device.kind == "ultraserver":
+        if spec.layout.pools == "node" and device.kind == "ultraserver":
             previous = (ours.get(key) or {}).get("conditions") or []
             guard, wait = guard_conditions(
                 (holds or {}).get(rack), settle=settle, now=now, old=previous

@@ -85,10 +85,10 @@ def desired_rack(
     `mapping`: the node mapping when the caller already resolved it. `occupied`:
     what the claims hold of the rack, for the guard's taints (`node` pools only)."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
-    devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.pools)
+    devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.layout)
     health = device_health(devices, mapping.nodes, reports)
     device_taints = taints(health, driver)
-    if spec.pools == "node":
+    if spec.layout.pools == "node":
         for name, guard in occupancy_taints(devices, occupied, driver).items():
             device_taints[name] = [*device_taints.get(name, []), *guard]
     slices = build_slices(
@@ -102,7 +102,7 @@ def desired_rack(
             driver=driver,
             taints=device_taints,
             binding_conditions=spec.fabric.binding_conditions and binding_conditions,
-            pools=spec.pools,
+            layout=spec.layout,
             binding_served=binding_conditions,
         )
     )

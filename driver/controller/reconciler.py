@@ -153,7 +153,7 @@ class Reconciler:
         mapping = map_nodes(spec, nodes)
         occupied = (
             occupancy(self.stores.claims.items().values(), self.driver, name)
-            if spec.pools == "node"
+            if spec.layout.pools == "node"
             else NO_OCCUPANCY
         )
         key = inputs_key(
@@ -184,7 +184,7 @@ class Reconciler:
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, plan, want.slices, existing)
-        if spec.pools == "node" and published.error is None:
+        if spec.layout.pools == "node" and published.error is None:
             self._hold(name, occupied)
         observed = observe_rack(spec, want, published, reports, frozenset(allocated))
         status = self._write_status(obj, observed)

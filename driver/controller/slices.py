@@ -18,7 +18,14 @@ from typing import Final
 
 from driver.devicemodel import attributes
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
-from driver.devicemodel.layout import Layout, PlannedDevice, build_layout, flat_devices
+from driver.devicemodel.layout import (
+    DEFAULT_OPTIONS,
+    Layout,
+    LayoutOptions,
+    PlannedDevice,
+    build_layout,
+    flat_devices,
+)
 from driver.devicemodel.naming import server_name, server_pool
 from driver.devicemodel.rackguard import RACK_EXCLUSIVE, RACK_IN_USE
 from driver.jsontypes import JSON
@@ -50,16 +57,16 @@ class RackInput:
     driver: str
     taints: Mapping[str, Sequence[Taint]]  # device name -> taints
     binding_conditions: bool  # server and ultraserver devices wait for their fabric
-    pools: str = "rack"  # rack | node: the pool layout (partitioned mode only)
+    layout: LayoutOptions = DEFAULT_OPTIONS  # partitioned mode only
     binding_served: bool = True  # the apiserver keeps binding conditions
 
 
 def planned_devices(
-    rack: RackSpec, mode: str, flat_device: str, pools: str = "rack"
+    rack: RackSpec, mode: str, flat_device: str, layout: LayoutOptions = DEFAULT_OPTIONS
 ) -> tuple[PlannedDevice, ...]:
     """All devices the rack could publish in `mode`, whether or not their nodes exist."""
     if mode == "partitioned":
-        return build_layout(rack, pools).devices
+        return build_layout(rack, layout).devices
     return flat_devices(rack, flat_device)
 
 
@@ -67,10 +74,10 @@ def build_slices(inp: RackInput) -> list[JSON]:
     """The rack's ResourceSlices, sorted by name (the allocator's order)."""
     if inp.mode != "partitioned":
         named = _flat(inp)
-    elif inp.pools == "node":
-        named = _node_pools(inp, build_layout(inp.rack, "node"))
+    elif inp.layout.pools == "node":
+        named = _node_pools(inp, build_layout(inp.rack, inp.layout))
     else:
-        named = _partitioned(inp, build_layout(inp.rack))
+        named = _partitioned(inp, build_layout(inp.rack, inp.layout))
     slices = [_slice(inp, suffix, spec, pool) for suffix, spec, pool in named]
     per_pool: dict[str, int] = {}
     for s in slices:
@@ -152,7 +159,7 @@ def _rack_device_slice(inp: RackInput, layout: Layout) -> list[NamedSlice]:
     layout only where binding conditions are kept, as its guard needs them."""
     if len(inp.nodes) != inp.rack.servers or inp.rack_nodes is None:
         return []
-    if inp.pools == "node" and not inp.binding_served:
+    if inp.layout.pools == "node" and not inp.binding_served:
         return []
     spec = {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, [layout.devices[-1]])}
     return [("ultraserver", spec, inp.name)]
@@ -253,7 +260,7 @@ def device_entry(inp: RackInput, device: PlannedDevice) -> JSON:
     if taints:
         entry["taints"] = [dict(t) for t in taints]
     conditions, failures = [], []
-    if inp.pools == "node" and device.kind == "ultraserver":
+    if inp.layout.pools == "node" and device.kind == "ultraserver":
         conditions, failures = [RACK_EXCLUSIVE], [RACK_IN_USE]
     if inp.binding_conditions and device.kind in FABRIC_KINDS:
         conditions, failures = [*conditions, FABRIC_READY], [*failures, FABRIC_FAILED]

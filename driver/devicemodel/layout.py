@@ -49,6 +49,17 @@ POOL_LAYOUTS: Final = ("rack", "node")
 """`rack`: one pool per rack; `node`: one pool per server plus the rack's own."""
 
 
+@dataclass(frozen=True)
+class LayoutOptions:
+    """What a site chooses of a partitioned rack's layout (UltraServer spec)."""
+
+    pools: str = "rack"  # one of POOL_LAYOUTS
+    partition_sizes: tuple[int, ...] = PARTITION_SIZES  # core partitions besides whole chips
+
+
+DEFAULT_OPTIONS: Final = LayoutOptions()
+
+
 class LayoutError(ValueError):
     """The rack does not fit the counter scheme; the message names the field."""
 
@@ -106,7 +117,7 @@ class Layout:
     """Every device and counter set of one rack, in publishing order."""
 
     rack: RackSpec
-    pools: str  # one of POOL_LAYOUTS
+    options: LayoutOptions
     groups: tuple[Group, ...]
     coarse_sets: tuple[tuple[str, tuple[Group, ...]], ...]
     devices: tuple[PlannedDevice, ...]
@@ -204,7 +215,7 @@ def _coarse_consumption(
 
 
 @functools.cache
-def build_layout(rack: RackSpec, pools: str = "rack") -> Layout:
+def build_layout(rack: RackSpec, options: LayoutOptions = DEFAULT_OPTIONS) -> Layout:
     """Devices of the partitioned mode, small first within each chip, chip-major.
 
     Order matters: the scheduler's allocator is first-fit over devices in slice
@@ -214,8 +225,14 @@ def build_layout(rack: RackSpec, pools: str = "rack") -> Layout:
     Immutable and a function of the rack spec alone, so it is built once per
     spec rather than twice in every reconcile.
     """
+    pools = options.pools
     if pools not in POOL_LAYOUTS:
         raise LayoutError(f"spec.pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
+    if not set(options.partition_sizes) <= set(PARTITION_SIZES):
+        raise LayoutError(
+            f"spec.partitionSizes: {list(options.partition_sizes)} may hold only "
+            f"{', '.join(map(str, PARTITION_SIZES))}"
+        )
     groups = make_groups(rack)
     coarse = split_coarse(groups) if pools == "rack" else per_server_coarse(groups)
     group_of = {(g.server, chip): g for g in groups for chip in g.chips}
@@ -226,7 +243,7 @@ def build_layout(rack: RackSpec, pools: str = "rack") -> Layout:
         server_places = [p for p in places if p.server == server]
         for place in server_places:
             group = group_of[(server, place.local_index)]
-            for size in PARTITION_SIZES:
+            for size in sorted(options.partition_sizes):
                 for start in range(0, cores_per_chip, size):
                     devices.append(_in_group(place, start, size, group, coarse))
             devices.append(_in_group(place, 0, cores_per_chip, group, coarse))
@@ -264,7 +281,7 @@ def build_layout(rack: RackSpec, pools: str = "rack") -> Layout:
             _coarse_consumption(coarse, whole_rack) if pools == "rack" else (),
         )
     )
-    return Layout(rack, pools, groups, coarse, tuple(devices))
+    return Layout(rack, options, groups, coarse, tuple(devices))
 
 
 def _in_group(

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from driver.devicemodel.layout import POOL_LAYOUTS
+from driver.devicemodel.layout import DEFAULT_OPTIONS, PARTITION_SIZES, POOL_LAYOUTS, LayoutOptions
 from driver.jsontypes import JSON
 from simdevice.topology import VALID_LNC, RackSpec, TopologyError, rack_spec
 
@@ -44,7 +44,7 @@ class UltraServerSpec:
     selector: JSON | None  # label selector mapping
     server_index_label: str
     fabric: FabricSpec
-    pools: str = "rack"  # one of POOL_LAYOUTS (partitioned mode)
+    layout: LayoutOptions = DEFAULT_OPTIONS  # partitioned mode
 
 
 def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
@@ -66,6 +66,16 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
         raise SpecError(f"spec.pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
     if pools != "rack" and mode != "partitioned":
         raise SpecError(f"spec.pools: {pools!r} applies to mode partitioned only; remove it")
+    sizes = spec.get("partitionSizes", list(PARTITION_SIZES))
+    if (
+        not isinstance(sizes, list)
+        or not all(type(n) is int and n in PARTITION_SIZES for n in sizes)
+        or len(set(sizes)) != len(sizes)
+    ):
+        raise SpecError(
+            f"spec.partitionSizes: {sizes!r} must list distinct core counts out of "
+            f"{', '.join(map(str, PARTITION_SIZES))} (whole chips are always published)"
+        )
     lnc = spec.get("defaultLogicalNeuronCore") or DEFAULT_LNC.get(rack.chip.name, 1)
     if type(lnc) is not int or lnc not in VALID_LNC:
         raise SpecError(
@@ -105,7 +115,7 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
         selector=dict(selector) if selector is not None else None,
         server_index_label=index_label,
         fabric=fabric,
-        pools=pools,
+        layout=LayoutOptions(pools, tuple(sorted(sizes))),
     )
 
 

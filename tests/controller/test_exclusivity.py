@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from driver.controller.slices import RackInput, build_slices
+from driver.devicemodel.layout import LayoutOptions
 from simdevice.topology import GENERATIONS, rack_spec
 
 Counter = tuple[str, str, str]  # pool, counter set, counter
@@ -35,7 +36,7 @@ def published(
         "d.dev",
         {},
         False,
-        pools,
+        LayoutOptions(pools),
     )
     capacity: dict[Counter, int] = {}
     devices: list[dict[str, Any]] = []

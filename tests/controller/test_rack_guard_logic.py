@@ -4,7 +4,7 @@ claims hold, the taints that follow, and when a rack claim may bind."""
 import datetime
 
 from driver.controller.claimstatus import desired_devices
-from driver.devicemodel.layout import build_layout
+from driver.devicemodel.layout import LayoutOptions, build_layout
 from driver.devicemodel.rackguard import (
     RACK_EXCLUSIVE,
     RACK_IN_USE,
@@ -43,7 +43,7 @@ def test_occupancy_tells_the_rack_device_from_the_servers() -> None:
 
 
 def test_taints_follow_occupancy() -> None:
-    devices = build_layout(rack_spec("trn3-gen1"), "node").devices
+    devices = build_layout(rack_spec("trn3-gen1"), LayoutOptions("node")).devices
     free = occupancy_taints(devices, Occupancy(False, False), DRIVER)
     assert free == {}
     claimed = occupancy_taints(devices, Occupancy(True, False), DRIVER)

@@ -8,7 +8,9 @@ from collections import Counter
 
 import pytest
 
-from driver.controller.slices import RackInput, build_slices
+from driver.controller.slices import RackInput, build_slices, planned_devices
+from driver.devicemodel.layout import LayoutOptions
+from driver.devicemodel.ultraserver import SpecError, parse_spec
 from simdevice.topology import GENERATIONS, rack_spec
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -37,7 +39,16 @@ def rack_input(
     selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
     # With binding conditions, as published by default: the limits must hold with them.
     return RackInput(
-        name, rack, mode, flat_device, nodes, selector, "trainium.sim.dev", {}, True, pools
+        name,
+        rack,
+        mode,
+        flat_device,
+        nodes,
+        selector,
+        "trainium.sim.dev",
+        {},
+        True,
+        LayoutOptions(pools),
     )
 
 
@@ -149,3 +160,36 @@ def test_slices_sort_counters_then_servers_then_rack() -> None:
     assert names[:5] == [f"counters-{i}" for i in range(5)]
     assert names[5:41] == [f"server{i:02d}" for i in range(36)]
     assert names[-1] == "ultraserver"
+
+
+@pytest.mark.parametrize(("sizes", "per_chip"), [((1,), 9), ((1, 4), 11), ((1, 2, 4), 15)])
+def test_partition_sizes_decide_the_devices_of_a_chip(
+    sizes: tuple[int, ...], per_chip: int
+) -> None:
+    spec = parse_spec(
+        {
+            "metadata": {"name": "r"},
+            "spec": {
+                "generation": "trn3-gen2",
+                "partitionSizes": list(sizes),
+                "nodes": {"names": [f"n{i}" for i in range(36)]},
+            },
+        }
+    )
+    devices = planned_devices(spec.rack, "partitioned", "chip", spec.layout)
+    assert len(devices) == 144 * per_chip + 36 + 1
+    assert {d.core_count for d in devices if d.kind == "core"} == set(sizes)
+
+
+@pytest.mark.parametrize("sizes", [[3], [1, 1], "1", [8]])
+def test_partition_sizes_outside_the_aligned_ones_are_refused(sizes: object) -> None:
+    obj = {
+        "metadata": {"name": "r"},
+        "spec": {
+            "generation": "trn3-gen1",
+            "partitionSizes": sizes,
+            "nodes": {"names": [f"n{i}" for i in range(4)]},
+        },
+    }
+    with pytest.raises(SpecError, match=r"^spec\.partitionSizes: .* 1, 2, 4"):
+        parse_spec(obj)
