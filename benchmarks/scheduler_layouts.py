@@ -134,7 +134,7 @@ def per_node_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
 FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
     "rack pools": lambda nodes, name: build_slices(_rack_input(nodes, "partitioned", "rack", name)),
     "node pools": node_pool_slices,
-    "node pools, single cores": lambda nodes, name: build_slices(
+    "node pools (1-core)": lambda nodes, name: build_slices(
         _rack_input(nodes, "partitioned", "node", name, (1,))
     ),
     "per-node pools": per_node_pool_slices,
