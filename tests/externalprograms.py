@@ -107,7 +107,7 @@ def _is_subprocess(call: ast.Call) -> bool:
     )
 
 
-def _head(node: ast.expr | None) -> str | None:
+def _head(node: ast.expr) -> str | None:
     """The program of an argv literal: its first element, a string."""
     if isinstance(node, ast.List | ast.Tuple) and node.elts:
         first = node.elts[0]
@@ -148,7 +148,12 @@ def python_programs(source: str) -> set[str]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr == "which" and node.args:
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and (func.value.id, func.attr) == ("shutil", "which")
+            and node.args
+        ):
             arg = node.args[0]
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 found.add(arg.value)
