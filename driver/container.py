@@ -26,6 +26,10 @@ SHOWN_ENV = (
     "TRAINIUM_DRA_FABRIC_IPS",
 )
 POLL = 0.5
+HOLDING = "holding"
+ERROR = "error"
+"""The keys of the last line the container prints before it holds or fails:
+once one is in `kubectl logs`, the logs show all the container has to say."""
 
 
 def say(key: str, value: Any) -> None:
@@ -115,14 +119,14 @@ def main(argv: list[str]) -> int:
         elif spec is not None:
             say("job_submitted", endpoint.start(spec))
     except (WorkloadError, json.JSONDecodeError) as err:
-        say("error", err)
+        say(ERROR, err)
         return 1
     if args.exit:
         return 0
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    say("holding", "until the pod stops")
+    say(HOLDING, "until the pod stops")
     stop.wait()
     return 0
 

@@ -89,11 +89,14 @@ build_tool_dir() {
 }
 
 # runc: Debian's build works on these cgroup-v1 hosts and needs no cgo
-# toolchain; iptables: kube-proxy and the CNI bridge/portmap plugins call it;
-# conntrack: kube-proxy. Needed only by the real-node cluster, so a non-root
-# user is told what is missing instead of failing the build.
+# toolchain; iptables: kube-proxy and the CNI bridge/portmap plugins call it,
+# the real-node tests call iptables-save; conntrack: kube-proxy; ip: the
+# nodes' network namespaces; ps: the real-node tests. Needed only by the
+# real-node cluster, so a non-root user is told what is missing instead of
+# failing the build.
 install_debian_tools() {
-  install_missing "the real-node cluster" runc iptables conntrack || true
+  install_missing "the real-node cluster" runc iptables iptables-save:iptables conntrack \
+    ip:iproute2 ps:procps || true
 }
 
 build_etcd

@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kubernetes import client
 
+from driver.container import ERROR, HOLDING
 from driver.localsim import top
 from driver.localsim.binaries import Binaries
 from driver.localsim.flags import parse_up
@@ -26,6 +28,28 @@ REAL_NODES_DEMO = EXAMPLES / "whole-chip"
 NAMESPACE = "demo"
 WORKERS = 4
 RUN_TIMEOUT = 120.0
+LOGS_TIMEOUT = 60.0
+
+
+def shown_all(logs: str) -> bool:
+    """Whether the workload container has printed its last line (before it
+    holds, or its error): Ready comes before the container writes anything."""
+    return any(line.partition("=")[0] in (HOLDING, ERROR) for line in logs.splitlines())
+
+
+def wait_for_logs(
+    read: Callable[[], str], timeout: float = LOGS_TIMEOUT, interval: float = 0.5
+) -> str:
+    """Read the logs until they show all the container has to say."""
+    deadline = time.monotonic() + timeout
+    while not shown_all(logs := read()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"the container printed no {HOLDING}= or {ERROR}= line in {timeout:.0f}s; "
+                f"its logs so far: {logs.strip() or '(none)'}"
+            )
+        time.sleep(interval)
+    return logs
 
 
 def real_nodes_demo(kubectl: list[str]) -> int:
@@ -41,8 +65,18 @@ def real_nodes_demo(kubectl: list[str]) -> int:
     if waited.returncode != 0:
         subprocess.run([*kubectl, *namespace, "describe", "pod", "train"], check=False)
         return 1
+
+    def read() -> str:
+        argv = [*kubectl, *namespace, "logs", "train"]
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+
+    try:
+        logs = wait_for_logs(read)
+    except TimeoutError as err:
+        print(err, file=sys.stderr)
+        return 1
     print("\n== what the container sees (kubectl logs, through the node's kubelet)\n")
-    subprocess.run([*kubectl, *namespace, "logs", "train"], check=False)
+    print(logs, end="")
     print("\nThe cluster keeps running. Try:")
     print("  kubectl -n trainium-dra get pods -o wide     # the chart's pods on real nodes")
     print("  kubectl get resourceslices                   # published by the controller pod")
