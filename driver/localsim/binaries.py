@@ -138,12 +138,13 @@ class NodeBinaries:
                 f"real-node binaries missing: {', '.join(missing)}; build them with "
                 "`make binaries` (hack/build-binaries.sh)"
             )
-        host_tools = {name: shutil.which(name) for name in ("runc", "iptables", "ip")}
-        absent = [name for name, path in host_tools.items() if path is None]
+        packages = {"runc": "runc", "iptables": "iptables", "ip": "iproute2"}
+        absent = [name for name in packages if shutil.which(name) is None]
         if absent:
             raise BinariesMissingError(
                 f"{', '.join(absent)} not found on PATH; real nodes need them: "
-                f"`apt-get install {' '.join(absent)}` as root (`make binaries` does it)"
+                f"`apt-get install {' '.join(packages[n] for n in absent)}` as root "
+                "(`make binaries` does it)"
             )
         return cls(
             kubelet=k8s_dir / "kubelet",
