@@ -151,5 +151,5 @@ class NodeBinaries:
             kube_proxy=k8s_dir / "kube-proxy",
             containerd_dir=containerd_dir,
             cni_dir=cni_dir,
-            runc=Path(str(host_tools["runc"])),
+            runc=Path(str(shutil.which("runc"))),
         )
