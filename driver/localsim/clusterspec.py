@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from driver.devicemodel.layout import POOL_LAYOUTS
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS, TopologyError, rack_spec
@@ -44,6 +45,7 @@ class ClusterSpec:
     racks: tuple[RackPlan, ...]
     mode: str = "partitioned"
     driver: str = DEFAULT_DRIVER_NAME
+    pools: str = "rack"  # partitioned mode's pool layout
 
     @classmethod
     def build(
@@ -53,6 +55,8 @@ class ClusterSpec:
         nodes_per_rack: int | None = None,
         mode: str = "partitioned",
         driver: str = DEFAULT_DRIVER_NAME,
+        *,
+        pools: str = "rack",
     ) -> "ClusterSpec":
         """Racks named rack-a, rack-b, ...; ClusterSpecError names the bad flag."""
         if generation not in GENERATIONS:
@@ -63,6 +67,10 @@ class ClusterSpec:
             raise ClusterSpecError(f"--racks: must be between 1 and {MAX_RACKS}, got {racks}")
         if mode not in MODES:
             raise ClusterSpecError(f"--mode: {mode!r} is not partitioned or flat")
+        if pools not in POOL_LAYOUTS:
+            raise ClusterSpecError(f"--pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
+        if pools != "rack" and mode != "partitioned":
+            raise ClusterSpecError(f"--pools: {pools} needs --mode partitioned")
         try:
             servers = rack_spec(generation).servers
         except TopologyError as err:
@@ -77,7 +85,7 @@ class ClusterSpec:
             RackPlan(f"rack-{string.ascii_lowercase[i]}", generation, servers, nodes)
             for i in range(racks)
         )
-        return cls(plans, mode, driver)
+        return cls(plans, mode, driver, pools)
 
     def node_count(self) -> int:
         return sum(r.nodes for r in self.racks)
@@ -86,6 +94,7 @@ class ClusterSpec:
         return {
             "mode": self.mode,
             "driver": self.driver,
+            "pools": self.pools,
             "racks": [
                 {"name": r.name, "generation": r.generation, "servers": r.servers, "nodes": r.nodes}
                 for r in self.racks
@@ -98,15 +107,16 @@ class ClusterSpec:
             RackPlan(r["name"], r["generation"], int(r["servers"]), int(r["nodes"]))
             for r in data["racks"]
         )
-        return cls(racks, str(data["mode"]), str(data["driver"]))
+        return cls(racks, str(data["mode"]), str(data["driver"]), str(data.get("pools", "rack")))
 
 
 def node_labels(rack: RackPlan, server: int) -> dict[str, str]:
     return {RACK_LABEL: rack.name, DEFAULT_SERVER_INDEX_LABEL: str(server)}
 
 
-def ultraserver_object(rack: RackPlan, mode: str) -> dict[str, Any]:
+def ultraserver_object(rack: RackPlan, mode: str, pools: str = "rack") -> dict[str, Any]:
     """The rack's UltraServer: its nodes are found by label, so a partial rack works too."""
+    layout = {"pools": pools} if pools != "rack" else {}
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "UltraServer",
@@ -114,6 +124,7 @@ def ultraserver_object(rack: RackPlan, mode: str) -> dict[str, Any]:
         "spec": {
             "generation": rack.generation,
             "mode": mode,
+            **layout,
             "nodes": {
                 "selector": {"matchLabels": {RACK_LABEL: rack.name}},
                 "serverIndexLabel": DEFAULT_SERVER_INDEX_LABEL,

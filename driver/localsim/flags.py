@@ -56,6 +56,13 @@ def parse_up(argv: list[str]) -> UpFlags:
         "publishes no whole-rack device)",
     )
     p.add_argument("--mode", default="partitioned", choices=("partitioned", "flat"))
+    p.add_argument(
+        "--pools",
+        default="rack",
+        choices=("rack", "node"),
+        help="partitioned mode's pool layout: one pool a rack (default) or one a server "
+        '(docs/device-model.md, "Pool layouts")',
+    )
     p.add_argument("--driver-name", default=DEFAULT_DRIVER_NAME)
     p.add_argument(
         "--foreground", action="store_true", help="run in this process until Ctrl-C or SIGTERM"
@@ -81,7 +88,12 @@ def parse_up(argv: list[str]) -> UpFlags:
         p.error("--real-nodes: needs root (network and mount namespaces, cgroups); run as root")
     try:
         spec = ClusterSpec.build(
-            args.racks, generation, args.nodes_per_rack, args.mode, args.driver_name
+            args.racks,
+            generation,
+            args.nodes_per_rack,
+            args.mode,
+            args.driver_name,
+            pools=args.pools,
         )
     except ClusterSpecError as err:
         p.error(str(err))

@@ -199,7 +199,10 @@ class LocalCluster:
             )
             list(done)  # raises the first error
         client.CustomObjectsApi(api).create_cluster_custom_object(
-            API_GROUP, API_VERSION, "ultraservers", ultraserver_object(rack, self.spec.mode)
+            API_GROUP,
+            API_VERSION,
+            "ultraservers",
+            ultraserver_object(rack, self.spec.mode, self.spec.pools),
         )
 
     def _start_daemon(self, rack: RackPlan) -> None:

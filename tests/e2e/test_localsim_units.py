@@ -193,3 +193,14 @@ def test_top_reads_and_draws_per_core_utilization() -> None:
     assert "|█▄      |" in row
     compact_screen = render(rack, sample, "12:00:00", idle_rows=False)
     assert "rack-a-node-1 " not in compact_screen and "(1 idle nodes not shown)" in compact_screen
+
+
+def test_node_pools_reach_the_ultraserver_objects_and_the_saved_state() -> None:
+    spec = ClusterSpec.build(racks=2, pools="node")
+    assert all(
+        ultraserver_object(r, spec.mode, spec.pools)["spec"]["pools"] == "node" for r in spec.racks
+    )
+    assert "pools" not in ultraserver_object(spec.racks[0], "partitioned")["spec"]
+    assert ClusterSpec.from_json(spec.to_json()) == spec
+    with pytest.raises(ClusterSpecError, match=r"^--pools: node needs --mode partitioned"):
+        ClusterSpec.build(mode="flat", pools="node")
