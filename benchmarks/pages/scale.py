@@ -229,12 +229,16 @@ def breaks(at: dict[str, float], slice_bytes: float) -> list[str]:
 
 
 DESIGN_SCHEDULER: Final = [
-    "The DRA allocator walks every pool whose node selection fits a pod's candidate",
-    "nodes, so without narrowing it grows with the racks. Design answer: keep",
-    "workloads rack-scoped (a CEL selector or node affinity on the UltraServer label",
-    "narrows the pools before allocation), partition nodes among scheduler profiles",
-    "or schedulers, and request whole chips or servers where possible (fewer, larger",
-    "devices).",
+    "These figures are of the `rack` pool layout: for every node and pod the allocator",
+    "converts and checks the node's whole rack pool, so a pod costs the racks' devices",
+    "times the nodes it filters. Design answer: the `node` pool layout",
+    "(docs/device-model.md, \"Pool layouts\"), whose server pools the scheduler reads",
+    "per node from Kubernetes 1.37 on, with the rack device kept apart by the",
+    "controller's guard; `make bench-scheduler` measures both layouts beside per-node",
+    "pools at 1, 10 and 100 racks (docs/benchmarks.md, \"Fleet sizes\"). Beyond it:",
+    "keep workloads rack-scoped (a CEL selector or node affinity on the UltraServer",
+    "label), publish only the partition sizes a site uses (`spec.partitionSizes`), and",
+    "partition nodes among scheduler profiles or schedulers.",
     "",
 ]
 
