@@ -131,6 +131,40 @@ def per_node_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     return out
 
 
+def same_device_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
+    """The node pool layout's server devices in the per-node shape: one pool and
+    one `spec.nodeName` slice per node, the same devices with their counters and
+    binding conditions stripped, no rack device. What our devices would cost the
+    scheduler if nothing had to keep them apart."""
+    out: list[JSON] = []
+    for s in node_pool_slices(nodes, name):
+        node = s["spec"].get("nodeName")
+        if node is None or "devices" not in s["spec"]:
+            continue
+        devices = [
+            {
+                k: v
+                for k, v in d.items()
+                if k not in ("consumesCounters", "bindingConditions", "bindingFailureConditions")
+            }
+            for d in s["spec"]["devices"]
+        ]
+        out.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{node}.{DEFAULT_DRIVER_NAME}"},
+                "spec": {
+                    "driver": DEFAULT_DRIVER_NAME,
+                    "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
+                    "nodeName": node,
+                    "devices": devices,
+                },
+            }
+        )
+    return out
+
+
 FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
     "rack pools": lambda nodes, name: build_slices(_rack_input(nodes, "partitioned", "rack", name)),
     "node pools": node_pool_slices,
@@ -138,10 +172,12 @@ FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
         _rack_input(nodes, "partitioned", "node", name, (1,))
     ),
     "per-node pools": per_node_pool_slices,
+    "per-node pools (same devices)": same_device_pool_slices,
 }
 """The layouts measured at 1, 10 and 100 racks: ours in both pool layouts,
 node pools with single-core partitions only (besides chips and servers), and
-the per-node anchor."""
+two per-node anchors: the same single cores, and the same devices as the node
+pools without counters."""
 
 
 def fleet_slices(racks: int, layout: str) -> list[JSON]:
