@@ -110,59 +110,47 @@ def flat_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     return build_slices(_rack_input(nodes, "flat", name=name))
 
 
+def per_node_slice(node: str, devices: list[JSON]) -> JSON:
+    """A pool of its own for `node`, in one `spec.nodeName` slice."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}.{DEFAULT_DRIVER_NAME}"},
+        "spec": {
+            "driver": DEFAULT_DRIVER_NAME,
+            "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
+            "nodeName": node,
+            "devices": devices,
+        },
+    }
+
+
 def per_node_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     """The flat devices, one pool and one `spec.nodeName` slice per node."""
-    out: list[JSON] = []
-    for s in flat_slices(nodes, name):
-        node = s["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
-        out.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{node}.{DEFAULT_DRIVER_NAME}"},
-                "spec": {
-                    "driver": DEFAULT_DRIVER_NAME,
-                    "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
-                    "nodeName": node,
-                    "devices": s["spec"]["devices"],
-                },
-            }
+    return [
+        per_node_slice(
+            s["spec"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0],
+            s["spec"]["devices"],
         )
-    return out
+        for s in flat_slices(nodes, name)
+    ]
+
+
+KEEPING_APART: Final = ("consumesCounters", "bindingConditions", "bindingFailureConditions")
 
 
 def same_device_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
-    """The node pool layout's server devices in the per-node shape: one pool and
-    one `spec.nodeName` slice per node, the same devices with their counters and
-    binding conditions stripped, no rack device. What our devices would cost the
-    scheduler if nothing had to keep them apart."""
-    out: list[JSON] = []
-    for s in node_pool_slices(nodes, name):
-        node = s["spec"].get("nodeName")
-        if node is None or "devices" not in s["spec"]:
-            continue
-        devices = [
-            {
-                k: v
-                for k, v in d.items()
-                if k not in ("consumesCounters", "bindingConditions", "bindingFailureConditions")
-            }
-            for d in s["spec"]["devices"]
-        ]
-        out.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{node}.{DEFAULT_DRIVER_NAME}"},
-                "spec": {
-                    "driver": DEFAULT_DRIVER_NAME,
-                    "pool": {"name": node, "generation": 0, "resourceSliceCount": 1},
-                    "nodeName": node,
-                    "devices": devices,
-                },
-            }
+    """The node pool layout's server devices in the per-node shape, without
+    what keeps them apart (counters, binding conditions) and without the rack
+    device: what our devices would cost the scheduler if nothing had to."""
+    return [
+        per_node_slice(
+            s["spec"]["nodeName"],
+            [{k: v for k, v in d.items() if k not in KEEPING_APART} for d in s["spec"]["devices"]],
         )
-    return out
+        for s in node_pool_slices(nodes, name)
+        if "nodeName" in s["spec"] and "devices" in s["spec"]
+    ]
 
 
 FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
