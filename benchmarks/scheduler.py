@@ -41,7 +41,9 @@ from benchmarks.scheduler_layouts import (
     calibration_objects,
     calibration_slices,
     flat_slices,
+    fleet_rack_name,
     fleet_slices,
+    node_labels,
     partitioned_slices,
     per_node_pool_slices,
     rack_nodes,
@@ -362,9 +364,10 @@ def fleet_runs(
     slow stretch of the machine falls on every layout alike; `pods` unpinned
     single-core claims a run."""
     existing = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
-    for node in fleet_nodes(racks):
-        if node not in existing:
-            cp.create_node(node)
+    for rack in range(racks):
+        for server, node in enumerate(rack_nodes(rack)):
+            if node not in existing:
+                cp.create_node(node, node_labels(fleet_rack_name(rack), server))
     singles = rack_workload([1] * pods, rack=None)
     nodes = racks * len(rack_nodes())
 
@@ -472,8 +475,8 @@ def main(argv: list[str] | None = None) -> int:
         cp.api_client() as api,
     ):
         install(cp)
-        for node in nodes:
-            cp.create_node(node)
+        for server, node in enumerate(nodes):
+            cp.create_node(node, node_labels(RACK, server))
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})
         layouts: dict[str, Any] = {}
         results["layouts"] = layouts

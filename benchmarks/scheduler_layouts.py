@@ -18,8 +18,9 @@ from typing import Final
 from driver.controller.slices import RackInput, build_slices
 from driver.devicemodel.layout import PARTITION_SIZES, LayoutOptions
 from driver.devicemodel.nodemap import HOSTNAME_LABEL, map_nodes
-from driver.devicemodel.ultraserver import parse_spec
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, parse_spec
 from driver.jsontypes import JSON
+from driver.localsim.clusterspec import RACK_LABEL
 from driver.names import DEFAULT_DRIVER_NAME
 from simdevice.topology import rack_spec
 
@@ -39,6 +40,12 @@ def fleet_rack_name(rack: int) -> str:
     return RACK if rack == 0 else f"{RACK}-{rack:03d}"
 
 
+def node_labels(rack: str, server: int) -> dict[str, str]:
+    """The labels a benchmark node carries: its racks map nodes by label, as
+    the local cluster's do, so the rack device selects its nodes by one label."""
+    return {RACK_LABEL: rack, DEFAULT_SERVER_INDEX_LABEL: str(server)}
+
+
 def _rack_input(
     nodes: Sequence[str],
     mode: str,
@@ -48,10 +55,15 @@ def _rack_input(
 ) -> RackInput:
     obj = {
         "metadata": {"name": name},
-        "spec": {"generation": GENERATION, "mode": mode, "nodes": {"names": list(nodes)}},
+        "spec": {
+            "generation": GENERATION,
+            "mode": mode,
+            "nodes": {"selector": {"matchLabels": {RACK_LABEL: name}}},
+        },
     }
     spec = parse_spec(obj)
-    mapping = map_nodes(spec, {n: {HOSTNAME_LABEL: n} for n in nodes})
+    labels = {n: {HOSTNAME_LABEL: n, **node_labels(name, i)} for i, n in enumerate(nodes)}
+    mapping = map_nodes(spec, labels)
     return RackInput(
         name=name,
         rack=spec.rack,

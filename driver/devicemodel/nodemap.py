@@ -65,14 +65,10 @@ def map_nodes(spec: UltraServerSpec, nodes: Mapping[str, Mapping[str, str]]) -> 
             missing[server] = f"nodes {', '.join(owners)} all claim server {server}"
         else:
             missing[server] = f"no node with label {spec.server_index_label}={server}"
+    # `Lt` rather than `In` with every index: the scheduler parses this selector
+    # for every node and pod, and validates each value of an `In`.
     exprs = _selector_expressions(spec.selector)
-    exprs.append(
-        {
-            "key": spec.server_index_label,
-            "operator": "In",
-            "values": [str(s) for s in range(servers)],
-        }
-    )
+    exprs.append({"key": spec.server_index_label, "operator": "Lt", "values": [str(servers)]})
     return NodeMapping(mapped, missing, None if missing else _term(exprs))
 
 
