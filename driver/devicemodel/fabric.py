@@ -39,8 +39,9 @@ class DeviceStatus:
 
 
 def rack_network(pool: str) -> ipaddress.IPv6Network:
-    """The rack's IPv6 ULA /48: fd + 40 bits of the pool name's hash."""
-    digest = hashlib.sha256(pool.encode()).digest()
+    """The rack's IPv6 ULA /48: fd + 40 bits of the rack name's hash, whichever
+    of the rack's pools (`rack` or `node` layout) holds the device."""
+    digest = hashlib.sha256(rack_of_pool(pool).encode()).digest()
     prefix = bytes([0xFD]) + digest[:5] + bytes(10)
     return ipaddress.IPv6Network((prefix, 48))
 
@@ -55,7 +56,7 @@ def chip_address(pool: str, server: int, local_chip: int) -> str:
 
 def hardware_address(pool: str, rack_chip: int) -> str:
     """A locally administered MAC for one chip's fabric port."""
-    digest = hashlib.sha256(pool.encode()).digest()
+    digest = hashlib.sha256(rack_of_pool(pool).encode()).digest()
     octets = (0x02, digest[0], digest[1], digest[2], rack_chip >> 8, rack_chip & 0xFF)
     return ":".join(f"{o:02x}" for o in octets)
 
@@ -160,7 +161,7 @@ def device_status(
         "pool": pool,
         "device": device.name,
         "conditions": conditions,
-        "networkData": network_data(rack_of_pool(pool), device.chips),
+        "networkData": network_data(pool, device.chips),
         "data": {
             "ultraserver": rack_of_pool(pool),
             "kind": device.kind,

@@ -4,6 +4,7 @@ claims hold, the taints that follow, and when a rack claim may bind."""
 import datetime
 
 from driver.controller.claimstatus import desired_devices
+from driver.devicemodel.fabric import fabric_ips, hardware_address
 from driver.devicemodel.layout import LayoutOptions, build_layout
 from driver.devicemodel.rackguard import (
     RACK_EXCLUSIVE,
@@ -106,3 +107,11 @@ def test_claim_status_carries_the_guard_only_for_node_pool_rack_devices() -> Non
     assert status_of(node[0]["conditions"])[RACK_EXCLUSIVE] == "True"
     assert RACK_EXCLUSIVE not in status_of(rack[0]["conditions"])
     assert node[0]["data"]["ultraserver"] == rack[0]["data"]["ultraserver"] == "rack-a"
+
+
+def test_fabric_addresses_belong_to_the_rack_in_either_pool_layout() -> None:
+
+    places = build_layout(rack_spec("trn3-gen1"), LayoutOptions("node")).devices[0].chips
+    assert fabric_ips("rack-a/server00", places) == fabric_ips("rack-a", places)
+    assert hardware_address("rack-a/server00", 3) == hardware_address("rack-a", 3)
+    assert fabric_ips("rack-b/server00", places) != fabric_ips("rack-a", places)
