@@ -8,7 +8,7 @@ import datetime
 import functools
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client
@@ -52,12 +52,12 @@ def desired_devices(
     driver: str,
     now: datetime.datetime,
     *,
-    holds: Mapping[str, RackHold] | None = None,
+    hold_of: Callable[[str], RackHold | None] = lambda _: None,
     settle: float = DEFAULT_SETTLE_SECONDS,
 ) -> tuple[list[JSON], float | None]:
     """The claim's whole `status.devices` (other drivers' entries kept as they
-    are) and the seconds until ours change by themselves. `holds`: the rack
-    guards as published, for rack devices of `node` pool racks."""
+    are) and the seconds until ours change by themselves. `hold_of(rack)`: the
+    rack's guard, asked only for rack devices of `node` pool racks."""
     status = claim.get("status") or {}
     results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
     current = status.get("devices") or []
@@ -89,9 +89,7 @@ def desired_devices(
         waits = [entry.recheck_seconds]
         if spec.layout.pools == "node" and device.kind == "ultraserver":
             previous = (ours.get(key) or {}).get("conditions") or []
-            guard, wait = guard_conditions(
-                (holds or {}).get(rack), settle=settle, now=now, old=previous
-            )
+            guard, wait = guard_conditions(hold_of(rack), settle=settle, now=now, old=previous)
             entry.entry["conditions"] = [*guard, *entry.entry["conditions"]]
             waits.append(wait)
         for wait in waits:
@@ -120,7 +118,10 @@ class ClaimStatusWriter:
         self.settle = settle
 
     def sync(
-        self, key: str, racks: Mapping[str, JSON], holds: Mapping[str, RackHold] | None = None
+        self,
+        key: str,
+        racks: Mapping[str, JSON],
+        hold_of: Callable[[str], RackHold | None] = lambda _: None,
     ) -> float | None:
         """Bring one claim's device status up to date; seconds until it needs another look."""
         namespace, name = key.split("/", 1)
@@ -137,7 +138,7 @@ class ClaimStatusWriter:
             return None
         now = datetime.datetime.now(datetime.UTC)
         devices, recheck = desired_devices(
-            claim, parse_racks(racks), self.driver, now, holds=holds, settle=self.settle
+            claim, parse_racks(racks), self.driver, now, hold_of=hold_of, settle=self.settle
         )
         if devices != (claim["status"].get("devices") or []):
             self._write(claim, devices)

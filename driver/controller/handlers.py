@@ -25,9 +25,11 @@ def register(
     enqueue_claim: Callable[[str, float], None],
     driver: str,
     login: Callable[..., Any],
+    rack_claimed: Callable[[str], bool] = lambda _: False,
 ) -> None:
     """`enqueue` takes rack names, `enqueue_claim` namespace/name of claims
-    whose device status may need writing."""
+    whose device status may need writing; `rack_claimed(rack)`: a claim holds
+    the rack's device and its guard is up (`node` pool layout)."""
     kopf.on.login(registry=registry)(login)
 
     @kopf.on.event(ULTRASERVERS.group, ULTRASERVERS.version, ULTRASERVERS.plural, registry=registry)
@@ -61,8 +63,9 @@ def register(
             for rack in racks_of_claim(driver, [old, new]):
                 enqueue(rack, delay)
                 # A rack claim waiting on its guard must see a server claim at once.
-                for waiting in claims_of_rack(stores, driver, rack, rack_device=True):
-                    enqueue_claim(waiting, 0.0)
+                if rack_claimed(rack):
+                    for waiting in claims_of_rack(stores, driver, rack, rack_device=True):
+                        enqueue_claim(waiting, 0.0)
         if new and any(drv == driver for drv, _, _ in new):
             enqueue_claim(key_of(body), 0.0)
 

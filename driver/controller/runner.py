@@ -199,6 +199,7 @@ class Controller:
             enqueue_claim=self.claim_queue.add,
             driver=self.flags.driver_name,
             login=self._login,
+            rack_claimed=self._rack_claimed,
         )
         settings = kopf.OperatorSettings()
         settings.posting.enabled = False
@@ -259,7 +260,7 @@ class Controller:
             if key is None:
                 continue
             try:
-                recheck = self.claim_status.sync(key, self.stores.racks.items(), self._holds())
+                recheck = self.claim_status.sync(key, self.stores.racks.items(), self._hold_of)
                 self._failures.pop(key, None)
                 if recheck is not None:
                     self.claim_queue.add(key, recheck)
@@ -271,16 +272,20 @@ class Controller:
             finally:
                 self.claim_queue.done(key)
 
-    def _holds(self) -> dict[str, RackHold]:
-        """The rack guards as published, with what the claims hold of each rack
+    def _hold_of(self, rack: str) -> RackHold | None:
+        """The rack's guard as published, with what the claims hold of the rack
         now: a server claim seen since the rack's last reconcile refuses its
-        rack claim at once."""
+        rack claim at once. Asked only for claims holding a rack device."""
+        hold = self.reconciler.holds.get(rack)
+        if hold is None:
+            return None
         claims = self.stores.claims.items().values()
-        driver = self.flags.driver_name
-        return {
-            rack: replace(hold, servers_in_use=occupancy(claims, driver, rack).servers_in_use)
-            for rack, hold in self.reconciler.holds.items()
-        }
+        in_use = occupancy(claims, self.flags.driver_name, rack).servers_in_use
+        return replace(hold, servers_in_use=in_use)
+
+    def _rack_claimed(self, rack: str) -> bool:
+        hold = self.reconciler.holds.get(rack)
+        return hold is not None and hold.claimed_since is not None
 
     def _guard_moved(self, rack: str) -> None:
         """The rack's guard changed: its rack claims' conditions may follow."""

@@ -102,8 +102,8 @@ def test_claim_status_carries_the_guard_only_for_node_pool_rack_devices() -> Non
         }
     }
     hold = {"rack-a": RackHold(NOW - datetime.timedelta(seconds=5), False)}
-    node, _ = desired_devices(claim, {"rack-a": objects["node"]}, DRIVER, NOW, holds=hold)
-    rack, _ = desired_devices(claim, {"rack-a": objects["rack"]}, DRIVER, NOW, holds=hold)
+    node, _ = desired_devices(claim, {"rack-a": objects["node"]}, DRIVER, NOW, hold_of=hold.get)
+    rack, _ = desired_devices(claim, {"rack-a": objects["rack"]}, DRIVER, NOW, hold_of=hold.get)
     assert status_of(node[0]["conditions"])[RACK_EXCLUSIVE] == "True"
     assert RACK_EXCLUSIVE not in status_of(rack[0]["conditions"])
     assert node[0]["data"]["ultraserver"] == rack[0]["data"]["ultraserver"] == "rack-a"
