@@ -147,6 +147,18 @@ def sim_control(flags: flagmod.Flags, nodes: list[SimNode]) -> SimControlServer 
     return SimControlServer(address, nodes, token)
 
 
+def wait_synced(reader: ApiReader, stop: threading.Event) -> bool:
+    """Wait for the slice and UltraServer caches' first list, so the first
+    prepare sees the rack; False when stopped while waiting."""
+    waited = 0.0
+    while not reader.wait_synced(RESOLVE_RETRY_SECONDS):
+        waited += RESOLVE_RETRY_SECONDS
+        log.warning("waiting %.0fs for the first list of ResourceSlices and UltraServers", waited)
+        if stop.is_set():
+            return False
+    return True
+
+
 def run(flags: flagmod.Flags) -> int:
     stop = threading.Event()
 
@@ -166,6 +178,9 @@ def run(flags: flagmod.Flags) -> int:
         flags.slice_cache_seconds,
         ultraserver=racks.pop() if len(racks) == 1 else None,
     )
+    reader.start()
+    if not wait_synced(reader, stop):
+        return 0
     registry = CollectorRegistry()
     metrics = DriverMetrics(registry)
     sinks = {api: HealthReporter(api) for api in set(apis.values())}
@@ -207,6 +222,7 @@ def run(flags: flagmod.Flags) -> int:
                 control.stop()
         for node in reversed(started):
             node.stop()
+        reader.close()
     log.info("stopped")
     return 0
 

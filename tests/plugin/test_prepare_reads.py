@@ -1,0 +1,137 @@
+"""What a prepare asks of the apiserver, seen from the apiserver itself: the
+daemon (a real subprocess, called by a real gRPC client on its unix socket)
+reads nothing but its claims while preparing, and a prepare waiting for a
+device the slice watch has not brought yet does not hold up another one."""
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from driver.localsim.controlplane import ControlPlane
+from driver.names import rack_label
+from tests.plugin.daemonproc import Daemon, short_tmpdir
+from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID, SITE, Rack, published_rack
+
+pytestmark = pytest.mark.integration
+
+PREPARES = 20
+READ_VERBS = {"GET", "LIST"}
+WATCHED = {"resourceclaims", "resourceslices", "ultraservers", "nodes"}
+LATE_POOL = "plugintest-late"
+
+
+@pytest.fixture(scope="module")
+def rack(control_plane: ControlPlane) -> Iterator[Rack]:
+    with published_rack(control_plane) as published:
+        yield published
+
+
+def reads(plane: ControlPlane) -> Counter[tuple[str, str]]:
+    """apiserver_request_total of GET and LIST by (verb, resource), for the
+    resources the daemon could read."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for line in plane.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(
+            part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(",")
+        )
+        verb, resource = labels["verb"].strip('"'), labels["resource"].strip('"')
+        if verb in READ_VERBS and resource in WATCHED:
+            counts[(verb, resource)] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
+def test_prepares_read_their_claim_and_nothing_else(
+    control_plane: ControlPlane, rack: Rack
+) -> None:
+    rack.create_claim("reads", selector=f'device.attributes["{DRIVER}"].coreCount == 1')
+    rack.create_pod("reads-pod", "reads")
+    with short_tmpdir() as workdir:
+        daemon = Daemon(workdir, control_plane.kubeconfig).start()
+        try:
+            pod = rack.bound_pod("reads-pod")
+            kubelet = daemon.kubelet(pod["spec"]["nodeName"])
+            refs = kubelet.pod_claims(rack.api, pod)
+            before = reads(control_plane)
+            for _ in range(PREPARES):
+                assert kubelet.prepare(refs).keys() == {refs[0][1]}
+            after = reads(control_plane)
+            kubelet.unprepare(refs)
+        finally:
+            assert daemon.stop() == 0
+    assert after - before == Counter({("GET", "resourceclaims"): PREPARES})
+    rack.delete_claim("reads", "reads-pod")
+
+
+def allocate(rack: Rack, name: str, pool: str, device: str) -> str:
+    """Create claim `name` and write an allocation of (pool, device) into its
+    status, as the scheduler would; returns its UID."""
+    rack.create_claim(name)
+    result = {"request": "req", "driver": DRIVER, "pool": pool, "device": device}
+    status = {"status": {"allocation": {"devices": {"results": [result]}}}}
+    k8s.CustomObjectsApi(rack.api).patch_namespaced_custom_object_status(
+        "resource.k8s.io", "v1", SITE.namespace, "resourceclaims", name, status
+    )
+    uid: str = rack.claim(name)["metadata"]["uid"]
+    return uid
+
+
+def late_slice() -> dict[str, Any]:
+    """A slice of node 0's first core, in a pool published only mid-test."""
+    attrs = {
+        "resourceType": {"string": "core"},
+        "ultraserverId": {"string": RACK_ID},
+        "serverIndex": {"int": 0},
+        "chipIndex": {"int": 0},
+        "coreStart": {"int": 0},
+        "coreCount": {"int": 1},
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": LATE_POOL, "labels": {rack_label(DRIVER): RACK_ID}},
+        "spec": {
+            "driver": DRIVER,
+            "pool": {"name": LATE_POOL, "generation": 1, "resourceSliceCount": 1},
+            "nodeName": NODES[0],
+            "devices": [{"name": "late-core", "attributes": attrs}],
+        },
+    }
+
+
+def test_a_prepare_waiting_for_the_slice_watch_does_not_block_another(
+    control_plane: ControlPlane, rack: Rack
+) -> None:
+    late_uid = allocate(rack, "late", LATE_POOL, "late-core")
+    held_uid = allocate(rack, "held", RACK_ID, "s0-c1-cores0-1")
+    late, held = (SITE.namespace, late_uid, "late"), (SITE.namespace, held_uid, "held")
+    resource = k8s.ResourceV1Api(rack.api)
+    with short_tmpdir() as workdir:
+        daemon = Daemon(
+            workdir, control_plane.kubeconfig, extra_args=("--slice-cache-seconds", "60")
+        ).start()
+        try:
+            kubelet = daemon.kubelet(NODES[0])
+            with ThreadPoolExecutor(1) as pool:
+                waiting = pool.submit(kubelet.prepare, [late])
+                time.sleep(1.0)
+                assert not waiting.done()
+                started = time.monotonic()
+                assert kubelet.prepare([held]).keys() == {held_uid}
+                assert time.monotonic() - started < 5.0
+                assert not waiting.done()
+                resource.create_resource_slice(late_slice())
+                prepared = waiting.result(timeout=30)
+            assert [d["device_name"] for d in prepared[late_uid].devices] == ["late-core"]
+            kubelet.unprepare([late, held])
+        finally:
+            assert daemon.stop() == 0
+            resource.delete_resource_slice(LATE_POOL)
+    rack.delete_claim("late")
+    rack.delete_claim("held")
