@@ -21,10 +21,11 @@ from driver.plugin import grpcapi, sockets
 from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.cluster import ClusterReader
 from driver.plugin.devices import NodePlace
+from driver.plugin.groupcommit import NodeState
 from driver.plugin.health import HealthMonitor, Place, PlaceState, device_health
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
-from driver.plugin.prepare import NodeState, Preparer, ensure_dirs
+from driver.plugin.prepare import Preparer, ensure_dirs
 from driver.plugin.simhost import SimHost
 from driver.plugin.telemetry import NodeInfo
 from driver.plugin.workload import create_app
