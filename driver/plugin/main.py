@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from driver.devicemodel.placement import PlacementError, find_place
 from driver.httpendpoint import split_address
+from driver.kubeletplugin.sockets import SocketPathError
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
 from driver.plugin.checkpoint import CheckpointError
@@ -25,7 +26,6 @@ from driver.plugin.node import HealthSink, NodeOptions, SimNode
 from driver.plugin.paths import NodePaths, node_path
 from driver.plugin.simaccess import SimControlError, parse_address, read_token
 from driver.plugin.simcontrol import SimControlServer
-from driver.plugin.sockets import SocketPathError
 from driver.plugin.statusserver import StatusServer
 from driver.plugin.telemetry import TelemetryCollector
 from simdevice.topology import rack_spec

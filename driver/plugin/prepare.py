@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from driver.devicemodel.ultraserver import DEFAULT_LNC
+from driver.kubeletplugin.interface import ClaimRef, PreparedDevice, PrepareResult
 from driver.plugin import cdi, failpoints
 from driver.plugin.checkpoint import (
     PREPARE_COMPLETED,
@@ -28,7 +29,6 @@ from driver.plugin.devices import ClaimPlan, NodePlace, plan_claim
 from driver.plugin.groupcommit import Change, NodeState
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
-from driver.plugin.pluginapi import ClaimRef, PreparedDevice, PrepareResult
 
 
 def held_cores(claims: Mapping[str, ClaimRecord], except_uid: str) -> dict[tuple[int, int], str]:

@@ -1,10 +1,5 @@
-"""What the kubelet-facing half of the node daemon (registration, sockets, the
-DRA gRPC services, the health stream) needs from the driver behind it: prepare
-and unprepare claims by reference, and say per claim what was prepared.
-
-The gRPC services know only `ClaimPreparer`; what a Trainium device means
-stays behind it (prepare.py).
-"""
+"""What the kubelet-facing machinery needs from the driver behind it: prepare
+and unprepare claims by reference, and say per claim what was prepared."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""The kubelet-facing gRPC services of one node, wired as generic handlers.
+"""The kubelet-facing gRPC services of one plugin, wired as generic handlers.
 
 Messages come from the generated modules; the method tables are written here
 so no generated service code is needed.
@@ -15,9 +15,9 @@ from typing import Any
 
 import grpc
 
+from driver.kubeletplugin.healthstream import HealthMonitor
+from driver.kubeletplugin.interface import ClaimPreparer, ClaimRef
 from driver.plugin import kubeletapi
-from driver.plugin.health import HealthMonitor
-from driver.plugin.pluginapi import ClaimPreparer, ClaimRef
 
 log = logging.getLogger(__name__)
 
