@@ -88,17 +88,22 @@ class WatchedObjects(Generic[P, V]):
             self._changed.notify_all()
 
     def _run(self) -> None:
-        version = ""
+        """List, then watch from the list's version, for as long as the daemon runs;
+        a failure is logged once until its message changes, and retried."""
+        version = last_error = ""
         while not self._stopping.is_set():
             try:
                 version = version or self._list()
                 version = self._watch(version)
+                last_error = ""
             except VersionGoneError:
                 version = ""
             except (ApiError, OSError, http.client.HTTPException, ValueError, KeyError) as err:
                 if self._stopping.is_set():
                     return
-                log.warning("watching %s: %s; retrying", self.path, err)
+                if str(err) != last_error:
+                    log.warning("watching %s: %s; retrying", self.path, err)
+                last_error = str(err)
                 self._stopping.wait(RETRY_SECONDS)
 
     def _list(self) -> str:
