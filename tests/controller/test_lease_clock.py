@@ -15,7 +15,7 @@ from driver.localsim.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 
-DURATION = 2
+DURATION = 3
 NAMESPACE = "default"
 
 
