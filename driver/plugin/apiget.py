@@ -49,7 +49,8 @@ class ApiError(RuntimeError):
 
 class Stream:
     """One long-running GET (a watch) on its own connection: its status, then its
-    lines as they arrive. `close` from another thread ends a blocked read."""
+    lines as they arrive. `interrupt` from another thread ends a blocked read;
+    only the reading thread closes."""
 
     def __init__(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse):
         self._conn = conn
@@ -61,11 +62,13 @@ class Stream:
             if line.strip():
                 yield line
 
-    def close(self) -> None:
+    def interrupt(self) -> None:
         sock = self._conn.sock
         if sock is not None:
             with contextlib.suppress(OSError):  # already closed by the server
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
         self._conn.close()
 
 

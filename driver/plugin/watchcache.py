@@ -65,7 +65,7 @@ class WatchedObjects(Generic[P, V]):
         self._stopping.set()
         stream = self._stream
         if stream is not None:
-            stream.close()
+            stream.interrupt()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
 

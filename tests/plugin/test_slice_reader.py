@@ -1,9 +1,8 @@
 """The node daemon's slice reader against the real apiserver: scoped to its
 rack it holds that rack's slices only, unscoped it sees every rack; changes
-arrive by its watch, a miss waits for the watch without stalling other reads,
-and a watch whose resourceVersion is gone lists again."""
+arrive by its watch, and a miss waits for the watch without stalling other
+reads."""
 
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +13,7 @@ from kubernetes import client
 
 from driver.localsim.controlplane import ControlPlane
 from driver.names import rack_label
-from driver.plugin.apiget import ApiGetter
-from driver.plugin.cluster import RESOURCE_API, ApiReader
-from driver.plugin.watchcache import VersionGoneError, WatchedObjects
+from driver.plugin.cluster import ApiReader
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -126,23 +123,3 @@ def test_a_miss_gives_up_after_its_wait(api: client.ApiClient) -> None:
         started = time.monotonic()
         assert unscoped.attributes({("scope-z", "chip0")}) == {}
         assert 0.2 <= time.monotonic() - started < 5.0
-
-
-def test_a_watch_from_a_version_the_apiserver_no_longer_has_is_told_to_list(
-    api: client.ApiClient,
-) -> None:
-    watched = WatchedObjects(
-        ApiGetter(api.configuration), f"{RESOURCE_API}/resourceslices", [], str, len
-    )
-    ended = threading.Event()
-
-    def watch_from_the_beginning() -> None:
-        try:
-            watched._watch("1")
-        except VersionGoneError:
-            ended.set()
-
-    thread = threading.Thread(target=watch_from_the_beginning, daemon=True)
-    thread.start()
-    thread.join(timeout=30)
-    assert ended.is_set()
