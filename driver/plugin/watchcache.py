@@ -25,11 +25,18 @@ V = TypeVar("V")
 WATCH_SECONDS: Final = 300
 """How long one watch request asks the apiserver to stay open."""
 RETRY_SECONDS: Final = 1.0
+ABSENT_RETRY_SECONDS: Final = 10.0
+"""How often to list again a resource the apiserver does not serve (its CRD
+not installed yet): until then it has no objects."""
 PAGE: Final = "500"
 
 
 class VersionGoneError(Exception):
     """The watch cannot resume from its resourceVersion: list again."""
+
+
+class ResourceAbsentError(ApiError):
+    """The apiserver does not serve the resource (404 on the list)."""
 
 
 class WatchedObjects(Generic[P, V]):
@@ -104,7 +111,8 @@ class WatchedObjects(Generic[P, V]):
                 if str(err) != last_error:
                     log.warning("watching %s: %s; retrying", self.path, err)
                 last_error = str(err)
-                self._stopping.wait(RETRY_SECONDS)
+                absent = isinstance(err, ResourceAbsentError)
+                self._stopping.wait(ABSENT_RETRY_SECONDS if absent else RETRY_SECONDS)
 
     def _list(self) -> str:
         """List every page into a fresh view; returns the list's resourceVersion."""
@@ -112,7 +120,10 @@ class WatchedObjects(Generic[P, V]):
         token = ""
         while True:
             query = [*self.query, ("limit", PAGE)] + ([("continue", token)] if token else [])
-            page = self.getter.get_json(self.path, query) or {}
+            page = self.getter.get_json(self.path, query)
+            if page is None:
+                self._publish({})
+                raise ResourceAbsentError(f"{self.path} is not served (404): no objects")
             for item in page.get("items") or []:
                 objects[item["metadata"]["name"]] = self.project(item)
             meta = page.get("metadata") or {}

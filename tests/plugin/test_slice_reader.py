@@ -13,7 +13,9 @@ from kubernetes import client
 
 from driver.localsim.controlplane import ControlPlane
 from driver.names import rack_label
+from driver.plugin.apiget import ApiGetter
 from driver.plugin.cluster import ApiReader
+from driver.plugin.watchcache import WatchedObjects
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -123,3 +125,15 @@ def test_a_miss_gives_up_after_its_wait(api: client.ApiClient) -> None:
         started = time.monotonic()
         assert unscoped.attributes({("scope-z", "chip0")}) == {}
         assert 0.2 <= time.monotonic() - started < 5.0
+
+
+def test_a_resource_the_apiserver_does_not_serve_has_no_objects(api: client.ApiClient) -> None:
+    absent = WatchedObjects(
+        ApiGetter(api.configuration), "/apis/absent.example.com/v1/things", [], str, len
+    )
+    absent.start()
+    try:
+        assert absent.wait_synced(30)
+        assert absent.view() == 0
+    finally:
+        absent.close()
