@@ -1,12 +1,13 @@
 """What a prepare asks of the apiserver, seen from the apiserver itself: the
 daemon (a real subprocess, called by a real gRPC client on its unix socket)
-reads nothing but its claims while preparing, and a prepare waiting for a
-device the slice watch has not brought yet does not hold up another one."""
+reads nothing but its claims while preparing, the rack's default LNC coming
+from its UltraServer watch; and a prepare waiting for a device the slice
+watch has not brought yet does not hold up another one."""
 
 import time
-from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from typing import Any
 
 import pytest
@@ -14,58 +15,65 @@ from kubernetes import client as k8s
 
 from driver.localsim.controlplane import ControlPlane
 from driver.names import rack_label
+from driver.plugin.checkpoint import Checkpoint
+from tests.controller import cluster
 from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID, SITE, Rack, published_rack
+from tests.plugin.rackfixture import DRIVER, NODES, RACK, RACK_ID, SITE, Rack, published_rack
 
 pytestmark = pytest.mark.integration
 
 PREPARES = 20
 READ_VERBS = {"GET", "LIST"}
-WATCHED = {"resourceclaims", "resourceslices", "ultraservers", "nodes"}
 LATE_POOL = "plugintest-late"
+ULTRASERVERS = ("trainium.sim.dev", "v1alpha1", "ultraservers")
 
 
 @pytest.fixture(scope="module")
 def rack(control_plane: ControlPlane) -> Iterator[Rack]:
+    crd = "ultraservers.trainium.sim.dev"
+    control_plane.kubectl("apply", "-f", str(cluster.CHART / "crds" / f"{crd}.yaml"))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}")
     with published_rack(control_plane) as published:
-        yield published
-
-
-def reads(plane: ControlPlane) -> Counter[tuple[str, str]]:
-    """apiserver_request_total of GET and LIST by (verb, resource), for the
-    resources the daemon could read."""
-    counts: Counter[tuple[str, str]] = Counter()
-    for line in plane.kubectl("get", "--raw", "/metrics").stdout.splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(
-            part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(",")
+        absent = [f"reads-absent-{i}" for i in range(len(NODES), RACK.servers)]
+        body = cluster.ultraserver(
+            RACK_ID, "trn3-gen2", [*NODES, *absent], defaultLogicalNeuronCore=2
         )
-        verb, resource = labels["verb"].strip('"'), labels["resource"].strip('"')
-        if verb in READ_VERBS and resource in WATCHED:
-            counts[(verb, resource)] += int(float(line.rsplit(" ", 1)[1]))
-    return counts
+        objects = k8s.CustomObjectsApi(published.api)
+        objects.create_cluster_custom_object(*ULTRASERVERS, body)
+        try:
+            yield published
+        finally:
+            with suppress(k8s.ApiException):
+                objects.delete_cluster_custom_object(*ULTRASERVERS, RACK_ID)
+
+
+def reads(plane: ControlPlane) -> dict[tuple[str, str, str], int]:
+    """GETs and LISTs the apiserver served, by (resource, subresource, verb)."""
+    return {k: v for k, v in cluster.request_counts(plane).items() if k[2] in READ_VERBS}
 
 
 def test_prepares_read_their_claim_and_nothing_else(
     control_plane: ControlPlane, rack: Rack
 ) -> None:
-    rack.create_claim("reads", selector=f'device.attributes["{DRIVER}"].coreCount == 1')
+    rack.create_claim("reads", selector=f'device.attributes["{DRIVER}"].resourceType == "chip"')
     rack.create_pod("reads-pod", "reads")
     with short_tmpdir() as workdir:
         daemon = Daemon(workdir, control_plane.kubeconfig).start()
         try:
             pod = rack.bound_pod("reads-pod")
-            kubelet = daemon.kubelet(pod["spec"]["nodeName"])
+            node = pod["spec"]["nodeName"]
+            kubelet = daemon.kubelet(node)
             refs = kubelet.pod_claims(rack.api, pod)
             before = reads(control_plane)
             for _ in range(PREPARES):
                 assert kubelet.prepare(refs).keys() == {refs[0][1]}
             after = reads(control_plane)
+            (record,) = Checkpoint(daemon.paths(node).checkpoint).claims.values()
             kubelet.unprepare(refs)
         finally:
             assert daemon.stop() == 0
-    assert after - before == Counter({("GET", "resourceclaims"): PREPARES})
+    assert cluster.delta(before, after) == {("resourceclaims", "", "GET"): PREPARES}
+    assert record.lnc == 2  # the UltraServer's default, from the watch
     rack.delete_claim("reads", "reads-pod")
 
 
@@ -83,14 +91,15 @@ def allocate(rack: Rack, name: str, pool: str, device: str) -> str:
 
 
 def late_slice() -> dict[str, Any]:
-    """A slice of node 0's first core, in a pool published only mid-test."""
+    """A slice of node 0's first two cores (the rack's default LNC is 2), in a
+    pool published only mid-test."""
     attrs = {
         "resourceType": {"string": "core"},
         "ultraserverId": {"string": RACK_ID},
         "serverIndex": {"int": 0},
         "chipIndex": {"int": 0},
         "coreStart": {"int": 0},
-        "coreCount": {"int": 1},
+        "coreCount": {"int": 2},
     }
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -109,7 +118,7 @@ def test_a_prepare_waiting_for_the_slice_watch_does_not_block_another(
     control_plane: ControlPlane, rack: Rack
 ) -> None:
     late_uid = allocate(rack, "late", LATE_POOL, "late-core")
-    held_uid = allocate(rack, "held", RACK_ID, "s0-c1-cores0-1")
+    held_uid = allocate(rack, "held", RACK_ID, "s0-c1-cores0-2")
     late, held = (SITE.namespace, late_uid, "late"), (SITE.namespace, held_uid, "held")
     resource = k8s.ResourceV1Api(rack.api)
     with short_tmpdir() as workdir:
@@ -132,6 +141,7 @@ def test_a_prepare_waiting_for_the_slice_watch_does_not_block_another(
             kubelet.unprepare([late, held])
         finally:
             assert daemon.stop() == 0
-            resource.delete_resource_slice(LATE_POOL)
+            with suppress(k8s.ApiException):
+                resource.delete_resource_slice(LATE_POOL)
     rack.delete_claim("late")
     rack.delete_claim("held")
