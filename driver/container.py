@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, WorkloadUnreachableError
+from driver.claimendpoint import ClaimEndpoint, WorkloadError, WorkloadUnreachableError
 
 SHOWN_ENV = (
     "NEURON_RT_VISIBLE_CORES",

@@ -3,8 +3,8 @@
 import threading
 from pathlib import Path
 
+from driver.claimendpoint import ClaimEndpoint
 from driver.localsim.podsync import TICK, PodRecord, next_visit
-from driver.localsim.workloadclient import ClaimEndpoint
 from driver.workqueue import WorkQueue
 
 

@@ -12,10 +12,17 @@ caller can stop (SIGTERM would wait forever in a standby); it never releases
 the Lease, so a clean stop leaves standbys waiting a full lease duration.
 This module is one attempt per call (`try_acquire`) plus `release`; the
 runner owns the loop and its stop signal.
+
+Expiry is judged by this replica's own monotonic clock, as client-go does: the
+holder is gone once the Lease's spec has not changed for leaseDurationSeconds
+since this replica saw it change. The holder's renewTime is the holder's wall
+clock, and comparing it with ours would let a skewed clock on either side
+hand the Lease over early or never.
 """
 
 import datetime
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +55,10 @@ class LeaseElector:
         self.identity = identity
         self.duration = duration_seconds
         self.clock = clock
+        """Wall clock for the stamps written into the Lease (read by people, not by us)."""
         self.held_since: datetime.datetime | None = None
+        self._observed: dict[str, Any] | None = None
+        self._observed_at = 0.0
 
     def _path(self) -> tuple[str, str, str, str]:
         return (LEASES.group, LEASES.version, self.namespace, LEASES.plural)
@@ -81,7 +91,7 @@ class LeaseElector:
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         mine = holder == self.identity
-        if holder and not mine and not self._expired(spec, now):
+        if holder and not mine and not self._expired(spec):
             return False
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
         acquired = spec.get("acquireTime") if mine else stamp
@@ -106,13 +116,15 @@ class LeaseElector:
             "leaseTransitions": transitions,
         }
 
-    def _expired(self, spec: dict[str, Any], now: datetime.datetime) -> bool:
-        renewed = spec.get("renewTime")
-        if not renewed:
-            return True
-        when = datetime.datetime.strptime(renewed, TIME_FORMAT).replace(tzinfo=datetime.UTC)
+    def _expired(self, spec: dict[str, Any]) -> bool:
+        """True once `spec` has stayed as it is for its duration, timed from when
+        this replica first saw it so."""
+        now = time.monotonic()
+        if spec != self._observed:
+            self._observed, self._observed_at = dict(spec), now
+            return False
         duration = int(spec.get("leaseDurationSeconds") or self.duration)
-        return now > when + datetime.timedelta(seconds=duration)
+        return now - self._observed_at >= duration
 
     def release(self) -> None:
         """Hand the Lease back if we hold it, so a standby takes over at once."""

@@ -23,12 +23,13 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from driver.claimendpoint import ClaimEndpoint, WorkloadError
 from driver.jsontypes import JSON
 from driver.localsim import podstatus
 from driver.localsim.kubelet import KubeletError, KubeletStandIn, claim_names
 from driver.localsim.podwatch import watch_pods
 from driver.localsim.podwrites import PodWrites, api_reason
-from driver.localsim.workloadclient import ClaimEndpoint, WorkloadError, workload_spec
+from driver.localsim.workloadclient import endpoint_from_edits, workload_spec
 from driver.workqueue import WorkQueue
 
 log = logging.getLogger("trainium-dra.kubelet")
@@ -213,7 +214,7 @@ class PodSync:
             spec = workload_spec(pod["metadata"].get("annotations"))
             if spec is not None:
                 for container, container_edits in edits.items():
-                    endpoint = ClaimEndpoint.from_edits(container_edits)
+                    endpoint = endpoint_from_edits(container_edits)
                     if endpoint is not None:
                         record.jobs[container] = (endpoint, endpoint.start(spec))
         except WorkloadError as err:

@@ -135,8 +135,8 @@ def parser() -> argparse.ArgumentParser:
         "--slice-cache-seconds",
         type=float,
         default=5.0,
-        help="how long ResourceSlice device attributes are used before a re-list in the "
-        "background (a miss re-lists at once)",
+        help="the longest a prepare waits for the ResourceSlice watch to bring in a device "
+        "its claim names (0: answer from what the watch has brought)",
     )
     p.add_argument("--grpc-workers", type=int, default=4, help="threads per gRPC server")
     p.add_argument("--log-level", default="INFO")

@@ -2,14 +2,13 @@
 or cores.
 
 `device_health` is pure (checkpoint records + unhealthy places in, device
-states out); `HealthMonitor` keeps the latest list with a version number so the
-NodeWatchResources streams and the controller's health report wake on change.
+states out, for the kubelet's health stream in driver.kubeletplugin).
 """
 
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from driver.kubeletplugin.healthstream import DeviceState
 from driver.plugin.checkpoint import ClaimRecord
 
 Place = tuple[int, int | None]
@@ -22,15 +21,6 @@ class PlaceState:
 
     state: str  # "healthy" | "degraded" | "failed"
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class DeviceState:
-    pool: str
-    device: str
-    healthy: bool
-    message: str
-    since: float  # wall-clock seconds of the last change
 
 
 def describe(place: Place) -> str:
@@ -68,38 +58,3 @@ def device_health(
             since = before.since if same and before is not None else now
             states[key] = DeviceState(device.pool, device.device, healthy, message, since)
     return [states[key] for key in sorted(states)]
-
-
-class HealthMonitor:
-    """The latest device states of one node, versioned; waiters wake on change."""
-
-    def __init__(self, timeout_seconds: int) -> None:
-        self.timeout_seconds = timeout_seconds
-        self._cond = threading.Condition()
-        self._version = 0
-        self._devices: list[DeviceState] = []
-
-    @property
-    def devices(self) -> list[DeviceState]:
-        with self._cond:
-            return list(self._devices)
-
-    def by_key(self) -> dict[tuple[str, str], DeviceState]:
-        return {(d.pool, d.device): d for d in self.devices}
-
-    def update(self, devices: list[DeviceState]) -> bool:
-        """Store `devices`; True (and waiters woken) when anything changed."""
-        with self._cond:
-            if devices == self._devices:
-                return False
-            self._devices = list(devices)
-            self._version += 1
-            self._cond.notify_all()
-            return True
-
-    def wait_change(self, seen: int, timeout: float) -> tuple[int, list[DeviceState] | None]:
-        """The states once their version differs from `seen`; None on timeout."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._version != seen, timeout):
-                return seen, None
-            return self._version, list(self._devices)

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from driver.devicemodel.placement import PlacementError, find_place
 from driver.httpendpoint import split_address
+from driver.kubeletplugin.sockets import SocketPathError
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
 from driver.plugin.checkpoint import CheckpointError
@@ -25,7 +26,6 @@ from driver.plugin.node import HealthSink, NodeOptions, SimNode
 from driver.plugin.paths import NodePaths, node_path
 from driver.plugin.simaccess import SimControlError, parse_address, read_token
 from driver.plugin.simcontrol import SimControlServer
-from driver.plugin.sockets import SocketPathError
 from driver.plugin.statusserver import StatusServer
 from driver.plugin.telemetry import TelemetryCollector
 from simdevice.topology import rack_spec
@@ -147,6 +147,18 @@ def sim_control(flags: flagmod.Flags, nodes: list[SimNode]) -> SimControlServer 
     return SimControlServer(address, nodes, token)
 
 
+def wait_synced(reader: ApiReader, stop: threading.Event) -> bool:
+    """Wait for the slice and UltraServer caches' first list, so the first
+    prepare sees the rack; False when stopped while waiting."""
+    waited = 0.0
+    while not reader.wait_synced(RESOLVE_RETRY_SECONDS):
+        waited += RESOLVE_RETRY_SECONDS
+        log.warning("waiting %.0fs for the first list of ResourceSlices and UltraServers", waited)
+        if stop.is_set():
+            return False
+    return True
+
+
 def run(flags: flagmod.Flags) -> int:
     stop = threading.Event()
 
@@ -166,6 +178,9 @@ def run(flags: flagmod.Flags) -> int:
         flags.slice_cache_seconds,
         ultraserver=racks.pop() if len(racks) == 1 else None,
     )
+    reader.start()
+    if not wait_synced(reader, stop):
+        return 0
     registry = CollectorRegistry()
     metrics = DriverMetrics(registry)
     sinks = {api: HealthReporter(api) for api in set(apis.values())}
@@ -207,6 +222,7 @@ def run(flags: flagmod.Flags) -> int:
                 control.stop()
         for node in reversed(started):
             node.stop()
+        reader.close()
     log.info("stopped")
     return 0
 

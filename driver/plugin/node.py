@@ -1,4 +1,4 @@
-"""One simulated node: its server, sockets, gRPC services, workload API and health loop.
+"""One simulated node: its server, its kubelet plugin, workload API and health loop.
 
 Several `SimNode`s can live in one process (a whole rack), each with its own
 kubelet root, state dir and sockets.
@@ -14,17 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import uvicorn
 
-from driver.plugin import grpcapi, sockets
+from driver.kubeletplugin import sockets
+from driver.kubeletplugin.healthstream import HealthMonitor
+from driver.kubeletplugin.plugin import KubeletPlugin
 from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.cluster import ClusterReader
 from driver.plugin.devices import NodePlace
-from driver.plugin.health import HealthMonitor, Place, PlaceState, device_health
+from driver.plugin.groupcommit import NodeState
+from driver.plugin.health import Place, PlaceState, device_health
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
-from driver.plugin.prepare import NodeState, Preparer, ensure_dirs
+from driver.plugin.prepare import Preparer, ensure_dirs
 from driver.plugin.simhost import SimHost
 from driver.plugin.telemetry import NodeInfo
 from driver.plugin.workload import create_app
@@ -85,7 +87,6 @@ class SimNode:
         self.sim = SimHost(place.rack, place.server_index)
         self.state = NodeState(Checkpoint(paths.checkpoint))
         self.monitor = HealthMonitor(options.health_timeout)
-        self.registration = grpcapi.RegistrationState()
         self.preparer = Preparer(
             driver=driver,
             place=place,
@@ -95,9 +96,11 @@ class SimNode:
             metrics=metrics,
             release_claim=self.sim.release,
         )
+        self.plugin = KubeletPlugin(
+            driver, paths, self.preparer, self.monitor, options.grpc_workers
+        )
         metrics.set_prepared(place.node_name, len(self.state.checkpoint.claims))
         self.stopping = threading.Event()
-        self._servers: list[grpc.Server] = []
         self._threads: list[threading.Thread] = []
         self._http: uvicorn.Server | None = None
         self._workload_inode: int | None = None
@@ -129,16 +132,7 @@ class SimNode:
                 rewritten,
                 removed,
             )
-        sockets.prepare_dirs(paths)
-        handlers = grpcapi.dra_handlers(self.preparer, self.monitor, self.stopping)
-        self._servers.append(sockets.serve(handlers, paths.dra_socket, self.options.grpc_workers))
-        registration = grpcapi.registration_handler(
-            self.driver, str(paths.dra_socket), self.registration
-        )
-        staging = paths.registration_staging
-        sockets.check_length(paths.registration_socket)
-        self._servers.append(sockets.serve([registration], staging, 2))
-        sockets.publish(staging, paths.registration_socket)
+        self.plugin.start()
         self._start_workload_api()
         self._spawn(self._health_loop, "health")
         self._spawn(self._reconcile, "reconcile")
@@ -176,7 +170,7 @@ class SimNode:
             "draSocket": str(self.paths.dra_socket),
             "workloadSocket": str(self.paths.workload_socket),
             "workloadTcpPort": self.workload_tcp_port,
-            "registered": self.registration.registered,
+            "registered": self.plugin.registration.registered,
             "preparedClaims": sorted(self.state.checkpoint.claims),
             "chips": {str(c): h.state for c, h in self.sim.chip_health().items()},
         }
@@ -225,14 +219,10 @@ class SimNode:
                 last_error = str(err)
 
     def stop(self) -> None:
-        """Registration socket first (the kubelet drops us), then everything else."""
+        """The kubelet plugin first (the kubelet drops us), then everything else."""
         self.stopping.set()
         self.sim.faults_changed.set()
-        sockets.remove(self.paths.registration_socket)
-        for server in reversed(self._servers):
-            server.stop(grace=1.0).wait()
-        sockets.remove(self.paths.dra_socket)
-        sockets.remove(self.paths.registration_staging)
+        self.plugin.stop()
         if self._http is not None:
             self._http.should_exit = True
         for thread in self._threads:

@@ -6,150 +6,29 @@ cores held by another claim and record the claim `PrepareCompleted` in the
 checkpoint, durably; then write its token and CDI spec without waiting for the
 disk (they are derived from the record and restored from it at start-up), and
 answer. Unprepare cancels the claim's jobs, drops the record durably, then
-removes the files. Changes that queue behind the lock while a checkpoint is
-being written are written together by the next holder, one fsync for all.
+removes the files. Both are `Change`s of the node's group commit
+(groupcommit.py).
 """
 
-import fcntl
 import os
-import threading
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from driver.devicemodel.ultraserver import DEFAULT_LNC
+from driver.kubeletplugin.interface import ClaimRef, PreparedDevice, PrepareResult
 from driver.plugin import cdi, failpoints
 from driver.plugin.checkpoint import (
     PREPARE_COMPLETED,
-    Checkpoint,
     ClaimRecord,
     DeviceRecord,
 )
 from driver.plugin.claimfiles import ClaimFiles, hash_token, load_or_create_key, new_nonce
 from driver.plugin.cluster import ClusterReader
 from driver.plugin.devices import ClaimPlan, NodePlace, plan_claim
+from driver.plugin.groupcommit import Change, NodeState
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
-
-__all__ = ["ClaimRef", "NodeState", "PrepareResult", "Preparer", "ensure_dirs", "hash_token"]
-
-
-@dataclass(frozen=True)
-class ClaimRef:
-    namespace: str
-    uid: str
-    name: str
-
-
-@dataclass(frozen=True)
-class PreparedDevice:
-    request: str
-    pool: str
-    device: str
-    cdi_device_ids: tuple[str, ...]
-    share_id: str | None = None
-
-
-@dataclass(frozen=True)
-class PrepareResult:
-    devices: tuple[PreparedDevice, ...] = ()
-    error: str = ""
-
-
-class Change(ABC):
-    """One claim's change to the checkpoint, run by whichever thread writes its batch.
-
-    `apply` runs under the node lock on the claims as the changes before it in
-    the batch left them, and says whether it changed them; `after` runs once
-    the batch is durable (the claim's files). An exception in either is the
-    change's error, raised to the thread that asked for it.
-    """
-
-    def __init__(self) -> None:
-        self.done = False
-        self.error: Exception | None = None
-
-    @abstractmethod
-    def apply(self, claims: dict[str, ClaimRecord]) -> bool: ...
-
-    @abstractmethod
-    def after(self) -> None: ...
-
-
-class NodeState:
-    """The node's checkpoint and the lock that serialises changes to it.
-
-    The lock is a thread lock plus an flock on `<checkpoint>.lock`, so the old
-    and the new daemon of a rolling update (same state dir, different pod UID)
-    never interleave; the checkpoint is re-read whenever the lock is taken.
-    """
-
-    def __init__(self, checkpoint: Checkpoint) -> None:
-        self.checkpoint = checkpoint
-        self._thread_lock = threading.Lock()
-        self._lock_file = checkpoint.path.with_name(checkpoint.path.name + ".lock")
-        self._queue: list[Change] = []
-        self._queue_lock = threading.Lock()
-
-    @contextmanager
-    def locked(self) -> Iterator[Checkpoint]:
-        with self._thread_lock:
-            fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                self.checkpoint.reload()
-                yield self.checkpoint
-            finally:
-                os.close(fd)
-
-    def commit(self, changes: Sequence[Change]) -> None:
-        """Apply `changes`, make them durable, run their `after`; return once all
-        are done. Whoever takes the lock writes every change queued by then."""
-        if not changes:
-            return
-        with self._queue_lock:
-            self._queue.extend(changes)
-        try:
-            with self.locked() as checkpoint:
-                if not all(change.done for change in changes):
-                    with self._queue_lock:
-                        batch, self._queue = self._queue, []
-                    write_batch(checkpoint, batch)
-        except Exception as err:  # the lock or re-reading the checkpoint failed
-            with self._queue_lock:
-                self._queue = [c for c in self._queue if all(c is not d for d in changes)]
-            for change in changes:
-                if not change.done:
-                    change.error, change.done = err, True
-
-
-def write_batch(checkpoint: Checkpoint, batch: Sequence[Change]) -> None:
-    """One durable checkpoint write for the whole batch, then each change's files."""
-    claims = dict(checkpoint.claims)
-    applied: list[Change] = []
-    changed = False
-    for change in batch:
-        try:
-            changed = change.apply(claims) or changed
-            applied.append(change)
-        except Exception as err:
-            change.error = err
-    try:
-        if changed:
-            checkpoint.store(claims)
-    except Exception as err:
-        for change in applied:
-            change.error = err
-        applied = []
-    for change in applied:
-        try:
-            change.after()
-        except Exception as err:
-            change.error = err
-    for change in batch:
-        change.done = True
 
 
 def held_cores(claims: Mapping[str, ClaimRecord], except_uid: str) -> dict[tuple[int, int], str]:

@@ -40,9 +40,9 @@ def report(nodes: Iterable[SimNode], need_registration: bool) -> tuple[bool, dic
 
     def one(node: SimNode) -> str:
         problem = node_live(node)
-        if not problem and need_registration and not node.registration.registered:
+        if not problem and need_registration and not node.plugin.registration.registered:
             problem = "kubelet has not confirmed registration" + (
-                f": {node.registration.error}" if node.registration.error else ""
+                f": {node.plugin.registration.error}" if node.plugin.registration.error else ""
             )
         return problem
 

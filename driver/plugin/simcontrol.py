@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply
-from driver.plugin import sockets
+from driver.kubeletplugin import sockets
 from driver.plugin.node import SimNode
 from driver.plugin.simaccess import (
     ADDRESS_FLAG,

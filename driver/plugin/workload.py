@@ -16,8 +16,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from driver.plugin.checkpoint import PREPARE_COMPLETED, ClaimRecord
+from driver.plugin.claimfiles import hash_token
 from driver.plugin.devices import logical_to_physical
-from driver.plugin.prepare import NodeState, hash_token
+from driver.plugin.groupcommit import NodeState
 from driver.plugin.simhost import SimHost
 
 

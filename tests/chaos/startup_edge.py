@@ -20,9 +20,10 @@ from prometheus_client import CollectorRegistry
 from driver.plugin import cdi
 from driver.plugin.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointError
 from driver.plugin.devices import NodePlace
+from driver.plugin.groupcommit import NodeState
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
-from driver.plugin.prepare import NodeState, Preparer, ensure_dirs
+from driver.plugin.prepare import Preparer, ensure_dirs
 from tests.chaos.fuzzing import ACCEPTED, REFUSED
 from tests.chaos.parser_edges import CHECKPOINT_FIXES, corrupt
 from tests.plugin.rackfixture import DRIVER, RACK, SITE

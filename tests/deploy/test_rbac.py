@@ -39,8 +39,8 @@ CONTROLLER_RULES = {
 CONTROLLER_NAMESPACE_RULES = {"leases.coordination.k8s.io": {"get", "create", "update"}}
 NODE_RULES = {
     "resourceclaims.resource.k8s.io": {"get"},
-    "resourceslices.resource.k8s.io": {"list"},
-    "ultraservers.trainium.sim.dev": {"get", "list"},
+    "resourceslices.resource.k8s.io": {"list", "watch"},
+    "ultraservers.trainium.sim.dev": {"list", "watch"},
     "nodes": {"get"},
     "nodedevicehealths.trainium.sim.dev": {"get", "create", "update"},
 }

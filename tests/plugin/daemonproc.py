@@ -91,7 +91,7 @@ class Daemon:
             "--health-timeout",
             str(HEALTH_TIMEOUT),
             "--slice-cache-seconds",
-            "0",
+            "5",
             "--pod-uid",
             self.pod_uid,
             "--workload-tcp",

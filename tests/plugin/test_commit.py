@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 
 from driver.plugin.checkpoint import PREPARE_COMPLETED, Checkpoint, ClaimRecord, DeviceRecord
-from driver.plugin.prepare import Change, NodeState
+from driver.plugin.groupcommit import Change, NodeState
 from tests.waiting import wait_for
 
 

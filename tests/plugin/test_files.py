@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from driver.kubeletplugin import sockets
 from driver.localsim.kubelet import container_edits
-from driver.plugin import cdi, sockets
+from driver.plugin import cdi
 from driver.plugin.atomicfile import write_atomic
 from driver.plugin.checkpoint import (
     PREPARE_COMPLETED,

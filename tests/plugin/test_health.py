@@ -2,8 +2,9 @@
 
 import datetime
 
+from driver.kubeletplugin.healthstream import DeviceState, HealthMonitor
 from driver.plugin.checkpoint import PREPARE_COMPLETED, ClaimRecord, DeviceRecord
-from driver.plugin.health import DeviceState, HealthMonitor, Place, PlaceState, device_health
+from driver.plugin.health import Place, PlaceState, device_health
 from driver.plugin.healthreport import reason_word, report_object
 
 RECORD = ClaimRecord(

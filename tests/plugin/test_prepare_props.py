@@ -12,11 +12,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from driver.kubeletplugin.interface import ClaimRef
 from driver.plugin.checkpoint import Checkpoint
 from driver.plugin.devices import Attributes, NodePlace, device_attributes
+from driver.plugin.groupcommit import NodeState
 from driver.plugin.metrics import DriverMetrics
 from driver.plugin.paths import NodePaths
-from driver.plugin.prepare import ClaimRef, NodeState, Preparer, ensure_dirs
+from driver.plugin.prepare import Preparer, ensure_dirs
 from tests.plugin.slicedata import DRIVER, RACK, allocated_claim, rack_slice
 
 ATTRS = device_attributes([rack_slice("rack-a", range(2))], DRIVER)

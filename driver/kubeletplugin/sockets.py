@@ -17,8 +17,6 @@ from typing import Any
 
 import grpc
 
-from driver.plugin.paths import NodePaths
-
 SOCKET_MODE = 0o660
 DIR_MODE = 0o750
 MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes including the terminating NUL
@@ -36,11 +34,11 @@ def check_length(path: Path) -> None:
         )
 
 
-def prepare_dirs(paths: NodePaths) -> None:
+def prepare_dirs(plugin_dir: Path, registry_dir: Path) -> None:
     """Create the plugin dir (ours: forced to 0750) and the registry dir if missing."""
-    paths.plugin_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    os.chmod(paths.plugin_dir, DIR_MODE)
-    paths.registry_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    plugin_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(plugin_dir, DIR_MODE)
+    registry_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
 
 
 def serve(

@@ -1,4 +1,4 @@
-"""The kubelet-facing gRPC services of one node, wired as generic handlers.
+"""The kubelet-facing gRPC services of one plugin, wired as generic handlers.
 
 Messages come from the generated modules; the method tables are written here
 so no generated service code is needed.
@@ -15,9 +15,9 @@ from typing import Any
 
 import grpc
 
+from driver.kubeletplugin.healthstream import HealthMonitor
+from driver.kubeletplugin.interface import ClaimPreparer, ClaimRef
 from driver.plugin import kubeletapi
-from driver.plugin.health import HealthMonitor
-from driver.plugin.prepare import ClaimRef, Preparer
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,9 @@ def registration_handler(
     )
 
 
-def dra_handler(service: str, api: Any, preparer: Preparer) -> grpc.GenericRpcHandler[Any, Any]:
+def dra_handler(
+    service: str, api: Any, preparer: ClaimPreparer
+) -> grpc.GenericRpcHandler[Any, Any]:
     """DRAPlugin of one API version (`api` is its message module)."""
     with_share_id = "share_id" in api.Device.DESCRIPTOR.fields_by_name
 
@@ -159,7 +161,7 @@ def health_handler(
 
 
 def dra_handlers(
-    preparer: Preparer, monitor: HealthMonitor, stopping: threading.Event
+    preparer: ClaimPreparer, monitor: HealthMonitor, stopping: threading.Event
 ) -> list[grpc.GenericRpcHandler[Any, Any]]:
     return [
         dra_handler(kubeletapi.DRA_V1_SERVICE, kubeletapi.dra_v1, preparer),
