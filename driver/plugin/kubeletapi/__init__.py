@@ -31,5 +31,7 @@ HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
 PLUGIN_TYPE = "DRAPlugin"
 """`PluginInfo.type` of a DRA driver."""
 
-SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-"""`PluginInfo.supported_versions`: the DRA services this plugin serves."""
+SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin", HEALTH_SERVICE)
+"""`PluginInfo.supported_versions`: the services this plugin serves. From
+Kubernetes 1.37 the kubelet opens the health stream only for a plugin that
+lists a health service here; 1.36 reads the DRA entries and ignores the rest."""
