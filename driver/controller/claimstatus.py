@@ -89,7 +89,9 @@ def desired_devices(
         waits = [entry.recheck_seconds]
         if spec.layout.pools == "node" and device.kind == "ultraserver":
             previous = (ours.get(key) or {}).get("conditions") or []
-            guard, wait = guard_conditions(hold_of(rack), settle=settle, now=now, old=previous)
+            guard, wait = guard_conditions(
+                hold_of(rack), settle=settle, now=now, old=previous, allocated_at=when
+            )
             entry.entry["conditions"] = [*guard, *entry.entry["conditions"]]
             waits.append(wait)
         for wait in waits:

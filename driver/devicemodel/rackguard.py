@@ -89,15 +89,32 @@ class RackHold:
     servers_in_use: bool
 
 
+def granted_since(old: Sequence[JSON], allocated_at: datetime.datetime | None) -> bool:
+    """`old` holds a RackExclusive grant made since the allocation."""
+    for c in old:
+        if c.get("type") != RACK_EXCLUSIVE or c.get("status") != "True":
+            continue
+        since = datetime.datetime.fromisoformat(str(c["lastTransitionTime"]).replace("Z", "+00:00"))
+        # Condition times have whole seconds; the allocation's may not.
+        return allocated_at is None or since >= allocated_at.replace(microsecond=0)
+    return False
+
+
 def guard_conditions(
     hold: RackHold | None,
     *,
     settle: float,
     now: datetime.datetime,
     old: Sequence[JSON],
+    allocated_at: datetime.datetime | None = None,
 ) -> tuple[list[JSON], float | None]:
-    """RackExclusive / RackInUse of an allocated rack device, and when to look again."""
+    """RackExclusive / RackInUse of an allocated rack device, and when to look
+    again. A grant made for this allocation (at or after `allocated_at`)
+    stands for the rest of it: the scheduler may have bound on it, and a
+    restarted controller has no guard state yet."""
     recheck: float | None = None
+    if granted_since(old, allocated_at):
+        return [dict(c) for c in old if c.get("type") in (RACK_EXCLUSIVE, RACK_IN_USE)], None
     if hold is not None and hold.servers_in_use:
         exclusive, in_use, reason = False, True, "ServerDevicesAllocated"
         message = "a claim holds a device of one of the rack's servers; the scheduler retries"

@@ -68,6 +68,14 @@ def test_rack_device_binds_only_after_settling_with_no_server_claim() -> None:
     assert status_of(granted) == {RACK_EXCLUSIVE: "True", RACK_IN_USE: "False"} and wait is None
     refused, wait = guard_conditions(RackHold(since, True), settle=2.0, now=later, old=[])
     assert status_of(refused) == {RACK_EXCLUSIVE: "False", RACK_IN_USE: "True"} and wait is None
+    # Granted once, granted for good: after a controller restart (no hold yet) too.
+    kept, wait = guard_conditions(None, settle=2.0, now=later, old=granted, allocated_at=since)
+    assert kept == granted and wait is None
+    # A grant older than the allocation is a former allocation's: judged again.
+    again, _ = guard_conditions(
+        None, settle=2.0, now=later, old=granted, allocated_at=later + datetime.timedelta(seconds=5)
+    )
+    assert status_of(again)[RACK_EXCLUSIVE] == "False"
 
 
 def test_claim_status_carries_the_guard_only_for_node_pool_rack_devices() -> None:
