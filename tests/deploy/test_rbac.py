@@ -44,11 +44,7 @@ NODE_RULES = {
     "nodes": {"get"},
     "nodedevicehealths.trainium.sim.dev": {"get", "create", "update"},
 }
-EVERY_USER = {
-    "selfsubjectreviews.authentication.k8s.io",
-    "selfsubjectaccessreviews.authorization.k8s.io",
-    "selfsubjectrulesreviews.authorization.k8s.io",
-}
+NOBODY = "system:serviceaccount:default:trainium-dra-bound-to-nothing"
 
 
 @dataclass(frozen=True)
@@ -85,16 +81,29 @@ def installed(control_plane: ControlPlane, crds: None) -> Iterator[None]:
         attempt(control_plane, "delete", "namespace", CASE.namespace, "--wait=false")
 
 
-def rules(cp: ControlPlane, user: str, namespace: str) -> dict[str, set[str]]:
-    """`kubectl auth can-i --list` as `user`: resource -> verbs, minus what every user may do."""
+def listed_rules(cp: ControlPlane, user: str, namespace: str) -> dict[str, set[str]]:
+    """`kubectl auth can-i --list` as `user`: resource -> verbs."""
     out = kubectl(cp, "auth", "can-i", "--list", f"--as={user}", "-n", namespace, "--no-headers")
     found: dict[str, set[str]] = {}
     for line in out.splitlines():
         parts = line.split()
-        if not parts or parts[0].startswith("[") or parts[0] in EVERY_USER:
-            continue  # non-resource URLs (discovery) and self reviews: granted to everyone
+        if not parts or parts[0].startswith("["):
+            continue  # non-resource URLs (discovery): granted to everyone
         verbs = line[line.rindex("[") + 1 : line.rindex("]")].split()
         found.setdefault(parts[0], set()).update(verbs)
+    return found
+
+
+def rules(cp: ControlPlane, user: str, namespace: str) -> dict[str, set[str]]:
+    """What `user` may do beyond what every authenticated user may (the
+    release's default roles: self reviews, and from 1.37 reading
+    ClusterTrustBundles), measured on a service account bound to nothing."""
+    everyone = listed_rules(cp, NOBODY, namespace)
+    found = {}
+    for resource, verbs in listed_rules(cp, user, namespace).items():
+        extra = verbs - everyone.get(resource, set())
+        if extra:
+            found[resource] = extra
     return found
 
 
