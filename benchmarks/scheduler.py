@@ -16,11 +16,13 @@ import argparse
 import json
 import os
 import random
+import re
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ from benchmarks.scheduler_layouts import (
     per_node_pool_slices,
     rack_nodes,
 )
+from benchmarks.scheduler_profile import go_tool, start_capture, summarize
 from driver.jsontypes import JSON
 from driver.localsim.controlplane import ControlPlane
 from tests.controller.cluster import custom, install, load_claim, pod
@@ -213,8 +216,22 @@ class PodWatch:
         self._stream.close()
 
 
+@dataclass(frozen=True)
+class ProfileRequest:
+    """Profile the scheduler's first `seconds` of a run into `path`."""
+
+    path: Path
+    seconds: int
+
+
 def run_pods(
-    cp: ControlPlane, api: client.ApiClient, count: int, item: Workload, timeout: float
+    cp: ControlPlane,
+    api: client.ApiClient,
+    count: int,
+    item: Workload,
+    timeout: float,
+    *,
+    profile: ProfileRequest | None = None,
 ) -> dict[str, Any]:
     """Create `count` claims and pods; wait until every pod is bound or refused.
 
@@ -236,6 +253,16 @@ def run_pods(
     try:
         before = scheduler_metrics(cp)
         cpu_before = cpu_seconds(cp, "kube-scheduler")
+        capture = (
+            start_capture(
+                f"https://127.0.0.1:{cp.config.ports.scheduler}",
+                admin_token(cp),
+                profile.seconds,
+                profile.path,
+            )
+            if profile
+            else None
+        )
         t0 = time.perf_counter()
         with ThreadPoolExecutor(CREATORS) as pool:
             list(pool.map(create, range(count)))
@@ -247,7 +274,12 @@ def run_pods(
     after = scheduler_metrics(cp)
     algorithm = after["seconds"] - before["seconds"]
     cpu = cpu_seconds(cp, "kube-scheduler") - cpu_before
+    profiled = {}
+    if capture is not None:
+        capture.join()
+        profiled = {"profile": summarize(capture.path), "profile_seconds": capture.seconds}
     return {
+        **profiled,
         "pods": count,
         "bound": bound,
         "refused": refused,
@@ -331,11 +363,17 @@ def publish(api: client.ApiClient, slices: Sequence[JSON]) -> None:
 
 
 def on_layout(
-    cp: ControlPlane, api: client.ApiClient, slices: Sequence[JSON], count: int, item: Workload
+    cp: ControlPlane,
+    api: client.ApiClient,
+    slices: Sequence[JSON],
+    count: int,
+    item: Workload,
+    *,
+    profile: ProfileRequest | None = None,
 ) -> dict[str, Any]:
     publish(api, slices)
     try:
-        result: dict[str, Any] = run_pods(cp, api, count, item, 3600)
+        result: dict[str, Any] = run_pods(cp, api, count, item, 3600, profile=profile)
         result["devices"] = sum(len(s["spec"].get("devices") or []) for s in slices)
         result["slices"] = len(slices)
         return result
@@ -359,10 +397,12 @@ def fleet_runs(
     repeats: int,
     layouts: Sequence[str],
     racks: int,
+    profiles: tuple[Path, int] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """`repeats` rounds over the layouts on `racks` racks, interleaved so that a
     slow stretch of the machine falls on every layout alike; `pods` unpinned
-    single-core claims a run."""
+    single-core claims a run. With `profiles` (directory, seconds), each run
+    profiles the scheduler."""
     existing = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
     for rack in range(racks):
         for server, node in enumerate(rack_nodes(rack)):
@@ -371,8 +411,17 @@ def fleet_runs(
     singles = rack_workload([1] * pods, rack=None)
     nodes = racks * len(rack_nodes())
 
+    rounds: dict[str, int] = {}
+
     def run(layout: str) -> dict[str, Any]:
-        return {**on_layout(cp, api, fleet_slices(racks, layout), pods, singles), "nodes": nodes}
+        rounds[layout] = rounds.get(layout, 0) + 1
+        profile = None
+        if profiles is not None:
+            slug = re.sub(r"[^a-z0-9]+", "-", layout).strip("-")
+            path = profiles[0] / f"racks{racks}-{slug}-{rounds[layout]}.pb.gz"
+            profile = ProfileRequest(path, profiles[1])
+        slices = fleet_slices(racks, layout)
+        return {**on_layout(cp, api, slices, pods, singles, profile=profile), "nodes": nodes}
 
     return interleaved({layout: partial(run, layout) for layout in layouts}, repeats)
 
@@ -447,8 +496,17 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(FLEET_LAYOUTS),
         help="the racks step's layouts, comma-separated",
     )
+    parser.add_argument(
+        "--profile-seconds",
+        type=int,
+        default=0,
+        help="racks step: a CPU profile of the scheduler's first N seconds of each run "
+        "(needs the Go toolchain); 0: none",
+    )
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
+    if args.profile_seconds < 0:
+        parser.error("--profile-seconds: must be 0 (off) or a number of seconds")
     steps = [s for s in args.steps.split(",") if s] or list(STEPS)
     merge = bool(args.steps)
     if set(steps) - set(STEPS):
@@ -469,7 +527,15 @@ def main(argv: list[str] | None = None) -> int:
         "calibration_devices_per_node": CALIBRATION_DEVICES_PER_NODE,
         "packing_goal": PACKING_GOAL,
     }
-    limits = (f"--kube-api-qps={args.scheduler_qps}", f"--kube-api-burst={args.scheduler_qps}")
+    limits = (
+        f"--kube-api-qps={args.scheduler_qps}",
+        f"--kube-api-burst={args.scheduler_qps}",
+        *(("--profiling=true",) if args.profile_seconds else ()),
+    )
+    profiles = (work / "profiles", args.profile_seconds) if args.profile_seconds else None
+    if profiles:
+        go_tool()
+        profiles[0].mkdir(parents=True)
     with (
         ControlPlane.running(work / "cp", scheduler_flags=limits) as cp,
         cp.api_client() as api,
@@ -532,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                     repeats=args.repeats,
                     layouts=fleet_layouts,
                     racks=racks,
+                    profiles=profiles,
                 )
                 save(results, merge, conditions)
             for node in sorted(set(fleet_nodes(max_racks(args.racks))) - set(nodes)):

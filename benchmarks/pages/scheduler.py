@@ -231,6 +231,57 @@ def racks_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
         "",
         f"Goal: scheduler CPU per pod at most {FLEET_GOAL}x per-node pools of the same devices.",
     ]
+    return lines + profile_part(racks)
+
+
+def profile_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    """Where the scheduler's CPU went, from the runs that took a profile."""
+    profiled = {
+        count: {
+            name: [r["profile"] for r in runs_ if "profile" in r] for name, runs_ in layouts.items()
+        }
+        for count, layouts in racks.items()
+    }
+    parts = next(
+        (
+            list(p[0]["parts_cum_percent"])
+            for layouts in profiled.values()
+            for p in layouts.values()
+            if p
+        ),
+        None,
+    )
+    if parts is None:
+        return []
+    seconds = next(
+        r["profile_seconds"]
+        for layouts in racks.values()
+        for runs_ in layouts.values()
+        for r in runs_
+        if "profile_seconds" in r
+    )
+    lines = [
+        "",
+        "#### Where the scheduler's CPU goes",
+        "",
+        f"A CPU profile of the kube-scheduler over the first {seconds} s of each run",
+        "(`--profile-seconds`): the share of its samples spent in each part, inclusive",
+        "of what the part calls (median and range of the rounds). The parts nest:",
+        "pool gathering, node selectors, slice conversion, device selectors and counter",
+        "checks all run inside the DRA Filter.",
+        "",
+        row("racks", "layout", *parts),
+        row(*["---"] * (2 + len(parts))),
+    ]
+    for count, layouts in profiled.items():
+        for name, profiles in layouts.items():
+            if not profiles:
+                continue
+            shares = [
+                spread([float(p["parts_cum_percent"][part]) for p in profiles], "{:.1f}%")
+                for part in parts
+            ]
+            lines.append(row(count, name, *shares))
     return lines
 
 
