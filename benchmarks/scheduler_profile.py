@@ -23,6 +23,7 @@ PARTS: Final = {
     "node selectors": ".NodeMatches",
     "slice conversion": "Convert_v1_ResourceSlice_To_api_ResourceSlice",
     "device selectors (CEL)": ".selectorsMatch",
+    "counter validation": ".validateDeviceCounterConsumption",
     "counter checks": ".checkAvailableCounters",
     "garbage collection": "runtime.gcBgMarkWorker",
 }

@@ -242,16 +242,16 @@ def profile_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]
         }
         for count, layouts in racks.items()
     }
-    parts = next(
-        (
-            list(p[0]["parts_cum_percent"])
+    parts = list(
+        dict.fromkeys(
+            part
             for layouts in profiled.values()
-            for p in layouts.values()
-            if p
-        ),
-        None,
+            for profiles in layouts.values()
+            for p in profiles
+            for part in p["parts_cum_percent"]
+        )
     )
-    if parts is None:
+    if not parts:
         return []
     seconds = next(
         r["profile_seconds"]
@@ -266,9 +266,11 @@ def profile_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]
         "",
         f"A CPU profile of the kube-scheduler over the first {seconds} s of each run",
         "(`--profile-seconds`): the share of its samples spent in each part, inclusive",
-        "of what the part calls (median and range of the rounds). The parts nest:",
-        "pool gathering, node selectors, slice conversion, device selectors and counter",
-        "checks all run inside the DRA Filter.",
+        "of what the part calls (median and range of the rounds). The parts nest: the",
+        "DRA Filter holds pool gathering, device selectors and counter checks; pool",
+        "gathering holds node selectors (matching shared slices to the node), slice",
+        "conversion and counter validation (every device's consumption against its",
+        "pool's counter sets).",
         "",
         row("racks", "layout", *parts),
         row(*["---"] * (2 + len(parts))),
@@ -279,6 +281,8 @@ def profile_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]
                 continue
             shares = [
                 spread([float(p["parts_cum_percent"][part]) for p in profiles], "{:.1f}%")
+                if all(part in p["parts_cum_percent"] for p in profiles)
+                else "not taken"
                 for part in parts
             ]
             lines.append(row(count, name, *shares))

@@ -5,12 +5,14 @@ Pure: a RackSpec in, a Layout out. The counter scheme (docs/device-model.md,
 iff their cores do not overlap.
 
 - A *group* is up to 32 cores of consecutive chips on one server. Each group
-  has a *fine* counter set with one counter per physical core.
+  has a *fine* counter set with one counter per aligned core pair, whose
+  capacity is the pair's two cores.
 - Two *coarse* counter sets (or one, for small racks) hold one counter per
   group whose value is the group's core count.
-- A device inside one group consumes its cores from the group's fine set and
-  its core count from the group's coarse counter; a device spanning groups (a
-  16-chip server, the whole rack) consumes whole coarse counters only.
+- A device inside one group consumes, from each pair it touches, the cores it
+  has there, and its core count from the group's coarse counter; a device
+  spanning groups (a 16-chip server, the whole rack) consumes whole coarse
+  counters only.
 
 Two pool layouts share these devices (docs/device-model.md, "Pool layouts"):
 `rack` puts the whole rack in one pool, so the rack device consumes every
@@ -29,13 +31,19 @@ from typing import Final
 from driver.devicemodel.naming import (
     ULTRASERVER_DEVICE,
     chip_name,
-    core_counter,
+    pair_counter,
     partition_name,
     server_name,
 )
 from simdevice.topology import ChipPlace, RackSpec, chip_places
 
 MAX_CORES_PER_COUNTER_SET: Final = 32
+CORES_PER_COUNTER: Final = 2
+"""A fine counter covers an aligned core pair. Partitions are aligned, so two
+distinct devices share a pair only as two single cores (1 + 1 fits) or when
+one covers the whole pair (2 + anything does not): exact, with half the
+counters of one per core, and the scheduler checks every counter of a pool
+for every device it considers."""
 MAX_COARSE_SETS: Final = 2
 """The rack device consumes every coarse counter, and a device may consume
 from at most 2 counter sets."""
@@ -133,9 +141,9 @@ class Layout:
                 (
                     group.fine_set,
                     {
-                        core_counter(c, k): 1
+                        name: value
                         for c in group.chips
-                        for k in range(self.rack.chip.cores)
+                        for name, value in fine_counters(c, 0, self.rack.chip.cores)
                     },
                 )
             )
@@ -143,6 +151,16 @@ class Layout:
             if server is None or members[0].server == server:
                 sets.append((name, {g.name: g.cores for g in members}))
         return sets
+
+
+def fine_counters(local_chip: int, start: int, count: int) -> list[tuple[str, int]]:
+    """(counter, cores of it taken) for cores start..start+count-1 of one chip."""
+    unit = CORES_PER_COUNTER
+    end = start + count
+    return [
+        (pair_counter(local_chip, first), min(end, first + unit) - max(start, first))
+        for first in range(start - start % unit, end, unit)
+    ]
 
 
 def chips_per_group(rack: RackSpec) -> int:
@@ -160,6 +178,11 @@ def make_groups(rack: RackSpec) -> tuple[Group, ...]:
         raise LayoutError(
             f"chip.cores: {rack.chip.cores} cores exceed the "
             f"{MAX_CORES_PER_COUNTER_SET} counters of one counter set; use smaller chips"
+        )
+    if rack.chip.cores % CORES_PER_COUNTER:
+        raise LayoutError(
+            f"chip.cores: {rack.chip.cores} cores do not split into core pairs, "
+            "which the fine counters count; use an even number of cores"
         )
     size = chips_per_group(rack)
     groups: list[Group] = []
@@ -251,7 +274,11 @@ def build_layout(rack: RackSpec, options: LayoutOptions = DEFAULT_OPTIONS) -> La
         server_cores = cores_per_chip * rack.chips_per_server
         if len(server_groups) == 1:
             group = server_groups[0]
-            fine = {core_counter(c, k): 1 for c in group.chips for k in range(cores_per_chip)}
+            fine = {
+                name: value
+                for c in group.chips
+                for name, value in fine_counters(c, 0, cores_per_chip)
+            }
             consumes = (
                 Consumption(group.fine_set, MappingProxyType(fine)),
                 *_coarse_consumption(coarse, {group.index: group.cores}),
@@ -291,7 +318,7 @@ def _in_group(
     group: Group,
     coarse: Sequence[tuple[str, tuple[Group, ...]]],
 ) -> PlannedDevice:
-    fine = {core_counter(place.local_index, k): 1 for k in range(start, start + count)}
+    fine = dict(fine_counters(place.local_index, start, count))
     consumes = (
         Consumption(group.fine_set, MappingProxyType(fine)),
         *_coarse_consumption(coarse, {group.index: count}),

@@ -8,8 +8,9 @@ allocations, but not without renaming every published device.
 from typing import Final
 
 
-def core_counter(local_chip: int, core: int) -> str:
-    return f"chip{local_chip:02d}-core{core}"
+def pair_counter(local_chip: int, first_core: int) -> str:
+    """The fine counter of the core pair starting at `first_core`."""
+    return f"chip{local_chip:02d}-cores{first_core}-{first_core + 1}"
 
 
 def server_name(server: int) -> str:

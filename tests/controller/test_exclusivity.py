@@ -6,6 +6,7 @@ named within their pool. In the `node` pool layout the rack device consumes
 nothing: every pair but those with the rack device is the scheduler's to
 refuse, and those are the controller's (tests/controller/test_rack_guard*.py)."""
 
+import dataclasses
 from collections import defaultdict
 from itertools import combinations
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from driver.controller.slices import RackInput, build_slices
-from driver.devicemodel.layout import LayoutOptions
+from driver.devicemodel.layout import LayoutError, LayoutOptions, build_layout
 from simdevice.topology import GENERATIONS, rack_spec
 
 Counter = tuple[str, str, str]  # pool, counter set, counter
@@ -117,3 +118,25 @@ def test_whole_rack_is_the_sum_of_its_cores(generation: str, pools: str) -> None
         d for d in devices if d["attributes"]["resourceType"]["string"] == "ultraserver"
     )
     assert rack_device["capacity"]["cores"]["value"] == str(rack.cores)
+
+
+def test_fine_counters_count_core_pairs() -> None:
+    rack = rack_spec("trn3-gen2")
+    layout = build_layout(rack)
+    fine = dict(layout.counter_sets())["cores-server00"]
+    assert len(fine) == rack.chips_per_server * rack.chip.cores // 2
+    assert set(fine.values()) == {2}
+    by_name = {d.name: d for d in layout.devices}
+    single = by_name["server00-chip01-core5"].consumes[0].counters
+    assert dict(single) == {"chip01-cores4-5": 1}
+    quad = by_name["server00-chip01-cores4-7"].consumes[0].counters
+    assert dict(quad) == {"chip01-cores4-5": 2, "chip01-cores6-7": 2}
+
+
+def test_chips_with_an_odd_core_count_are_refused_by_name() -> None:
+    rack = rack_spec("trn3-gen2")
+    odd = dataclasses.replace(
+        rack, chip=dataclasses.replace(rack.chip, cores=3, chiplets=1, dma_engines=3)
+    )
+    with pytest.raises(LayoutError, match=r"chip\.cores: 3 .* even number"):
+        build_layout(odd)
