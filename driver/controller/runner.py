@@ -31,6 +31,8 @@ from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, 
 from driver.names import rack_label
 from driver.workqueue import WorkQueue
 
+SLICE_WATCH_THREAD = "slice-watch"
+
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
 SLICE_CHANGE_DELAY = 0.5
@@ -134,7 +136,7 @@ class Controller:
                 threading.Thread(
                     target=self.slice_watch.run,
                     args=(self.stop, slices_version),
-                    name="slice-watch",
+                    name=SLICE_WATCH_THREAD,
                     daemon=True,
                 )
             )
@@ -155,8 +157,10 @@ class Controller:
             self.stop.set()
             self.queue.close()
             self.claim_queue.close()
+            # Writers finish their item; the slice watch only reads and would
+            # hold the exit (and the lease) until its next event.
             for t in threads:
-                if t.is_alive():
+                if t.is_alive() and t.name != SLICE_WATCH_THREAD:
                     t.join(timeout=10)
             if not self.lost_lease.is_set():
                 self.elector.release()

@@ -1,8 +1,8 @@
 """The pod list-and-watch loop of the kubelet stand-in, apart from what it feeds.
 
 Each round lists every pod, hands the list over, then watches from the list's
-resource version until the watch times out, breaks or the stop event is set;
-a broken round is logged and relisted after a second.
+resource version until the watch times out, breaks or the stop event is set
+(which closes the watch at once); a broken round is logged and relisted after a second.
 """
 
 import logging
@@ -26,11 +26,19 @@ def watch_pods(
 ) -> None:
     """Until `stopping`: `on_list(pods)` after each list, `on_event(pod, deleted)` per change."""
     core = client.CoreV1Api(api)
+    stream = watch.Watch()
+
+    def close_on_stop() -> None:
+        # Shut the open watch's socket: a watch left open holds up the
+        # apiserver's own shutdown until it is killed.
+        stopping.wait()
+        stream.stop()
+
+    threading.Thread(target=close_on_stop, name="pod-watch-close", daemon=True).start()
 
     def one_round() -> None:
         listed = api.sanitize_for_serialization(core.list_pod_for_all_namespaces())
         on_list(listed["items"])
-        stream = watch.Watch()
         for event in stream.stream(
             core.list_pod_for_all_namespaces,
             resource_version=listed["metadata"]["resourceVersion"],
