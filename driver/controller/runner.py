@@ -31,8 +31,6 @@ from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, 
 from driver.names import rack_label
 from driver.workqueue import WorkQueue
 
-SLICE_WATCH_THREAD = "slice-watch"
-
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
 SLICE_CHANGE_DELAY = 0.5
@@ -129,38 +127,36 @@ class Controller:
                 return 0
         self.role = "leader"
         self.metrics.leader.set(1)
-        threads = [threading.Thread(target=self._renew, name="lease", daemon=True)]
+        # Writers are joined on exit so each finishes its item; the slice watch
+        # only reads, and waiting for its next event would hold the lease.
+        writers = [threading.Thread(target=self._renew, name="lease", daemon=True)]
         try:
             slices_version = self._prime()
-            threads.append(
-                threading.Thread(
-                    target=self.slice_watch.run,
-                    args=(self.stop, slices_version),
-                    name=SLICE_WATCH_THREAD,
-                    daemon=True,
-                )
+            watcher = threading.Thread(
+                target=self.slice_watch.run,
+                args=(self.stop, slices_version),
+                name="slice-watch",
+                daemon=True,
             )
-            threads += [
+            writers += [
                 threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
                 for i in range(self.flags.workers)
             ]
-            threads.append(threading.Thread(target=self._resync, name="resync", daemon=True))
-            threads.append(
+            writers.append(threading.Thread(target=self._resync, name="resync", daemon=True))
+            writers.append(
                 threading.Thread(target=self._claim_work, name="claim-status", daemon=True)
             )
-            for t in threads:
+            self.threads = [*writers, watcher]
+            for t in self.threads:
                 t.start()
-            self.threads = threads
             self.primed = True
             self._run_kopf()
         finally:
             self.stop.set()
             self.queue.close()
             self.claim_queue.close()
-            # Writers finish their item; the slice watch only reads and would
-            # hold the exit (and the lease) until its next event.
-            for t in threads:
-                if t.is_alive() and t.name != SLICE_WATCH_THREAD:
+            for t in writers:
+                if t.is_alive():
                     t.join(timeout=10)
             if not self.lost_lease.is_set():
                 self.elector.release()

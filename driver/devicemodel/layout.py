@@ -23,7 +23,7 @@ controller keeps it apart from the servers' devices.
 """
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
@@ -140,11 +140,7 @@ class Layout:
             sets.append(
                 (
                     group.fine_set,
-                    {
-                        name: value
-                        for c in group.chips
-                        for name, value in fine_counters(c, 0, self.rack.chip.cores)
-                    },
+                    whole_chips_counters(group.chips, self.rack.chip.cores),
                 )
             )
         for name, members in self.coarse_sets:
@@ -161,6 +157,12 @@ def fine_counters(local_chip: int, start: int, count: int) -> list[tuple[str, in
         (pair_counter(local_chip, first), min(end, first + unit) - max(start, first))
         for first in range(start - start % unit, end, unit)
     ]
+
+
+def whole_chips_counters(chips: Iterable[int], cores_per_chip: int) -> dict[str, int]:
+    """Every fine counter of `chips`, each at all of its cores: a fine set's
+    capacities, and what a device holding those chips whole consumes."""
+    return {name: value for c in chips for name, value in fine_counters(c, 0, cores_per_chip)}
 
 
 def chips_per_group(rack: RackSpec) -> int:
@@ -274,11 +276,7 @@ def build_layout(rack: RackSpec, options: LayoutOptions = DEFAULT_OPTIONS) -> La
         server_cores = cores_per_chip * rack.chips_per_server
         if len(server_groups) == 1:
             group = server_groups[0]
-            fine = {
-                name: value
-                for c in group.chips
-                for name, value in fine_counters(c, 0, cores_per_chip)
-            }
+            fine = whole_chips_counters(group.chips, cores_per_chip)
             consumes = (
                 Consumption(group.fine_set, MappingProxyType(fine)),
                 *_coarse_consumption(coarse, {group.index: group.cores}),

@@ -161,7 +161,8 @@ class AllocationLog:
     def __init__(self, api: client.ApiClient) -> None:
         self.allocated: set[str] = set()
         self._done = threading.Event()
-        objects = client.CustomObjectsApi(client.ApiClient(api.configuration))
+        self._client = client.ApiClient(api.configuration)
+        objects = client.CustomObjectsApi(self._client)
         version = objects.list_namespaced_custom_object(
             "resource.k8s.io", "v1", NS, "resourceclaims"
         )["metadata"]["resourceVersion"]
@@ -190,6 +191,7 @@ class AllocationLog:
     def stop(self) -> None:
         self._done.set()
         self._thread.join()
+        self._client.close()
 
 
 def one_round(
