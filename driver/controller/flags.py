@@ -52,7 +52,12 @@ def parser() -> argparse.ArgumentParser:
         "--identity", default=None, help="this replica's Lease identity (default: host-pid)"
     )
     p.add_argument("--workers", type=int, default=4, help="racks reconciled in parallel")
-    p.add_argument("--resync-seconds", type=float, default=300.0, help="period of the full resync")
+    p.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=300.0,
+        help="period of the full resync (relist and reconcile every rack)",
+    )
     p.add_argument(
         "--http-address",
         default="0.0.0.0:8081",

@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import kopf
@@ -33,6 +34,9 @@ from driver.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
+SETTLE_SECONDS = 10.0
+"""kopf lists each kind within seconds of starting; the first resync comes
+this soon, to forget what was deleted between the priming list and kopf's."""
 SLICE_CHANGE_DELAY = 0.5
 """A slice changed behind our back is usually one of several: wait a little
 so one reconcile sees them all."""
@@ -178,17 +182,22 @@ class Controller:
         """Fill the stores before the first reconcile, so none publishes from half a
         picture; returns the resourceVersion to watch slices from."""
         slices_version = self.slice_watch.relist()
-        self.stores.nodes.replace(self.kube.list_nodes())
-        self.stores.health.replace(self.kube.list_all(HEALTH))
-        self.stores.claims.replace(self.kube.list_all(CLAIMS))
-        racks = self.kube.list_all(ULTRASERVERS)
-        self.stores.racks.replace(racks)
-        for rack in racks:
-            self.queue.add(rack["metadata"]["name"])
-        for key, allocations in self.stores.claims.items().items():
+        self._relist()
+        return slices_version
+
+    def _relist(self) -> None:
+        """List every watched kind into its store; queue every rack, any rack that
+        is gone, and our claims whose allocation is new or changed."""
+        self.stores.nodes.relist(self.kube.list_nodes)
+        self.stores.health.relist(partial(self.kube.list_all, HEALTH))
+        claims = self.stores.claims.relist(partial(self.kube.list_all, CLAIMS))
+        gone = self.stores.racks.relist(partial(self.kube.list_all, ULTRASERVERS))
+        for rack in self.stores.racks.items().keys() | gone:
+            self.queue.add(rack)
+        for key in claims:
+            allocations = self.stores.claims.get(key) or ()
             if any(drv == self.flags.driver_name for drv, _, _ in allocations):
                 self.claim_queue.add(key)
-        return slices_version
 
     def _run_kopf(self) -> None:
         registry = kopf.OperatorRegistry()
@@ -303,9 +312,15 @@ class Controller:
         queue.add(key, delay)
 
     def _resync(self) -> None:
-        while not self.stop.wait(self.flags.resync_seconds):
-            for rack in self.stores.racks.items():
-                self.queue.add(rack)
+        period = min(SETTLE_SECONDS, self.flags.resync_seconds)
+        while not self.stop.wait(period):
+            period = self.flags.resync_seconds
+            try:
+                self._relist()
+            except Exception as err:
+                log.warning("resync: listing failed (%s); reconciling from the watched state", err)
+                for rack in self.stores.racks.items():
+                    self.queue.add(rack)
 
     def _renew(self) -> None:
         period = self.flags.lease_seconds / 3

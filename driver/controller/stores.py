@@ -1,11 +1,13 @@
 """In-memory views of the objects the controller reacts to, fed by watch
-events and primed by one list at start, so a reconcile reads no nodes,
-health reports or claims from the API.
+events and by lists, so a reconcile reads no nodes, health reports or claims
+from the API.
 
 A resourceVersion is opaque (the API promises no order between two of them),
 so events are applied in the order they arrive, which is the order of the
-watch. The watches start after the priming list, so every event is as new as
-what that list put in.
+watch. A watch that starts again lists what exists and never reports what was
+deleted before it listed: neither the controller's first watch (it starts
+after the priming list) nor kopf's own restarts. A periodic `relist` is how a
+store forgets those objects.
 """
 
 import threading
@@ -16,16 +18,41 @@ T = TypeVar("T")
 
 
 class Store(Generic[T]):
-    """name -> projection of an object, as the last event left it."""
+    """name -> projection of an object, as the last event or list left it."""
 
     def __init__(self, project: Callable[[Mapping[str, Any]], T]) -> None:
         self._project = project
         self._lock = threading.Lock()
         self._items: dict[str, T] = {}
+        self._during_list: dict[str, T | None] | None = None
 
-    def replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def relist(self, fetch: Callable[[], Iterable[Mapping[str, Any]]]) -> set[str]:
+        """Replace the items with what `fetch` lists; returns the keys whose
+        projection the list changed (an event reports its own change). Events
+        applied while the list was fetched are as new as it or newer, so they are
+        applied again on top of it."""
         with self._lock:
-            self._items = {key_of(o): self._project(o) for o in objects}
+            self._during_list = {}
+        try:
+            listed = {key_of(o): self._project(o) for o in fetch()}
+        except BaseException:
+            with self._lock:
+                self._during_list = None
+            raise
+        with self._lock:
+            during, self._during_list = self._during_list or {}, None
+            for key, value in during.items():
+                if value is None:
+                    listed.pop(key, None)
+                else:
+                    listed[key] = value
+            changed = {
+                key
+                for key in self._items.keys() | listed.keys()
+                if self._items.get(key) != listed.get(key)
+            }
+            self._items = listed
+            return changed
 
     def apply(self, event_type: str | None, obj: Mapping[str, Any]) -> tuple[T | None, T | None]:
         """Apply one watch event; returns (old, new) projections."""
@@ -35,6 +62,8 @@ class Store(Generic[T]):
             old = self._items.pop(key, None) if new is None else self._items.get(key)
             if new is not None:
                 self._items[key] = new
+            if self._during_list is not None:
+                self._during_list[key] = new
             return (old, new)
 
     def get(self, key: str) -> T | None:
