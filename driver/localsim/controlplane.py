@@ -23,10 +23,13 @@ import httpx
 import yaml
 from kubernetes import client as k8s
 
+from driver.localsim import chart
 from driver.localsim.binaries import Binaries, k8s_version
 from driver.localsim.certs import CertFiles, issue_certificate, write_certs
 from driver.localsim.children import Child
 from driver.localsim.k8srelease import DEFAULT, Release, release_of
+from driver.localsim.schedulerconfig import chart_profiles, configuration
+from driver.names import DEFAULT_DRIVER_NAME
 
 CONTROLLERS = (
     "resourceclaim-controller",
@@ -108,8 +111,10 @@ class ControlPlaneConfig:
     """Where the apiserver listens; real nodes reach it on their bridge's gateway."""
     real_nodes: bool = False
     """Real kubelets join: Node authorizer, ServiceAccount admission, pod controllers."""
-    scheduler_flags: tuple[str, ...] = ()
-    """Extra kube-scheduler flags, e.g. a benchmark's client QPS."""
+    scheduler_qps: int | None = None
+    """The scheduler's client QPS and burst; None keeps its defaults."""
+    scheduler_profiling: bool = False
+    """Serve /debug/pprof on the scheduler's secure port."""
     storage_only: bool = False
     """etcd and kube-apiserver alone: a publishing benchmark at 100 racks, where
     the scheduler's and the controller-manager's caches of every slice would
@@ -167,6 +172,10 @@ class ControlPlaneConfig:
 
     def component_kubeconfig(self, component: str) -> Path:
         return self.workdir / f"{component}.kubeconfig"
+
+    @property
+    def scheduler_config(self) -> Path:
+        return self.workdir / "kube-scheduler.yaml"
 
 
 def feature_gates_flag(gates: Mapping[str, bool]) -> str:
@@ -255,12 +264,16 @@ def controller_manager_args(config: ControlPlaneConfig, binary: Path) -> list[st
 
 
 def scheduler_args(config: ControlPlaneConfig, binary: Path) -> list[str]:
+    """The client side (kubeconfig, QPS, profiling) is in `scheduler_config`."""
+    kubeconfig = config.component_kubeconfig("scheduler")
     return [
         str(binary),
-        *_delegated_auth_args(config.component_kubeconfig("scheduler")),
+        f"--config={config.scheduler_config}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
         f"--secure-port={config.ports.scheduler}",
         feature_gates_flag(config.feature_gates),
-        *config.scheduler_flags,
     ]
 
 
@@ -299,7 +312,8 @@ class ControlPlane:
         on_progress: Callable[[str], None] | None = None,
         address: str = "127.0.0.1",
         real_nodes: bool = False,
-        scheduler_flags: tuple[str, ...] = (),
+        scheduler_qps: int | None = None,
+        scheduler_profiling: bool = False,
         storage_only: bool = False,
     ) -> Iterator["ControlPlane"]:
         """Start a control plane in `workdir`, yield it, stop it whatever happens;
@@ -312,7 +326,8 @@ class ControlPlane:
             gate_overrides=dict(feature_gates or {}),
             address=address,
             real_nodes=real_nodes,
-            scheduler_flags=scheduler_flags,
+            scheduler_qps=scheduler_qps,
+            scheduler_profiling=scheduler_profiling,
             storage_only=storage_only,
         )
         plane = cls(config, bins)
@@ -363,6 +378,7 @@ class ControlPlane:
                 "kube-controller-manager",
                 controller_manager_args(cfg, bins.kube_controller_manager),
             )
+            self._write_scheduler_config(bins)
             scheduler = self._spawn("kube-scheduler", scheduler_args(cfg, bins.kube_scheduler))
             for component, port in (
                 (manager, cfg.ports.controller_manager),
@@ -385,6 +401,17 @@ class ControlPlane:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _write_scheduler_config(self, bins: Binaries) -> None:
+        cfg = self.config
+        rendered = chart.render(chart.helm_binary(bins), DEFAULT_DRIVER_NAME)
+        document = configuration(
+            cfg.component_kubeconfig("scheduler"),
+            qps=cfg.scheduler_qps,
+            profiling=cfg.scheduler_profiling,
+            profiles=chart_profiles(yaml.safe_load_all(rendered)),
+        )
+        cfg.scheduler_config.write_text(yaml.safe_dump(document, sort_keys=False))
 
     def _write_credentials(self) -> None:
         cfg = self.config

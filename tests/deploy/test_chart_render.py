@@ -18,6 +18,7 @@ import yaml
 from driver.controller import flags as controller_flags
 from driver.httpendpoint import split_address
 from driver.jsontypes import JSON
+from driver.localsim.schedulerconfig import chart_profiles
 from driver.plugin import flags as node_flags
 from tests.deploy.chart import (
     CHART,
@@ -35,6 +36,7 @@ from tests.deploy.chart import (
 pytestmark = pytest.mark.integration
 
 CASES = cases()
+DEFAULTS = Case("defaults", None)
 IDS = [c.name for c in CASES]
 NAMESPACED = {
     "ServiceAccount",
@@ -382,3 +384,20 @@ def test_schema_refuses_bad_values_naming_the_field(setting: str, error: str) ->
     )
     assert result.returncode != 0
     assert error in result.stderr, result.stderr
+
+
+def test_the_scheduler_profile_scores_the_extended_resources_it_names() -> None:
+    """The local cluster's scheduler serves what the chart ships; the profile
+    names exactly the extended resources the chart's classes carry."""
+    default = chart_profiles(render(DEFAULTS))
+    assert [p["schedulerName"] for p in default] == ["trainium-dra-binpack"]
+    fit = next(c["args"] for c in default[0]["pluginConfig"] if c["name"] == "NodeResourcesFit")
+    assert fit["scoringStrategy"]["type"] == "MostAllocated"
+    named = {r["name"] for r in fit["scoringStrategy"]["resources"]}
+    classes = by_kind(render(DEFAULTS), "DeviceClass")
+    carried = {c["spec"].get("extendedResourceName") for c in classes}
+    assert named == carried - {None} == {"aws.amazon.com/neuroncore", "aws.amazon.com/neuron"}
+    only_cores = chart_profiles(render(DEFAULTS, "--set=extendedResources.chip="))
+    resources = only_cores[0]["pluginConfig"][0]["args"]["scoringStrategy"]["resources"]
+    assert [r["name"] for r in resources] == ["aws.amazon.com/neuroncore"]
+    assert chart_profiles(render(DEFAULTS, "--set=schedulerProfile.name=")) == []

@@ -1,6 +1,5 @@
 """Unit tests of the pure parts of the harness: versions and command lines."""
 
-import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -18,6 +17,7 @@ from driver.localsim.controlplane import (
     scheduler_args,
 )
 from driver.localsim.k8srelease import V1_36, V1_37, Release
+from driver.localsim.schedulerconfig import configuration
 
 HACK = Path(__file__).resolve().parents[2] / "hack"
 
@@ -113,8 +113,21 @@ def test_controller_manager_runs_the_dra_controllers_but_no_node_lifecycle(tmp_p
     assert not any("lifecycle" in c for c in controllers)
 
 
-def test_extra_scheduler_flags_reach_only_the_scheduler(tmp_path: Path) -> None:
-    cfg = dataclasses.replace(config(tmp_path), scheduler_flags=("--kube-api-qps=5000",))
-    assert scheduler_args(cfg, Path("s"))[-1] == "--kube-api-qps=5000"
-    assert "--kube-api-qps=5000" not in apiserver_args(cfg, Path("a"))
-    assert "--kube-api-qps=5000" not in scheduler_args(config(tmp_path), Path("s"))
+def test_the_scheduler_reads_its_client_settings_from_its_file(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    args = scheduler_args(cfg, Path("s"))
+    assert f"--config={cfg.scheduler_config}" in args
+    # With --config the scheduler ignores these flags: they must not look as if they worked.
+    ignored = ("--kubeconfig", "--kube-api-qps", "--profiling")
+    assert not any(a.split("=")[0] in ignored for a in args)
+    kubeconfig = cfg.component_kubeconfig("scheduler")
+    doc = configuration(kubeconfig, qps=5000, profiling=True, profiles=[])
+    assert doc["clientConnection"] == {
+        "kubeconfig": str(kubeconfig),
+        "qps": 5000,
+        "burst": 5000,
+    }
+    assert doc["enableProfiling"] is True
+    assert [p["schedulerName"] for p in doc["profiles"]] == ["default-scheduler"]
+    default = configuration(Path("k"), qps=None, profiling=False, profiles=[])
+    assert default["clientConnection"] == {"kubeconfig": "k"}

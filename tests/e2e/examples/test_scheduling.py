@@ -139,6 +139,28 @@ def test_extended_resource_requests_are_served_by_dra(cluster: Cluster) -> None:
         cluster.delete(*files)
 
 
+def test_the_binpack_profile_puts_core_requests_on_the_fullest_node(cluster: Cluster) -> None:
+    """The chart's profile, served by the local cluster's scheduler: four
+    4-core pods share one server where the default profile scores every
+    server alike."""
+    files = ("binpack/binpack.yaml",)
+    namespace = "example-binpack"
+    busy = {
+        p.spec.node_name
+        for p in client.CoreV1Api(cluster.api).list_pod_for_all_namespaces().items
+        if p.spec.node_name and p.status.phase in ("Pending", "Running")
+    }
+    cluster.apply(*files)
+    try:
+        nodes = {
+            cluster.running(namespace, n)["spec"]["nodeName"]
+            for n in ("first", "second", "third", "fourth")
+        }
+        assert len(nodes) == 1, (nodes, busy)
+    finally:
+        cluster.delete(*files)
+
+
 def test_quota_refuses_the_fifth_core(cluster: Cluster) -> None:
     files = ("core-quota/1-quota.yaml", "core-quota/2-four-cores.yaml")
     namespace = "example-core-quota"
