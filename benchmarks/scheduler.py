@@ -6,8 +6,9 @@ single-core devices, no counters), the same devices in per-node pools (the
 AWS Neuron driver's shape) and upstream scheduler_perf's DRA shape as a
 calibration. The slices are published by this script from the controller's
 own builder, so nothing but the scheduler works on the claims. Then: device
-orders of the partitioned layout, and how much of a rack random 1/2/4/8-core
-mixes get.
+orders of the partitioned layout, how much of a rack random 1/2/4/8-core
+mixes of claims get, and the same mixes asked for as extended resources under
+upstream's default profile and the chart's bin-packing profile.
 
 Usage: python -m benchmarks.scheduler [--claims 1152] [--pack-runs 3]
 """
@@ -58,7 +59,7 @@ from tests.waiting import wait_for
 
 COMMAND = "make bench-scheduler"
 RESULTS = RESULTS_DIR / "scheduler.json"
-STEPS = ("layouts", "orders", "packing", "racks", "calibration")
+STEPS = ("layouts", "orders", "packing", "binpack", "racks", "calibration")
 NS = "bench"
 SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
 CREATORS = 4
@@ -75,6 +76,10 @@ UPSTREAM_THRESHOLDS = {
 """(threshold, "typically above") SchedulingThroughput in pods/s, from the
 comments of UPSTREAM_CONFIG (figures from perf-dash.k8s.io)."""
 ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
+CORE_RESOURCE = "aws.amazon.com/neuroncore"
+"""The chart's extended resource name for one NeuronCore."""
+SCHEDULERS = {"default profile": "default-scheduler", "bin-packing profile": "trainium-dra-binpack"}
+"""The profiles the binpack step compares: upstream's and the chart's."""
 PACKING_GOAL = 0.995
 """Share of a rack's cores a random mix must get in every run."""
 UPSTREAM_CLIENT_QPS = 5000
@@ -93,6 +98,18 @@ def rack_workload(sizes: Sequence[int], rack: str | None = RACK) -> Workload:
     def item(i: int) -> tuple[JSON | None, JSON]:
         name = f"c{i:05d}"
         return load_claim(SIZES[sizes[i]], name, NS, rack), pod(name, NS, [name])
+
+    return item
+
+
+def extended_workload(sizes: Sequence[int], scheduler: str) -> Workload:
+    """Pods asking for `sizes[i]` cores as the extended resource, no claim of their own."""
+
+    def item(i: int) -> tuple[JSON | None, JSON]:
+        spec = pod(f"c{i:05d}", NS, [])
+        spec["spec"]["schedulerName"] = scheduler
+        spec["spec"]["containers"][0]["resources"] = {"limits": {CORE_RESOURCE: str(sizes[i])}}
+        return None, spec
 
     return item
 
@@ -444,6 +461,31 @@ def packing_run(
         clear(api)
 
 
+def binpack_run(
+    cp: ControlPlane,
+    api: client.ApiClient,
+    slices: Sequence[JSON],
+    sizes: Sequence[int],
+    scheduler: str,
+) -> dict[str, Any]:
+    """A mix asked for as extended resources, placed by `scheduler`."""
+    publish(api, slices)
+    try:
+        result = run_pods(cp, api, len(sizes), extended_workload(sizes, scheduler), 3600)
+        pods = client.CoreV1Api(api).list_namespaced_pod(NS).items
+        cores = sum(sizes[int(p.metadata.name[1:])] for p in pods if p.spec.node_name)
+        return {
+            "pods": len(sizes),
+            "cores_requested": sum(sizes),
+            "allocated_cores": cores,
+            "ratio": round(cores / sum(sizes), 4),
+            "seconds": result["seconds"],
+            "scheduler_cpu_ms_per_pod": result["scheduler_cpu_ms_per_pod"],
+        }
+    finally:
+        clear(api)
+
+
 def random_mix(rng: random.Random, total: int) -> list[int]:
     """Claims of 1/2/4/8 cores, uniformly drawn, adding up to exactly `total` cores."""
     sizes: list[int] = []
@@ -527,17 +569,16 @@ def main(argv: list[str] | None = None) -> int:
         "calibration_devices_per_node": CALIBRATION_DEVICES_PER_NODE,
         "packing_goal": PACKING_GOAL,
     }
-    limits = (
-        f"--kube-api-qps={args.scheduler_qps}",
-        f"--kube-api-burst={args.scheduler_qps}",
-        *(("--profiling=true",) if args.profile_seconds else ()),
-    )
     profiles = (work / "profiles", args.profile_seconds) if args.profile_seconds else None
     if profiles:
         go_tool()
         profiles[0].mkdir(parents=True)
     with (
-        ControlPlane.running(work / "cp", scheduler_flags=limits) as cp,
+        ControlPlane.running(
+            work / "cp",
+            scheduler_qps=args.scheduler_qps,
+            scheduler_profiling=bool(args.profile_seconds),
+        ) as cp,
         cp.api_client() as api,
     ):
         install(cp)
@@ -564,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
                     "devices": runs[0]["devices"],
                     "runs": runs,
                 }
-            save(results, merge, conditions)
+            save(results, merge, conditions, "layouts")
         if "orders" in steps:
             results["orders"] = {}
             for order in orders:
@@ -574,14 +615,24 @@ def main(argv: list[str] | None = None) -> int:
                     results["orders"][order]["single_core"] = on_layout(
                         cp, api, slices, args.claims, singles
                     )
-                save(results, merge, conditions)
+                save(results, merge, conditions, "orders")
         if "packing" in steps:
             results["packing"] = []
             for seed in range(args.seed, args.seed + args.pack_runs):
                 sizes = random_mix(random.Random(seed), args.pack_cores)
                 run = packing_run(cp, api, partitioned_slices(nodes), sizes)
                 results["packing"].append({"seed": seed, **run})
-                save(results, merge, conditions)
+                save(results, merge, conditions, "packing")
+        if "binpack" in steps:
+            results["binpack"] = []
+            for seed in range(args.seed, args.seed + args.pack_runs):
+                sizes = random_mix(random.Random(seed), args.pack_cores)
+                # Alternate which profile goes first, so neither always runs on a warmer cache.
+                order = list(SCHEDULERS.items())[:: 1 if seed % 2 else -1]
+                for label, scheduler in order:
+                    run = binpack_run(cp, api, partitioned_slices(nodes), sizes, scheduler)
+                    results["binpack"].append({"seed": seed, "profile": label, **run})
+                    save(results, merge, conditions, "binpack")
         if "racks" in steps:
             results["racks"] = {}
             fleet_layouts = [x for x in args.fleet_layouts.split(",") if x]
@@ -600,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
                     racks=racks,
                     profiles=profiles,
                 )
-                save(results, merge, conditions)
+                save(results, merge, conditions, "racks")
             for node in sorted(set(fleet_nodes(max_racks(args.racks))) - set(nodes)):
                 cp.delete_node(node)
         if "calibration" in steps:
@@ -619,13 +670,15 @@ def main(argv: list[str] | None = None) -> int:
                 template_workload,
             )
             layouts["calibration"]["nodes"] = len(calibration)
-            save(results, merge, conditions)
+            save(results, merge, conditions, "calibration")
     return 0
 
 
-def save(results: dict[str, Any], merge: bool, conditions: Conditions) -> None:
+def save(results: dict[str, Any], merge: bool, conditions: Conditions, step: str) -> None:
     """Write what is measured so far, so a late failure keeps the early figures;
-    with `merge`, over the last run's figures (one level deep)."""
+    with `merge`, over the last run's figures (one level deep). The machine's
+    load is kept per step: a merged file holds steps of different runs."""
+    results.setdefault("loads", {})[step] = conditions.end()
     if merge and RESULTS.exists():
         last: dict[str, Any] = json.loads(RESULTS.read_text())["results"]
         for key, value in results.items():

@@ -151,6 +151,13 @@ def per_node_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
 KEEPING_APART: Final = ("consumesCounters", "bindingConditions", "bindingFailureConditions")
 
 
+def advertised_rack_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
+    """The `node` pool layout with a window of one advertised rack: only the
+    fleet's first rack publishes its rack device, as the controller does when
+    every rack is free."""
+    return [s for s in node_pool_slices(nodes, name) if name == RACK or "nodeName" in s["spec"]]
+
+
 def same_device_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     """The node pool layout's server devices in the per-node shape, without
     what keeps them apart (counters, binding conditions) and without the rack
@@ -168,6 +175,7 @@ def same_device_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON
 FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
     "rack pools": lambda nodes, name: build_slices(_rack_input(nodes, "partitioned", "rack", name)),
     "node pools": node_pool_slices,
+    "node pools (one rack advertised)": advertised_rack_slices,
     "node pools (1-core)": lambda nodes, name: build_slices(
         _rack_input(nodes, "partitioned", "node", name, (1,))
     ),

@@ -188,7 +188,9 @@ def racks_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
         "",
         "Unpinned single-core claims (one pod each) on 1, 10 or 100 Trn3 Gen2 racks, the",
         "layouts taking turns round by round: ours in both pool layouts, the node pool",
-        "layout with single-core partitions only, and two per-node anchors (one pool and",
+        "layout with single-core partitions only or with a window of one advertised rack",
+        "(only the first rack publishes its rack device, as the controller does with",
+        "`--advertised-racks 1` while every rack is free), and two per-node anchors (one pool and",
         "one `spec.nodeName` slice per node, no counters): the node pools' devices, and",
         "the same cores as single-core devices. `vs` divides each round's scheduler CPU",
         "per pod by the anchor's in the same round (median and range of the rounds).",
@@ -289,6 +291,42 @@ def profile_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]
     return lines
 
 
+def binpack_part(runs: list[dict[str, Any]], goal: float) -> list[str]:
+    lines = [
+        "",
+        "The same random mixes asked for as `aws.amazon.com/neuroncore: N` (extended",
+        "resources, served through DRA as N single cores of one node), placed by",
+        "upstream's default profile and by the chart's bin-packing profile",
+        "(`NodeResourcesFit`, `MostAllocated` on the extended resources), one after",
+        "the other for each seed:",
+        "",
+        row("seed", "profile", "pods", "cores allocated", "share", "scheduler CPU ms/pod"),
+        row(*["---"] * 6),
+        *(
+            row(
+                r["seed"],
+                r["profile"],
+                r["pods"],
+                f"{r['allocated_cores']}/{r['cores_requested']}",
+                r["ratio"],
+                r["scheduler_cpu_ms_per_pod"],
+            )
+            for r in runs
+        ),
+        "",
+    ]
+    for profile in dict.fromkeys(r["profile"] for r in runs):
+        mine = [r for r in runs if r["profile"] == profile]
+        below = sum(1 for r in mine if r["ratio"] < goal)
+        worst = (
+            f"; worst share **{min(r['ratio'] for r in mine)}**"
+            if len(mine) >= WORST_SHARE_MIN_RUNS
+            else f" ({len(mine)} runs: too few for a worst share)"
+        )
+        lines.append(f"- {profile}: {below} of {len(mine)} runs below {goal}{worst}.")
+    return lines
+
+
 def render(payload: dict[str, Any]) -> str:
     """The section's body for the results of `benchmarks.scheduler`."""
     r = payload["results"]
@@ -298,7 +336,20 @@ def render(payload: dict[str, Any]) -> str:
         lines += orders_part(r["orders"], layouts)
     if r.get("packing"):
         lines += packing_part(r["packing"], r["packing_goal"])
+    if r.get("binpack"):
+        lines += binpack_part(r["binpack"], r["packing_goal"])
     if r.get("racks"):
         lines += racks_part(r["racks"])
+    if r.get("loads"):
+        lines += [
+            "",
+            "1-minute load average before and after each step (steps may come from",
+            "different runs): "
+            + ", ".join(
+                f"{step} {c['load_1min_before']} and {c['load_1min_after']}"
+                for step, c in sorted(r["loads"].items())
+            )
+            + ".",
+        ]
     lines.append(single_runs([len(runs(x)) for x in layouts.values()]))
     return "\n".join(lines).rstrip("\n") + "\n"
