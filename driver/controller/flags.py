@@ -23,6 +23,7 @@ class Flags:
     http_address: str
     log_level: str
     rack_settle_seconds: float = DEFAULT_SETTLE_SECONDS
+    advertised_racks: int = 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,6 +71,14 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_SETTLE_SECONDS,
         help="node pool layout: how long the rack-claimed taints stand before a rack device binds",
     )
+    p.add_argument(
+        "--advertised-racks",
+        type=int,
+        default=0,
+        help="node pool layout: publish the rack device of at most this many free racks "
+        "(first by name; 0: every free rack); each costs the scheduler a node-selector "
+        "match per node and pod",
+    )
     return p
 
 
@@ -84,6 +93,8 @@ def parse(argv: list[str]) -> Flags:
         p.error("--resync-seconds: must be positive")
     if not 0 <= a.rack_settle_seconds <= 60:
         p.error("--rack-settle-seconds: must be from 0 to 60")
+    if a.advertised_racks < 0:
+        p.error("--advertised-racks: must be 0 (every free rack) or more")
     return Flags(
         kubeconfig=a.kubeconfig,
         driver_name=a.driver_name,
@@ -96,4 +107,5 @@ def parse(argv: list[str]) -> Flags:
         http_address=a.http_address,
         log_level=a.log_level,
         rack_settle_seconds=a.rack_settle_seconds,
+        advertised_racks=a.advertised_racks,
     )

@@ -43,10 +43,12 @@ def inputs_key(
     binding_conditions: bool,
     *,
     occupied: Occupancy = NO_OCCUPANCY,
+    advertised: bool = True,
 ) -> str:
     """A digest of everything the rack's slices are built from: the UltraServer
     (uid, generation, spec), its node mapping, the health of its nodes and, in
-    the `node` pool layout, what the claims hold of it (the guard's taints).
+    the `node` pool layout, what the claims hold of it (the guard's taints)
+    and whether its rack device is advertised.
     Equal digests give equal slices, so a resync compares digests instead of
     rebuilding 2 MB of slices."""
     meta = rack.get("metadata") or {}
@@ -66,6 +68,7 @@ def inputs_key(
         driver,
         binding_conditions,
         astuple(occupied),
+        advertised,
     ]
     encoded = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()
@@ -80,10 +83,12 @@ def desired_rack(
     binding_conditions: bool = True,
     mapping: NodeMapping | None = None,
     occupied: Occupancy = NO_OCCUPANCY,
+    advertised: bool = True,
 ) -> DesiredRack:
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
     `mapping`: the node mapping when the caller already resolved it. `occupied`:
-    what the claims hold of the rack, for the guard's taints (`node` pools only)."""
+    what the claims hold of the rack, for the guard's taints, and `advertised`:
+    whether its rack device is published (`node` pools only)."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
     devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.layout)
     health = device_health(devices, mapping.nodes, reports)
@@ -104,6 +109,7 @@ def desired_rack(
             binding_conditions=spec.fabric.binding_conditions and binding_conditions,
             layout=spec.layout,
             binding_served=binding_conditions,
+            rack_advertised=advertised,
         )
     )
     return DesiredRack(mapping, devices, health, slices)

@@ -10,7 +10,7 @@ nothing and lists nothing: it only recomputes the status."""
 import datetime
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,7 +35,13 @@ from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.writeplan import Plan, plan_writes
 from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import map_nodes
-from driver.devicemodel.rackguard import Allocation, Occupancy, RackHold, occupancy
+from driver.devicemodel.rackguard import (
+    Allocation,
+    Occupancy,
+    RackHold,
+    advertised_racks,
+    occupancies,
+)
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
 from driver.names import rack_label
@@ -113,8 +119,13 @@ class Reconciler:
         *,
         clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
         on_guard: Callable[[str], None] = lambda _: None,
+        advertised_racks: int = 0,
+        on_advertised: Callable[[Collection[str]], None] = lambda _: None,
     ) -> None:
-        """`on_guard(rack)`: the rack's guard (`holds`) changed; its rack claims need a look."""
+        """`on_guard(rack)`: the rack's guard (`holds`) changed; its rack claims need a look.
+        `advertised_racks`: the window of free racks whose rack device is published
+        (`node` pools; 0: every free rack); `on_advertised(racks)`: racks that
+        entered or left it, to reconcile."""
         self.kube = kube
         self.stores = stores
         self.driver = driver
@@ -132,6 +143,11 @@ class Reconciler:
         # rack -> its rack device's guard as published (`node` pool layout only)
         self.holds: dict[str, RackHold] = {}
         self.on_guard = on_guard
+        self.window = advertised_racks
+        self.on_advertised = on_advertised
+        self.advertised: frozenset[str] = frozenset()
+        self.whole: set[str] = set()  # node-pool racks last seen with every node
+        self._advertised_lock = threading.Lock()
 
     def reconcile(self, name: str) -> Outcome:
         """Read the rack, compute its slices and status, write only differences."""
@@ -151,13 +167,19 @@ class Reconciler:
         nodes, reports = self.stores.nodes.items(), self.stores.health.items()
         allocated = allocated_devices(self.stores.claims.items(), self.driver, name)
         mapping = map_nodes(spec, nodes)
-        occupied = (
-            occupancy(self.stores.claims.items().values(), self.driver, name)
+        occupied, advertised = (
+            self._occupancy(name, mapping.rack_nodes is not None and not mapping.missing)
             if spec.layout.pools == "node"
-            else NO_OCCUPANCY
+            else (NO_OCCUPANCY, True)
         )
         key = inputs_key(
-            obj, mapping, reports, self.driver, self.binding_conditions_served, occupied=occupied
+            obj,
+            mapping,
+            reports,
+            self.driver,
+            self.binding_conditions_served,
+            occupied=occupied,
+            advertised=advertised,
         )
         memo = self.memos.get(name)
         if memo is not None and memo.key == key and memo.versions == self.index.versions(name):
@@ -181,6 +203,7 @@ class Reconciler:
             binding_conditions=self.binding_conditions_served,
             mapping=mapping,
             occupied=occupied,
+            advertised=advertised,
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, plan, want.slices, existing)
@@ -199,6 +222,30 @@ class Reconciler:
                 published.pool_generation,
             )
         return Outcome(name, len(plan.writes), published.pool_generation)
+
+    def _occupancy(self, name: str, whole: bool) -> tuple[Occupancy, bool]:
+        """What the claims hold of rack `name` and whether its rack device is
+        advertised; `whole`: every server of the rack has its node, so the rack
+        device can be published at all. Racks that entered or left the window
+        go to `on_advertised`."""
+        racks = {
+            rack
+            for rack, obj in self.stores.racks.items().items()
+            if (obj.get("spec") or {}).get("pools") == "node"
+        }
+        occupied = occupancies(self.stores.claims.items().values(), self.driver, racks | {name})
+        with self._advertised_lock:
+            if whole:
+                self.whole.add(name)
+            else:
+                self.whole.discard(name)
+            self.whole &= racks | {name}
+            window = advertised_racks({r: occupied[r] for r in self.whole}, self.window)
+            moved = (window ^ self.advertised) - {name}
+            self.advertised = window
+        if moved:
+            self.on_advertised(moved)
+        return occupied[name], name in window
 
     def _hold(self, name: str, occupied: Occupancy) -> None:
         """Record the guard as now published: since when the rack-claimed taints stand."""

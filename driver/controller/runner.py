@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -63,6 +64,8 @@ class Controller:
             self.metrics,
             self.slice_index,
             on_guard=self._guard_moved,
+            advertised_racks=flags.advertised_racks,
+            on_advertised=self._advertised_moved,
         )
         self.slice_watch = SliceWatch(
             self.kube,
@@ -295,6 +298,10 @@ class Controller:
     def _rack_claimed(self, rack: str) -> bool:
         hold = self.reconciler.holds.get(rack)
         return hold is not None and hold.claimed_since is not None
+
+    def _advertised_moved(self, racks: Collection[str]) -> None:
+        for rack in racks:
+            self.queue.add(rack)
 
     def _guard_moved(self, rack: str) -> None:
         """The rack's guard changed: its rack claims' conditions may follow."""

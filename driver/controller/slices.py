@@ -59,6 +59,7 @@ class RackInput:
     binding_conditions: bool  # server and ultraserver devices wait for their fabric
     layout: LayoutOptions = DEFAULT_OPTIONS  # partitioned mode only
     binding_served: bool = True  # the apiserver keeps binding conditions
+    rack_advertised: bool = True  # `node` pools: the rack device is published
 
 
 def planned_devices(
@@ -156,10 +157,11 @@ def _server_device_slices(
 
 def _rack_device_slice(inp: RackInput, layout: Layout) -> list[NamedSlice]:
     """The rack device, once every server has a node; in the `node` pool
-    layout only where binding conditions are kept, as its guard needs them."""
+    layout only where binding conditions are kept, as its guard needs them,
+    and only while the rack is advertised (docs/device-model.md)."""
     if len(inp.nodes) != inp.rack.servers or inp.rack_nodes is None:
         return []
-    if inp.layout.pools == "node" and not inp.binding_served:
+    if inp.layout.pools == "node" and not (inp.binding_served and inp.rack_advertised):
         return []
     spec = {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, [layout.devices[-1]])}
     return [("ultraserver", spec, inp.name)]

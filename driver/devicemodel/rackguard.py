@@ -6,7 +6,11 @@ the scheduler does not see that it overlaps every server's devices. The
 controller keeps them apart with two taints and one binding condition:
 
 - while some claim holds a device of one of the rack's servers, the rack
-  device carries the `rack-in-use` taint, so the scheduler does not pick it;
+  device is not published, so the scheduler cannot pick it (if a claim holds
+  the rack device as well, it stays, with the `rack-in-use` taint);
+- of the racks nothing is allocated from, at most a window of them publish
+  their rack device (`advertised_racks`): every rack-wide slice costs the
+  scheduler a node-selector match on every node for every pod;
 - while some claim holds the rack device, every server device carries the
   `rack-claimed` taint, so the scheduler picks none of them;
 - the rack device binds only once `RackExclusive` is True: the `rack-claimed`
@@ -20,7 +24,7 @@ conditions out.
 """
 
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -56,16 +60,37 @@ class Occupancy:
 
 def occupancy(allocations: Iterable[frozenset[Allocation]], driver: str, rack: str) -> Occupancy:
     """What the claims (each a set of allocated devices) hold of `rack`."""
-    claimed = in_use = False
+    return occupancies(allocations, driver, [rack])[rack]
+
+
+def occupancies(
+    allocations: Iterable[frozenset[Allocation]], driver: str, racks: Iterable[str]
+) -> dict[str, Occupancy]:
+    """What the claims hold of each of `racks`, in one pass over the claims."""
+    claimed: set[str] = set()
+    in_use: set[str] = set()
+    wanted = set(racks)
     for held in allocations:
         for drv, pool, device in held:
-            if drv != driver or rack_of_pool(pool) != rack:
+            rack = rack_of_pool(pool)
+            if drv != driver or rack not in wanted:
                 continue
             if pool == rack and device == ULTRASERVER_DEVICE:
-                claimed = True
+                claimed.add(rack)
             elif pool != rack:
-                in_use = True
-    return Occupancy(claimed, in_use)
+                in_use.add(rack)
+    return {r: Occupancy(r in claimed, r in in_use) for r in wanted}
+
+
+def advertised_racks(occupied: Mapping[str, Occupancy], window: int) -> frozenset[str]:
+    """The racks whose rack device is published: each rack whose device a claim
+    holds, and the first `window` racks (by name) of which no claim holds
+    anything, all of them for `window` 0. A rack with a server device in use
+    cannot be claimed whole, so its rack device is not published at all; the
+    window bounds how many rack-wide slices every node's scheduling sees."""
+    held = {r for r, o in occupied.items() if o.rack_claimed}
+    free = sorted(r for r, o in occupied.items() if not o.rack_claimed and not o.servers_in_use)
+    return frozenset(held.union(free[:window] if window else free))
 
 
 def occupancy_taints(

@@ -147,8 +147,11 @@ def clear(api: client.ApiClient) -> None:
         0.2,
     )
     wait_for(
-        "guard taints gone",
-        lambda: not any(guard_taints(api, rack_name(i)) for i in range(RACKS)),
+        "guard taints gone and every rack device published again",
+        lambda: all(
+            not guard_taints(api, rack_name(i)) and published(api, rack_name(i), SLICES_PER_RACK)
+            for i in range(RACKS)
+        ),
         120,
         0.2,
     )

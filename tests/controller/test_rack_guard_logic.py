@@ -4,6 +4,7 @@ claims hold, the taints that follow, and when a rack claim may bind."""
 import datetime
 
 from driver.controller.claimstatus import desired_devices
+from driver.controller.rackstate import desired_rack
 from driver.devicemodel.fabric import fabric_ips, hardware_address
 from driver.devicemodel.layout import LayoutOptions, build_layout
 from driver.devicemodel.rackguard import (
@@ -11,7 +12,9 @@ from driver.devicemodel.rackguard import (
     RACK_IN_USE,
     Occupancy,
     RackHold,
+    advertised_racks,
     guard_conditions,
+    occupancies,
     occupancy,
     occupancy_taints,
     rack_claimed_key,
@@ -41,6 +44,56 @@ def test_occupancy_tells_the_rack_device_from_the_servers() -> None:
     assert occupancy([frozenset({rack}), frozenset({core})], DRIVER, "rack-a") == Occupancy(
         True, True
     )
+
+
+def test_occupancies_of_many_racks_in_one_pass() -> None:
+    claims = [
+        frozenset({(DRIVER, "rack-a", "ultraserver")}),
+        frozenset({(DRIVER, "rack-b/server01", "server01"), ("x.dev", "rack-c", "ultraserver")}),
+    ]
+    assert occupancies(claims, DRIVER, ["rack-a", "rack-b", "rack-c"]) == {
+        "rack-a": Occupancy(True, False),
+        "rack-b": Occupancy(False, True),
+        "rack-c": Occupancy(False, False),
+    }
+
+
+def test_the_window_advertises_free_racks_by_name_and_every_held_one() -> None:
+    free, used, held = Occupancy(False, False), Occupancy(False, True), Occupancy(True, False)
+    racks = {
+        "r5": free,
+        "r1": used,
+        "r2": free,
+        "r3": held,
+        "r4": free,
+        "r0": Occupancy(True, True),
+    }
+    # A rack with something in use is never advertised unless its device is held.
+    assert advertised_racks(racks, 0) == {"r0", "r2", "r3", "r4", "r5"}
+    assert advertised_racks(racks, 1) == {"r0", "r2", "r3"}
+    assert advertised_racks(racks, 2) == {"r0", "r2", "r3", "r4"}
+    # r2 taken by a core claim: the window moves on to the next free rack.
+    assert advertised_racks({**racks, "r2": used}, 1) == {"r0", "r3", "r4"}
+    assert advertised_racks({}, 1) == frozenset()
+
+
+def test_a_rack_out_of_the_window_publishes_no_rack_device() -> None:
+    nodes = [f"n{i}" for i in range(4)]
+    spec = parse_spec(
+        {
+            "metadata": {"name": "rack-a", "uid": "u"},
+            "spec": {"generation": "trn3-gen1", "pools": "node", "nodes": {"names": nodes}},
+        }
+    )
+    labels = {n: {"kubernetes.io/hostname": n} for n in nodes}
+
+    def device_names(advertised: bool) -> set[str]:
+        want = desired_rack(spec, labels, {}, DRIVER, advertised=advertised)
+        return {d["name"] for s in want.slices for d in s["spec"].get("devices", [])}
+
+    shown, hidden = device_names(True), device_names(False)
+    assert shown - hidden == {"ultraserver"}
+    assert len(hidden) == len(shown) - 1
 
 
 def test_taints_follow_occupancy() -> None:
