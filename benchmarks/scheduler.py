@@ -314,17 +314,6 @@ def run_pods(
     }
 
 
-def allocated_cores(api: client.ApiClient, sizes: Sequence[int]) -> int:
-    claims = custom(api).list_namespaced_custom_object(
-        "resource.k8s.io", "v1", NS, "resourceclaims"
-    )["items"]
-    return sum(
-        sizes[int(c["metadata"]["name"][1:])]
-        for c in claims
-        if (c.get("status") or {}).get("allocation")
-    )
-
-
 def clear(shared: client.ApiClient) -> None:
     """Delete the pods, claims and slices of the last run and wait until they are gone.
 
@@ -443,22 +432,35 @@ def fleet_runs(
     return interleaved({layout: partial(run, layout) for layout in layouts}, repeats)
 
 
-def packing_run(
-    cp: ControlPlane, api: client.ApiClient, slices: Sequence[JSON], sizes: Sequence[int]
+def mix_run(
+    cp: ControlPlane,
+    api: client.ApiClient,
+    slices: Sequence[JSON],
+    sizes: Sequence[int],
+    workload: Workload,
 ) -> dict[str, Any]:
+    """One pod per size of `sizes`, all created at once; the cores their bound pods got."""
     publish(api, slices)
     try:
-        result = run_pods(cp, api, len(sizes), rack_workload(sizes), 3600)
-        cores = allocated_cores(api, sizes)
+        result = run_pods(cp, api, len(sizes), workload, 3600)
+        pods = client.CoreV1Api(api).list_namespaced_pod(NS).items
+        cores = sum(sizes[int(p.metadata.name[1:])] for p in pods if p.spec.node_name)
         return {
-            "claims": len(sizes),
             "cores_requested": sum(sizes),
             "allocated_cores": cores,
             "ratio": round(cores / sum(sizes), 4),
             "seconds": result["seconds"],
+            "scheduler_cpu_ms_per_pod": result["scheduler_cpu_ms_per_pod"],
         }
     finally:
         clear(api)
+
+
+def packing_run(
+    cp: ControlPlane, api: client.ApiClient, slices: Sequence[JSON], sizes: Sequence[int]
+) -> dict[str, Any]:
+    """A mix of claims."""
+    return {"claims": len(sizes), **mix_run(cp, api, slices, sizes, rack_workload(sizes))}
 
 
 def binpack_run(
@@ -469,21 +471,8 @@ def binpack_run(
     scheduler: str,
 ) -> dict[str, Any]:
     """A mix asked for as extended resources, placed by `scheduler`."""
-    publish(api, slices)
-    try:
-        result = run_pods(cp, api, len(sizes), extended_workload(sizes, scheduler), 3600)
-        pods = client.CoreV1Api(api).list_namespaced_pod(NS).items
-        cores = sum(sizes[int(p.metadata.name[1:])] for p in pods if p.spec.node_name)
-        return {
-            "pods": len(sizes),
-            "cores_requested": sum(sizes),
-            "allocated_cores": cores,
-            "ratio": round(cores / sum(sizes), 4),
-            "seconds": result["seconds"],
-            "scheduler_cpu_ms_per_pod": result["scheduler_cpu_ms_per_pod"],
-        }
-    finally:
-        clear(api)
+    workload = extended_workload(sizes, scheduler)
+    return {"pods": len(sizes), **mix_run(cp, api, slices, sizes, workload)}
 
 
 def random_mix(rng: random.Random, total: int) -> list[int]:

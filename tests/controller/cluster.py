@@ -21,6 +21,7 @@ from driver.localsim import chart
 from driver.localsim.binaries import Binaries
 from driver.localsim.controlplane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainium-dra"
@@ -234,3 +235,45 @@ def unschedulable(api: client.ApiClient, namespace: str, name: str) -> str | Non
         if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
             return str(c.message)
     return None
+
+
+@contextmanager
+def node_pool_racks(
+    cp: ControlPlane,
+    log: Path,
+    lease: str,
+    namespace: str,
+    racks: Mapping[str, list[str]],
+    *args: str,
+) -> Iterator[client.ApiClient]:
+    """Trn3 Gen1 racks in the `node` pool layout (fabric up at once) on nodes
+    of their own, the controller run with `args` under Lease `lease`, and
+    `namespace` for the test's claims; all of it removed on exit."""
+    install(cp)
+    nodes = [n for members in racks.values() for n in members]
+    for node in nodes:
+        cp.create_node(node)
+    with cp.api_client() as api, controller(cp, log, "--lease-name", lease, *args):
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": namespace}})
+        objects = custom(api)
+        for rack, members in racks.items():
+            spec = ultraserver(rack, "trn3-gen1", members, pools="node")
+            spec["spec"]["fabric"] = {"setupSeconds": 0}
+            objects.create_cluster_custom_object(
+                "trainium.sim.dev", "v1alpha1", "ultraservers", spec
+            )
+        try:
+            yield api
+        finally:
+            core.delete_namespace(namespace)
+            for rack in racks:
+                objects.delete_cluster_custom_object(
+                    "trainium.sim.dev", "v1alpha1", "ultraservers", rack
+                )
+            wait_for("slices removed", lambda: not any(rack_slices(api, r) for r in racks), 60)
+            for node in nodes:
+                cp.delete_node(node)
+            objects.delete_namespaced_custom_object(
+                "coordination.k8s.io", "v1", "default", "leases", lease
+            )

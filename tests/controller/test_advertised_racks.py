@@ -11,14 +11,12 @@ from kubernetes import client
 
 from driver.localsim.controlplane import ControlPlane
 from tests.controller.cluster import (
-    controller,
     custom,
-    install,
     load_claim,
+    node_pool_racks,
     pod,
     published,
     rack_slices,
-    ultraserver,
 )
 from tests.waiting import wait_for
 
@@ -37,36 +35,12 @@ def nodes_of(rack: str) -> list[str]:
 def api(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[client.ApiClient]:
-    install(control_plane)
-    nodes = [n for rack in RACKS for n in nodes_of(rack)]
-    for node in nodes:
-        control_plane.create_node(node)
     log = tmp_path_factory.mktemp("ctl-window") / "controller.log"
-    with (
-        control_plane.api_client() as api,
-        controller(control_plane, log, "--lease-name", "ctl-window", "--advertised-racks", "1"),
-    ):
-        core = client.CoreV1Api(api)
-        core.create_namespace({"metadata": {"name": NS}})
-        racks = custom(api)
-        for rack in RACKS:
-            spec = ultraserver(rack, "trn3-gen1", nodes_of(rack), pools="node")
-            spec["spec"]["fabric"] = {"setupSeconds": 0}
-            racks.create_cluster_custom_object("trainium.sim.dev", "v1alpha1", "ultraservers", spec)
-        try:
-            yield api
-        finally:
-            core.delete_namespace(NS)
-            for rack in RACKS:
-                racks.delete_cluster_custom_object(
-                    "trainium.sim.dev", "v1alpha1", "ultraservers", rack
-                )
-            wait_for("slices removed", lambda: not any(rack_slices(api, r) for r in RACKS), 60)
-            for node in nodes:
-                control_plane.delete_node(node)
-            racks.delete_namespaced_custom_object(
-                "coordination.k8s.io", "v1", "default", "leases", "ctl-window"
-            )
+    racks = {rack: nodes_of(rack) for rack in RACKS}
+    with node_pool_racks(
+        control_plane, log, "ctl-window", NS, racks, "--advertised-racks", "1"
+    ) as api:
+        yield api
 
 
 def advertised(api: client.ApiClient) -> set[str]:

@@ -29,14 +29,12 @@ from driver.devicemodel.rackguard import (
 from driver.localsim.controlplane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 from tests.controller.cluster import (
-    controller,
     custom,
-    install,
     load_claim,
+    node_pool_racks,
     pod,
     published,
     rack_slices,
-    ultraserver,
 )
 from tests.waiting import wait_for
 
@@ -64,45 +62,15 @@ def nodes_of(i: int) -> list[str]:
 def api(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[client.ApiClient]:
-    install(control_plane)
-    nodes = [n for i in range(RACKS) for n in nodes_of(i)]
-    for node in nodes:
-        control_plane.create_node(node)
     log = tmp_path_factory.mktemp("ctl-guard") / "controller.log"
-    with (
-        control_plane.api_client() as api,
-        controller(control_plane, log, "--lease-name", "ctl-guard"),
-    ):
-        core = client.CoreV1Api(api)
-        core.create_namespace({"metadata": {"name": NS}})
-        racks = custom(api)
-        for i in range(RACKS):
-            spec = ultraserver(rack_name(i), "trn3-gen1", nodes_of(i), pools="node")
-            spec["spec"]["fabric"] = {"setupSeconds": 0}
-            racks.create_cluster_custom_object("trainium.sim.dev", "v1alpha1", "ultraservers", spec)
+    racks = {rack_name(i): nodes_of(i) for i in range(RACKS)}
+    with node_pool_racks(control_plane, log, "ctl-guard", NS, racks) as api:
         wait_for(
             "racks published",
-            lambda: all(published(api, rack_name(i), SLICES_PER_RACK) for i in range(RACKS)),
+            lambda: all(published(api, rack, SLICES_PER_RACK) for rack in racks),
             120,
         )
-        try:
-            yield api
-        finally:
-            core.delete_namespace(NS)
-            for i in range(RACKS):
-                racks.delete_cluster_custom_object(
-                    "trainium.sim.dev", "v1alpha1", "ultraservers", rack_name(i)
-                )
-            wait_for(
-                "slices removed",
-                lambda: not any(rack_slices(api, rack_name(i)) for i in range(RACKS)),
-                60,
-            )
-            for node in nodes:
-                control_plane.delete_node(node)
-            racks.delete_namespaced_custom_object(
-                "coordination.k8s.io", "v1", "default", "leases", "ctl-guard"
-            )
+        yield api
 
 
 def guard_taints(api: client.ApiClient, rack: str) -> set[str]:
