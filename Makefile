@@ -118,9 +118,9 @@ bench-scheduler: venv binaries
 
 # A thousand races of rack, server and core claims against the real scheduler
 # on the node pool layout's guard (docs/device-model.md, "Pool layouts"); the
-# suite runs a few rounds of the same test.
+# suite runs one round of the same test. Prints the wins per claim shape.
 guard-races: venv binaries
-	$(WITH_BINARIES) TRAINIUM_DRA_GUARD_ROUNDS=42 $(PY) -m pytest tests/controller/test_rack_guard.py
+	$(WITH_BINARIES) TRAINIUM_DRA_GUARD_ROUNDS=42 $(PY) -m pytest --timeout=3600 -rP tests/controller/test_rack_guard.py
 
 bench-node: venv binaries dra-example-driver
 	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node $(BENCH_ARGS)

@@ -224,6 +224,8 @@ def test_rack_server_and_core_claims_racing_never_both_bind(api: client.ApiClien
             totals[shape] += won
         contested += beaten
         clear(api)
+    races = 2 * RACKS * ROUNDS
+    print(f"{ROUNDS} rounds, {races} races: wins {totals}, rack claims beaten {contested}")
     # The race is real: the scheduler allocated some rack claim that a server or
     # core claim then beat at the binding condition, or some rack claim won.
     assert contested + totals["ultraserver"] > 0, (totals, contested)
