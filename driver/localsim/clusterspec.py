@@ -12,6 +12,7 @@ from typing import Any
 
 from driver.devicemodel.layout import POOL_LAYOUTS
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
+from driver.localsim.schedulerconfig import SCHEDULER_CONFIG
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS, TopologyError, rack_spec
 
@@ -205,6 +206,7 @@ STATE_ENTRIES = (
     "n",
     "kubeconfig",
     "scheduler.kubeconfig",
+    SCHEDULER_CONFIG,
     "controller-manager.kubeconfig",
     "tokens.csv",
     "cluster.json",

@@ -28,7 +28,7 @@ from driver.localsim.binaries import Binaries, k8s_version
 from driver.localsim.certs import CertFiles, issue_certificate, write_certs
 from driver.localsim.children import Child
 from driver.localsim.k8srelease import DEFAULT, Release, release_of
-from driver.localsim.schedulerconfig import chart_profiles, configuration
+from driver.localsim.schedulerconfig import SCHEDULER_CONFIG, chart_profiles, configuration
 from driver.names import DEFAULT_DRIVER_NAME
 
 CONTROLLERS = (
@@ -175,7 +175,7 @@ class ControlPlaneConfig:
 
     @property
     def scheduler_config(self) -> Path:
-        return self.workdir / "kube-scheduler.yaml"
+        return self.workdir / SCHEDULER_CONFIG
 
 
 def feature_gates_flag(gates: Mapping[str, bool]) -> str:

@@ -11,6 +11,8 @@ import yaml
 
 from driver.jsontypes import JSON
 
+SCHEDULER_CONFIG = "kube-scheduler.yaml"
+"""The file's name in the control plane's directory."""
 PROFILE_COMPONENT = "scheduler-profile"
 """`app.kubernetes.io/component` of the chart's profile ConfigMap."""
 PROFILE_KEY = "profile.yaml"
