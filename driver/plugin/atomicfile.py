@@ -4,7 +4,8 @@ never a torn file.
 `write_atomic` also makes the new content durable (fsync of the file and of
 its directory) and is kept for the checkpoint, the one file whose loss could
 not be repaired. `write_replace` skips both fsyncs: it is for files derived
-from the checkpoint, which start-up rewrites if a power loss took them.
+from the checkpoint, which start-up rewrites if a power loss took them;
+`write_if_changed` leaves such a file alone when it already holds the content.
 """
 
 import contextlib
@@ -50,6 +51,18 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o640) -> None:
 def write_replace(path: Path, data: bytes, mode: int = 0o640) -> None:
     """Replace `path` with `data` atomically, without waiting for the disk."""
     _replace(path, data, mode, durable=False)
+
+
+def write_if_changed(path: Path, data: bytes, mode: int = 0o640) -> bool:
+    """`write_replace` unless `path` already holds `data`, so a file a container
+    may have mounted keeps its inode; True if it was written."""
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    write_replace(path, data, mode)
+    return True
 
 
 def remove(path: Path) -> bool:

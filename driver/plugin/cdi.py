@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from driver.plugin.atomicfile import remove, write_replace
+from driver.plugin.atomicfile import remove, write_if_changed
 
 CDI_VERSION = "0.6.0"
 CDI_CLASS = "claim"
@@ -104,15 +104,15 @@ def host_path(mounts: Sequence[Mapping[str, Any]], container_path: str) -> Path 
 
 
 def spec_bytes(driver: str, edits: ClaimEdits) -> bytes:
-    """The spec file's exact content, so start-up can tell a damaged file from a good one."""
+    """The spec file's exact content, so a damaged or stale file is told from a good one."""
     return (json.dumps(claim_spec(driver, edits), indent=2, sort_keys=True) + "\n").encode()
 
 
-def write_spec(cdi_dir: Path, driver: str, edits: ClaimEdits) -> Path:
-    """Write the claim's spec by rename (no fsync: start-up re-derives it); returns its path."""
+def write_spec(cdi_dir: Path, driver: str, edits: ClaimEdits) -> bool:
+    """Write the claim's spec by rename (no fsync: start-up re-derives it) unless
+    the file already holds it; True if it was written."""
     path = spec_path(cdi_dir, driver, edits.claim_uid)
-    write_replace(path, spec_bytes(driver, edits), mode=0o644)
-    return path
+    return write_if_changed(path, spec_bytes(driver, edits), mode=0o644)
 
 
 def remove_spec(cdi_dir: Path, driver: str, claim_uid: str) -> bool:

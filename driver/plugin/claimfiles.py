@@ -10,6 +10,10 @@ checkpoint when the daemon starts, before it registers. For that the token
 must come out the same every time: it is an HMAC of the claim UID and a
 per-prepare nonce under a node key kept beside the checkpoint, so the
 checkpoint itself still holds no token, only its hash and the nonce.
+
+Both are written only when they do not already hold what the record makes:
+a repeated prepare (a kubelet restart, a retry) leaves the files a running
+container may have mounted as they are, and still mends missing or damaged ones.
 """
 
 import base64
@@ -23,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from driver.plugin import cdi
-from driver.plugin.atomicfile import fsync_dir, remove, write_atomic, write_replace
+from driver.plugin.atomicfile import fsync_dir, remove, write_atomic, write_if_changed
 from driver.plugin.checkpoint import ClaimRecord
 from driver.plugin.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
 from driver.plugin.paths import NodePaths
@@ -113,13 +117,6 @@ def claim_fabric(plan: ClaimPlan, place: NodePlace) -> tuple[list[int], list[str
     return ring, ips
 
 
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-
-
 class ClaimFiles:
     """Writes, removes and restores the files of one node's claims."""
 
@@ -154,14 +151,17 @@ class ClaimFiles:
             fabric_ips=fabric_ips,
         )
 
-    def write_token(self, record: ClaimRecord) -> None:
-        """Records of earlier releases have no nonce: their token file stays as it is."""
+    def write_token(self, record: ClaimRecord) -> bool:
+        """Write the token file unless it holds the token; True if written. Records
+        of earlier releases have no nonce: their token file stays as it is."""
         if not record.token_nonce:
-            return
-        write_replace(self.paths.token_file(record.uid), self.token(record).encode(), mode=0o644)
+            return False
+        token = self.token(record).encode()
+        return write_if_changed(self.paths.token_file(record.uid), token, mode=0o644)
 
-    def write_spec(self, record: ClaimRecord, plan: ClaimPlan | None = None) -> None:
-        cdi.write_spec(self.paths.cdi_dir, self.driver, self.edits(record, plan))
+    def write_spec(self, record: ClaimRecord, plan: ClaimPlan | None = None) -> bool:
+        """Write the CDI spec unless it holds what the record makes; True if written."""
+        return cdi.write_spec(self.paths.cdi_dir, self.driver, self.edits(record, plan))
 
     def remove_spec(self, uid: str) -> None:
         cdi.remove_spec(self.paths.cdi_dir, self.driver, uid)
@@ -180,15 +180,8 @@ class ClaimFiles:
         Returns the UIDs whose files were rewritten and those removed."""
         rewritten = []
         for uid, record in sorted(claims.items()):
-            token_file = self.paths.token_file(uid)
-            token_ok = not record.token_nonce or _read(token_file) == self.token(record).encode()
-            spec = cdi.spec_path(self.paths.cdi_dir, self.driver, uid)
-            spec_ok = _read(spec) == cdi.spec_bytes(self.driver, self.edits(record))
-            if not token_ok:
-                self.write_token(record)
-            if not spec_ok:
-                self.write_spec(record)
-            if not (token_ok and spec_ok):
+            token_written = self.write_token(record)
+            if self.write_spec(record) or token_written:
                 rewritten.append(uid)
         on_disk = cdi.spec_claim_uids(self.paths.cdi_dir, self.driver)
         on_disk |= {

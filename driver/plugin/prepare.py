@@ -5,9 +5,10 @@ and compute cores (all before any write), then under the node lock: refuse
 cores held by another claim and record the claim `PrepareCompleted` in the
 checkpoint, durably; then write its token and CDI spec without waiting for the
 disk (they are derived from the record and restored from it at start-up), and
-answer. Unprepare cancels the claim's jobs, drops the record durably, then
-removes the files. Both are `Change`s of the node's group commit
-(groupcommit.py).
+answer. A repeated prepare of a claim recorded with the same devices keeps
+the record, and its files unless they are missing or differ. Unprepare
+cancels the claim's jobs, drops the record durably, then removes the files.
+Both are `Change`s of the node's group commit (groupcommit.py).
 """
 
 import os
@@ -56,7 +57,8 @@ def records_of(plan: ClaimPlan) -> list[DeviceRecord]:
 
 
 class PrepareChange(Change):
-    """Record the claim (unless recorded with the same devices), then write its files."""
+    """Record the claim (unless recorded with the same devices), then write those
+    of its files that do not already hold what the record makes."""
 
     def __init__(self, preparer: "Preparer", ref: ClaimRef, plan: ClaimPlan) -> None:
         super().__init__()

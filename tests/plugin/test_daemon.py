@@ -332,3 +332,40 @@ def test_concurrent_prepares_hand_out_each_core_once(daemon: Daemon, rack: Rack)
     assert list(daemon.paths(NODES[0]).cdi_dir.iterdir()) == []
     for name in names:
         rack.delete_claim(name, f"{name}-pod")
+
+
+def test_a_repeated_prepare_leaves_the_claims_files_alone(daemon: Daemon, rack: Rack) -> None:
+    """The kubelet prepares a prepared claim again after a restart or a retry:
+    the answer comes from the record, the files a container may have mounted
+    keep their inode and mtime, and only a missing or damaged file is written."""
+    rack.create_claim("again", selector=f"{attr('coreCount')} == 2")
+    rack.create_pod("again-pod", "again", node=NODES[0])
+    node, _, (kubelet, refs, prepared) = prepare_pod(daemon, rack, "again-pod")
+    paths = daemon.paths(node)
+    (uid,) = prepared
+    token, spec = paths.token_file(uid), cdi.spec_path(paths.cdi_dir, DRIVER, uid)
+    watched = (token, spec, paths.checkpoint, Checkpoint(paths.checkpoint).journal)
+
+    def stamps() -> list[tuple[int, int, int]]:
+        return [(p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size) for p in watched]
+
+    before = stamps()
+    contents = token.read_bytes(), spec.read_bytes()
+    record = Checkpoint(paths.checkpoint).claims[uid]
+    time.sleep(0.05)  # a rewrite would show in mtime_ns even on a coarse clock
+    for _ in range(3):
+        assert kubelet.prepare(refs) == prepared
+        assert stamps() == before
+    assert Checkpoint(paths.checkpoint).claims[uid] == record  # same nonce, no write
+
+    token.unlink()
+    spec.write_bytes(b"{}")
+    again = kubelet.prepare(refs)
+    assert again == prepared
+    assert (token.read_bytes(), spec.read_bytes()) == contents
+    assert Checkpoint(paths.checkpoint).claims[uid] == record
+    edits = container_edits(paths.cdi_dir, again[uid].devices[0]["cdi_device_ids"])
+    mounted = {m["containerPath"]: Path(m["hostPath"]) for m in edits.mounts}
+    assert mounted[edits.env["TRAINIUM_DRA_TOKEN_FILE"]] == token
+    kubelet.unprepare(refs)
+    rack.delete_claim("again", "again-pod")

@@ -10,7 +10,7 @@ import pytest
 from driver.kubeletplugin import sockets
 from driver.localsim.kubelet import container_edits
 from driver.plugin import cdi
-from driver.plugin.atomicfile import write_atomic
+from driver.plugin.atomicfile import write_atomic, write_if_changed
 from driver.plugin.checkpoint import (
     PREPARE_COMPLETED,
     Checkpoint,
@@ -19,6 +19,7 @@ from driver.plugin.checkpoint import (
     DeviceRecord,
 )
 from driver.plugin.claimfiles import (
+    ClaimFiles,
     TokenKeyError,
     claim_fabric,
     derive_token,
@@ -93,7 +94,8 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
         ring=[4, 5],
         fabric_ips=["fd00::1/64", "fd00::2/64"],
     )
-    path = cdi.write_spec(tmp_path, "trainium.sim.dev", edits)
+    assert cdi.write_spec(tmp_path, "trainium.sim.dev", edits)
+    path = cdi.spec_path(tmp_path, "trainium.sim.dev", "uid-1")
     assert path.name == "k8s.trainium.sim.dev-claim_uid-1.json"
     doc = json.loads(path.read_text())
     assert doc["cdiVersion"] == cdi.CDI_VERSION
@@ -164,3 +166,35 @@ def test_cached_fabric_of_a_claim_is_the_same_as_worked_out_whole() -> None:
     for count in range(1, len(devices) + 1):
         plan = ClaimPlan(devices[:count], 1, (), count == len(devices))
         assert claim_fabric(plan, place) == fabric_of(plan, place)
+
+
+def test_write_if_changed_leaves_a_file_that_holds_the_data(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    assert write_if_changed(target, b"one", mode=0o644)
+    inode = target.stat().st_ino
+    assert not write_if_changed(target, b"one", mode=0o644)
+    assert target.stat().st_ino == inode
+    assert write_if_changed(target, b"two", mode=0o644)
+    assert target.read_bytes() == b"two" and target.stat().st_ino != inode
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def test_claim_files_are_written_only_where_they_differ(tmp_path: Path) -> None:
+    paths = NodePaths(tmp_path / "k", "trainium.sim.dev", tmp_path / "s", tmp_path / "cdi")
+    for directory in (paths.claims_dir, paths.cdi_dir):
+        directory.mkdir(parents=True)
+    files = ClaimFiles("trainium.sim.dev", NodePlace("node-1", "rack-a", 0, RACK), paths, b"k" * 32)
+    claim = replace(record("u1"), token_nonce="n1")
+    token, spec = paths.token_file("u1"), cdi.spec_path(paths.cdi_dir, "trainium.sim.dev", "u1")
+    assert files.write_token(claim) and files.write_spec(claim)
+    written = token.stat().st_ino, spec.stat().st_ino
+    assert not files.write_token(claim) and not files.write_spec(claim)
+    assert files.restore({"u1": claim}) == ([], [])
+    assert (token.stat().st_ino, spec.stat().st_ino) == written
+    token.unlink()
+    assert files.restore({"u1": claim}) == (["u1"], [])
+    assert token.read_text() == files.token(claim)
+    spec.write_bytes(b"")
+    assert files.write_spec(claim) and not files.write_token(claim)
+    assert spec.read_bytes() == cdi.spec_bytes("trainium.sim.dev", files.edits(claim))
+    assert files.write_token(replace(claim, token_nonce="other"))  # a new prepare's token
