@@ -1,6 +1,5 @@
 """How one watch event changes the objects a watch holds: pure folding, no
-apiserver. (The real apiserver kept serving a watch from an old
-resourceVersion even after an etcd compaction, so its 410 is shown here.)"""
+apiserver (test_watch_relist.py gets a real 410 from it)."""
 
 from typing import Any
 

@@ -1,0 +1,159 @@
+"""The watch-fed cache after the apiserver answers its watch with 410 Gone:
+it lists again and then holds what is there now, including what was deleted
+and created while its watch was away.
+
+The watched resource is Events because the apiserver keeps no watch cache for
+them: their watches go to etcd, which refuses a compacted revision, so one
+etcd compaction makes the resumed watch's version gone. A cached resource's
+watch is served from the apiserver's own cache, which kept answering an old
+version after a compaction. The link between the cache and the apiserver is
+cut in the client (no watch is sent while it is cut); the apiserver is real.
+"""
+
+import base64
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client
+
+from driver.localsim.controlplane import ControlPlane
+from driver.plugin.apiget import ApiGetter, Stream
+from driver.plugin.watchcache import WatchedObjects
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+NAMESPACE = "watch-relist"
+EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
+
+
+class CuttableLink(ApiGetter):
+    """An ApiGetter whose watches can be cut off: `cut` ends the open watch and
+    holds the next one until `mend`. Counts lists and records each watch's
+    starting resourceVersion."""
+
+    def __init__(self, config: client.Configuration) -> None:
+        super().__init__(config)
+        self.lists = 0
+        self.watched_from: list[str] = []
+        self.held = threading.Event()
+        self._link = threading.Condition()
+        self._up = True
+        self._open: Stream | None = None
+
+    def get_json(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
+        self.lists += 1
+        return super().get_json(path, query)
+
+    def stream(self, path: str, query: list[tuple[str, str]], timeout: float) -> Stream:
+        with self._link:  # `cut` waits while a watch is being opened, then ends it
+            while not self._up:
+                self.held.set()
+                self._link.wait()
+            self.watched_from.append(dict(query)["resourceVersion"])
+            self._open = super().stream(path, query, timeout)
+            return self._open
+
+    def cut(self) -> None:
+        with self._link:
+            self._up = False
+            if self._open is not None:
+                self._open.interrupt()
+
+    def mend(self) -> None:
+        with self._link:
+            self._up = True
+            self._link.notify_all()
+
+
+def message(event: Mapping[str, Any]) -> str:
+    return str(event.get("message"))
+
+
+def names(events: Mapping[str, str]) -> frozenset[str]:
+    return frozenset(events)
+
+
+def create_event(core: client.CoreV1Api, name: str) -> None:
+    involved = {"kind": "Pod", "namespace": NAMESPACE, "name": "relist"}
+    body = {"metadata": {"name": name}, "involvedObject": involved, "message": name}
+    core.create_namespaced_event(NAMESPACE, body)
+
+
+def compact_etcd(port: int) -> int:
+    """Compact etcd at its current revision, through its HTTP gateway; returns that revision."""
+    etcd = f"http://127.0.0.1:{port}/v3/kv"
+    key = base64.b64encode(b"/registry").decode()
+    current = httpx.post(f"{etcd}/range", json={"key": key}, timeout=10)
+    current.raise_for_status()
+    revision = int(current.json()["header"]["revision"])
+    compacted = httpx.post(
+        f"{etcd}/compaction", json={"revision": str(revision), "physical": True}, timeout=30
+    )
+    compacted.raise_for_status()
+    return revision
+
+
+def answers_gone(getter: ApiGetter, version: str) -> bool:
+    """Whether a watch from `version` gets 410, as a status or as its first event."""
+    query = [("watch", "true"), ("resourceVersion", version), ("timeoutSeconds", "5")]
+    stream = getter.stream(EVENTS, query, 30)
+    try:
+        if stream.status == 410:
+            return True
+        first = next(iter(stream.lines()), b"{}")
+        event = json.loads(first)
+        return event.get("type") == "ERROR" and (event.get("object") or {}).get("code") == 410
+    finally:
+        stream.close()
+
+
+@pytest.fixture
+def core(control_plane: ControlPlane) -> Iterator[client.CoreV1Api]:
+    if not control_plane.config.ports.etcd_client:
+        pytest.skip("an attached control plane does not say where its etcd listens")
+    with control_plane.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": NAMESPACE}})
+        try:
+            yield core
+        finally:
+            core.delete_namespace(NAMESPACE)
+
+
+def test_a_gone_version_relists_to_what_is_there_now(
+    core: client.CoreV1Api, control_plane: ControlPlane
+) -> None:
+    for name in ("stays", "goes"):
+        create_event(core, name)
+    link = CuttableLink(core.api_client.configuration)
+    cache = WatchedObjects(link, EVENTS, [], message, names)
+    cache.start()
+    try:
+        assert cache.wait_synced(30)
+        assert cache.view() == {"stays", "goes"}
+        link.cut()
+        assert link.held.wait(30), "the watch did not come back to be held"
+        core.delete_namespaced_event("goes", NAMESPACE)
+        create_event(core, "comes")
+        revision = compact_etcd(control_plane.config.ports.etcd_client)
+        version = link.watched_from[-1]
+        assert int(version) < revision
+        assert answers_gone(ApiGetter(core.api_client.configuration), version)
+        link.mend()
+        wait_for(
+            "the cache to list again",
+            lambda: cache.view() == {"stays", "comes"},
+            timeout=30,
+        )
+        wait_for("the watch from the new list", lambda: len(link.watched_from) == 3)
+        assert link.lists == 2
+        assert link.watched_from[:2] == [version, version]
+        assert int(link.watched_from[2]) >= revision
+    finally:
+        link.mend()
+        cache.close()
