@@ -100,6 +100,14 @@ def desired_devices(
     return out, recheck
 
 
+def as_stored(entries: list[JSON]) -> list[JSON]:
+    """Entries as the apiserver hands them back: it returns an empty list
+    field as null, so comparing what we want with what is there must not
+    count that as a difference, or every event on the claim would write it
+    again."""
+    return [{k: v for k, v in e.items() if v not in (None, [])} for e in entries]
+
+
 def parse_racks(objects: Mapping[str, JSON]) -> dict[str, UltraServerSpec]:
     """UltraServer name -> spec; a spec that does not parse is the rack reconcile's to report."""
     specs = {}
@@ -142,7 +150,7 @@ class ClaimStatusWriter:
         devices, recheck = desired_devices(
             claim, parse_racks(racks), self.driver, now, hold_of=hold_of, settle=self.settle
         )
-        if devices != (claim["status"].get("devices") or []):
+        if as_stored(devices) != as_stored(claim["status"].get("devices") or []):
             self._write(claim, devices)
         return recheck
 

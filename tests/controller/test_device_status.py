@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from driver.controller.claimstatus import desired_devices
+from driver.controller.claimstatus import as_stored, desired_devices
 from driver.controller.slices import planned_devices
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_READY, DeviceStatus, device_status
 from driver.devicemodel.layout import PlannedDevice
@@ -116,6 +116,15 @@ def rack_object(**fabric: object) -> JSON:
 def test_bad_fabric_specs_name_the_field(fabric: JSON, field: str) -> None:
     with pytest.raises(SpecError, match=field):
         parse_spec(rack_object(**fabric))
+
+
+def test_an_entry_without_conditions_equals_its_stored_form() -> None:
+    wanted = {"driver": "d.dev", "pool": "p", "device": "x", "conditions": [], "data": {"a": 1}}
+    stored = {**wanted, "conditions": None}
+    assert as_stored([wanted]) == as_stored([stored])
+    assert as_stored([wanted]) != as_stored([{**stored, "data": {"a": 2}}])
+    ready = {**wanted, "conditions": [{"type": FABRIC_READY, "status": "True"}]}
+    assert as_stored([ready]) != as_stored([stored])
 
 
 def test_desired_devices_keeps_other_drivers_and_skips_unknown_pools() -> None:
