@@ -97,6 +97,14 @@ class Ports:
         return cls(free_port(), free_port(), free_port(), free_port(), free_port())
 
 
+CLIENT_QPS = 500
+"""Client QPS and burst of the local scheduler and controller-manager. Their
+own defaults (50 and 20) guard a shared production apiserver; here the
+apiserver serves the local cluster alone, and with several requests per
+bound pod and per deleted claim those limits, not the driver, would set how
+fast a rack fills and empties."""
+
+
 @dataclass(frozen=True)
 class ControlPlaneConfig:
     """Everything the command lines depend on."""
@@ -111,8 +119,10 @@ class ControlPlaneConfig:
     """Where the apiserver listens; real nodes reach it on their bridge's gateway."""
     real_nodes: bool = False
     """Real kubelets join: Node authorizer, ServiceAccount admission, pod controllers."""
-    scheduler_qps: int | None = None
+    scheduler_qps: int | None = CLIENT_QPS
     """The scheduler's client QPS and burst; None keeps its defaults."""
+    controller_manager_qps: int = CLIENT_QPS
+    """The controller-manager's client QPS and burst."""
     scheduler_profiling: bool = False
     """Serve /debug/pprof on the scheduler's secure port."""
     storage_only: bool = False
@@ -256,6 +266,8 @@ def controller_manager_args(config: ControlPlaneConfig, binary: Path) -> list[st
         *_delegated_auth_args(config.component_kubeconfig("controller-manager")),
         f"--secure-port={config.ports.controller_manager}",
         f"--controllers={','.join(controllers)}",
+        f"--kube-api-qps={config.controller_manager_qps}",
+        f"--kube-api-burst={config.controller_manager_qps}",
         f"--root-ca-file={config.certs.ca_cert}",
         "--use-service-account-credentials=false",
         f"--service-account-private-key-file={config.certs.sa_private_key}",
@@ -312,7 +324,7 @@ class ControlPlane:
         on_progress: Callable[[str], None] | None = None,
         address: str = "127.0.0.1",
         real_nodes: bool = False,
-        scheduler_qps: int | None = None,
+        scheduler_qps: int | None = CLIENT_QPS,
         scheduler_profiling: bool = False,
         storage_only: bool = False,
     ) -> Iterator["ControlPlane"]:

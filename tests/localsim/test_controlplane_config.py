@@ -8,6 +8,7 @@ import pytest
 
 from driver.localsim import binaries
 from driver.localsim.controlplane import (
+    CLIENT_QPS,
     CONTROLLERS,
     ControlPlaneConfig,
     Ports,
@@ -111,6 +112,7 @@ def test_controller_manager_runs_the_dra_controllers_but_no_node_lifecycle(tmp_p
     assert "resourceclaim-controller" in controllers
     assert "device-taint-eviction-controller" in controllers
     assert not any("lifecycle" in c for c in controllers)
+    assert {f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_QPS}"} <= set(args)
 
 
 def test_the_scheduler_reads_its_client_settings_from_its_file(tmp_path: Path) -> None:
