@@ -245,9 +245,10 @@ def node_pool_racks(
     namespace: str,
     racks: Mapping[str, list[str]],
     *args: str,
+    generation: str = "trn3-gen1",
 ) -> Iterator[client.ApiClient]:
-    """Trn3 Gen1 racks in the `node` pool layout (fabric up at once) on nodes
-    of their own, the controller run with `args` under Lease `lease`, and
+    """Racks of `generation` in the `node` pool layout (fabric up at once) on
+    nodes of their own, the controller run with `args` under Lease `lease`, and
     `namespace` for the test's claims; all of it removed on exit."""
     install(cp)
     nodes = [n for members in racks.values() for n in members]
@@ -258,7 +259,7 @@ def node_pool_racks(
         core.create_namespace({"metadata": {"name": namespace}})
         objects = custom(api)
         for rack, members in racks.items():
-            spec = ultraserver(rack, "trn3-gen1", members, pools="node")
+            spec = ultraserver(rack, generation, members, pools="node")
             spec["spec"]["fabric"] = {"setupSeconds": 0}
             objects.create_cluster_custom_object(
                 "trainium.sim.dev", "v1alpha1", "ultraservers", spec
