@@ -7,6 +7,7 @@ Every child gets a parent-death signal, so none outlives the process that
 started it, even when that process is killed.
 """
 
+import base64
 import contextlib
 import datetime
 import functools
@@ -487,6 +488,22 @@ class ControlPlane:
         configuration.ssl_ca_cert = str(self.config.certs.ca_cert)
         configuration.api_key = {"authorization": f"Bearer {self._admin_token()}"}
         return k8s.ApiClient(configuration)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision, through etcd's
+        HTTP gateway, and return that revision: afterwards etcd holds only
+        live keys (what a size measurement should count) and refuses a watch
+        from before it with 410 Gone."""
+        kv = f"http://127.0.0.1:{self.config.ports.etcd_client}/v3/kv"
+        key = base64.b64encode(b"/registry").decode()
+        current = httpx.post(f"{kv}/range", json={"key": key}, timeout=10)
+        current.raise_for_status()
+        revision = int(current.json()["header"]["revision"])
+        compacted = httpx.post(
+            f"{kv}/compaction", json={"revision": str(revision), "physical": True}, timeout=60
+        )
+        compacted.raise_for_status()
+        return revision
 
     def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this control plane; raises on a non-zero exit."""

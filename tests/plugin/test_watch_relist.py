@@ -10,13 +10,11 @@ version after a compaction. The link between the cache and the apiserver is
 cut in the client (no watch is sent while it is cut); the apiserver is real.
 """
 
-import base64
 import json
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import httpx
 import pytest
 from kubernetes import client
 
@@ -84,20 +82,6 @@ def create_event(core: client.CoreV1Api, name: str) -> None:
     core.create_namespaced_event(NAMESPACE, body)
 
 
-def compact_etcd(port: int) -> int:
-    """Compact etcd at its current revision, through its HTTP gateway; returns that revision."""
-    etcd = f"http://127.0.0.1:{port}/v3/kv"
-    key = base64.b64encode(b"/registry").decode()
-    current = httpx.post(f"{etcd}/range", json={"key": key}, timeout=10)
-    current.raise_for_status()
-    revision = int(current.json()["header"]["revision"])
-    compacted = httpx.post(
-        f"{etcd}/compaction", json={"revision": str(revision), "physical": True}, timeout=30
-    )
-    compacted.raise_for_status()
-    return revision
-
-
 def answers_gone(getter: ApiGetter, version: str) -> bool:
     """Whether a watch from `version` gets 410, as a status or as its first event."""
     query = [("watch", "true"), ("resourceVersion", version), ("timeoutSeconds", "5")]
@@ -140,7 +124,7 @@ def test_a_gone_version_relists_to_what_is_there_now(
         assert link.held.wait(30), "the watch did not come back to be held"
         core.delete_namespaced_event("goes", NAMESPACE)
         create_event(core, "comes")
-        revision = compact_etcd(control_plane.config.ports.etcd_client)
+        revision = control_plane.compact_etcd()
         version = link.watched_from[-1]
         assert int(version) < revision
         assert answers_gone(ApiGetter(core.api_client.configuration), version)
