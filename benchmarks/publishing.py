@@ -208,10 +208,11 @@ def auth_headers(api: client.ApiClient) -> dict[str, str]:
     return headers
 
 
-def create_racks(api: client.ApiClient, racks: int) -> None:
+def create_racks(api: client.ApiClient, racks: int, **spec: Any) -> None:
+    """`racks` Trn3 Gen2 UltraServers on their nodes, with `spec` fields added."""
     for i, name in enumerate(rack_names(racks)):
         custom(api).create_cluster_custom_object(
-            GROUP, VERSION, "ultraservers", ultraserver(name, "trn3-gen2", rack_nodes(i))
+            GROUP, VERSION, "ultraservers", ultraserver(name, "trn3-gen2", rack_nodes(i), **spec)
         )
 
 

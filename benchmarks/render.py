@@ -33,7 +33,7 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
         out[docs / "reliability.md"] = reliability.render(found["chaos"])
     if "controller" in found:
         out[docs / "scale.md"] = scale.document(
-            found["controller"], found.get("scale"), found.get("scheduler")
+            found["controller"], found.get("scale"), found.get("scheduler"), found.get("storage")
         )
     if "sim-validation" in found:
         page = docs / "simulator.md"

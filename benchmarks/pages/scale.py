@@ -8,8 +8,10 @@ measured at fewer is shown as measured and not projected."""
 
 from typing import Any, Final
 
+from benchmarks.pages import storage
 from benchmarks.pages.common import load_conditions, load_note, median, run_line
 from benchmarks.pages.controller import ours_runs
+from benchmarks.pages.scheduler import FLEET_ANCHORS, pairwise_ratios
 from benchmarks.scalefit import (
     CHIPS_PER_GEN2_RACK,
     MILLION_CHIP_RACKS,
@@ -115,7 +117,10 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
 
 
 def document(
-    controller: dict[str, Any], scale: dict[str, Any] | None, scheduler: dict[str, Any] | None
+    controller: dict[str, Any],
+    scale: dict[str, Any] | None,
+    scheduler: dict[str, Any] | None,
+    stored: dict[str, Any] | None = None,
 ) -> str:
     """The whole page."""
     lines = lines_of(controller, scale)
@@ -174,6 +179,8 @@ def document(
     out += scheduler_part(kept.get("scheduler_ms_per_claim"), scheduler)
     out += memory_and_resync(at, lines)
     out += cold_publish(at, per_slice_bytes(lines))
+    if stored is not None:
+        out += storage.section(stored)
     return "\n".join(out) + "\n"
 
 
@@ -209,7 +216,8 @@ def breaks(at: dict[str, float], slice_bytes: float) -> list[str]:
             "layers); moving rack-wide facts to the DeviceClass or a per-rack object and",
             "publishing partitions only at the sizes a site actually requests (not every",
             "1/2/4/8-core split) shrinks the pool several times; beyond that, a dedicated",
-            "etcd for `resource.k8s.io` (`--etcd-servers-overrides`).",
+            'etcd for `resource.k8s.io` (`--etcd-servers-overrides`). The section "What one',
+            'rack stores in etcd, by layout" below measures a rack inside etcd per layout.',
             "",
         ]
     if slices:
@@ -243,6 +251,37 @@ DESIGN_SCHEDULER: Final = [
 ]
 
 
+NODE_LAYOUTS: Final = ("node pools (one rack advertised)", "node pools")
+"""The node pool layout's fleet rows, the one the controller can publish with
+the fewest shared slices first."""
+
+
+def node_layout_part(scheduler: dict[str, Any] | None) -> list[str]:
+    """The node pool layout against per-node pools of the same devices at each
+    fleet size `make bench-scheduler` measured (docs/benchmarks.md, "Fleet sizes")."""
+    racks = ((scheduler or {}).get("results") or {}).get("racks") or {}
+    key = "scheduler_cpu_ms_per_pod"
+    said = []
+    for count, layouts in racks.items():
+        name = next((n for n in NODE_LAYOUTS if n in layouts), None)
+        anchor = layouts.get(FLEET_ANCHORS[0])
+        if name is None or anchor is None:
+            continue
+        said.append(
+            f"{count} rack{'s' if count != '1' else ''} ({name}): "
+            f"{median(layouts[name], key):,.1f} ms, "
+            f"ratio {pairwise_ratios(layouts[name], anchor, key)}"
+        )
+    if not said:
+        return []
+    return [
+        "Measured since, with the `node` pool layout (median scheduler CPU per single-core",
+        "pod, then its ratio to per-node pools of the same devices in the same rounds,",
+        'median and range; docs/benchmarks.md, "Fleet sizes"): ' + "; ".join(said) + ".",
+        "",
+    ]
+
+
 def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> list[str]:
     """The scheduler's cost per claim as measured; it is projected with the other
     figures once it has enough rack counts."""
@@ -261,6 +300,7 @@ def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> l
             + spoken([f"{y:,.0f} ms" for _, y in pts])
             + f" a single-core claim{growth}. Too few rack counts to project to 6,944 racks.",
             *DESIGN_SCHEDULER,
+            *node_layout_part(scheduler),
         ]
     if scheduler is None:
         return []
@@ -274,6 +314,7 @@ def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> l
         f"{median(runs, 'scheduler_cpu_ms_per_pod'):,.0f} ms of scheduler CPU, partitioned "
         "layout); how it grows with the racks is not measured, so it is not projected.",
         *DESIGN_SCHEDULER,
+        *node_layout_part(scheduler),
     ]
 
 

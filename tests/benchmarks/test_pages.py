@@ -41,6 +41,13 @@ def test_a_changed_result_changes_its_page() -> None:
     assert render.pages(changed)[DOCS / "scale.md"] != RENDERED[DOCS / "scale.md"]
 
 
+def test_a_changed_etcd_measurement_changes_the_scale_page() -> None:
+    changed = copy.deepcopy(FOUND)
+    for run in next(iter(changed["storage"]["results"]["runs"].values())):
+        run["etcd_bytes_per_rack"] *= 2
+    assert render.pages(changed)[DOCS / "scale.md"] != RENDERED[DOCS / "scale.md"]
+
+
 def test_every_results_file_reaches_a_page() -> None:
     """A results file no page renders would be figures nobody sees."""
     text = "\n".join(RENDERED.values())
