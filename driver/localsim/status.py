@@ -9,7 +9,6 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -17,8 +16,7 @@ from kubernetes import client
 from driver.jsontypes import JSON
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.flags import parse_status
-from driver.localsim.localcluster import admin_client
-from driver.localsim.state import read_cluster, serve_pid
+from driver.localsim.running import NotRunningError, open_running
 from driver.names import API_GROUP, API_VERSION, DEVICE_KINDS
 
 
@@ -40,7 +38,9 @@ class ClaimCores:
 
 
 def claim_cores(paths: ClusterPaths, spec: ClusterSpec, uid: str) -> dict[str, ClaimCores]:
-    """Node -> the claim's cores there, read from every node's CDI specs."""
+    """Node -> the claim's cores there, read from every node's CDI specs: the
+    stand-in's daemons write them there, and a real node bind-mounts the same
+    directory at its /var/run/cdi."""
     out = {}
     for rack in spec.racks:
         for node in rack.node_names():
@@ -216,14 +216,10 @@ def render(paths: ClusterPaths, spec: ClusterSpec, api: client.ApiClient) -> str
 
 def main(argv: list[str]) -> int:
     paths = parse_status(argv)
-    data = read_cluster(paths)
-    if serve_pid(paths) is None or not data:
-        print(
-            f"no local cluster running for {paths.root}; start one with `trainium-dra up`",
-            file=sys.stderr,
-        )
+    try:
+        with open_running(paths) as cluster:
+            print(render(paths, cluster.spec, cluster.api))
+    except NotRunningError as err:
+        print(f"trainium-dra status: {err}", file=sys.stderr)
         return 1
-    spec = ClusterSpec.from_json(data["spec"])
-    with admin_client(Path(data["kubeconfig"])) as api:
-        print(render(paths, spec, api))
     return 0

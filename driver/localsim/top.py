@@ -1,21 +1,21 @@
 """`trainium-dra top`: live per-core utilization of a rack, like neuron-top.
 
-It reads `neuroncore_utilization_ratio` from the rack's node daemon metrics
-endpoint, one row per node, one cell per physical core (grouped by chip),
-and redraws the screen every interval.
+It reads `neuroncore_utilization_ratio` from the metrics of the daemons that
+serve the rack (`Daemons`, in either mode), one row per node, one cell per
+physical core (grouped by chip), and redraws the screen every interval.
 """
 
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from driver.localsim.clusterspec import ClusterSpec, RackPlan
-from driver.localsim.flags import parse_top
-from driver.localsim.state import read_cluster, serve_pid
+from driver.localsim.daemons import Daemons, DaemonUnreachableError
+from driver.localsim.flags import TopFlags, parse_top
+from driver.localsim.running import NotRunningError, open_running
 from simdevice.topology import rack_spec
 
 SHADES = " ▁▂▃▄▅▆▇█"
@@ -40,6 +40,14 @@ def parse_metrics(text: str) -> Sample:
             elif s.name == "execution_status_total" and s.labels.get("status_type") == "completed":
                 completed += s.value
     return Sample(cores, completed)
+
+
+def parse_all(texts: Sequence[str]) -> Sample:
+    """One sample of a rack from its daemons' metrics (one daemon per rack
+    in the stand-in, one per node on real nodes)."""
+    samples = [parse_metrics(t) for t in texts]
+    cores = {node: c for s in samples for node, c in s.cores.items()}
+    return Sample(cores, sum(s.completed for s in samples))
 
 
 def shade(ratio: float) -> str:
@@ -84,26 +92,26 @@ def render(rack: RackPlan, sample: Sample, now: str, idle_rows: bool = True) -> 
 
 def main(argv: list[str]) -> int:
     flags = parse_top(argv)
-    data = read_cluster(flags.paths)
-    if serve_pid(flags.paths) is None or not data:
-        print(
-            f"no local cluster running for {flags.paths.root}; start one with `trainium-dra up`",
-            file=sys.stderr,
-        )
+    try:
+        with open_running(flags.paths) as cluster:
+            return show(cluster.spec, cluster.daemons, flags)
+    except NotRunningError as err:
+        print(f"trainium-dra top: {err}", file=sys.stderr)
         return 1
-    spec = ClusterSpec.from_json(data["spec"])
+
+
+def show(spec: ClusterSpec, daemons: Daemons, flags: TopFlags) -> int:
     names = [r.name for r in spec.racks]
     rack = next((r for r in spec.racks if r.name == (flags.rack or names[0])), None)
     if rack is None:
         print(f"--rack: {flags.rack!r} is not one of {', '.join(names)}", file=sys.stderr)
         return 2
-    url = data["metrics"][rack.name]
     shown = 0
     try:
         while flags.iterations is None or shown < flags.iterations:
-            text = httpx.get(url, timeout=5.0).text
+            sample = parse_all(daemons.metrics(rack))
             tty = sys.stdout.isatty()
-            screen = render(rack, parse_metrics(text), time.strftime("%H:%M:%S"), idle_rows=tty)
+            screen = render(rack, sample, time.strftime("%H:%M:%S"), idle_rows=tty)
             prefix = CLEAR if tty else ("\n" if shown else "")
             print(prefix + screen, flush=True)
             shown += 1
@@ -111,7 +119,7 @@ def main(argv: list[str]) -> int:
                 time.sleep(flags.interval)
     except KeyboardInterrupt:
         pass
-    except httpx.HTTPError as err:
-        print(f"trainium-dra top: metrics of {rack.name} at {url}: {err}", file=sys.stderr)
+    except DaemonUnreachableError as err:
+        print(f"trainium-dra top: {err}", file=sys.stderr)
         return 1
     return 0

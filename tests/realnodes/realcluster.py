@@ -133,6 +133,29 @@ def real_cluster(cluster: Cluster) -> RealCluster:
     return RealCluster(cluster, nodes)
 
 
+def host_state() -> dict[str, str]:
+    """Network namespaces, links, mounts, cgroups and iptables rules of the host
+    that a real-node cluster could leave behind."""
+
+    def run(*argv: str) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+
+    mounts = [line for line in run("cat", "/proc/self/mounts").splitlines() if "tdra" in line]
+    rules = [line for line in run("iptables-save").splitlines() if not line.startswith("#")]
+    return {
+        "netns": run("ip", "netns", "list"),
+        "links": "\n".join(x for x in run("ip", "-o", "link").splitlines() if "tdra" in x),
+        "mounts": "\n".join(mounts),
+        "cgroup": str(Path("/sys/fs/cgroup/pids/trainium-dra").exists()),
+        "iptables": "\n".join(rules),
+        "processes": "\n".join(
+            x
+            for x in run("ps", "-eo", "args").splitlines()
+            if "containerd-shim" in x or x.startswith("/pause")
+        ),
+    }
+
+
 def workload_pod(
     namespace: str,
     name: str,

@@ -5,8 +5,6 @@ what CDI injected. The kubelet is the client of our plugin here."""
 import base64
 import functools
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -15,60 +13,22 @@ from kubernetes import client
 from driver.jsontypes import JSON
 from driver.localsim.children import trainium_dra_argv
 from tests.chaos.realkubelet import kill_during_burst, steady_pods
-from tests.e2e.cluster import running_cluster, wait_for
+from tests.e2e.cluster import wait_for
 from tests.realnodes.realcluster import (
     DRIVER,
     NAMESPACE,
     RealCluster,
     claim_template,
+    host_state,
     namespace,
-    real_cluster,
     workload_pod,
 )
 
 pytestmark = pytest.mark.integration
 
-START_TIMEOUT = 900.0
-"""Cold: four nodes import the images and the chart's pods start on them."""
-
 NODE0 = "rack-a-node-0"
 NODE1 = "rack-a-node-1"
 NODE2 = "rack-a-node-2"
-
-
-@pytest.fixture(scope="module")
-def host_before() -> dict[str, str]:
-    """What the host looked like before the cluster started."""
-    return host_state()
-
-
-@pytest.fixture(scope="module")
-def real(host_before: dict[str, str]) -> Iterator[RealCluster]:
-    with running_cluster("--real-nodes", start_timeout=START_TIMEOUT) as cluster:
-        yield real_cluster(cluster)
-
-
-def host_state() -> dict[str, str]:
-    """Network namespaces, links, mounts, cgroups and iptables rules of the host
-    that a real-node cluster could leave behind."""
-
-    def run(*argv: str) -> str:
-        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
-
-    mounts = [line for line in run("cat", "/proc/self/mounts").splitlines() if "tdra" in line]
-    rules = [line for line in run("iptables-save").splitlines() if not line.startswith("#")]
-    return {
-        "netns": run("ip", "netns", "list"),
-        "links": "\n".join(x for x in run("ip", "-o", "link").splitlines() if "tdra" in x),
-        "mounts": "\n".join(mounts),
-        "cgroup": str(Path("/sys/fs/cgroup/pids/trainium-dra").exists()),
-        "iptables": "\n".join(rules),
-        "processes": "\n".join(
-            x
-            for x in run("ps", "-eo", "args").splitlines()
-            if "containerd-shim" in x or x.startswith("/pause")
-        ),
-    }
 
 
 def claim_uid(real: RealCluster, pod: JSON) -> str:
@@ -355,7 +315,8 @@ def test_the_invalid_config_example_reaches_the_pods_events(real: RealCluster) -
 
 
 def test_down_leaves_nothing_behind(real: RealCluster, host_before: dict[str, str]) -> None:
-    """Last: `trainium-dra down` with pods running removes every trace."""
+    """Last of the package (conftest.py orders it): `trainium-dra down` with
+    pods running removes every trace."""
     paths = real.cluster.paths
     result = subprocess.run(
         trainium_dra_argv(["down", f"--state-dir={paths.root}"]),

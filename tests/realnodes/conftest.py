@@ -1,0 +1,39 @@
+"""One real-node cluster for the whole package: starting one costs minutes
+and the host holds only one (the bridge tdra0). Every module's tests share
+it; the test of `trainium-dra down` ends it, so it runs last."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cluster import running_cluster
+from tests.realnodes.realcluster import RealCluster, host_state, real_cluster
+
+START_TIMEOUT = 900.0
+"""Cold: four nodes import the images and the chart's pods start on them."""
+
+DOWN_TEST = "test_down_leaves_nothing_behind"
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="package")
+def host_before() -> dict[str, str]:
+    """What the host looked like before the cluster started."""
+    return host_state()
+
+
+@pytest.fixture(scope="package")
+def real(host_before: dict[str, str]) -> Iterator[RealCluster]:
+    with running_cluster("--real-nodes", start_timeout=START_TIMEOUT) as cluster:
+        yield real_cluster(cluster)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the down test behind this package's other tests (files run in
+    name order, so a module after test_real_nodes.py would find no cluster)."""
+    down = [item for item in items if item.path.parent == HERE and item.name == DOWN_TEST]
+    others = [item for item in items if item not in down]
+    ours = [i for i, item in enumerate(others) if item.path.parent == HERE]
+    if down and ours:
+        items[:] = others[: ours[-1] + 1] + down + others[ours[-1] + 1 :]
