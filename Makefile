@@ -16,7 +16,7 @@ PREVIOUS_BIN_DIR_FILE := build/bin-dir-previous
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes validate-sim chaos clean
+.PHONY: venv binaries dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -110,6 +110,11 @@ bench-controller: venv binaries
 # figures, fitted and projected to a million chips: docs/scale.md and its plots.
 bench-scale: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.scale --measure-scheduler $(BENCH_ARGS)
+
+# A job trace replayed on simulated racks by the offline anchor (docs/whatif.md);
+# WHATIF_ARGS takes `trainium-dra whatif offline` flags.
+whatif: venv
+	$(VENV)/bin/trainium-dra whatif offline $(WHATIF_ARGS)
 
 # What one rack's slices take inside etcd, per pool layout and partition sizes.
 bench-storage: venv binaries

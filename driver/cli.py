@@ -12,6 +12,7 @@ COMMANDS = {
     "down": ("driver.localsim.down", "stop the local cluster and remove its state"),
     "status": ("driver.localsim.status", "racks, devices, allocations and unhealthy devices"),
     "top": ("driver.localsim.top", "live per-core utilization of a rack"),
+    "whatif": ("driver.whatif.main", "replay a job trace on simulated racks (offline anchor)"),
 }
 
 

@@ -1,0 +1,79 @@
+"""Figures of one replay: queueing delay, completion time, makespan, how full
+the fleet was and how much of its free capacity the waiting jobs could not
+use. Time-weighted figures hold each sample's value until the next sample.
+Allocation is taken while jobs still arrive: after the last arrival the
+fleet only drains, which says nothing about the placement rule."""
+
+import itertools
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from driver.whatif.offline import Replay, Sample
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def time_weighted(
+    samples: Sequence[Sample],
+    value: Callable[[Sample], float],
+    only: Callable[[Sample], object] | None = None,
+) -> float | None:
+    """Mean of value(sample) over time, each sample holding until the next;
+    `only(sample)` limits it to the stretches where it is true."""
+    total = weight = 0.0
+    for here, after in itertools.pairwise(samples):
+        if only is not None and not only(here):
+            continue
+        span = after.time - here.time
+        total += value(here) * span
+        weight += span
+    return total / weight if weight else None
+
+
+def summarize(run: Replay) -> dict[str, Any]:
+    ran = [r for r in run.records if r.start is not None and r.end is not None]
+    waits = [r.start - r.job.arrival for r in ran if r.start is not None]
+    completions = [r.end - r.job.arrival for r in ran if r.end is not None]
+    cores = run.racks * run.rack.servers * run.rack.chips_per_server * run.rack.chip.cores
+    first = min((r.job.arrival for r in run.records), default=0.0)
+    last = max((r.job.arrival for r in run.records), default=0.0)
+    makespan = max((r.end for r in ran if r.end is not None), default=first) - first
+    return {
+        "generation": run.rack.generation,
+        "racks": run.racks,
+        "cores": cores,
+        "policy": run.policy,
+        "gangs": run.gangs,
+        "jobs": len(run.records),
+        "jobs_run": len(ran),
+        "jobs_never_run": len(run.records) - len(ran),
+        "makespan_s": makespan,
+        "queueing_delay_s": {
+            "mean": statistics.fmean(waits) if waits else None,
+            "p50": percentile(waits, 0.5),
+            "p90": percentile(waits, 0.9),
+            "p99": percentile(waits, 0.99),
+        },
+        "completion_time_s": {
+            "p50": percentile(completions, 0.5),
+            "p90": percentile(completions, 0.9),
+        },
+        "allocation_rate_while_arriving": time_weighted(
+            run.samples, lambda s: s.allocated_cores / cores, only=lambda s: s.time < last
+        ),
+        "allocation_rate_while_waiting": time_weighted(
+            run.samples, lambda s: s.allocated_cores / cores, only=lambda s: s.waiting_jobs
+        ),
+        "unusable_free_share_while_waiting": time_weighted(
+            run.samples,
+            lambda s: s.unusable_free_cores / max(1, cores - s.allocated_cores),
+            only=lambda s: s.waiting_jobs,
+        ),
+    }

@@ -1,0 +1,97 @@
+"""The offline anchor on tiny racks whose outcome can be worked out by hand."""
+
+import pytest
+
+from driver.whatif.fleet import Fleet
+from driver.whatif.jobs import Job, JobError, PodShape
+from driver.whatif.metrics import summarize, time_weighted
+from driver.whatif.offline import replay
+from simdevice.topology import TRAINIUM3, RackSpec
+
+TWO_CHIPS = RackSpec("trn3-gen2", servers=1, chips_per_server=2, chip=TRAINIUM3)
+TWO_SERVERS = RackSpec("trn3-gen2", servers=2, chips_per_server=2, chip=TRAINIUM3)
+
+
+def job(name: str, arrival: float, shape: PodShape, duration: float, pods: int = 1) -> Job:
+    return Job(name, arrival, pods, shape, duration)
+
+
+def started(jobs: list[Job], rack: RackSpec, policy: str, **kw: bool) -> dict[str, float | None]:
+    run = replay(jobs, rack, 1, policy=policy, **kw)
+    return {r.job.name: r.start for r in run.records}
+
+
+def test_best_fit_keeps_a_whole_chip_for_the_chip_job_first_fit_breaks_it() -> None:
+    jobs = [
+        job("chip-short", 0, PodShape("chips", 1), 5),  # chip 0, gone at 5
+        job("half-long", 0, PodShape("cores", 4), 100),  # chip 1, cores 0-3
+        job("one-core", 6, PodShape("cores", 1), 100),  # first fit: chip 0; best fit: chip 1
+        job("chip", 7, PodShape("chips", 1), 10),
+    ]
+    assert started(jobs, TWO_CHIPS, "best-fit")["chip"] == 7
+    assert started(jobs, TWO_CHIPS, "first-fit")["chip"] == 100
+
+
+def test_partitions_stay_aligned() -> None:
+    fleet = Fleet(TWO_CHIPS, 1)
+    one = fleet.place(PodShape("cores", 1), "first-fit")
+    assert one is not None
+    fleet.hold(one)
+    two = fleet.place(PodShape("cores", 2), "first-fit")
+    four = fleet.place(PodShape("cores", 4), "first-fit")
+    assert two is not None and two.masks == (((0, 0, 0), 0b1100),)
+    assert four is not None and four.masks == (((0, 0, 0), 0b11110000),)
+
+
+def test_a_gang_takes_all_its_pods_at_once_or_nothing() -> None:
+    jobs = [
+        job("holder", 0, PodShape("chips", 1), 50),
+        job("gang", 1, PodShape("chips", 1), 10, pods=2),
+        job("single", 2, PodShape("cores", 1), 10),
+    ]
+    with_gangs = started(jobs, TWO_CHIPS, "first-fit")
+    assert with_gangs == {"holder": 0, "gang": 50, "single": 2}
+    without = started(jobs, TWO_CHIPS, "first-fit", gangs=False)
+    # Without gangs the gang's first pod sits on the free chip and starves the single core.
+    assert without == {"holder": 0, "gang": 50, "single": 60}
+
+
+def test_a_rack_job_waits_for_the_whole_rack_and_a_server_for_its_server() -> None:
+    jobs = [
+        job("core", 0, PodShape("cores", 1), 30),
+        job("rack", 1, PodShape("rack"), 10),
+        job("server", 2, PodShape("server"), 5),
+    ]
+    # The server fits beside the core at once (nothing is reserved for the waiting rack).
+    assert started(jobs, TWO_SERVERS, "first-fit") == {"core": 0, "rack": 30, "server": 2}
+
+
+def test_a_job_too_big_for_the_fleet_is_refused_by_name() -> None:
+    with pytest.raises(JobError, match=r"big.*3 chips per pod.*has 2"):
+        replay([job("big", 0, PodShape("chips", 3), 1)], TWO_CHIPS, 1, policy="first-fit")
+    with pytest.raises(JobError, match="2 whole racks"):
+        replay([job("racks", 0, PodShape("rack"), 1, pods=2)], TWO_CHIPS, 1, policy="best-fit")
+
+
+def test_allocation_and_fragmentation_follow_the_samples() -> None:
+    jobs = [
+        job("a", 0, PodShape("cores", 2), 10),
+        job("b", 0, PodShape("cores", 2), 20),
+        job("c", 1, PodShape("chips", 2), 5),
+        job("d", 30, PodShape("cores", 1), 1),
+    ]
+    run = replay(jobs, TWO_CHIPS, 1, policy="first-fit")
+    figures = summarize(run)
+    assert {r.job.name: r.start for r in run.records} == {"a": 0, "b": 0, "c": 20, "d": 30}
+    # 4 of 16 cores from 0 to 10, 2 from 10 to 20, 16 from 20 to 25, 0 to 30: the arrivals.
+    assert figures["allocation_rate_while_arriving"] == pytest.approx(
+        (4 * 10 + 2 * 10 + 16 * 5) / 16 / 30
+    )
+    # While c waits (1 to 20) its two whole chips are not there: every free core is unusable.
+    assert figures["unusable_free_share_while_waiting"] == pytest.approx(1.0)
+    assert figures["queueing_delay_s"]["p50"] == 0
+    assert figures["jobs_run"] == 4 and figures["makespan_s"] == 31
+
+
+def test_time_weighted_without_time_is_none() -> None:
+    assert time_weighted([], lambda s: 1.0) is None
