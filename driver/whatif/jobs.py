@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from simdevice.topology import RackSpec
+from simdevice.workloads import Workload
 
 PARTITION_SIZES: Final = (1, 2, 4)
 """Core partitions smaller than a chip; a whole chip is `chips` 1."""
@@ -54,13 +55,16 @@ def parse_shape(text: str) -> PodShape:
 @dataclass(frozen=True)
 class Job:
     """`pods` pods of `shape` arriving at `arrival` seconds and running
-    `duration` seconds once all of them hold their devices."""
+    `duration` seconds once all of them hold their devices; with `work`, the
+    duration is what that workload takes on the replayed generation
+    (`driver.whatif.runtime`)."""
 
     name: str
     arrival: float
     pods: int
     shape: PodShape
     duration: float
+    work: Workload | None = None
 
     def cores(self, rack: RackSpec) -> int:
         return self.pods * self.shape.cores(rack)

@@ -18,6 +18,7 @@ from driver.whatif.jobs import Job, JobError
 from driver.whatif.metrics import summarize
 from driver.whatif.offline import replay
 from driver.whatif.report import markdown
+from driver.whatif.runtime import parse_work, timed_all
 from driver.whatif.trace import (
     TraceError,
     TraceSpec,
@@ -59,6 +60,12 @@ def parser() -> argparse.ArgumentParser:
     off.add_argument(
         "--mix", default="", help="job kinds and weights, e.g. cores-1=0.6,serverx4=0.1"
     )
+    off.add_argument(
+        "--work",
+        default="",
+        help="what generated jobs compute (a workload spec as JSON); durations then come "
+        "from the simulated cores of the generation replayed",
+    )
     off.add_argument("--no-gangs", action="store_true", help="place a job's pods one by one")
     off.add_argument("--out", type=Path, default=Path("whatif-out"))
     stats = sub.add_parser("stats", help="the generator's inputs from an Alibaba GPU trace")
@@ -75,13 +82,14 @@ def jobs_of(args: argparse.Namespace) -> list[Job]:
         jobs, skipped = read_alibaba_v2023(args.alibaba, rack)
         print(f"read {len(jobs)} jobs from {args.alibaba}; skipped {dict(skipped)}", flush=True)
         return jobs
-    spec = TraceSpec(args.jobs, args.load, mix=parse_mix(args.mix))
+    work = parse_work(args.work) if args.work else None
+    spec = TraceSpec(args.jobs, args.load, mix=parse_mix(args.mix), work=work)
     return generate(spec, rack, args.racks, args.seed)
 
 
 def offline(args: argparse.Namespace) -> int:
     rack = rack_spec(args.generation)
-    jobs = jobs_of(args)
+    jobs = timed_all(jobs_of(args), rack)
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)
     summaries = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from driver.whatif.fleet import POLICIES, Fleet, Placement
 from driver.whatif.jobs import Job, check_fits
+from driver.whatif.runtime import timed_all
 from simdevice.topology import RackSpec
 
 
@@ -51,11 +52,13 @@ def replay(
     jobs: Sequence[Job], rack: RackSpec, racks: int, *, policy: str, gangs: bool = True
 ) -> Replay:
     """Run every job to completion (or to the end of events, for jobs that
-    still wait when nothing else will ever finish)."""
+    still wait when nothing else will ever finish); a job with a workload runs
+    as long as it takes on `rack`'s generation."""
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
     for job in jobs:
         check_fits(job, rack, racks)
+    jobs = timed_all(jobs, rack)
     fleet = Fleet(rack, racks)
     records = [JobRecord(job) for job in sorted(jobs, key=lambda j: (j.arrival, j.name))]
     arrivals = list(records)

@@ -2,8 +2,10 @@
 generator with stated distributions, and the statistics the generator's
 defaults come from.
 
-Our CSV has one row per job: `name,arrival_s,pods,shape,duration_s`, shape as
-`PodShape.label` writes it (`cores-2`, `chips-1`, `server`, `rack`).
+Our CSV has one row per job: `name,arrival_s,pods,shape,duration_s,work`, shape
+as `PodShape.label` writes it (`cores-2`, `chips-1`, `server`, `rack`), and
+`work` empty or the JSON spec of the workload the job computes, whose run time
+on the replayed generation replaces `duration_s` (`driver.whatif.runtime`).
 
 Alibaba's cluster-trace-gpu-v2023 (github.com/alibaba/clusterdata, the trace
 of the ATC'23 paper "Beware of Fragmentation") lists one task per row:
@@ -26,9 +28,12 @@ from pathlib import Path
 from typing import Final
 
 from driver.whatif.jobs import PARTITION_SIZES, Job, JobError, PodShape, parse_shape
+from driver.whatif.runtime import parse_work, with_work, work_text
 from simdevice.topology import RackSpec
+from simdevice.workloads import Workload
 
 FIELDS: Final = ("name", "arrival_s", "pods", "shape", "duration_s")
+OPTIONAL_FIELDS: Final = ("work",)
 ALIBABA_FIELDS: Final = ("name", "num_gpu", "gpu_milli", "creation_time", "scheduled_time")
 HOURS: Final = 24
 
@@ -40,10 +45,11 @@ class TraceError(ValueError):
 def write_trace(path: Path, jobs: Iterable[Job]) -> None:
     with path.open("w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(FIELDS)
+        writer.writerow(FIELDS + OPTIONAL_FIELDS)
         for j in jobs:
+            work = work_text(j.work) if j.work else ""
             writer.writerow(
-                [j.name, f"{j.arrival:.3f}", j.pods, j.shape.label(), f"{j.duration:.3f}"]
+                [j.name, f"{j.arrival:.3f}", j.pods, j.shape.label(), f"{j.duration:.3f}", work]
             )
 
 
@@ -59,6 +65,7 @@ def read_trace(path: Path) -> list[Job]:
         jobs = []
         for line, row in enumerate(reader, start=2):
             try:
+                work = row.get("work")
                 jobs.append(
                     Job(
                         row["name"],
@@ -66,6 +73,7 @@ def read_trace(path: Path) -> list[Job]:
                         int(row["pods"]),
                         parse_shape(row["shape"]),
                         float(row["duration_s"]),
+                        parse_work(work) if work else None,
                     )
                 )
             except (ValueError, JobError) as err:
@@ -217,6 +225,9 @@ class TraceSpec:
     stats: TraceStats = ALIBABA_DEFAULT
     mix: Mapping[str, float] = field(default_factory=dict)
     """Job kinds and weights replacing the stats' mix when given."""
+    work: Workload | None = None
+    """What every job computes; its iterations fill the drawn duration on the
+    generation the trace is generated for."""
 
 
 def generate(spec: TraceSpec, rack: RackSpec, racks: int, seed: int) -> list[Job]:
@@ -249,6 +260,6 @@ def generate(spec: TraceSpec, rack: RackSpec, racks: int, seed: int) -> list[Job
             continue
         label = rng.choices(labels, weights)[0]
         pods, shape = kinds[label]
-        duration = rng.lognormvariate(mu, sigma)
-        jobs.append(Job(f"job-{len(jobs):05d}", now, pods, shape, duration))
+        job = Job(f"job-{len(jobs):05d}", now, pods, shape, rng.lognormvariate(mu, sigma))
+        jobs.append(with_work(job, spec.work, rack) if spec.work else job)
     return jobs

@@ -1,0 +1,72 @@
+"""Durations from the simulated cores: the same computation on each generation."""
+
+from pathlib import Path
+
+import pytest
+
+from driver.whatif import main as whatif
+from driver.whatif.jobs import Job, JobError, PodShape
+from driver.whatif.runtime import (
+    iteration_seconds,
+    parse_work,
+    placement_size,
+    timed,
+    with_work,
+)
+from driver.whatif.trace import read_trace, write_trace
+from simdevice.topology import rack_spec
+from simdevice.workloads import plan
+
+GEN2, TRN2 = rack_spec("trn3-gen2"), rack_spec("trn2")
+STEP = '{"kind": "train-step", "hidden": 1024, "seq": 1024, "iterations": 10}'
+
+
+def test_a_job_that_computes_runs_as_long_as_its_work_takes_on_the_generation() -> None:
+    work = parse_work(STEP)
+    job = Job("j", 0, 2, PodShape("chips", 1), 1.0, work)
+    on_gen2, on_trn2 = timed(job, GEN2), timed(job, TRN2)
+    assert on_gen2.duration == pytest.approx(plan(work, GEN2, 16, 2).duration)
+    assert on_trn2.duration == pytest.approx(plan(work, TRN2, 16, 2).duration)
+    assert on_gen2.duration != on_trn2.duration
+    assert timed(Job("plain", 0, 1, PodShape("cores", 1), 7.0), TRN2).duration == 7.0
+
+
+def test_iterations_fill_the_drawn_duration_on_the_reference_generation() -> None:
+    work = parse_work(STEP)
+    step = iteration_seconds(work, GEN2, 8, 1)
+    job = with_work(Job("j", 0, 1, PodShape("chips", 1), 100 * step), work, GEN2)
+    assert job.work is not None and job.work.iterations == 100
+    assert job.duration == pytest.approx(100 * step)
+
+
+def test_shapes_hold_cores_and_chips() -> None:
+    assert placement_size(3, PodShape("cores", 2), GEN2) == (6, 3)
+    assert placement_size(2, PodShape("server"), GEN2) == (64, 8)
+    assert placement_size(2, PodShape("rack"), GEN2) == (2304, 144)
+
+
+def test_work_survives_the_trace_file(tmp_path: Path) -> None:
+    job = with_work(Job("j", 0, 1, PodShape("cores", 4), 5.0), parse_work(STEP), GEN2)
+    write_trace(tmp_path / "t.csv", [job])
+    [again] = read_trace(tmp_path / "t.csv")
+    assert again.work == job.work
+
+
+def test_bad_work_names_the_field() -> None:
+    with pytest.raises(JobError, match="not JSON"):
+        parse_work("{train")
+    with pytest.raises(JobError, match="hidden: required"):
+        parse_work('{"kind": "train-step", "seq": 8}')
+
+
+def test_the_same_trace_replayed_on_another_generation(tmp_path: Path) -> None:
+    args = ["offline", "--racks", "1", "--jobs", "40", "--mix", "chips-1=1", "--work", STEP]
+    assert whatif.main([*args, "--out", str(tmp_path / "gen2")]) == 0
+    trace = tmp_path / "gen2" / "trace.csv"
+    again = ["offline", "--trace", str(trace), "--racks", "1", "--generation", "trn2"]
+    assert whatif.main([*again, "--out", str(tmp_path / "trn2")]) == 0
+    gen2 = {j.name: j for j in read_trace(trace)}
+    trn2 = {j.name: j for j in read_trace(tmp_path / "trn2" / "trace.csv")}
+    assert gen2.keys() == trn2.keys()
+    assert all(gen2[n].work == trn2[n].work for n in gen2)
+    assert any(abs(gen2[n].duration - trn2[n].duration) > 1e-6 for n in gen2)
