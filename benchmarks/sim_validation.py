@@ -9,7 +9,6 @@ bytes.
 
 import json
 import math
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -776,15 +775,6 @@ def validation_table(r: dict[str, Any]) -> str:
         )
     )
     return "\n".join(rows)
-
-
-def replace_block(page: str, name: str, body: str) -> str:
-    """`page` with the text between a block's markers replaced by `body`."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
-    if not pattern.search(page):
-        raise SystemExit(f"docs/simulator.md: no {start} ... {end} markers")
-    return pattern.sub(lambda _: f"{start}\n{body}\n{end}", page)
 
 
 # Blocks of docs/simulator.md written from the code alone (no run needed).

@@ -2,6 +2,7 @@
 quantile may be called, and the line under each section's title that says how
 and under which load its figures were measured."""
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -104,3 +105,12 @@ def section_head(title: str, payload: Mapping[str, Any]) -> str:
             load_note(conditions, payload.get("unrecorded_load", "")),
         ]
     )
+
+
+def replace_block(page: str, name: str, body: str) -> str:
+    """`page` with the text between a generated block's markers replaced by `body`."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if not pattern.search(page):
+        raise SystemExit(f"no {start} ... {end} markers in the page")
+    return pattern.sub(lambda _: f"{start}\n{body}\n{end}", page)

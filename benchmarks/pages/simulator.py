@@ -4,7 +4,8 @@ The prose around them is the page's own."""
 
 from typing import Any
 
-from benchmarks.sim_validation import STATIC_BLOCKS, replace_block, validation_table
+from benchmarks.pages.common import replace_block
+from benchmarks.sim_validation import STATIC_BLOCKS, validation_table
 
 
 def render(page: str, results: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """The markdown report of a what-if run, from its result alone."""
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -11,30 +12,34 @@ def share(value: float | None) -> str:
     return "" if value is None else f"{value:.1%}"
 
 
-def markdown(result: dict[str, Any]) -> str:
-    runs = result["offline"]
-    first = runs[0]
+def table(runs: Sequence[dict[str, Any]]) -> str:
+    """One row per replay: its placement rule and gangs, then its figures."""
     lines = [
-        "# What-if report",
-        "",
-        f"{first['jobs']} jobs from `{result['trace']}` on {first['racks']} {first['generation']} "
-        f"racks ({first['cores']:,} cores), gangs {'on' if first['gangs'] else 'off'}; "
-        "the offline anchor (no API, idealized placement).",
-        "",
-        "| placement | jobs run | never ran | makespan (s) | queueing p50 / p90 / p99 (s) "
-        "| completion p50 / p90 (s) | allocation while jobs arrive | allocation while jobs wait "
+        "| placement | gangs | jobs run | never ran | makespan (s) "
+        "| queueing p50 / p90 / p99 (s) | completion p50 / p90 (s) "
+        "| allocation while jobs arrive | allocation while jobs wait "
         "| free cores unusable while jobs wait |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in runs:
         q, c = run["queueing_delay_s"], run["completion_time_s"]
         lines.append(
-            f"| {run['policy']} | {run['jobs_run']} | {run['jobs_never_run']} "
-            f"| {seconds(run['makespan_s'])} "
+            f"| {run['policy']} | {'on' if run['gangs'] else 'off'} | {run['jobs_run']} "
+            f"| {run['jobs_never_run']} | {seconds(run['makespan_s'])} "
             f"| {seconds(q['p50'])} / {seconds(q['p90'])} / {seconds(q['p99'])} "
             f"| {seconds(c['p50'])} / {seconds(c['p90'])} "
             f"| {share(run['allocation_rate_while_arriving'])} "
             f"| {share(run['allocation_rate_while_waiting'])} "
             f"| {share(run['unusable_free_share_while_waiting'])} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    first = result["offline"][0]
+    return (
+        "# What-if report\n\n"
+        f"{first['jobs']} jobs from `{result['trace']}` on {first['racks']} "
+        f"{first['generation']} racks ({first['cores']:,} cores); the offline anchor "
+        "(no API, idealized placement).\n\n" + table(result["offline"]) + "\n"
+    )

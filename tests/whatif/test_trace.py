@@ -149,7 +149,7 @@ def test_the_command_writes_trace_result_and_report(tmp_path: Path) -> None:
     assert all(r["jobs"] == r["jobs_run"] == 60 for r in result["offline"])
     assert len(read_trace(out / "trace.csv")) == 60
     report = (out / "report.md").read_text()
-    assert "| first-fit | 60 | 0 |" in report and "| best-fit | 60 | 0 |" in report
+    assert "| first-fit | on | 60 | 0 |" in report and "| best-fit | on | 60 | 0 |" in report
 
 
 def test_the_command_names_a_bad_mix(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
