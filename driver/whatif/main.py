@@ -5,10 +5,12 @@
 
 `offline` replays the trace with the offline anchor (no API, idealized
 placement) under first fit and best fit, and writes the trace it used
-(trace.csv), every figure (result.json) and a report (report.md) into DIR.
+(trace.csv), every figure (result.json), plots (PNG) and a report
+(report.md) into DIR.
 `stats` prints what the generator would take from an Alibaba GPU trace."""
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from driver.whatif.fleet import POLICIES
 from driver.whatif.jobs import Job, JobError
 from driver.whatif.metrics import summarize
 from driver.whatif.offline import replay
+from driver.whatif.plots import write_plots
 from driver.whatif.report import markdown
 from driver.whatif.runtime import parse_work, timed_all
 from driver.whatif.trace import (
@@ -92,15 +95,22 @@ def offline(args: argparse.Namespace) -> int:
     jobs = timed_all(jobs_of(args), rack)
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)
-    summaries = []
+    runs = []
     for policy in POLICIES:
         print(f"{policy}: replaying {len(jobs)} jobs on {args.racks} racks", flush=True)
-        summaries.append(
-            summarize(replay(jobs, rack, args.racks, policy=policy, gangs=not args.no_gangs))
-        )
-    result = {"trace": str(args.out / "trace.csv"), "seed": args.seed, "offline": summaries}
+        runs.append(replay(jobs, rack, args.racks, policy=policy, gangs=not args.no_gangs))
+    result = {
+        "trace": str(args.out / "trace.csv"),
+        "seed": args.seed,
+        "offline": [summarize(run) for run in runs],
+    }
     (args.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "report.md").write_text(markdown(result))
+    plots = []
+    if importlib.util.find_spec("matplotlib") is None:
+        print("no plots: matplotlib is missing (pip install 'trainium-dra[whatif]')", flush=True)
+    else:
+        plots = [p.name for p in write_plots(args.out, runs)]
+    (args.out / "report.md").write_text(markdown(result, plots))
     print(f"wrote {args.out / 'report.md'}", flush=True)
     return 0
 

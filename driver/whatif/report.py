@@ -1,6 +1,7 @@
 """The markdown report of a what-if run, from its result alone."""
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -35,11 +36,13 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(result: dict[str, Any]) -> str:
+def markdown(result: dict[str, Any], plots: Sequence[str] = ()) -> str:
+    """The report; `plots` are PNG files beside it, shown under the table."""
     first = result["offline"][0]
+    images = "".join(f"\n![{Path(p).stem}]({p})\n" for p in plots)
     return (
         "# What-if report\n\n"
         f"{first['jobs']} jobs from `{result['trace']}` on {first['racks']} "
         f"{first['generation']} racks ({first['cores']:,} cores); the offline anchor "
-        "(no API, idealized placement).\n\n" + table(result["offline"]) + "\n"
+        "(no API, idealized placement).\n\n" + table(result["offline"]) + "\n" + images
     )

@@ -150,6 +150,9 @@ def test_the_command_writes_trace_result_and_report(tmp_path: Path) -> None:
     assert len(read_trace(out / "trace.csv")) == 60
     report = (out / "report.md").read_text()
     assert "| first-fit | on | 60 | 0 |" in report and "| best-fit | on | 60 | 0 |" in report
+    for plot in ("allocation", "fragmentation", "queueing", "completion"):
+        assert (out / f"{plot}.png").read_bytes().startswith(b"\x89PNG")
+        assert f"![{plot}]({plot}.png)" in report
 
 
 def test_the_command_names_a_bad_mix(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
