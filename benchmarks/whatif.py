@@ -1,14 +1,17 @@
 """The example of docs/whatif.md: one generated trace on ten Trn3 Gen2 racks,
 replayed by the offline anchor under both placement rules, with gangs and
-without. Deterministic (a seeded trace, no API, no clock), so the page can be
-checked against the code at any time.
+without, and with gangs and chip and core failures at assumed rates.
+Deterministic (a seeded trace and failures, no API, no clock), so the page
+can be checked against the code at any time.
 
 Usage: python -m benchmarks.whatif (`make bench-whatif`)
 """
 
+from dataclasses import asdict
 from typing import Any, Final
 
 from benchmarks.report import Conditions, write_results
+from driver.whatif.faults import FaultRates, RandomFailures
 from driver.whatif.fleet import POLICIES
 from driver.whatif.metrics import summarize
 from driver.whatif.offline import replay
@@ -33,22 +36,40 @@ EXAMPLE: Final[dict[str, Any]] = {
     },
 }
 """Every size the driver publishes, gangs of four servers and whole racks."""
+EXAMPLE_FAULTS: Final = FaultRates(chip_mtbf_hours=20_000.0, core_mtbf_hours=100_000.0)
+"""Assumed rates for the example's runs with failures, not measured ones: no
+failure rate of Trainium chips is published."""
 
 
 def run_example(example: dict[str, Any] = EXAMPLE) -> list[dict[str, Any]]:
     rack = rack_spec(example["generation"])
     spec = TraceSpec(example["jobs"], example["offered_load"], mix=example["mix"])
     jobs = generate(spec, rack, example["racks"], example["seed"])
-    return [
-        summarize(replay(jobs, rack, example["racks"], policy=policy, gangs=gangs))
+    racks = example["racks"]
+    plain = [
+        summarize(replay(jobs, rack, racks, policy=policy, gangs=gangs))
         for gangs in (True, False)
         for policy in POLICIES
     ]
+    failing = [
+        summarize(
+            replay(
+                jobs,
+                rack,
+                racks,
+                policy=policy,
+                failures=RandomFailures(EXAMPLE_FAULTS, rack, racks, example["seed"]),
+            )
+        )
+        for policy in POLICIES
+    ]
+    return plain + failing
 
 
 def main() -> int:
     conditions = Conditions.begin(noisy=True)  # no timing: the load cannot change a figure
-    write_results("whatif", COMMAND, {"example": EXAMPLE, "runs": run_example()}, conditions)
+    results = {"example": EXAMPLE, "faults": asdict(EXAMPLE_FAULTS), "runs": run_example()}
+    write_results("whatif", COMMAND, results, conditions)
     return 0
 
 

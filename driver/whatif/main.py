@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from driver.whatif.faults import FaultRates, RandomFailures
 from driver.whatif.fleet import POLICIES
 from driver.whatif.jobs import Job, JobError
 from driver.whatif.metrics import summarize
@@ -23,7 +24,6 @@ from driver.whatif.plots import write_plots
 from driver.whatif.report import markdown
 from driver.whatif.runtime import parse_work, timed_all
 from driver.whatif.trace import (
-    TraceError,
     TraceSpec,
     generate,
     read_alibaba_v2023,
@@ -31,7 +31,7 @@ from driver.whatif.trace import (
     trace_stats,
     write_trace,
 )
-from simdevice.topology import GENERATIONS, TopologyError, rack_spec
+from simdevice.topology import GENERATIONS, rack_spec
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -70,6 +70,9 @@ def parser() -> argparse.ArgumentParser:
         "from the simulated cores of the generation replayed",
     )
     off.add_argument("--no-gangs", action="store_true", help="place a job's pods one by one")
+    off.add_argument("--chip-mtbf-hours", type=float, help="mean hours between one chip's failures")
+    off.add_argument("--core-mtbf-hours", type=float, help="mean hours between one core's failures")
+    off.add_argument("--repair-hours", type=float, default=4.0, help="time a failed device is out")
     off.add_argument("--out", type=Path, default=Path("whatif-out"))
     stats = sub.add_parser("stats", help="the generator's inputs from an Alibaba GPU trace")
     stats.add_argument("alibaba", type=Path)
@@ -95,10 +98,16 @@ def offline(args: argparse.Namespace) -> int:
     jobs = timed_all(jobs_of(args), rack)
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)
+    rates = FaultRates(args.chip_mtbf_hours, args.core_mtbf_hours, args.repair_hours)
     runs = []
     for policy in POLICIES:
         print(f"{policy}: replaying {len(jobs)} jobs on {args.racks} racks", flush=True)
-        runs.append(replay(jobs, rack, args.racks, policy=policy, gangs=not args.no_gangs))
+        failures = RandomFailures(rates, rack, args.racks, args.seed)
+        runs.append(
+            replay(
+                jobs, rack, args.racks, policy=policy, gangs=not args.no_gangs, failures=failures
+            )
+        )
     result = {
         "trace": str(args.out / "trace.csv"),
         "seed": args.seed,
@@ -126,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return offline(args) if args.command == "offline" else stats(args)
-    except (JobError, TraceError, TopologyError, OSError) as err:
+    except (ValueError, OSError) as err:  # JobError, TraceError, TopologyError and bad rates
         print(f"trainium-dra whatif: {err}", file=sys.stderr)
         return 2
 

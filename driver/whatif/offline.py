@@ -1,17 +1,21 @@
 """The offline anchor: replay jobs on a simulated fleet with no API, no
 scheduler latency and an idealized placement rule.
 
-Events are arrivals and completions. At every event time, completions free
-their cores first, arrivals join the queue, then every waiting job is tried in
-arrival order, and a job that does not fit now does not hold back those behind
-it (the real scheduler retries every pending pod the same way). With gangs a
-job's pods are placed all or none; without, each pod takes its devices as soon
-as it fits and holds them until the job's last pod fits and the job runs."""
+Events are arrivals, completions, failures and repairs. At every event time,
+completions free their cores, repairs return cores to service, failures evict
+the jobs on the failed cores (`driver.whatif.faults`), arrivals join the
+queue, then every waiting job is tried in arrival order, and a job that does
+not fit now does not hold back those behind it (the real scheduler retries
+every pending pod the same way). With gangs a job's pods are placed all or
+none; without, each pod takes its devices as soon as it fits and holds them
+until the job's last pod fits and the job runs."""
 
+import bisect
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from driver.whatif.faults import Failure, Failures
 from driver.whatif.fleet import POLICIES, Fleet, Placement
 from driver.whatif.jobs import Job, check_fits
 from driver.whatif.runtime import timed_all
@@ -20,12 +24,18 @@ from simdevice.topology import RackSpec
 
 @dataclass
 class JobRecord:
-    """What happened to one job; `start` and `end` stay None if it never ran."""
+    """What happened to one job; `start` and `end` are those of its last run,
+    None if it never ran to the end."""
 
     job: Job
     start: float | None = None
     end: float | None = None
     held: list[Placement] = field(default_factory=list)
+    evictions: int = 0
+    lost_core_seconds: float = 0.0
+
+    def order(self) -> tuple[float, str]:
+        return self.job.arrival, self.job.name
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,7 @@ class Sample:
     allocated_cores: int
     waiting_jobs: int
     unusable_free_cores: int
+    failed_cores: int = 0
 
 
 @dataclass(frozen=True)
@@ -46,55 +57,125 @@ class Replay:
     gangs: bool
     records: tuple[JobRecord, ...]
     samples: tuple[Sample, ...]
+    failures: int = 0
+
+
+class _Run:
+    """One replay's mutable state; `replay` drives it."""
+
+    def __init__(self, fleet: Fleet, policy: str, gangs: bool) -> None:
+        self.fleet, self.policy, self.gangs = fleet, policy, gangs
+        self.waiting: list[JobRecord] = []
+        self.ends: list[tuple[float, int, JobRecord]] = []
+        self.failed: dict[tuple[int, int, int], int] = {}
+        self.repairs: list[tuple[float, tuple[int, int, int], int]] = []
+        self.failures = 0
+
+    def finish(self, record: JobRecord) -> None:
+        for placement in record.held:
+            self.fleet.release(placement)
+        record.held.clear()
+
+    def repair(self, chip: tuple[int, int, int], mask: int) -> None:
+        self.fleet.release(Placement(((chip, mask),)))
+        self.failed[chip] &= ~mask
+
+    def fail(self, now: float, failure: Failure, repair_seconds: float) -> None:
+        """Evict every job holding a failed core, then keep the cores out of service."""
+        self.failures += 1
+        mask = failure.mask & ~self.failed.get(failure.chip, 0)
+        if not mask:
+            return
+        holders = [r for _, _, r in self.ends if r.end is not None] + self.waiting
+        for record in holders:
+            if any(c == failure.chip and m & mask for p in record.held for c, m in p.masks):
+                self.evict(now, record)
+        self.fleet.hold(Placement(((failure.chip, mask),)))
+        self.failed[failure.chip] = self.failed.get(failure.chip, 0) | mask
+        heapq.heappush(self.repairs, (now + repair_seconds, failure.chip, mask))
+
+    def evict(self, now: float, record: JobRecord) -> None:
+        """All of the job's pods go; it waits to run again from the start."""
+        if record.start is not None:
+            record.evictions += 1
+            record.lost_core_seconds += (now - record.start) * sum(
+                m.bit_count() for p in record.held for _, m in p.masks
+            )
+            self.ends = [e for e in self.ends if e[2] is not record]
+            heapq.heapify(self.ends)
+            record.start = record.end = None
+            bisect.insort(self.waiting, record, key=JobRecord.order)
+        self.finish(record)
+
+    def schedule(self, now: float) -> None:
+        for record in list(self.waiting):
+            if _try_start(self.fleet, record, self.policy, self.gangs):
+                record.start = now
+                record.end = now + record.job.duration
+                heapq.heappush(self.ends, (record.end, id(record), record))
+                self.waiting.remove(record)
+
+    def sample(self, now: float) -> Sample:
+        failed = sum(m.bit_count() for m in self.failed.values())
+        shapes = {r.job.shape for r in self.waiting}
+        return Sample(
+            now,
+            self.fleet.cores - self.fleet.free_cores() - failed,
+            len(self.waiting),
+            self.fleet.unusable_free_cores(shapes),
+            failed,
+        )
 
 
 def replay(
-    jobs: Sequence[Job], rack: RackSpec, racks: int, *, policy: str, gangs: bool = True
+    jobs: Sequence[Job],
+    rack: RackSpec,
+    racks: int,
+    *,
+    policy: str,
+    gangs: bool = True,
+    failures: Failures | None = None,
 ) -> Replay:
     """Run every job to completion (or to the end of events, for jobs that
     still wait when nothing else will ever finish); a job with a workload runs
-    as long as it takes on `rack`'s generation."""
+    as long as it takes on `rack`'s generation. Failures happen only while
+    some job runs: a fleet that only waits or drains breaks nothing."""
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
     for job in jobs:
         check_fits(job, rack, racks)
-    jobs = timed_all(jobs, rack)
-    fleet = Fleet(rack, racks)
-    records = [JobRecord(job) for job in sorted(jobs, key=lambda j: (j.arrival, j.name))]
+    run = _Run(Fleet(rack, racks), policy, gangs)
+    records = sorted((JobRecord(job) for job in timed_all(jobs, rack)), key=JobRecord.order)
     arrivals = list(records)
-    ends: list[tuple[float, int, JobRecord]] = []
-    waiting: list[JobRecord] = []
     samples: list[Sample] = []
     next_arrival = 0
-    while next_arrival < len(arrivals) or ends:
+    failure: Failure | None = None
+    inf = float("inf")
+    while next_arrival < len(arrivals) or run.ends or (run.waiting and run.repairs):
+        if not run.ends:
+            failure = None
         now = min(
-            arrivals[next_arrival].job.arrival if next_arrival < len(arrivals) else float("inf"),
-            ends[0][0] if ends else float("inf"),
+            arrivals[next_arrival].job.arrival if next_arrival < len(arrivals) else inf,
+            run.ends[0][0] if run.ends else inf,
+            run.repairs[0][0] if run.repairs else inf,
+            failure.time if failure else inf,
         )
-        while ends and ends[0][0] == now:
-            _, _, done = heapq.heappop(ends)
-            for placement in done.held:
-                fleet.release(placement)
-            done.held.clear()
+        while run.ends and run.ends[0][0] == now:
+            run.finish(heapq.heappop(run.ends)[2])
+        while run.repairs and run.repairs[0][0] == now:
+            _, chip, mask = heapq.heappop(run.repairs)
+            run.repair(chip, mask)
+        while failures and failure and failure.time == now:
+            run.fail(now, failure, failures.repair_seconds)
+            failure = failures.after(now)
         while next_arrival < len(arrivals) and arrivals[next_arrival].job.arrival == now:
-            waiting.append(arrivals[next_arrival])
+            run.waiting.append(arrivals[next_arrival])
             next_arrival += 1
-        for record in list(waiting):
-            if _try_start(fleet, record, policy, gangs):
-                record.start = now
-                record.end = now + record.job.duration
-                heapq.heappush(ends, (record.end, id(record), record))
-                waiting.remove(record)
-        shapes = {r.job.shape for r in waiting}
-        samples.append(
-            Sample(
-                now,
-                fleet.cores - fleet.free_cores(),
-                len(waiting),
-                fleet.unusable_free_cores(shapes),
-            )
-        )
-    return Replay(rack, racks, policy, gangs, tuple(records), tuple(samples))
+        run.schedule(now)
+        if failures and failure is None and run.ends:
+            failure = failures.after(now)
+        samples.append(run.sample(now))
+    return Replay(rack, racks, policy, gangs, tuple(records), tuple(samples), run.failures)
 
 
 def _try_start(fleet: Fleet, record: JobRecord, policy: str, gangs: bool) -> bool:

@@ -19,8 +19,8 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
         "| placement | gangs | jobs run | never ran | makespan (s) "
         "| queueing p50 / p90 / p99 (s) | completion p50 / p90 (s) "
         "| allocation while jobs arrive | allocation while jobs wait "
-        "| free cores unusable while jobs wait |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| free cores unusable while jobs wait | failures | evictions | lost core-hours |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in runs:
         q, c = run["queueing_delay_s"], run["completion_time_s"]
@@ -31,7 +31,8 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
             f"| {seconds(c['p50'])} / {seconds(c['p90'])} "
             f"| {share(run['allocation_rate_while_arriving'])} "
             f"| {share(run['allocation_rate_while_waiting'])} "
-            f"| {share(run['unusable_free_share_while_waiting'])} |"
+            f"| {share(run['unusable_free_share_while_waiting'])} "
+            f"| {run['failures']} | {run['evictions']} | {run['lost_core_hours']:,.1f} |"
         )
     return "\n".join(lines)
 

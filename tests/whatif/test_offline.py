@@ -16,8 +16,10 @@ def job(name: str, arrival: float, shape: PodShape, duration: float, pods: int =
     return Job(name, arrival, pods, shape, duration)
 
 
-def started(jobs: list[Job], rack: RackSpec, policy: str, **kw: bool) -> dict[str, float | None]:
-    run = replay(jobs, rack, 1, policy=policy, **kw)
+def started(
+    jobs: list[Job], rack: RackSpec, policy: str, gangs: bool = True
+) -> dict[str, float | None]:
+    run = replay(jobs, rack, 1, policy=policy, gangs=gangs)
     return {r.job.name: r.start for r in run.records}
 
 
