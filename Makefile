@@ -16,7 +16,7 @@ PREVIOUS_BIN_DIR_FILE := build/bin-dir-previous
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif bench-whatif bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes validate-sim chaos clean
+.PHONY: venv binaries dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -115,6 +115,14 @@ bench-scale: venv binaries
 # WHATIF_ARGS takes `trainium-dra whatif offline` flags.
 whatif: venv
 	$(VENV)/bin/trainium-dra whatif offline $(WHATIF_ARGS)
+
+# The same through the real scheduler: a local cluster of WHATIF_RACKS Gen2 racks
+# (node pools) up, the replay, the cluster down again.
+WHATIF_RACKS ?= 1
+whatif-live: venv binaries
+	$(WITH_BINARIES) $(VENV)/bin/trainium-dra up --racks $(WHATIF_RACKS) --pools node
+	$(WITH_BINARIES) $(VENV)/bin/trainium-dra whatif live $(or $(WHATIF_ARGS),--jobs 300 --minutes 5); \
+	  status=$$?; $(VENV)/bin/trainium-dra down; exit $$status
 
 # The example of docs/whatif.md: one trace, both placement rules, gangs on and off.
 bench-whatif: venv

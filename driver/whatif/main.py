@@ -1,25 +1,33 @@
 """`trainium-dra whatif`: replay a job trace on simulated racks.
 
     trainium-dra whatif offline [--racks 10] [--jobs 2000] [--mix ...] [--out DIR]
+    trainium-dra whatif live [--minutes 10 | --speedup K] [--jobs ...] [--out DIR]
     trainium-dra whatif stats ALIBABA_CSV
 
 `offline` replays the trace with the offline anchor (no API, idealized
-placement) under first fit and best fit, and writes the trace it used
-(trace.csv), every figure (result.json), plots (PNG) and a report
-(report.md) into DIR.
-`stats` prints what the generator would take from an Alibaba GPU trace."""
+placement) under first fit and best fit. `live` replays it through the real
+kube-scheduler on the running local cluster (`trainium-dra up`), on a
+compressed clock, and the offline anchor beside it. Both write the trace they
+used (trace.csv), every figure (result.json), plots (PNG) and a report
+(report.md) into DIR. `stats` prints what the generator would take from an
+Alibaba GPU trace."""
 
 import argparse
 import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from driver.localsim.clusterspec import ClusterPaths
+from driver.localsim.running import NotRunningError, open_running
+from driver.localsim.state import default_state_dir
 from driver.whatif.faults import FaultRates, RandomFailures
 from driver.whatif.fleet import POLICIES
-from driver.whatif.jobs import Job, JobError
-from driver.whatif.metrics import summarize
-from driver.whatif.offline import replay
+from driver.whatif.jobs import Job, JobError, check_fits
+from driver.whatif.live import replay_live
+from driver.whatif.metrics import percentile, summarize
+from driver.whatif.offline import Replay, replay
 from driver.whatif.plots import write_plots
 from driver.whatif.report import markdown
 from driver.whatif.runtime import parse_work, timed_all
@@ -31,7 +39,7 @@ from driver.whatif.trace import (
     trace_stats,
     write_trace,
 )
-from simdevice.topology import GENERATIONS, rack_spec
+from simdevice.topology import GENERATIONS, RackSpec, rack_spec
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -46,81 +54,171 @@ def parse_mix(text: str) -> dict[str, float]:
     return mix
 
 
+def _source(p: argparse.ArgumentParser) -> None:
+    """Where the jobs come from, and the output directory: shared by offline and live."""
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--trace", type=Path, help="a trace CSV this command wrote")
+    source.add_argument(
+        "--alibaba", type=Path, help="an openb_pod_list CSV (cluster-trace-gpu-v2023)"
+    )
+    p.add_argument("--jobs", type=int, default=2000, help="jobs to generate")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--load", type=float, default=0.9, help="offered load of generated jobs")
+    p.add_argument("--mix", default="", help="job kinds and weights, e.g. cores-1=0.6,serverx4=0.1")
+    p.add_argument(
+        "--work",
+        default="",
+        help="what generated jobs compute (a workload spec as JSON); durations then come "
+        "from the simulated cores of the generation replayed",
+    )
+    p.add_argument("--no-gangs", action="store_true", help="place a job's pods one by one")
+    p.add_argument("--out", type=Path, default=Path("whatif-out"))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trainium-dra whatif", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     off = sub.add_parser("offline", help="replay a trace with the offline anchor")
     off.add_argument("--generation", default="trn3-gen2", choices=GENERATIONS)
     off.add_argument("--racks", type=int, default=10)
-    source = off.add_mutually_exclusive_group()
-    source.add_argument("--trace", type=Path, help="a trace CSV this command wrote")
-    source.add_argument(
-        "--alibaba", type=Path, help="an openb_pod_list CSV (cluster-trace-gpu-v2023)"
-    )
-    off.add_argument("--jobs", type=int, default=2000, help="jobs to generate")
-    off.add_argument("--seed", type=int, default=1)
-    off.add_argument("--load", type=float, default=0.9, help="offered load of generated jobs")
-    off.add_argument(
-        "--mix", default="", help="job kinds and weights, e.g. cores-1=0.6,serverx4=0.1"
-    )
-    off.add_argument(
-        "--work",
-        default="",
-        help="what generated jobs compute (a workload spec as JSON); durations then come "
-        "from the simulated cores of the generation replayed",
-    )
-    off.add_argument("--no-gangs", action="store_true", help="place a job's pods one by one")
+    _source(off)
     off.add_argument("--chip-mtbf-hours", type=float, help="mean hours between one chip's failures")
     off.add_argument("--core-mtbf-hours", type=float, help="mean hours between one core's failures")
     off.add_argument("--repair-hours", type=float, default=4.0, help="time a failed device is out")
-    off.add_argument("--out", type=Path, default=Path("whatif-out"))
+    live = sub.add_parser("live", help="replay a trace through the real scheduler")
+    live.add_argument(
+        "--state-dir", type=Path, default=None, help="the local cluster's state directory"
+    )
+    _source(live)
+    clock = live.add_mutually_exclusive_group()
+    clock.add_argument("--speedup", type=float, help="simulated seconds per wall second")
+    clock.add_argument(
+        "--minutes",
+        type=float,
+        default=10.0,
+        help="wall minutes the trace takes if no job waits (sets the speed-up; default 10)",
+    )
+    live.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=30.0,
+        help="after the last arrival, stop when no pod has bound for this long",
+    )
+    live.add_argument("--namespace", default="whatif")
     stats = sub.add_parser("stats", help="the generator's inputs from an Alibaba GPU trace")
     stats.add_argument("alibaba", type=Path)
     stats.add_argument("--generation", default="trn3-gen2", choices=GENERATIONS)
     return p
 
 
-def jobs_of(args: argparse.Namespace) -> list[Job]:
-    rack = rack_spec(args.generation)
+def jobs_of(args: argparse.Namespace, rack: RackSpec, racks: int) -> list[Job]:
+    """The trace the flags name, each job's duration for `rack`'s generation."""
     if args.trace:
-        return read_trace(args.trace)
-    if args.alibaba:
+        jobs = read_trace(args.trace)
+    elif args.alibaba:
         jobs, skipped = read_alibaba_v2023(args.alibaba, rack)
         print(f"read {len(jobs)} jobs from {args.alibaba}; skipped {dict(skipped)}", flush=True)
-        return jobs
-    work = parse_work(args.work) if args.work else None
-    spec = TraceSpec(args.jobs, args.load, mix=parse_mix(args.mix), work=work)
-    return generate(spec, rack, args.racks, args.seed)
+    else:
+        work = parse_work(args.work) if args.work else None
+        spec = TraceSpec(args.jobs, args.load, mix=parse_mix(args.mix), work=work)
+        jobs = generate(spec, rack, racks, args.seed)
+    for job in jobs:
+        check_fits(job, rack, racks)
+    return timed_all(jobs, rack)
 
 
-def offline(args: argparse.Namespace) -> int:
-    rack = rack_spec(args.generation)
-    jobs = timed_all(jobs_of(args), rack)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_trace(args.out / "trace.csv", jobs)
-    rates = FaultRates(args.chip_mtbf_hours, args.core_mtbf_hours, args.repair_hours)
+def anchor_runs(
+    jobs: list[Job], rack: RackSpec, racks: int, *, gangs: bool, rates: FaultRates, seed: int
+) -> list[Replay]:
     runs = []
     for policy in POLICIES:
-        print(f"{policy}: replaying {len(jobs)} jobs on {args.racks} racks", flush=True)
-        failures = RandomFailures(rates, rack, args.racks, args.seed)
-        runs.append(
-            replay(
-                jobs, rack, args.racks, policy=policy, gangs=not args.no_gangs, failures=failures
-            )
-        )
-    result = {
-        "trace": str(args.out / "trace.csv"),
-        "seed": args.seed,
-        "offline": [summarize(run) for run in runs],
-    }
-    (args.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(f"{policy}: replaying {len(jobs)} jobs on {racks} racks", flush=True)
+        failures = RandomFailures(rates, rack, racks, seed)
+        runs.append(replay(jobs, rack, racks, policy=policy, gangs=gangs, failures=failures))
+    return runs
+
+
+def write_outputs(out: Path, result: dict[str, Any], runs: list[Replay], title: str) -> None:
+    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     plots = []
     if importlib.util.find_spec("matplotlib") is None:
         print("no plots: matplotlib is missing (pip install 'trainium-dra[whatif]')", flush=True)
     else:
-        plots = [p.name for p in write_plots(args.out, runs)]
-    (args.out / "report.md").write_text(markdown(result, plots))
-    print(f"wrote {args.out / 'report.md'}", flush=True)
+        plots = [p.name for p in write_plots(out, runs)]
+    (out / "report.md").write_text(markdown(result, title, plots))
+    print(f"wrote {out / 'report.md'}", flush=True)
+
+
+def offline(args: argparse.Namespace) -> int:
+    rack = rack_spec(args.generation)
+    jobs = jobs_of(args, rack, args.racks)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_trace(args.out / "trace.csv", jobs)
+    rates = FaultRates(args.chip_mtbf_hours, args.core_mtbf_hours, args.repair_hours)
+    runs = anchor_runs(jobs, rack, args.racks, gangs=not args.no_gangs, rates=rates, seed=args.seed)
+    result = {
+        "trace": str(args.out / "trace.csv"),
+        "seed": args.seed,
+        "runs": [summarize(run) for run in runs],
+    }
+    write_outputs(args.out, result, runs, "the offline anchor (no API, idealized placement)")
+    return 0
+
+
+def speedup_for(jobs: list[Job], minutes: float) -> float:
+    """Simulated seconds per wall second that fit the trace into `minutes` if
+    no job waited: until the last job would end after arriving."""
+    span = max((j.arrival + j.duration for j in jobs), default=0.0)
+    return max(1.0, span / (minutes * 60))
+
+
+def live(args: argparse.Namespace) -> int:
+    paths = ClusterPaths((args.state_dir or default_state_dir()).absolute())
+    with open_running(paths) as cluster:
+        plans = cluster.spec.racks
+        generations = {r.generation for r in plans}
+        partial = [r.name for r in plans if r.nodes < r.servers]
+        if len(generations) != 1 or partial:
+            raise JobError(
+                "the local cluster must be whole racks of one generation; start it with "
+                "`trainium-dra up --racks N --generation G` and no --nodes-per-rack"
+            )
+        rack, racks = rack_spec(plans[0].generation), len(plans)
+        jobs = jobs_of(args, rack, racks)
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_trace(args.out / "trace.csv", jobs)
+        speedup = args.speedup or speedup_for(jobs, args.minutes)
+        print(f"replaying {len(jobs)} jobs on {racks} racks at {speedup:g}x", flush=True)
+        got = replay_live(
+            cluster.api,
+            jobs,
+            rack,
+            racks,
+            namespace=args.namespace,
+            driver=cluster.spec.driver,
+            speedup=speedup,
+            gangs=not args.no_gangs,
+            idle_seconds=args.idle_seconds,
+            progress=lambda msg: print(msg, flush=True),
+        )
+    anchor = anchor_runs(jobs, rack, racks, gangs=not args.no_gangs, rates=FaultRates(), seed=0)
+    runs = [got.replay, *anchor]
+    result = {
+        "trace": str(args.out / "trace.csv"),
+        "speedup": speedup,
+        "wall_seconds": round(got.wall_seconds, 1),
+        "bind_latency_wall_s": {
+            "p50": percentile(got.bind_latency_s, 0.5),
+            "p90": percentile(got.bind_latency_s, 0.9),
+            "max": max(got.bind_latency_s, default=None),
+        },
+        "runs": [summarize(run) for run in runs],
+    }
+    title = (
+        f"the real kube-scheduler on the local cluster at {speedup:g} simulated seconds a "
+        f"wall second ({got.wall_seconds:,.0f} s of wall time), beside the offline anchor"
+    )
+    write_outputs(args.out, result, runs, title)
     return 0
 
 
@@ -133,9 +231,13 @@ def stats(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    commands = {"offline": offline, "live": live, "stats": stats}
     try:
-        return offline(args) if args.command == "offline" else stats(args)
-    except (ValueError, OSError) as err:  # JobError, TraceError, TopologyError and bad rates
+        return commands[args.command](args)
+    except NotRunningError as err:
+        print(f"trainium-dra whatif: {err}", file=sys.stderr)
+        return 1
+    except (ValueError, OSError) as err:  # JobError, TraceError, TopologyError, bad rates
         print(f"trainium-dra whatif: {err}", file=sys.stderr)
         return 2
 

@@ -74,9 +74,16 @@ def summarize(run: Replay) -> dict[str, Any]:
         "failures": run.failures,
         "evictions": sum(r.evictions for r in run.records),
         "lost_core_hours": sum(r.lost_core_seconds for r in run.records) / 3600,
-        "unusable_free_share_while_waiting": time_weighted(
-            run.samples,
-            lambda s: s.unusable_free_cores / max(1, cores - s.allocated_cores - s.failed_cores),
-            only=lambda s: s.waiting_jobs,
+        "unusable_free_share_while_waiting": (
+            None
+            if any(s.unusable_free_cores is None for s in run.samples)
+            else time_weighted(
+                run.samples,
+                lambda s: (
+                    (s.unusable_free_cores or 0)
+                    / max(1, cores - s.allocated_cores - s.failed_cores)
+                ),
+                only=lambda s: s.waiting_jobs,
+            )
         ),
     }

@@ -45,7 +45,8 @@ class Sample:
     time: float
     allocated_cores: int
     waiting_jobs: int
-    unusable_free_cores: int
+    unusable_free_cores: int | None
+    """None where the replay cannot see where pods were placed."""
     failed_cores: int = 0
 
 

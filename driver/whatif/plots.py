@@ -32,7 +32,8 @@ def write_plots(out: Path, runs: Sequence[Replay]) -> list[Path]:
                     values = [s.allocated_cores / cores for s in run.samples]
                 else:
                     values = [
-                        s.unusable_free_cores / max(1, cores - s.allocated_cores - s.failed_cores)
+                        (s.unusable_free_cores or 0)
+                        / max(1, cores - s.allocated_cores - s.failed_cores)
                         for s in run.samples
                     ]
                 ax.step(times, values, where="post", label=label(run), linewidth=0.8)

@@ -37,13 +37,15 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(result: dict[str, Any], plots: Sequence[str] = ()) -> str:
-    """The report; `plots` are PNG files beside it, shown under the table."""
-    first = result["offline"][0]
+def markdown(result: dict[str, Any], title: str, plots: Sequence[str] = ()) -> str:
+    """The report: what was replayed and how, the table, the plots beside it."""
+    first = result["runs"][0]
     images = "".join(f"\n![{Path(p).stem}]({p})\n" for p in plots)
     return (
         "# What-if report\n\n"
         f"{first['jobs']} jobs from `{result['trace']}` on {first['racks']} "
-        f"{first['generation']} racks ({first['cores']:,} cores); the offline anchor "
-        "(no API, idealized placement).\n\n" + table(result["offline"]) + "\n" + images
+        f"{first['generation']} racks ({first['cores']:,} cores); {title}.\n\n"
+        + table(result["runs"])
+        + "\n"
+        + images
     )

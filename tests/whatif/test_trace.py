@@ -145,8 +145,8 @@ def test_the_command_writes_trace_result_and_report(tmp_path: Path) -> None:
     )
     assert code == 0
     result = json.loads((out / "result.json").read_text())
-    assert [r["policy"] for r in result["offline"]] == ["first-fit", "best-fit"]
-    assert all(r["jobs"] == r["jobs_run"] == 60 for r in result["offline"])
+    assert [r["policy"] for r in result["runs"]] == ["first-fit", "best-fit"]
+    assert all(r["jobs"] == r["jobs_run"] == 60 for r in result["runs"])
     assert len(read_trace(out / "trace.csv")) == 60
     report = (out / "report.md").read_text()
     assert "| first-fit | on | 60 | 0 |" in report and "| best-fit | on | 60 | 0 |" in report

@@ -1,0 +1,78 @@
+"""The Kubernetes objects of one job: a ResourceClaim and a Pod per pod, and
+for a gang a PodGroup that makes the scheduler bind all of its pods or none."""
+
+from typing import Final
+
+from driver.jsontypes import JSON
+from driver.whatif.jobs import Job
+
+DEVICE_CLASSES: Final = {
+    "cores": "core",
+    "chips": "chip",
+    "server": "server",
+    "rack": "ultraserver",
+}
+"""Shape kind -> the chart's DeviceClass prefix (`<prefix>.<driver>`)."""
+JOB_LABEL: Final = "whatif.trainium.sim.dev/job"
+IMAGE: Final = "registry.invalid/trainium-whatif:none"
+"""Never pulled: the pods hold their devices and the replay ends them."""
+
+
+def pod_name(job: Job, index: int) -> str:
+    return f"{job.name}-{index}"
+
+
+def claim(job: Job, index: int, namespace: str, driver: str) -> JSON:
+    shape = job.shape
+    request: JSON = {"deviceClassName": f"{DEVICE_CLASSES[shape.kind]}.{driver}"}
+    if shape.kind == "cores":
+        attribute = f'device.attributes["{driver}"].coreCount'
+        request["selectors"] = [{"cel": {"expression": f"{attribute} == {shape.count}"}}]
+    elif shape.kind == "chips" and shape.count > 1:
+        request["count"] = shape.count
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": pod_name(job, index),
+            "namespace": namespace,
+            "labels": {JOB_LABEL: job.name},
+        },
+        "spec": {"devices": {"requests": [{"name": "devices", "exactly": request}]}},
+    }
+
+
+def pod(job: Job, index: int, namespace: str, gang: bool) -> JSON:
+    name = pod_name(job, index)
+    spec: JSON = {
+        "containers": [{"name": "main", "image": IMAGE, "resources": {"claims": [{"name": "d"}]}}],
+        "resourceClaims": [{"name": "d", "resourceClaimName": name}],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if gang:
+        spec["schedulingGroup"] = {"podGroupName": job.name}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {JOB_LABEL: job.name}},
+        "spec": spec,
+    }
+
+
+def pod_group(job: Job, namespace: str) -> JSON:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": job.name, "namespace": namespace, "labels": {JOB_LABEL: job.name}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": job.pods}}},
+    }
+
+
+def job_objects(job: Job, namespace: str, driver: str, gangs: bool) -> list[JSON]:
+    """In creation order: the PodGroup (a gang of more than one pod), then
+    each pod's claim and the pod."""
+    gang = gangs and job.pods > 1
+    objects = [pod_group(job, namespace)] if gang else []
+    for i in range(job.pods):
+        objects += [claim(job, i, namespace, driver), pod(job, i, namespace, gang)]
+    return objects

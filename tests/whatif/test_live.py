@@ -1,0 +1,85 @@
+"""The replay through the real scheduler on a local cluster (one Trn3 Gen1
+rack, node pools): every job of a small trace runs, for its duration, and a
+whole-rack job runs alone, after every job under it has ended."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from driver.localsim.running import open_running
+from driver.whatif import main as whatif
+from driver.whatif.jobs import Job, PodShape
+from driver.whatif.live import replay_live
+from driver.whatif.trace import write_trace
+from simdevice.topology import rack_spec
+from tests.e2e.cluster import Cluster, running_cluster
+
+pytestmark = pytest.mark.integration
+
+SPEEDUP = 4.0
+JOBS = [
+    Job("a-core", 0, 1, PodShape("cores", 1), 20),
+    Job("b-half", 0, 1, PodShape("cores", 4), 20),
+    Job("c-chip", 4, 1, PodShape("chips", 1), 20),
+    Job("d-server", 4, 1, PodShape("server"), 30),
+    Job("e-gang", 8, 2, PodShape("server"), 20),
+    Job("f-rack", 12, 1, PodShape("rack"), 10),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with running_cluster("--generation", "trn3-gen1", "--pools", "node") as running:
+        yield running
+
+
+def test_the_command_reports_the_scheduler_beside_the_anchor(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    trace, out = tmp_path / "trace.csv", tmp_path / "out"
+    write_trace(trace, JOBS[:2])
+    argv = ["live", f"--state-dir={cluster.paths.root}", "--trace", str(trace)]
+    code = whatif.main(
+        [*argv, "--speedup", str(SPEEDUP), "--idle-seconds", "60", "--out", str(out)]
+    )
+    assert code == 0
+    result = json.loads((out / "result.json").read_text())
+    live, *anchor = result["runs"]
+    assert live["policy"] == "kube-scheduler" and [r["policy"] for r in anchor] == [
+        "first-fit",
+        "best-fit",
+    ]
+    assert live["jobs_run"] == 2, live
+    assert live["unusable_free_share_while_waiting"] is None
+    assert result["speedup"] == SPEEDUP
+    assert "| kube-scheduler | on | 2 | 0 |" in (out / "report.md").read_text()
+
+
+def test_the_live_run_times_each_job_and_keeps_the_rack_alone(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    rack = rack_spec("trn3-gen1")
+    with open_running(cluster.paths) as running:
+        got = replay_live(
+            running.api,
+            JOBS,
+            rack,
+            1,
+            namespace="whatif-spans",
+            driver=running.spec.driver,
+            speedup=SPEEDUP,
+            idle_seconds=60,
+        )
+    spans: dict[str, tuple[float, float]] = {}
+    for r in got.replay.records:
+        assert r.start is not None and r.end is not None, f"{r.job.name} never ran"
+        spans[r.job.name] = (r.start, r.end)
+    slack = 3 * SPEEDUP  # the replay's loop and the deletion, in simulated seconds
+    for job in JOBS:
+        start, end = spans[job.name]
+        assert start >= job.arrival
+        assert job.duration <= end - start <= job.duration + slack, job.name
+    rack_start = spans["f-rack"][0]
+    assert all(end <= rack_start for name, (_, end) in spans.items() if name != "f-rack")

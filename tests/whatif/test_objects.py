@@ -1,0 +1,61 @@
+"""What a job becomes in Kubernetes, and the live command's refusal without a cluster."""
+
+from pathlib import Path
+
+import pytest
+
+from driver.jsontypes import JSON
+from driver.whatif import main as whatif
+from driver.whatif.jobs import Job, PodShape
+from driver.whatif.objects import JOB_LABEL, job_objects
+
+DRIVER = "trainium.sim.dev"
+
+
+def requests(objects: list[JSON]) -> list[JSON]:
+    return [
+        o["spec"]["devices"]["requests"][0]["exactly"]
+        for o in objects
+        if o["kind"] == "ResourceClaim"
+    ]
+
+
+def test_each_shape_asks_for_its_device_class() -> None:
+    core = job_objects(Job("c", 0, 1, PodShape("cores", 2), 1), "ns", DRIVER, gangs=True)
+    [request] = requests(core)
+    assert request["deviceClassName"] == f"core.{DRIVER}"
+    assert request["selectors"][0]["cel"]["expression"].endswith("coreCount == 2")
+    [chips] = requests(job_objects(Job("k", 0, 1, PodShape("chips", 4), 1), "ns", DRIVER, True))
+    assert chips == {"deviceClassName": f"chip.{DRIVER}", "count": 4}
+    [rack] = requests(job_objects(Job("r", 0, 1, PodShape("rack"), 1), "ns", DRIVER, True))
+    assert rack == {"deviceClassName": f"ultraserver.{DRIVER}"}
+
+
+def test_a_gang_is_a_pod_group_of_all_its_pods() -> None:
+    objects = job_objects(Job("g", 0, 3, PodShape("server"), 1), "ns", DRIVER, gangs=True)
+    assert [o["kind"] for o in objects] == ["PodGroup"] + ["ResourceClaim", "Pod"] * 3
+    assert objects[0]["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {"g"}
+    assert {p["spec"]["resourceClaims"][0]["resourceClaimName"] for p in pods} == {
+        "g-0",
+        "g-1",
+        "g-2",
+    }
+    assert all(o["metadata"]["labels"][JOB_LABEL] == "g" for o in objects)
+    alone = job_objects(Job("g", 0, 3, PodShape("server"), 1), "ns", DRIVER, gangs=False)
+    assert "PodGroup" not in {o["kind"] for o in alone}
+    assert not any("schedulingGroup" in o["spec"] for o in alone if o["kind"] == "Pod")
+
+
+def test_live_without_a_cluster_says_how_to_start_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert whatif.main(["live", f"--state-dir={tmp_path}", "--out", str(tmp_path / "o")]) == 1
+    assert "trainium-dra up" in capsys.readouterr().err
+
+
+def test_the_clock_fits_the_trace_into_the_minutes_asked() -> None:
+    jobs = [Job("a", 0, 1, PodShape("cores", 1), 600), Job("b", 1200, 1, PodShape("rack"), 600)]
+    assert whatif.speedup_for(jobs, minutes=5) == 1800 / 300
+    assert whatif.speedup_for(jobs[:1], minutes=60) == 1.0
