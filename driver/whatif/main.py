@@ -71,6 +71,9 @@ def _source(p: argparse.ArgumentParser) -> None:
         help="what generated jobs compute (a workload spec as JSON); durations then come "
         "from the simulated cores of the generation replayed",
     )
+    p.add_argument(
+        "--max-duration-hours", type=float, help="cut generated durations to this many hours"
+    )
     p.add_argument("--no-gangs", action="store_true", help="place a job's pods one by one")
     p.add_argument("--out", type=Path, default=Path("whatif-out"))
 
@@ -120,7 +123,8 @@ def jobs_of(args: argparse.Namespace, rack: RackSpec, racks: int) -> list[Job]:
         print(f"read {len(jobs)} jobs from {args.alibaba}; skipped {dict(skipped)}", flush=True)
     else:
         work = parse_work(args.work) if args.work else None
-        spec = TraceSpec(args.jobs, args.load, mix=parse_mix(args.mix), work=work)
+        cap = args.max_duration_hours * 3600 if args.max_duration_hours else None
+        spec = TraceSpec(args.jobs, args.load, mix=parse_mix(args.mix), work=work, max_duration=cap)
         jobs = generate(spec, rack, racks, args.seed)
     for job in jobs:
         check_fits(job, rack, racks)

@@ -228,6 +228,19 @@ class TraceSpec:
     work: Workload | None = None
     """What every job computes; its iterations fill the drawn duration on the
     generation the trace is generated for."""
+    max_duration: float | None = None
+    """Seconds a drawn duration is cut to, if any: the log-normal's tail runs
+    for days, longer than a compressed live replay can wait."""
+
+
+def lognormal_mean(mu: float, sigma: float, cap: float | None) -> float:
+    """Mean of a log-normal duration, or of its minimum with `cap`."""
+    mean = math.exp(mu + sigma * sigma / 2)
+    if cap is None:
+        return mean
+    z = (math.log(cap) - mu) / sigma
+    unit = statistics.NormalDist()
+    return mean * unit.cdf(z - sigma) + cap * (1 - unit.cdf(z))
 
 
 def generate(spec: TraceSpec, rack: RackSpec, racks: int, seed: int) -> list[Job]:
@@ -236,13 +249,15 @@ def generate(spec: TraceSpec, rack: RackSpec, racks: int, seed: int) -> list[Job
     whose mean makes the offered load `spec.offered_load`."""
     if spec.jobs < 1 or spec.offered_load <= 0:
         raise JobError("jobs must be at least 1 and offered_load above 0")
+    if spec.max_duration is not None and spec.max_duration <= 0:
+        raise JobError("max_duration must be above 0 seconds")
     mix = dict(spec.mix or spec.stats.mix)
     kinds = {label: parse_label(label) for label in mix}
     rng = random.Random(seed)
     labels = list(mix)
     weights = [mix[k] for k in labels]
     mu, sigma = spec.stats.duration_log_mean, spec.stats.duration_log_sigma
-    mean_duration = math.exp(mu + sigma * sigma / 2)
+    mean_duration = lognormal_mean(mu, sigma, spec.max_duration)
     total = sum(weights)
     mean_cores = sum(
         w / total * pods * shape.cores(rack)
@@ -260,6 +275,9 @@ def generate(spec: TraceSpec, rack: RackSpec, racks: int, seed: int) -> list[Job
             continue
         label = rng.choices(labels, weights)[0]
         pods, shape = kinds[label]
-        job = Job(f"job-{len(jobs):05d}", now, pods, shape, rng.lognormvariate(mu, sigma))
+        duration = rng.lognormvariate(mu, sigma)
+        if spec.max_duration is not None:
+            duration = min(duration, spec.max_duration)
+        job = Job(f"job-{len(jobs):05d}", now, pods, shape, duration)
         jobs.append(with_work(job, spec.work, rack) if spec.work else job)
     return jobs

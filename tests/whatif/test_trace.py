@@ -3,6 +3,7 @@
 import itertools
 import json
 import math
+import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from driver.whatif.trace import (
     TraceSpec,
     generate,
     job_label,
+    lognormal_mean,
     read_alibaba_v2023,
     read_trace,
     trace_stats,
@@ -160,3 +162,18 @@ def test_the_command_names_a_bad_mix(capsys: pytest.CaptureFixture[str], tmp_pat
     assert "gpu-1" in capsys.readouterr().err
     with pytest.raises(JobError):
         generate(TraceSpec(0), GEN2, 1, seed=1)
+
+
+def test_a_cap_cuts_durations_and_keeps_the_offered_load() -> None:
+    capped = generate(TraceSpec(500, offered_load=1.0, max_duration=3600.0), GEN2, 2, seed=4)
+    assert max(j.duration for j in capped) <= 3600.0
+    # A shorter mean duration at the same load means more arrivals a second.
+    free = generate(TraceSpec(500, offered_load=1.0), GEN2, 2, seed=4)
+    assert capped[-1].arrival < free[-1].arrival
+
+
+def test_the_capped_mean_is_the_mean_of_capped_draws() -> None:
+    rng = random.Random(5)
+    draws = [min(rng.lognormvariate(6.0, 1.5), 2000.0) for _ in range(200_000)]
+    assert lognormal_mean(6.0, 1.5, 2000.0) == pytest.approx(sum(draws) / len(draws), rel=0.01)
+    assert lognormal_mean(6.0, 1.5, None) == pytest.approx(math.exp(6.0 + 1.5**2 / 2))
