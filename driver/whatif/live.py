@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kubernetes import client, watch
@@ -46,7 +47,7 @@ class BindingWatch:
     """Wall times at which the namespace's replay pods were first seen bound."""
 
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.core = client.CoreV1Api(api)
+        self.core = client.CoreV1Api(client.ApiClient(api.configuration))  # its own connections
         self.namespace = namespace
         self.events: queue.Queue[tuple[float, str, str]] = queue.Queue()
         self.stop = threading.Event()
@@ -121,6 +122,7 @@ def replay_live(
     core.create_namespace({"metadata": {"name": namespace}})
     binds = BindingWatch(api, namespace)
     binds.start()
+    writer = Writer(api)
     live = {j.name: LiveJob(j) for j in sorted(jobs, key=lambda j: (j.arrival, j.name))}
     arrivals = list(live.values())
     ends: list[tuple[float, str]] = []
@@ -136,12 +138,12 @@ def replay_live(
                 ):
                     entry = arrivals[next_arrival]
                     entry.created = now
-                    pool.submit(_create, api, job_objects(entry.job, namespace, driver, gangs))
+                    pool.submit(writer.create, job_objects(entry.job, namespace, driver, gangs))
                     next_arrival += 1
                 while ends and ends[0][0] <= now:
                     _, name = heapq.heappop(ends)
                     live[name].end = now
-                    pool.submit(_delete, api, namespace, live[name].job)
+                    pool.submit(writer.delete, namespace, live[name].job)
                 running = sum(1 for e in live.values() if e.start is not None and e.end is None)
                 if (
                     next_arrival == len(arrivals)
@@ -183,12 +185,59 @@ def replay_live(
     )
 
 
-def _create(api: client.ApiClient, objects: list[JSON]) -> None:
-    for obj in objects:
-        try:
-            _post(api, obj)
-        except ApiException as err:
-            log.warning("create %s %s: %s", obj["kind"], obj["metadata"]["name"], err.reason)
+class Writer:
+    """Creates and deletes the replay's objects from a few threads, each with an
+    API client of its own (one client's connections shared by threads break),
+    retrying a call that fails and logging one that keeps failing."""
+
+    ATTEMPTS = 5
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.configuration = api.configuration
+        self.local = threading.local()
+
+    def _api(self) -> client.ApiClient:
+        if not hasattr(self.local, "api"):
+            self.local.api = client.ApiClient(self.configuration)
+        api: client.ApiClient = self.local.api
+        return api
+
+    def _retry(self, what: str, call: Callable[[client.ApiClient], object]) -> None:
+        for attempt in range(self.ATTEMPTS):
+            try:
+                call(self._api())
+                return
+            except ApiException as err:
+                if err.status in (404, 409):
+                    return
+                failure = f"{err.status} {err.reason}"
+            except Exception as err:  # a broken connection: a new client, then again
+                failure = repr(err)
+                self.local.__dict__.pop("api", None)
+            time.sleep(0.2 * (attempt + 1))
+        log.warning("%s: failed %d times, last: %s", what, self.ATTEMPTS, failure)
+
+    def create(self, objects: list[JSON]) -> None:
+        for obj in objects:
+            self._retry(f"create {obj['kind']} {obj['metadata']['name']}", partial(_post, obj=obj))
+
+    def delete(self, namespace: str, job: Job) -> None:
+        """The job's pods (at once: the kubelet unprepares) and their claims."""
+        for i in range(job.pods):
+            name = pod_name(job, i)
+            where = {"name": name, "namespace": namespace}
+            self._retry(f"delete pod {namespace}/{name}", partial(_delete_pod, **where))
+            self._retry(f"delete claim {namespace}/{name}", partial(_delete_claim, **where))
+
+
+def _delete_pod(api: client.ApiClient, name: str, namespace: str) -> None:
+    client.CoreV1Api(api).delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+
+def _delete_claim(api: client.ApiClient, name: str, namespace: str) -> None:
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaims", name
+    )
 
 
 def _post(api: client.ApiClient, obj: JSON) -> None:
@@ -199,22 +248,6 @@ def _post(api: client.ApiClient, obj: JSON) -> None:
     group, version = obj["apiVersion"].split("/")
     plural = {"ResourceClaim": "resourceclaims", "PodGroup": "podgroups"}[obj["kind"]]
     client.CustomObjectsApi(api).create_namespaced_custom_object(group, version, ns, plural, obj)
-
-
-def _delete(api: client.ApiClient, namespace: str, job: Job) -> None:
-    """The job's pods (at once: the kubelet unprepares) and their claims."""
-    core = client.CoreV1Api(api)
-    custom = client.CustomObjectsApi(api)
-    for i in range(job.pods):
-        name = pod_name(job, i)
-        try:
-            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-            custom.delete_namespaced_custom_object(
-                "resource.k8s.io", "v1", namespace, "resourceclaims", name
-            )
-        except ApiException as err:
-            if err.status != 404:
-                log.warning("delete %s/%s: %s", namespace, name, err.reason)
 
 
 def _as_replay(

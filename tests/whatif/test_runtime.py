@@ -31,6 +31,16 @@ def test_a_job_that_computes_runs_as_long_as_its_work_takes_on_the_generation() 
     assert timed(Job("plain", 0, 1, PodShape("cores", 1), 7.0), TRN2).duration == 7.0
 
 
+def test_one_iteration_is_timed_once_per_workload_generation_and_shape() -> None:
+    work = parse_work('{"kind": "train-step", "hidden": 512, "seq": 512, "iterations": 3}')
+    jobs = [Job(f"j{i}", 0, 1, PodShape("chips", 2), 1.0, work) for i in range(5)]
+    before = iteration_seconds.cache_info()
+    durations = {timed(j, GEN2).duration for j in jobs}
+    after = iteration_seconds.cache_info()
+    assert len(durations) == 1
+    assert after.misses - before.misses == 1 and after.hits - before.hits == 4
+
+
 def test_iterations_fill_the_drawn_duration_on_the_reference_generation() -> None:
     work = parse_work(STEP)
     step = iteration_seconds(work, GEN2, 8, 1)
