@@ -112,7 +112,7 @@ def replay_live(
     driver: str,
     speedup: float,
     gangs: bool = True,
-    idle_seconds: float = 30.0,
+    idle_seconds: float = 330.0,
     progress: Callable[[str], None] = lambda _: None,
 ) -> LiveResult:
     """Replay `jobs` (their durations already for `rack`'s generation) on the

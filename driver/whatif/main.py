@@ -104,8 +104,9 @@ def parser() -> argparse.ArgumentParser:
     live.add_argument(
         "--idle-seconds",
         type=float,
-        default=30.0,
-        help="after the last arrival, stop when no pod has bound for this long",
+        default=330.0,
+        help="after the last arrival, stop when no pod has bound for this long (default: "
+        "longer than the 5 minutes the scheduler may leave an unschedulable pod unretried)",
     )
     live.add_argument("--namespace", default="whatif")
     stats = sub.add_parser("stats", help="the generator's inputs from an Alibaba GPU trace")
