@@ -14,7 +14,6 @@ Usage: python -m benchmarks.controller [--racks 1,10,100] [--noisy]
 """
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from benchmarks.publishing import (
     rack_nodes,
     remove_published,
 )
-from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
+from benchmarks.report import REPEATS, Conditions, add_noisy_flag, make_command, write_results
 from driver.localsim.controlplane import ControlPlane
 from tests.controller.cluster import install
 
@@ -66,14 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                 point["runs"].append(ours)
                 point["anchor_runs"].append(publish_anchor(cp, api, n))
                 # Written after every run, so a late failure keeps the early figures.
-                write_results("controller", command(argv), results, conditions)
+                write_results("controller", make_command(COMMAND, argv), results, conditions)
     return 0
-
-
-def command(argv: list[str] | None) -> str:
-    """The make command that ran, with the arguments it was given."""
-    given = sys.argv[1:] if argv is None else argv
-    return f"{COMMAND} BENCH_ARGS={' '.join(given)}" if given else COMMAND
 
 
 if __name__ == "__main__":

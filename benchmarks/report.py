@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -109,3 +110,10 @@ def write_results(name: str, command: str, results: dict[str, Any], conditions: 
     out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     render.write_pages()
     return out
+
+
+def make_command(target: str, argv: list[str] | None) -> str:
+    """The make command that ran (`target`, e.g. `make bench-storage`), with the
+    arguments the benchmark was given."""
+    given = sys.argv[1:] if argv is None else argv
+    return f"{target} BENCH_ARGS={' '.join(given)}" if given else target

@@ -15,7 +15,6 @@ Usage: python -m benchmarks.storage [--racks 10]
 """
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from benchmarks.publishing import (
     slice_bytes,
     storage,
 )
-from benchmarks.report import Conditions, add_noisy_flag, interleaved, write_results
+from benchmarks.report import Conditions, add_noisy_flag, interleaved, make_command, write_results
 from driver.localsim.controlplane import ControlPlane
 from tests.controller.cluster import controller, install
 from tests.waiting import wait_for
@@ -104,13 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         measured = interleaved(runs)
     results = {"racks": args.racks, "layouts": LAYOUTS, "runs": measured}
-    write_results("storage", command(argv), results, conditions)
+    write_results("storage", make_command(COMMAND, argv), results, conditions)
     return 0
-
-
-def command(argv: list[str] | None) -> str:
-    given = sys.argv[1:] if argv is None else argv
-    return f"{COMMAND} BENCH_ARGS={' '.join(given)}" if given else COMMAND
 
 
 if __name__ == "__main__":
