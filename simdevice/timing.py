@@ -110,6 +110,15 @@ CORE_TIMING: Mapping[str, CoreTiming] = MappingProxyType(
             scalar_narrow_rate=1.0,
             dma_engine_bandwidth=27.2e9,
         ),
+        # Trainium4 from announced ratios to Trainium3 only: at least 3x FP8,
+        # 6x FP4 and 4x the memory bandwidth (its DMA engines keep up with it).
+        "neuroncore-trn4-whatif": replace(
+            _V4,
+            matmul_cycles_per_column=MappingProxyType(
+                {**_V4_MATMUL, "fp8": 1.0 / 3, "mxfp8": 1.0 / 3, "mxfp4": 1.0 / 6}
+            ),
+            dma_engine_bandwidth=4 * _V4.dma_engine_bandwidth,
+        ),
     }
 )
 

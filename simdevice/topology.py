@@ -6,13 +6,16 @@ and the node daemon (NEURON_RT_VISIBLE_CORES) compute the same answers.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 GiB = 1 << 30
 MiB = 1 << 20
 
 GENERATIONS: tuple[str, ...] = ("trn3-gen2", "trn3-gen1", "trn2")
+PROJECTED_GENERATIONS: tuple[str, ...] = ("trn4-whatif",)
+"""Generations modelled only from announced figures: the fleet what-if may time
+jobs on them, but no rack of them is published, run or checked."""
 VALID_LNC: tuple[int, ...] = (1, 2, 4)
 # Sizes of the AWS-style connected device groups (devicegroupN_id).
 GROUP_SIZES: tuple[int, ...] = (1, 4, 8, 16)
@@ -114,10 +117,11 @@ class RackSpec:
     chip: ChipSpec
 
     def __post_init__(self) -> None:
+        known = GENERATIONS + PROJECTED_GENERATIONS
         _require(
-            self.generation in GENERATIONS,
+            self.generation in known,
             "generation",
-            f"unknown generation {self.generation!r}; valid: {', '.join(GENERATIONS)}",
+            f"unknown generation {self.generation!r}; valid: {', '.join(known)}",
         )
         for field in ("servers", "chips_per_server"):
             value = getattr(self, field)
@@ -167,6 +171,17 @@ TRAINIUM2 = ChipSpec(
     link_bandwidth=1.28e12,
 )
 
+TRAINIUM4_WHATIF = replace(
+    TRAINIUM3,
+    name="trainium4-whatif",
+    core_version="neuroncore-trn4-whatif",
+    hbm_bandwidth=4 * TRAINIUM3.hbm_bandwidth,
+)
+"""Trainium4 as announced: four times Trainium3's memory bandwidth (its FP8
+and FP4 rates are in `simdevice.timing`). No core count, HBM size or
+NVLink Fusion bandwidth is published, so those stay Trainium3's: a what-if,
+not a specification."""
+
 # The one table of rack specs.
 RACKS: Mapping[str, RackSpec] = MappingProxyType(
     {
@@ -188,18 +203,35 @@ FABRICS: Mapping[str, Fabric] = MappingProxyType(
             "switch", intra_server_levels=1, inter_server_levels=2, level_latency=1.0e-6
         ),
         "trn2": Fabric("torus", intra_server_levels=2, inter_server_levels=3, level_latency=1.5e-6),
+        # NVLink Fusion is announced without figures: Trn3 Gen2's switch stands in.
+        "trn4-whatif": Fabric(
+            "switch", intra_server_levels=1, inter_server_levels=2, level_latency=1.0e-6
+        ),
     }
 )
 
 
-def rack_spec(generation: str) -> RackSpec:
-    """The rack of `generation` (one of GENERATIONS)."""
+# Racks of PROJECTED_GENERATIONS: a Trn3 Gen2 rack of Trainium4 chips, as no
+# Trainium4 UltraServer has been described.
+PROJECTED_RACKS: Mapping[str, RackSpec] = MappingProxyType(
+    {
+        "trn4-whatif": RackSpec(
+            "trn4-whatif", servers=36, chips_per_server=4, chip=TRAINIUM4_WHATIF
+        ),
+    }
+)
+
+
+def rack_spec(generation: str, *, projected: bool = False) -> RackSpec:
+    """The rack of `generation` (one of GENERATIONS, or with `projected` also
+    one of PROJECTED_GENERATIONS)."""
+    racks = {**RACKS, **PROJECTED_RACKS} if projected else RACKS
     _require(
-        generation in RACKS,
+        generation in racks,
         "generation",
-        f"unknown generation {generation!r}; valid: {', '.join(GENERATIONS)}",
+        f"unknown generation {generation!r}; valid: {', '.join(racks)}",
     )
-    return RACKS[generation]
+    return racks[generation]
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from driver.whatif.trace import (
     trace_stats,
     write_trace,
 )
-from simdevice.topology import GENERATIONS, RackSpec, rack_spec
+from simdevice.topology import GENERATIONS, PROJECTED_GENERATIONS, RackSpec, rack_spec
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -82,7 +82,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trainium-dra whatif", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     off = sub.add_parser("offline", help="replay a trace with the offline anchor")
-    off.add_argument("--generation", default="trn3-gen2", choices=GENERATIONS)
+    off.add_argument(
+        "--generation",
+        default="trn3-gen2",
+        choices=GENERATIONS + PROJECTED_GENERATIONS,
+        help="the racks' generation; trn4-whatif is Trainium4 from announced figures only",
+    )
     off.add_argument("--racks", type=int, default=10)
     _source(off)
     off.add_argument("--chip-mtbf-hours", type=float, help="mean hours between one chip's failures")
@@ -155,7 +160,7 @@ def write_outputs(out: Path, result: dict[str, Any], runs: list[Replay], title: 
 
 
 def offline(args: argparse.Namespace) -> int:
-    rack = rack_spec(args.generation)
+    rack = rack_spec(args.generation, projected=True)
     jobs = jobs_of(args, rack, args.racks)
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)

@@ -14,7 +14,8 @@ from driver.whatif.runtime import (
     with_work,
 )
 from driver.whatif.trace import read_trace, write_trace
-from simdevice.topology import rack_spec
+from simdevice.timing import core_dma_bandwidth, core_timing
+from simdevice.topology import TopologyError, rack_spec
 from simdevice.workloads import plan
 
 GEN2, TRN2 = rack_spec("trn3-gen2"), rack_spec("trn2")
@@ -80,3 +81,28 @@ def test_the_same_trace_replayed_on_another_generation(tmp_path: Path) -> None:
     assert gen2.keys() == trn2.keys()
     assert all(gen2[n].work == trn2[n].work for n in gen2)
     assert any(abs(gen2[n].duration - trn2[n].duration) > 1e-6 for n in gen2)
+
+
+def test_trainium4_is_a_what_if_from_the_announced_ratios_only() -> None:
+    trn4 = rack_spec("trn4-whatif", projected=True)
+    v4, whatif4 = core_timing(GEN2.chip), core_timing(trn4.chip)
+    assert whatif4.peak_flops("fp8") == pytest.approx(3 * v4.peak_flops("fp8"))
+    assert whatif4.peak_flops("mxfp4") == pytest.approx(6 * v4.peak_flops("mxfp4"))
+    assert whatif4.peak_flops("bf16") == v4.peak_flops("bf16")
+    assert trn4.chip.hbm_bandwidth == 4 * GEN2.chip.hbm_bandwidth
+    assert core_dma_bandwidth(trn4.chip) == 4 * core_dma_bandwidth(GEN2.chip)
+    assert (trn4.servers, trn4.chips_per_server, trn4.chip.cores) == (36, 4, 8)
+    with pytest.raises(TopologyError, match="unknown generation 'trn4-whatif'"):
+        rack_spec("trn4-whatif")
+
+
+def test_fp8_work_runs_faster_on_the_trainium4_what_if(tmp_path: Path) -> None:
+    gemm = '{"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "fp8", "iterations": 50}'
+    args = ["offline", "--racks", "1", "--jobs", "20", "--mix", "chips-1=1", "--work", gemm]
+    assert whatif.main([*args, "--out", str(tmp_path / "gen2")]) == 0
+    trace = tmp_path / "gen2" / "trace.csv"
+    again = ["offline", "--trace", str(trace), "--racks", "1", "--generation", "trn4-whatif"]
+    assert whatif.main([*again, "--out", str(tmp_path / "trn4")]) == 0
+    gen2 = {j.name: j.duration for j in read_trace(trace)}
+    trn4 = {j.name: j.duration for j in read_trace(tmp_path / "trn4" / "trace.csv")}
+    assert all(trn4[n] < gen2[n] for n in gen2)
