@@ -6,91 +6,59 @@ have held their devices for its duration.
 Simulated time is wall time since the start times the speed-up. A job starts
 when the last of its pods is bound (its claims are allocated then); its
 queueing delay therefore includes the scheduler's own latency, times the
-speed-up. Jobs still unbound when nothing has bound for `idle_seconds` and
-no arrival is left are reported as never run."""
+speed-up. With failures, the replay injects each into the simulated hardware
+of the node it falls on and clears it after the repair time; the driver
+taints the failed devices and Kubernetes evicts the pods on them. A job that
+loses a pod that way is deleted whole and created again, to run from the
+start. Jobs still unbound when nothing has bound for `idle_seconds` and no
+arrival is left are reported as never run."""
 
 import heapq
-import logging
 import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any
 
-from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
+from kubernetes import client
 
-from driver.jsontypes import JSON
+from driver.whatif.faults import Failure, Failures
 from driver.whatif.jobs import Job
-from driver.whatif.objects import JOB_LABEL, job_objects, pod_name
+from driver.whatif.livefaults import FaultClock, fault_request
+from driver.whatif.objects import job_objects, pod_name
 from driver.whatif.offline import JobRecord, Replay, Sample
+from driver.whatif.podwatch import PodEvent, PodWatch
+from driver.whatif.writer import Writer, set_fault
 from simdevice.topology import RackSpec
 
-log = logging.getLogger(__name__)
 CREATORS = 4
-WATCH_SECONDS = 60
 
 
 @dataclass
 class LiveJob:
+    """One job on the wall clock (time.monotonic())."""
+
     job: Job
     created: float | None = None
+    attempt: int = 0
+    """Runs begun again after evictions; names this run's pods."""
     bound: set[str] = field(default_factory=set)
     start: float | None = None
     end: float | None = None
+    evicted_runs: list[tuple[float, float]] = field(default_factory=list)
+    """(start, eviction) of every run a failure cut short."""
+
+    def pods(self) -> list[str]:
+        return [pod_name(self.job, i, self.attempt) for i in range(self.job.pods)]
 
 
-class BindingWatch:
-    """Wall times at which the namespace's replay pods were first seen bound."""
+@dataclass(frozen=True)
+class FaultTargets:
+    """Where a failure in rack r, server s is sent: `sockets[r]`, the
+    simulator-control socket serving the rack, for node `nodes[r][s]`."""
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.core = client.CoreV1Api(client.ApiClient(api.configuration))  # its own connections
-        self.namespace = namespace
-        self.events: queue.Queue[tuple[float, str, str]] = queue.Queue()
-        self.stop = threading.Event()
-        self.seen: set[str] = set()
-        self.thread = threading.Thread(target=self._run, name="whatif-binds", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-
-    def _see(self, pod: Any) -> None:
-        name = pod.metadata.name
-        if pod.spec.node_name and name not in self.seen:
-            self.seen.add(name)
-            self.events.put((time.monotonic(), pod.metadata.labels[JOB_LABEL], name))
-
-    def _run(self) -> None:
-        version = None
-        while not self.stop.is_set():
-            try:
-                if version is None:
-                    listed = self.core.list_namespaced_pod(self.namespace, label_selector=JOB_LABEL)
-                    for pod in listed.items:
-                        self._see(pod)
-                    version = listed.metadata.resource_version
-                for event in watch.Watch().stream(
-                    self.core.list_namespaced_pod,
-                    self.namespace,
-                    label_selector=JOB_LABEL,
-                    resource_version=version,
-                    timeout_seconds=WATCH_SECONDS,
-                ):
-                    version = event["object"].metadata.resource_version
-                    self._see(event["object"])
-                    if self.stop.is_set():
-                        return
-            except ApiException as err:
-                if err.status != 410:
-                    log.warning("pod watch: %s", err.reason)
-                    time.sleep(1)
-                version = None
+    sockets: Sequence[str]
+    nodes: Sequence[Sequence[str]]
 
 
 @dataclass(frozen=True)
@@ -100,6 +68,109 @@ class LiveResult:
     wall_seconds: float
     bind_latency_s: list[float]
     """Wall seconds from a job's creation to its last pod's binding."""
+    failures: list[Failure]
+    """What was injected, in simulated seconds, for the anchor to replay."""
+
+
+class _LiveRun:
+    """The replay's loop state: `replay_live` drives it."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        pool: ThreadPoolExecutor,
+        jobs: Sequence[Job],
+        rack: RackSpec,
+        *,
+        namespace: str,
+        driver: str,
+        speedup: float,
+        gangs: bool,
+    ) -> None:
+        self.pool, self.rack, self.namespace, self.driver = pool, rack, namespace, driver
+        self.speedup, self.gangs = speedup, gangs
+        self.writer = Writer(api)
+        self.live = {j.name: LiveJob(j) for j in sorted(jobs, key=lambda j: (j.arrival, j.name))}
+        self.arrivals = list(self.live.values())
+        self.next_arrival = 0
+        self.ends: list[tuple[float, str, int]] = []
+        self.deleting: set[str] = set()
+        """Pods the replay deleted itself: their going is no eviction."""
+        self.t0 = time.monotonic()
+
+    def sim(self, wall: float) -> float:
+        return (wall - self.t0) * self.speedup
+
+    def wall(self, sim: float) -> float:
+        return self.t0 + sim / self.speedup
+
+    def arrive(self, now: float) -> None:
+        while self.next_arrival < len(self.arrivals) and (
+            self.wall(self.arrivals[self.next_arrival].job.arrival) <= now
+        ):
+            entry = self.arrivals[self.next_arrival]
+            entry.created = now
+            self._create(entry)
+            self.next_arrival += 1
+
+    def end_due(self, now: float) -> None:
+        while self.ends and self.ends[0][0] <= now:
+            _, name, attempt = heapq.heappop(self.ends)
+            entry = self.live[name]
+            if entry.attempt == attempt and entry.start is not None:
+                entry.end = now
+                self._delete(entry.pods())
+
+    def see(self, event: PodEvent) -> bool:
+        """Take one pod event; True if a pod was bound."""
+        entry = self.live[event.job]
+        if event.kind == "gone":
+            if event.pod in self.deleting:
+                self.deleting.discard(event.pod)
+            elif event.pod in entry.pods() and entry.end is None:
+                self._evict(entry, event.wall)
+            return False
+        if event.pod not in entry.pods():
+            return False
+        entry.bound.add(event.pod)
+        if len(entry.bound) == entry.job.pods and entry.start is None:
+            entry.start = event.wall
+            end = event.wall + entry.job.duration / self.speedup
+            heapq.heappush(self.ends, (end, event.job, entry.attempt))
+        return True
+
+    def _evict(self, entry: LiveJob, now: float) -> None:
+        """One of the job's pods was evicted: the rest go too, and the job
+        starts over under new names (the gang's PodGroup stays)."""
+        if entry.start is not None:
+            entry.evicted_runs.append((entry.start, now))
+            entry.start = None
+        self._delete(entry.pods())
+        entry.attempt += 1
+        entry.bound = set()
+        self._create(entry)
+
+    def _create(self, entry: LiveJob) -> None:
+        objects = job_objects(entry.job, self.namespace, self.driver, self.gangs, entry.attempt)
+        self.pool.submit(self.writer.create, objects)
+
+    def _delete(self, pods: list[str]) -> None:
+        self.deleting.update(pods)
+        self.pool.submit(self.writer.delete, self.namespace, pods)
+
+    def running(self) -> int:
+        return sum(1 for e in self.live.values() if e.start is not None and e.end is None)
+
+    def arrived_all(self) -> bool:
+        return self.next_arrival == len(self.arrivals)
+
+    def next_wake(self, now: float) -> float:
+        wakes = [now + 1.0]
+        if not self.arrived_all():
+            wakes.append(self.wall(self.arrivals[self.next_arrival].job.arrival))
+        if self.ends:
+            wakes.append(self.ends[0][0])
+        return min(wakes)
 
 
 def replay_live(
@@ -113,141 +184,93 @@ def replay_live(
     speedup: float,
     gangs: bool = True,
     idle_seconds: float = 330.0,
+    failures: Failures | None = None,
+    fault_targets: FaultTargets | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> LiveResult:
     """Replay `jobs` (their durations already for `rack`'s generation) on the
     cluster `api` reaches; every object goes into `namespace`, which is
-    created and deleted here."""
+    created and deleted here. `failures` need `fault_targets`."""
+    if failures is not None and fault_targets is None:
+        raise ValueError("fault_targets: failures need the simulator-control sockets to send to")
     core = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": namespace}})
-    binds = BindingWatch(api, namespace)
-    binds.start()
-    writer = Writer(api)
-    live = {j.name: LiveJob(j) for j in sorted(jobs, key=lambda j: (j.arrival, j.name))}
-    arrivals = list(live.values())
-    ends: list[tuple[float, str]] = []
-    t0 = time.monotonic()
-    last_progress = t0
+    pods = PodWatch(api, namespace)
+    pods.start()
+    clock = FaultClock(failures) if failures is not None else None
+
+    def send(failure: Failure, inject: bool) -> None:
+        assert fault_targets is not None
+        r, server, _ = failure.chip
+        body = fault_request(failure, rack, fault_targets.nodes[r][server])
+        set_fault(fault_targets.sockets[r], body, inject)
+
     with ThreadPoolExecutor(CREATORS) as pool:
+        run = _LiveRun(
+            api,
+            pool,
+            jobs,
+            rack,
+            namespace=namespace,
+            driver=driver,
+            speedup=speedup,
+            gangs=gangs,
+        )
+        last_progress = run.t0
+        started = 0
         try:
-            next_arrival = 0
             while True:
                 now = time.monotonic()
-                while next_arrival < len(arrivals) and (
-                    t0 + arrivals[next_arrival].job.arrival / speedup <= now
-                ):
-                    entry = arrivals[next_arrival]
-                    entry.created = now
-                    pool.submit(writer.create, job_objects(entry.job, namespace, driver, gangs))
-                    next_arrival += 1
-                while ends and ends[0][0] <= now:
-                    _, name = heapq.heappop(ends)
-                    live[name].end = now
-                    pool.submit(writer.delete, namespace, live[name].job)
-                running = sum(1 for e in live.values() if e.start is not None and e.end is None)
+                run.arrive(now)
+                run.end_due(now)
+                wake = run.next_wake(now)
+                if clock is not None:
+                    for action in clock.due(run.sim(now)):
+                        pool.submit(send, action.failure, action.inject)
+                    upcoming = clock.next_time()
+                    if upcoming is not None:
+                        wake = min(wake, run.wall(upcoming))
                 if (
-                    next_arrival == len(arrivals)
-                    and not running
+                    run.arrived_all()
+                    and not run.running()
                     and (
-                        all(e.end is not None for e in live.values())
+                        all(e.end is not None for e in run.live.values())
                         or now - last_progress > idle_seconds
                     )
                 ):
                     break
-                wake = min(
-                    t0 + arrivals[next_arrival].job.arrival / speedup
-                    if next_arrival < len(arrivals)
-                    else now + 1.0,
-                    ends[0][0] if ends else now + 1.0,
-                )
                 try:
-                    when, job_name, name = binds.events.get(timeout=max(0.0, wake - now))
+                    event = pods.events.get(timeout=max(0.0, wake - now))
                 except queue.Empty:
                     continue
-                last_progress = when
-                entry = live[job_name]
-                entry.bound.add(name)
-                if len(entry.bound) == entry.job.pods and entry.start is None:
-                    entry.start = when
-                    heapq.heappush(ends, (when + entry.job.duration / speedup, job_name))
-                    done = sum(1 for e in live.values() if e.start is not None)
-                    if done % 100 == 0:
-                        progress(f"{done} of {len(live)} jobs started")
+                if run.see(event):
+                    last_progress = event.wall
+                    now_started = sum(1 for e in run.live.values() if e.start is not None)
+                    if now_started // 100 > started // 100:
+                        progress(f"{now_started} of {len(run.live)} jobs running or ended")
+                    started = now_started
         finally:
-            binds.close()
-    wall = time.monotonic() - t0
+            pods.close()
+            for failure in clock.outstanding() if clock is not None else []:
+                pool.submit(send, failure, False)
+    wall = time.monotonic() - run.t0
     core.delete_namespace(namespace, grace_period_seconds=0)
+    injected = clock.injected if clock is not None else []
     return LiveResult(
-        _as_replay(live.values(), t0, speedup, rack, racks=racks, gangs=gangs),
+        _as_replay(
+            run.live.values(),
+            run.t0,
+            speedup,
+            rack,
+            racks=racks,
+            gangs=gangs,
+            failures=len(injected),
+        ),
         speedup,
         wall,
-        [e.start - e.created for e in live.values() if e.start and e.created],
+        [e.start - e.created for e in run.live.values() if e.start and e.created],
+        list(injected),
     )
-
-
-class Writer:
-    """Creates and deletes the replay's objects from a few threads, each with an
-    API client of its own (one client's connections shared by threads break),
-    retrying a call that fails and logging one that keeps failing."""
-
-    ATTEMPTS = 5
-
-    def __init__(self, api: client.ApiClient) -> None:
-        self.configuration = api.configuration
-        self.local = threading.local()
-
-    def _api(self) -> client.ApiClient:
-        if not hasattr(self.local, "api"):
-            self.local.api = client.ApiClient(self.configuration)
-        api: client.ApiClient = self.local.api
-        return api
-
-    def _retry(self, what: str, call: Callable[[client.ApiClient], object]) -> None:
-        for attempt in range(self.ATTEMPTS):
-            try:
-                call(self._api())
-                return
-            except ApiException as err:
-                if err.status in (404, 409):
-                    return
-                failure = f"{err.status} {err.reason}"
-            except Exception as err:  # a broken connection: a new client, then again
-                failure = repr(err)
-                self.local.__dict__.pop("api", None)
-            time.sleep(0.2 * (attempt + 1))
-        log.warning("%s: failed %d times, last: %s", what, self.ATTEMPTS, failure)
-
-    def create(self, objects: list[JSON]) -> None:
-        for obj in objects:
-            self._retry(f"create {obj['kind']} {obj['metadata']['name']}", partial(_post, obj=obj))
-
-    def delete(self, namespace: str, job: Job) -> None:
-        """The job's pods (at once: the kubelet unprepares) and their claims."""
-        for i in range(job.pods):
-            name = pod_name(job, i)
-            where = {"name": name, "namespace": namespace}
-            self._retry(f"delete pod {namespace}/{name}", partial(_delete_pod, **where))
-            self._retry(f"delete claim {namespace}/{name}", partial(_delete_claim, **where))
-
-
-def _delete_pod(api: client.ApiClient, name: str, namespace: str) -> None:
-    client.CoreV1Api(api).delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-
-
-def _delete_claim(api: client.ApiClient, name: str, namespace: str) -> None:
-    client.CustomObjectsApi(api).delete_namespaced_custom_object(
-        "resource.k8s.io", "v1", namespace, "resourceclaims", name
-    )
-
-
-def _post(api: client.ApiClient, obj: JSON) -> None:
-    ns = obj["metadata"]["namespace"]
-    if obj["kind"] == "Pod":
-        client.CoreV1Api(api).create_namespaced_pod(ns, obj)
-        return
-    group, version = obj["apiVersion"].split("/")
-    plural = {"ResourceClaim": "resourceclaims", "PodGroup": "podgroups"}[obj["kind"]]
-    client.CustomObjectsApi(api).create_namespaced_custom_object(group, version, ns, plural, obj)
 
 
 def _as_replay(
@@ -258,23 +281,32 @@ def _as_replay(
     *,
     racks: int,
     gangs: bool,
+    failures: int,
 ) -> Replay:
     """The live run in the offline anchor's terms, in simulated seconds."""
     records: list[JobRecord] = []
     events: list[tuple[float, int, int, int]] = []
+
+    def sim(wall: float) -> float:
+        return (wall - t0) * speedup
+
     for e in entries:
-        start = (e.start - t0) * speedup if e.start is not None else None
-        end = (e.end - t0) * speedup if e.end is not None and start is not None else None
-        records.append(JobRecord(e.job, start, end))
+        cores = e.job.cores(rack)
+        start = sim(e.start) if e.start is not None else None
+        end = sim(e.end) if e.end is not None and start is not None else None
+        lost = sum(sim(evicted) - sim(began) for began, evicted in e.evicted_runs) * cores
+        records.append(JobRecord(e.job, start, end, [], len(e.evicted_runs), lost))
         events.append((e.job.arrival, 0, 1, 0))
+        for began, evicted in e.evicted_runs:
+            events += [(sim(began), cores, -1, 1), (sim(evicted), -cores, 1, 2)]
         if start is not None:
-            events.append((start, e.job.cores(rack), -1, 1))
+            events.append((start, cores, -1, 1))
         if end is not None:
-            events.append((end, -e.job.cores(rack), 0, 2))
+            events.append((end, -cores, 0, 2))
     samples: list[Sample] = []
     held = waiting = 0
     for when, cores, queued, _ in sorted(events, key=lambda x: (x[0], x[3])):
         held += cores
         waiting += queued
         samples.append(Sample(when, held, waiting, None))
-    return Replay(rack, racks, "kube-scheduler", gangs, tuple(records), tuple(samples))
+    return Replay(rack, racks, "kube-scheduler", gangs, tuple(records), tuple(samples), failures)

@@ -16,16 +16,17 @@ import argparse
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.running import NotRunningError, open_running
 from driver.localsim.state import default_state_dir
-from driver.whatif.faults import FaultRates, RandomFailures
+from driver.whatif.faults import HOUR, Failures, FaultRates, RandomFailures, ScriptedFailures
 from driver.whatif.fleet import POLICIES
 from driver.whatif.jobs import Job, JobError, check_fits
-from driver.whatif.live import replay_live
+from driver.whatif.live import FaultTargets, replay_live
 from driver.whatif.metrics import percentile, summarize
 from driver.whatif.offline import Replay, replay
 from driver.whatif.plots import write_plots
@@ -76,6 +77,9 @@ def _source(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-gangs", action="store_true", help="place a job's pods one by one")
     p.add_argument("--out", type=Path, default=Path("whatif-out"))
+    p.add_argument("--chip-mtbf-hours", type=float, help="mean hours between one chip's failures")
+    p.add_argument("--core-mtbf-hours", type=float, help="mean hours between one core's failures")
+    p.add_argument("--repair-hours", type=float, default=4.0, help="time a failed device is out")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -90,9 +94,6 @@ def parser() -> argparse.ArgumentParser:
     )
     off.add_argument("--racks", type=int, default=10)
     _source(off)
-    off.add_argument("--chip-mtbf-hours", type=float, help="mean hours between one chip's failures")
-    off.add_argument("--core-mtbf-hours", type=float, help="mean hours between one core's failures")
-    off.add_argument("--repair-hours", type=float, default=4.0, help="time a failed device is out")
     live = sub.add_parser("live", help="replay a trace through the real scheduler")
     live.add_argument(
         "--state-dir", type=Path, default=None, help="the local cluster's state directory"
@@ -138,14 +139,24 @@ def jobs_of(args: argparse.Namespace, rack: RackSpec, racks: int) -> list[Job]:
 
 
 def anchor_runs(
-    jobs: list[Job], rack: RackSpec, racks: int, *, gangs: bool, rates: FaultRates, seed: int
+    jobs: list[Job],
+    rack: RackSpec,
+    racks: int,
+    *,
+    gangs: bool,
+    failures: Callable[[], Failures],
 ) -> list[Replay]:
+    """The trace under each placement rule; `failures` gives each its own
+    failures, drawn alike."""
     runs = []
     for policy in POLICIES:
         print(f"{policy}: replaying {len(jobs)} jobs on {racks} racks", flush=True)
-        failures = RandomFailures(rates, rack, racks, seed)
-        runs.append(replay(jobs, rack, racks, policy=policy, gangs=gangs, failures=failures))
+        runs.append(replay(jobs, rack, racks, policy=policy, gangs=gangs, failures=failures()))
     return runs
+
+
+def fault_rates(args: argparse.Namespace) -> FaultRates:
+    return FaultRates(args.chip_mtbf_hours, args.core_mtbf_hours, args.repair_hours)
 
 
 def write_outputs(out: Path, result: dict[str, Any], runs: list[Replay], title: str) -> None:
@@ -164,8 +175,14 @@ def offline(args: argparse.Namespace) -> int:
     jobs = jobs_of(args, rack, args.racks)
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)
-    rates = FaultRates(args.chip_mtbf_hours, args.core_mtbf_hours, args.repair_hours)
-    runs = anchor_runs(jobs, rack, args.racks, gangs=not args.no_gangs, rates=rates, seed=args.seed)
+    rates = fault_rates(args)
+    runs = anchor_runs(
+        jobs,
+        rack,
+        args.racks,
+        gangs=not args.no_gangs,
+        failures=lambda: RandomFailures(rates, rack, args.racks, args.seed),
+    )
     result = {
         "trace": str(args.out / "trace.csv"),
         "seed": args.seed,
@@ -194,6 +211,18 @@ def live(args: argparse.Namespace) -> int:
                 "`trainium-dra up --racks N --generation G` and no --nodes-per-rack"
             )
         rack, racks = rack_spec(plans[0].generation), len(plans)
+        rates = fault_rates(args)
+        failing = bool(rates.chip_mtbf_hours or rates.core_mtbf_hours)
+        targets = FaultTargets(
+            [str(cluster.paths.sim_control_socket(r.name)) for r in plans],
+            [r.node_names() for r in plans],
+        )
+        if failing and not all(Path(s).exists() for s in targets.sockets):
+            raise JobError(
+                "--chip-mtbf-hours/--core-mtbf-hours: failures are injected through the "
+                "stand-in's simulator-control sockets, which a cluster of real nodes has not; "
+                "replay without failures there"
+            )
         jobs = jobs_of(args, rack, racks)
         args.out.mkdir(parents=True, exist_ok=True)
         write_trace(args.out / "trace.csv", jobs)
@@ -209,9 +238,18 @@ def live(args: argparse.Namespace) -> int:
             speedup=speedup,
             gangs=not args.no_gangs,
             idle_seconds=args.idle_seconds,
+            failures=RandomFailures(rates, rack, racks, args.seed) if failing else None,
+            fault_targets=targets,
             progress=lambda msg: print(msg, flush=True),
         )
-    anchor = anchor_runs(jobs, rack, racks, gangs=not args.no_gangs, rates=FaultRates(), seed=0)
+    repair = rates.repair_hours * HOUR
+    anchor = anchor_runs(
+        jobs,
+        rack,
+        racks,
+        gangs=not args.no_gangs,
+        failures=lambda: ScriptedFailures(got.failures, repair),
+    )
     runs = [got.replay, *anchor]
     result = {
         "trace": str(args.out / "trace.csv"),

@@ -18,11 +18,12 @@ IMAGE: Final = "registry.invalid/trainium-whatif:none"
 """Never pulled: the pods hold their devices and the replay ends them."""
 
 
-def pod_name(job: Job, index: int) -> str:
-    return f"{job.name}-{index}"
+def pod_name(job: Job, index: int, attempt: int = 0) -> str:
+    """Pod `index` of the job's run `attempt` (above 0 after evictions), and its claim."""
+    return f"{job.name}-{index}" if attempt == 0 else f"{job.name}-r{attempt}-{index}"
 
 
-def claim(job: Job, index: int, namespace: str, driver: str) -> JSON:
+def claim(job: Job, index: int, namespace: str, driver: str, attempt: int = 0) -> JSON:
     shape = job.shape
     request: JSON = {"deviceClassName": f"{DEVICE_CLASSES[shape.kind]}.{driver}"}
     if shape.kind == "cores":
@@ -34,7 +35,7 @@ def claim(job: Job, index: int, namespace: str, driver: str) -> JSON:
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {
-            "name": pod_name(job, index),
+            "name": pod_name(job, index, attempt),
             "namespace": namespace,
             "labels": {JOB_LABEL: job.name},
         },
@@ -42,8 +43,8 @@ def claim(job: Job, index: int, namespace: str, driver: str) -> JSON:
     }
 
 
-def pod(job: Job, index: int, namespace: str, gang: bool) -> JSON:
-    name = pod_name(job, index)
+def pod(job: Job, index: int, namespace: str, gang: bool, attempt: int = 0) -> JSON:
+    name = pod_name(job, index, attempt)
     spec: JSON = {
         "containers": [{"name": "main", "image": IMAGE, "resources": {"claims": [{"name": "d"}]}}],
         "resourceClaims": [{"name": "d", "resourceClaimName": name}],
@@ -68,11 +69,14 @@ def pod_group(job: Job, namespace: str) -> JSON:
     }
 
 
-def job_objects(job: Job, namespace: str, driver: str, gangs: bool) -> list[JSON]:
-    """In creation order: the PodGroup (a gang of more than one pod), then
-    each pod's claim and the pod."""
+def job_objects(job: Job, namespace: str, driver: str, gangs: bool, attempt: int = 0) -> list[JSON]:
+    """In creation order: the PodGroup (a gang of more than one pod; a run
+    after an eviction reuses it), then each pod's claim and the pod."""
     gang = gangs and job.pods > 1
-    objects = [pod_group(job, namespace)] if gang else []
+    objects = [pod_group(job, namespace)] if gang and attempt == 0 else []
     for i in range(job.pods):
-        objects += [claim(job, i, namespace, driver), pod(job, i, namespace, gang)]
+        objects += [
+            claim(job, i, namespace, driver, attempt),
+            pod(job, i, namespace, gang, attempt),
+        ]
     return objects

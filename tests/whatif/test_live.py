@@ -1,6 +1,7 @@
 """The replay through the real scheduler on a local cluster (one Trn3 Gen1
-rack, node pools): every job of a small trace runs, for its duration, and a
-whole-rack job runs alone, after every job under it has ended."""
+rack, node pools): every job of a small trace runs, for its duration, a
+whole-rack job runs alone, after every job under it has ended, and a chip
+that fails under a job evicts it through the driver's taints."""
 
 import json
 from collections.abc import Iterator
@@ -10,8 +11,9 @@ import pytest
 
 from driver.localsim.running import open_running
 from driver.whatif import main as whatif
+from driver.whatif.faults import Failure, ScriptedFailures
 from driver.whatif.jobs import Job, PodShape
-from driver.whatif.live import replay_live
+from driver.whatif.live import FaultTargets, replay_live
 from simdevice.topology import rack_spec
 from tests.e2e.cluster import Cluster, running_cluster
 
@@ -84,3 +86,36 @@ def test_the_live_run_times_each_job_and_keeps_the_rack_alone(
         assert job.duration <= end - start <= job.duration + slack, job.name
     rack_start = spans["f-rack"][0]
     assert all(end <= rack_start for name, (_, end) in spans.items() if name != "f-rack")
+
+
+def test_a_failed_chip_evicts_the_rack_job_which_runs_again_once_repaired(cluster: Cluster) -> None:
+    rack = rack_spec("trn3-gen1")
+    job = Job("whole-rack", 0, 1, PodShape("rack"), 80)
+    failure, repair = Failure(40.0, (0, 1, 3), 0xFF), 20.0
+    with open_running(cluster.paths) as running:
+        [plan] = running.spec.racks
+        targets = FaultTargets(
+            [str(cluster.paths.sim_control_socket(plan.name))], [plan.node_names()]
+        )
+        got = replay_live(
+            running.api,
+            [job],
+            rack,
+            1,
+            namespace="whatif-faults",
+            driver=running.spec.driver,
+            speedup=SPEEDUP,
+            idle_seconds=60,
+            failures=ScriptedFailures([failure], repair),
+            fault_targets=targets,
+        )
+    assert got.failures == [failure] and got.replay.failures == 1
+    [record] = got.replay.records
+    assert record.evictions == 1
+    assert record.start is not None and record.end is not None
+    # The rack device stays tainted while the chip is out: the second run
+    # binds only after the repair, and runs its whole duration.
+    assert record.start >= failure.time + repair
+    assert job.duration <= record.end - record.start <= job.duration + 3 * SPEEDUP
+    cores = rack.chips * rack.chip.cores
+    assert cores * 10 <= record.lost_core_seconds <= cores * record.start

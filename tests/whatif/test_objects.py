@@ -59,3 +59,13 @@ def test_the_clock_fits_the_trace_into_the_minutes_asked() -> None:
     jobs = [Job("a", 0, 1, PodShape("cores", 1), 600), Job("b", 1200, 1, PodShape("rack"), 600)]
     assert whatif.speedup_for(jobs, minutes=5) == 1800 / 300
     assert whatif.speedup_for(jobs[:1], minutes=60) == 1.0
+
+
+def test_a_run_after_an_eviction_has_new_names_and_keeps_the_pod_group() -> None:
+    job = Job("g", 0, 2, PodShape("server"), 1)
+    again = job_objects(job, "ns", DRIVER, gangs=True, attempt=2)
+    assert [o["kind"] for o in again] == ["ResourceClaim", "Pod"] * 2
+    assert [o["metadata"]["name"] for o in again] == ["g-r2-0", "g-r2-0", "g-r2-1", "g-r2-1"]
+    assert {o["spec"]["schedulingGroup"]["podGroupName"] for o in again if o["kind"] == "Pod"} == {
+        "g"
+    }

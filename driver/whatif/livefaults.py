@@ -1,0 +1,72 @@
+"""Failures of the live replay, on its simulated clock: which failures and
+repairs are due by a time, and the simulator-control request each one is.
+Pure: the replay's loop asks and sends."""
+
+import heapq
+from dataclasses import dataclass, field
+
+from driver.jsontypes import JSON
+from driver.whatif.faults import Failure, Failures
+from simdevice.topology import RackSpec
+
+
+@dataclass(frozen=True)
+class FaultAction:
+    time: float
+    """Simulated seconds."""
+    inject: bool
+    """False: the repair that clears it."""
+    failure: Failure
+
+
+@dataclass
+class FaultClock:
+    """Every failure `failures` draws, each cleared `repair_seconds` after it."""
+
+    failures: Failures
+    injected: list[Failure] = field(default_factory=list)
+    _next: Failure | None = None
+    _repairs: list[tuple[float, int, Failure]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._next = self.failures.after(0.0)
+
+    def next_time(self) -> float | None:
+        """When the next action is due (simulated seconds), None if never."""
+        times = [when for when, _, _ in self._repairs[:1]]
+        if self._next is not None:
+            times.append(self._next.time)
+        return min(times, default=None)
+
+    def due(self, now: float) -> list[FaultAction]:
+        """The injections and repairs due by `now`, in time order."""
+        actions = []
+        while True:
+            repair = self._repairs[0] if self._repairs else None
+            failure = self._next if self._next and self._next.time <= now else None
+            if repair and repair[0] <= now and (failure is None or repair[0] <= failure.time):
+                heapq.heappop(self._repairs)
+                actions.append(FaultAction(repair[0], False, repair[2]))
+            elif failure:
+                self.injected.append(failure)
+                repaired = failure.time + self.failures.repair_seconds
+                heapq.heappush(self._repairs, (repaired, len(self.injected), failure))
+                actions.append(FaultAction(failure.time, True, failure))
+                self._next = self.failures.after(failure.time)
+            else:
+                return actions
+
+    def outstanding(self) -> list[Failure]:
+        """Failures injected and not yet repaired, to clear when the replay stops."""
+        return [failure for _, _, failure in self._repairs]
+
+
+def fault_request(failure: Failure, rack: RackSpec, node: str) -> JSON:
+    """The simulator-control body for `failure` on `node`: a whole chip fails as
+    an uncorrectable HBM error, one core as an uncorrectable SRAM error in it
+    (both take the device out of service until cleared)."""
+    chip = failure.chip[2]
+    if failure.mask == (1 << rack.chip.cores) - 1:
+        return {"node": node, "chip": chip, "kind": "ecc-uncorrected-hbm"}
+    core = failure.mask.bit_length() - 1
+    return {"node": node, "chip": chip, "core": core, "kind": "ecc-uncorrected-sram"}
