@@ -117,10 +117,12 @@ whatif: venv
 	$(VENV)/bin/trainium-dra whatif offline $(WHATIF_ARGS)
 
 # The same through the real scheduler: a local cluster of WHATIF_RACKS Gen2 racks
-# (node pools) up, the replay, the cluster down again.
+# (node pools; WHATIF_UP_ARGS adds `trainium-dra up` flags) up, the replay, the
+# cluster down again.
 WHATIF_RACKS ?= 1
+WHATIF_UP_ARGS ?=
 whatif-live: venv binaries
-	$(WITH_BINARIES) $(VENV)/bin/trainium-dra up --racks $(WHATIF_RACKS) --pools node
+	$(WITH_BINARIES) $(VENV)/bin/trainium-dra up --racks $(WHATIF_RACKS) --pools node $(WHATIF_UP_ARGS)
 	$(WITH_BINARIES) $(VENV)/bin/trainium-dra whatif live $(or $(WHATIF_ARGS),--jobs 300 --minutes 5); \
 	  status=$$?; $(VENV)/bin/trainium-dra down; exit $$status
 

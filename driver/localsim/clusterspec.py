@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from driver.devicemodel.layout import POOL_LAYOUTS
+from driver.devicemodel.layout import PARTITION_SIZES, POOL_LAYOUTS
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
 from driver.localsim.schedulerconfig import SCHEDULER_CONFIG
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
@@ -47,6 +47,8 @@ class ClusterSpec:
     mode: str = "partitioned"
     driver: str = DEFAULT_DRIVER_NAME
     pools: str = "rack"  # partitioned mode's pool layout
+    partition_sizes: tuple[int, ...] | None = None
+    """Core partitions the racks publish besides whole chips; None: every size."""
 
     @classmethod
     def build(
@@ -58,6 +60,7 @@ class ClusterSpec:
         driver: str = DEFAULT_DRIVER_NAME,
         *,
         pools: str = "rack",
+        partition_sizes: tuple[int, ...] | None = None,
     ) -> "ClusterSpec":
         """Racks named rack-a, rack-b, ...; ClusterSpecError names the bad flag."""
         if generation not in GENERATIONS:
@@ -72,6 +75,16 @@ class ClusterSpec:
             raise ClusterSpecError(f"--pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
         if pools != "rack" and mode != "partitioned":
             raise ClusterSpecError(f"--pools: {pools} needs --mode partitioned")
+        if partition_sizes is not None and (
+            mode != "partitioned"
+            or len(set(partition_sizes)) != len(partition_sizes)
+            or not set(partition_sizes) <= set(PARTITION_SIZES)
+        ):
+            raise ClusterSpecError(
+                f"--partition-sizes: {','.join(map(str, partition_sizes))} must be distinct "
+                f"sizes out of {','.join(map(str, PARTITION_SIZES))} (e.g. 1,2), with "
+                "--mode partitioned"
+            )
         try:
             servers = rack_spec(generation).servers
         except TopologyError as err:
@@ -86,7 +99,7 @@ class ClusterSpec:
             RackPlan(f"rack-{string.ascii_lowercase[i]}", generation, servers, nodes)
             for i in range(racks)
         )
-        return cls(plans, mode, driver, pools)
+        return cls(plans, mode, driver, pools, partition_sizes)
 
     def node_count(self) -> int:
         return sum(r.nodes for r in self.racks)
@@ -96,6 +109,7 @@ class ClusterSpec:
             "mode": self.mode,
             "driver": self.driver,
             "pools": self.pools,
+            "partitionSizes": list(self.partition_sizes) if self.partition_sizes else None,
             "racks": [
                 {"name": r.name, "generation": r.generation, "servers": r.servers, "nodes": r.nodes}
                 for r in self.racks
@@ -108,16 +122,30 @@ class ClusterSpec:
             RackPlan(r["name"], r["generation"], int(r["servers"]), int(r["nodes"]))
             for r in data["racks"]
         )
-        return cls(racks, str(data["mode"]), str(data["driver"]), str(data.get("pools", "rack")))
+        sizes = data.get("partitionSizes")
+        return cls(
+            racks,
+            str(data["mode"]),
+            str(data["driver"]),
+            str(data.get("pools", "rack")),
+            tuple(int(n) for n in sizes) if sizes else None,
+        )
 
 
 def node_labels(rack: RackPlan, server: int) -> dict[str, str]:
     return {RACK_LABEL: rack.name, DEFAULT_SERVER_INDEX_LABEL: str(server)}
 
 
-def ultraserver_object(rack: RackPlan, mode: str, pools: str = "rack") -> dict[str, Any]:
+def ultraserver_object(
+    rack: RackPlan,
+    mode: str,
+    pools: str = "rack",
+    partition_sizes: tuple[int, ...] | None = None,
+) -> dict[str, Any]:
     """The rack's UltraServer: its nodes are found by label, so a partial rack works too."""
-    layout = {"pools": pools} if pools != "rack" else {}
+    layout: dict[str, Any] = {"pools": pools} if pools != "rack" else {}
+    if partition_sizes is not None:
+        layout["partitionSizes"] = list(partition_sizes)
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "UltraServer",

@@ -21,6 +21,16 @@ def _state_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def parse_sizes(text: str | None) -> tuple[int, ...] | None:
+    """`1,2` -> (1, 2); ClusterSpecError names the flag."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(n) for n in text.split(","))
+    except ValueError as err:
+        raise ClusterSpecError(f"--partition-sizes: {text!r}: write sizes as 1,2,4") from err
+
+
 def _layout(args: argparse.Namespace) -> ClusterPaths:
     return ClusterPaths((args.state_dir or default_state_dir()).absolute())
 
@@ -63,6 +73,12 @@ def parse_up(argv: list[str]) -> UpFlags:
         help="partitioned mode's pool layout: one pool a rack (default) or one a server "
         '(docs/device-model.md, "Pool layouts")',
     )
+    p.add_argument(
+        "--partition-sizes",
+        default=None,
+        help="core partitions to publish besides whole chips, e.g. 1,2 (default: 1,2,4; "
+        "the UltraServers' spec.partitionSizes)",
+    )
     p.add_argument("--driver-name", default=DEFAULT_DRIVER_NAME)
     p.add_argument(
         "--foreground", action="store_true", help="run in this process until Ctrl-C or SIGTERM"
@@ -94,6 +110,7 @@ def parse_up(argv: list[str]) -> UpFlags:
             args.mode,
             args.driver_name,
             pools=args.pools,
+            partition_sizes=parse_sizes(args.partition_sizes),
         )
     except ClusterSpecError as err:
         p.error(str(err))

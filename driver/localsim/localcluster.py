@@ -202,7 +202,7 @@ class LocalCluster:
             API_GROUP,
             API_VERSION,
             "ultraservers",
-            ultraserver_object(rack, self.spec.mode, self.spec.pools),
+            ultraserver_object(rack, self.spec.mode, self.spec.pools, self.spec.partition_sizes),
         )
 
     def _start_daemon(self, rack: RackPlan) -> None:

@@ -1,13 +1,13 @@
 """What a job asks for: how many pods, each of which shape, for how long."""
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Final
 
+from driver.devicemodel.layout import PARTITION_SIZES
 from simdevice.topology import RackSpec
 from simdevice.workloads import Workload
 
-PARTITION_SIZES: Final = (1, 2, 4)
-"""Core partitions smaller than a chip; a whole chip is `chips` 1."""
 KINDS: Final = ("cores", "chips", "server", "rack")
 
 
@@ -83,3 +83,13 @@ def check_fits(job: Job, rack: RackSpec, racks: int) -> None:
         raise JobError(f"job {job.name}: {job.pods} whole racks, but the fleet has {racks}")
     if job.cores(rack) > racks * rack.servers * rack.chips_per_server * rack.chip.cores:
         raise JobError(f"job {job.name}: needs more cores than {racks} racks hold")
+
+
+def offered(job: Job, sizes: Sequence[int]) -> Job:
+    """The job on a site that publishes core partitions of `sizes` only: a
+    partition of a size not offered takes the next size up, or a whole chip.
+    Its duration stays what it was: the cores beyond what it asked for idle."""
+    if job.shape.kind != "cores" or job.shape.count in sizes:
+        return job
+    bigger = [n for n in sizes if n > job.shape.count]
+    return replace(job, shape=PodShape("cores", min(bigger)) if bigger else PodShape("chips", 1))

@@ -21,11 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from driver.whatif.faults import Failure, Failures
 from driver.whatif.jobs import Job
 from driver.whatif.livefaults import FaultClock, fault_request
-from driver.whatif.objects import job_objects, pod_name
+from driver.whatif.objects import CLAIMS, PodStyle, job_objects, pod_name
 from driver.whatif.offline import JobRecord, Replay, Sample
 from driver.whatif.podwatch import PodEvent, PodWatch
 from driver.whatif.writer import Writer, set_fault
@@ -86,9 +87,10 @@ class _LiveRun:
         driver: str,
         speedup: float,
         gangs: bool,
+        style: PodStyle,
     ) -> None:
         self.pool, self.rack, self.namespace, self.driver = pool, rack, namespace, driver
-        self.speedup, self.gangs = speedup, gangs
+        self.speedup, self.gangs, self.style = speedup, gangs, style
         self.writer = Writer(api)
         self.live = {j.name: LiveJob(j) for j in sorted(jobs, key=lambda j: (j.arrival, j.name))}
         self.arrivals = list(self.live.values())
@@ -119,7 +121,7 @@ class _LiveRun:
             entry = self.live[name]
             if entry.attempt == attempt and entry.start is not None:
                 entry.end = now
-                self._delete(entry.pods())
+                self._delete(entry)
 
     def see(self, event: PodEvent) -> bool:
         """Take one pod event; True if a pod was bound."""
@@ -145,18 +147,28 @@ class _LiveRun:
         if entry.start is not None:
             entry.evicted_runs.append((entry.start, now))
             entry.start = None
-        self._delete(entry.pods())
+        self._delete(entry)
         entry.attempt += 1
         entry.bound = set()
         self._create(entry)
 
     def _create(self, entry: LiveJob) -> None:
-        objects = job_objects(entry.job, self.namespace, self.driver, self.gangs, entry.attempt)
+        objects = job_objects(
+            entry.job,
+            self.namespace,
+            self.driver,
+            self.gangs,
+            attempt=entry.attempt,
+            style=self.style,
+        )
         self.pool.submit(self.writer.create, objects)
 
-    def _delete(self, pods: list[str]) -> None:
+    def _delete(self, entry: LiveJob) -> None:
+        """The pods of the job's current run, and their claims if it made any."""
+        pods = entry.pods()
         self.deleting.update(pods)
-        self.pool.submit(self.writer.delete, self.namespace, pods)
+        claims = self.style.resource(entry.job) is None
+        self.pool.submit(self.writer.delete, self.namespace, pods, claims)
 
     def running(self) -> int:
         return sum(1 for e in self.live.values() if e.start is not None and e.end is None)
@@ -183,6 +195,7 @@ def replay_live(
     driver: str,
     speedup: float,
     gangs: bool = True,
+    style: PodStyle = CLAIMS,
     idle_seconds: float = 330.0,
     failures: Failures | None = None,
     fault_targets: FaultTargets | None = None,
@@ -194,7 +207,15 @@ def replay_live(
     if failures is not None and fault_targets is None:
         raise ValueError("fault_targets: failures need the simulator-control sockets to send to")
     core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": namespace}})
+    try:
+        core.create_namespace({"metadata": {"name": namespace}})
+    except ApiException as err:
+        if err.status != 409:
+            raise
+        raise ValueError(
+            f"--namespace: {namespace} exists (an earlier replay's, still being deleted?); "
+            "wait until it is gone, or name another"
+        ) from err
     pods = PodWatch(api, namespace)
     pods.start()
     clock = FaultClock(failures) if failures is not None else None
@@ -215,6 +236,7 @@ def replay_live(
             driver=driver,
             speedup=speedup,
             gangs=gangs,
+            style=style,
         )
         last_progress = run.t0
         started = 0
@@ -254,7 +276,8 @@ def replay_live(
             for failure in clock.outstanding() if clock is not None else []:
                 pool.submit(send, failure, False)
     wall = time.monotonic() - run.t0
-    core.delete_namespace(namespace, grace_period_seconds=0)
+    progress(f"deleting namespace {namespace}")
+    delete_namespace(core, namespace)
     injected = clock.injected if clock is not None else []
     return LiveResult(
         _as_replay(
@@ -271,6 +294,22 @@ def replay_live(
         [e.start - e.created for e in run.live.values() if e.start and e.created],
         list(injected),
     )
+
+
+def delete_namespace(core: client.CoreV1Api, namespace: str, timeout: float = 300.0) -> None:
+    """Delete the replay's namespace and wait until it is gone, so the next
+    replay can create it again."""
+    core.delete_namespace(namespace, grace_period_seconds=0)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespace(namespace)
+        except ApiException as err:
+            if err.status == 404:
+                return
+            raise
+        time.sleep(0.5)
+    raise TimeoutError(f"namespace {namespace}: still there {timeout:.0f} s after its deletion")
 
 
 def _as_replay(

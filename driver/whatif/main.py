@@ -20,14 +20,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client import ApiClient, CustomObjectsApi
+
+from driver.devicemodel.layout import PARTITION_SIZES
 from driver.localsim.clusterspec import ClusterPaths
+from driver.localsim.flags import parse_sizes
 from driver.localsim.running import NotRunningError, open_running
 from driver.localsim.state import default_state_dir
 from driver.whatif.faults import HOUR, Failures, FaultRates, RandomFailures, ScriptedFailures
 from driver.whatif.fleet import POLICIES
-from driver.whatif.jobs import Job, JobError, check_fits
+from driver.whatif.jobs import Job, JobError, check_fits, offered
 from driver.whatif.live import FaultTargets, replay_live
 from driver.whatif.metrics import percentile, summarize
+from driver.whatif.objects import PodStyle
 from driver.whatif.offline import Replay, replay
 from driver.whatif.plots import write_plots
 from driver.whatif.report import markdown
@@ -93,6 +98,12 @@ def parser() -> argparse.ArgumentParser:
         help="the racks' generation; trn4-whatif is Trainium4 from announced figures only",
     )
     off.add_argument("--racks", type=int, default=10)
+    off.add_argument(
+        "--partition-sizes",
+        default=None,
+        help="core partitions the site offers besides whole chips, e.g. 1,2 (default 1,2,4); "
+        "live takes the cluster's",
+    )
     _source(off)
     live = sub.add_parser("live", help="replay a trace through the real scheduler")
     live.add_argument(
@@ -115,14 +126,30 @@ def parser() -> argparse.ArgumentParser:
         "longer than the 5 minutes the scheduler may leave an unschedulable pod unretried)",
     )
     live.add_argument("--namespace", default="whatif")
+    live.add_argument(
+        "--requests",
+        choices=("claims", "extended"),
+        default="claims",
+        help="how pods of cores and chips ask: a ResourceClaim each (default), or the "
+        "extended resources of the chart's DeviceClasses, as for the Neuron device plugin",
+    )
+    live.add_argument(
+        "--scheduler-name",
+        default=None,
+        help="the scheduler profile that places the pods, e.g. trainium-dra-binpack "
+        "(default: the default scheduler)",
+    )
     stats = sub.add_parser("stats", help="the generator's inputs from an Alibaba GPU trace")
     stats.add_argument("alibaba", type=Path)
     stats.add_argument("--generation", default="trn3-gen2", choices=GENERATIONS)
     return p
 
 
-def jobs_of(args: argparse.Namespace, rack: RackSpec, racks: int) -> list[Job]:
-    """The trace the flags name, each job's duration for `rack`'s generation."""
+def jobs_of(
+    args: argparse.Namespace, rack: RackSpec, racks: int, sizes: tuple[int, ...]
+) -> list[Job]:
+    """The trace the flags name, each job's duration for `rack`'s generation,
+    its core partitions among `sizes`."""
     if args.trace:
         jobs = read_trace(args.trace)
     elif args.alibaba:
@@ -135,7 +162,15 @@ def jobs_of(args: argparse.Namespace, rack: RackSpec, racks: int) -> list[Job]:
         jobs = generate(spec, rack, racks, args.seed)
     for job in jobs:
         check_fits(job, rack, racks)
-    return timed_all(jobs, rack)
+    replayed = [offered(job, sizes) for job in timed_all(jobs, rack)]
+    grown = sum(a.shape != b.shape for a, b in zip(jobs, replayed, strict=True))
+    if grown:
+        print(
+            f"{grown} jobs take a larger partition or a whole chip: the site offers core "
+            f"partitions of {','.join(map(str, sizes))} only",
+            flush=True,
+        )
+    return replayed
 
 
 def anchor_runs(
@@ -172,7 +207,7 @@ def write_outputs(out: Path, result: dict[str, Any], runs: list[Replay], title: 
 
 def offline(args: argparse.Namespace) -> int:
     rack = rack_spec(args.generation, projected=True)
-    jobs = jobs_of(args, rack, args.racks)
+    jobs = jobs_of(args, rack, args.racks, parse_sizes(args.partition_sizes) or PARTITION_SIZES)
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)
     rates = fault_rates(args)
@@ -190,6 +225,24 @@ def offline(args: argparse.Namespace) -> int:
     }
     write_outputs(args.out, result, runs, "the offline anchor (no API, idealized placement)")
     return 0
+
+
+def extended_resources(api: ApiClient, driver: str) -> dict[str, str]:
+    """Shape kind -> the extended resource its DeviceClass carries, as the
+    chart installed them (`extendedResources` in its values)."""
+    found = {}
+    for kind, device_class in (("cores", f"neuroncore.{driver}"), ("chips", f"chip.{driver}")):
+        obj = CustomObjectsApi(api).get_cluster_custom_object(
+            "resource.k8s.io", "v1", "deviceclasses", device_class
+        )
+        name = obj["spec"].get("extendedResourceName")
+        if not name:
+            raise JobError(
+                f"--requests extended: DeviceClass {device_class} has no extendedResourceName; "
+                "install the chart with extendedResources set, or ask with --requests claims"
+            )
+        found[kind] = name
+    return found
 
 
 def speedup_for(jobs: list[Job], minutes: float) -> float:
@@ -223,7 +276,7 @@ def live(args: argparse.Namespace) -> int:
                 "stand-in's simulator-control sockets, which a cluster of real nodes has not; "
                 "replay without failures there"
             )
-        jobs = jobs_of(args, rack, racks)
+        jobs = jobs_of(args, rack, racks, cluster.spec.partition_sizes or PARTITION_SIZES)
         args.out.mkdir(parents=True, exist_ok=True)
         write_trace(args.out / "trace.csv", jobs)
         speedup = args.speedup or speedup_for(jobs, args.minutes)
@@ -237,6 +290,12 @@ def live(args: argparse.Namespace) -> int:
             driver=cluster.spec.driver,
             speedup=speedup,
             gangs=not args.no_gangs,
+            style=PodStyle(
+                extended_resources(cluster.api, cluster.spec.driver)
+                if args.requests == "extended"
+                else {},
+                args.scheduler_name,
+            ),
             idle_seconds=args.idle_seconds,
             failures=RandomFailures(rates, rack, racks, args.seed) if failing else None,
             fault_targets=targets,

@@ -1,6 +1,10 @@
 """The Kubernetes objects of one job: a ResourceClaim and a Pod per pod, and
-for a gang a PodGroup that makes the scheduler bind all of its pods or none."""
+for a gang a PodGroup that makes the scheduler bind all of its pods or none.
+Asked as Neuron-style requests, a pod of cores or chips names an extended
+resource in its limits instead of a claim of its own."""
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 from driver.jsontypes import JSON
@@ -16,6 +20,24 @@ DEVICE_CLASSES: Final = {
 JOB_LABEL: Final = "whatif.trainium.sim.dev/job"
 IMAGE: Final = "registry.invalid/trainium-whatif:none"
 """Never pulled: the pods hold their devices and the replay ends them."""
+
+
+@dataclass(frozen=True)
+class PodStyle:
+    """How the replay's pods ask: `extended` maps a shape kind (`cores`,
+    `chips`) to the extended resource its DeviceClass carries, for pods that
+    ask that way; `scheduler` is the profile that places them (None: the
+    default scheduler)."""
+
+    extended: Mapping[str, str] = field(default_factory=dict)
+    scheduler: str | None = None
+
+    def resource(self, job: Job) -> str | None:
+        return self.extended.get(job.shape.kind)
+
+
+CLAIMS: Final = PodStyle()
+"""Every pod a claim of its own, placed by the default scheduler."""
 
 
 def pod_name(job: Job, index: int, attempt: int = 0) -> str:
@@ -43,13 +65,20 @@ def claim(job: Job, index: int, namespace: str, driver: str, attempt: int = 0) -
     }
 
 
-def pod(job: Job, index: int, namespace: str, gang: bool, attempt: int = 0) -> JSON:
+def pod(
+    job: Job, index: int, namespace: str, gang: bool, *, attempt: int = 0, style: PodStyle = CLAIMS
+) -> JSON:
     name = pod_name(job, index, attempt)
-    spec: JSON = {
-        "containers": [{"name": "main", "image": IMAGE, "resources": {"claims": [{"name": "d"}]}}],
-        "resourceClaims": [{"name": "d", "resourceClaimName": name}],
-        "terminationGracePeriodSeconds": 0,
-    }
+    extended = style.resource(job)
+    container: JSON = {"name": "main", "image": IMAGE}
+    spec: JSON = {"containers": [container], "terminationGracePeriodSeconds": 0}
+    if extended:
+        container["resources"] = {"limits": {extended: str(job.shape.count)}}
+    else:
+        container["resources"] = {"claims": [{"name": "d"}]}
+        spec["resourceClaims"] = [{"name": "d", "resourceClaimName": name}]
+    if style.scheduler:
+        spec["schedulerName"] = style.scheduler
     if gang:
         spec["schedulingGroup"] = {"podGroupName": job.name}
     return {
@@ -69,14 +98,22 @@ def pod_group(job: Job, namespace: str) -> JSON:
     }
 
 
-def job_objects(job: Job, namespace: str, driver: str, gangs: bool, attempt: int = 0) -> list[JSON]:
+def job_objects(
+    job: Job,
+    namespace: str,
+    driver: str,
+    gangs: bool,
+    *,
+    attempt: int = 0,
+    style: PodStyle = CLAIMS,
+) -> list[JSON]:
     """In creation order: the PodGroup (a gang of more than one pod; a run
-    after an eviction reuses it), then each pod's claim and the pod."""
+    after an eviction reuses it), then each pod's claim (unless it asks for an
+    extended resource) and the pod."""
     gang = gangs and job.pods > 1
     objects = [pod_group(job, namespace)] if gang and attempt == 0 else []
     for i in range(job.pods):
-        objects += [
-            claim(job, i, namespace, driver, attempt),
-            pod(job, i, namespace, gang, attempt),
-        ]
+        if not style.resource(job):
+            objects.append(claim(job, i, namespace, driver, attempt))
+        objects.append(pod(job, i, namespace, gang, attempt=attempt, style=style))
     return objects

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from driver.whatif.jobs import PARTITION_SIZES, Job, JobError, PodShape, parse_shape
+from driver.devicemodel.layout import PARTITION_SIZES
+from driver.whatif.jobs import Job, JobError, PodShape, parse_shape
 from driver.whatif.runtime import parse_work, with_work, work_text
 from simdevice.topology import RackSpec
 from simdevice.workloads import Workload

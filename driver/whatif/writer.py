@@ -53,12 +53,14 @@ class Writer:
         for obj in objects:
             self._retry(f"create {obj['kind']} {obj['metadata']['name']}", partial(_post, obj=obj))
 
-    def delete(self, namespace: str, pods: Iterable[str]) -> None:
-        """Pods (at once: the kubelet unprepares) and their claims, named alike."""
+    def delete(self, namespace: str, pods: Iterable[str], claims: bool = True) -> None:
+        """Pods (at once: the kubelet unprepares) and, with `claims`, their
+        claims, named alike."""
         for name in pods:
             where = {"name": name, "namespace": namespace}
             self._retry(f"delete pod {namespace}/{name}", partial(_delete_pod, **where))
-            self._retry(f"delete claim {namespace}/{name}", partial(_delete_claim, **where))
+            if claims:
+                self._retry(f"delete claim {namespace}/{name}", partial(_delete_claim, **where))
 
 
 def set_fault(sim_control: str, body: JSON, inject: bool) -> None:

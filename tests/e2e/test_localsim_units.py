@@ -18,6 +18,7 @@ from driver.localsim.clusterspec import (
     node_labels,
     ultraserver_object,
 )
+from driver.localsim.flags import parse_sizes
 from driver.localsim.status import ClaimCores, allocation_rows, compact, table
 from driver.localsim.top import parse_metrics, render, shade
 from driver.localsim.workloadclient import workload_spec
@@ -205,3 +206,20 @@ def test_node_pools_reach_the_ultraserver_objects_and_the_saved_state() -> None:
     assert ClusterSpec.from_json(spec.to_json()) == spec
     with pytest.raises(ClusterSpecError, match=r"^--pools: node needs --mode partitioned"):
         ClusterSpec.build(mode="flat", pools="node")
+
+
+def test_partition_sizes_reach_the_ultraserver_objects_and_bad_ones_are_refused() -> None:
+    spec = ClusterSpec.build(pools="node", partition_sizes=(1, 2))
+    [rack] = spec.racks
+    assert ultraserver_object(rack, spec.mode, spec.pools, spec.partition_sizes)["spec"][
+        "partitionSizes"
+    ] == [1, 2]
+    assert "partitionSizes" not in ultraserver_object(rack, spec.mode)["spec"]
+    assert ClusterSpec.from_json(spec.to_json()) == spec
+    for sizes in ((3,), (1, 1)):
+        with pytest.raises(ClusterSpecError, match=r"^--partition-sizes: .* out of 1,2,4"):
+            ClusterSpec.build(partition_sizes=sizes)
+    with pytest.raises(ClusterSpecError, match="--mode partitioned"):
+        ClusterSpec.build(mode="flat", partition_sizes=(1,))
+    with pytest.raises(ClusterSpecError, match="write sizes as 1,2,4"):
+        parse_sizes("1,two")

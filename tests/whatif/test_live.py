@@ -60,6 +60,18 @@ def test_the_command_replays_a_few_dozen_jobs_beside_the_anchor(
     assert "| kube-scheduler | on | 30 | 0 |" in (out / "report.md").read_text()
 
 
+def test_neuron_style_requests_run_under_the_bin_packing_profile(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    argv = ["live", f"--state-dir={cluster.paths.root}", "--jobs", "8", "--out", str(out)]
+    mix = ["--mix", "cores-1=0.4,cores-2=0.3,chips-2=0.3", "--max-duration-hours", str(20 / 3600)]
+    style = ["--requests", "extended", "--scheduler-name", "trainium-dra-binpack"]
+    assert whatif.main([*argv, *mix, *style, "--minutes", "0.2", "--idle-seconds", "30"]) == 0
+    [live, *_] = json.loads((out / "result.json").read_text())["runs"]
+    assert live["jobs_run"] == 8, live
+
+
 def test_the_live_run_times_each_job_and_keeps_the_rack_alone(
     cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -7,7 +7,7 @@ import pytest
 from driver.jsontypes import JSON
 from driver.whatif import main as whatif
 from driver.whatif.jobs import Job, PodShape
-from driver.whatif.objects import JOB_LABEL, job_objects
+from driver.whatif.objects import JOB_LABEL, PodStyle, job_objects
 
 DRIVER = "trainium.sim.dev"
 
@@ -69,3 +69,22 @@ def test_a_run_after_an_eviction_has_new_names_and_keeps_the_pod_group() -> None
     assert {o["spec"]["schedulingGroup"]["podGroupName"] for o in again if o["kind"] == "Pod"} == {
         "g"
     }
+
+
+def test_neuron_style_pods_ask_for_extended_resources_and_no_claim() -> None:
+    style = PodStyle(
+        {"cores": "aws.amazon.com/neuroncore", "chips": "aws.amazon.com/neuron"}, "binpack"
+    )
+    [core] = job_objects(Job("c", 0, 1, PodShape("cores", 2), 1), "ns", DRIVER, True, style=style)
+    assert core["kind"] == "Pod" and "resourceClaims" not in core["spec"]
+    assert core["spec"]["containers"][0]["resources"] == {
+        "limits": {"aws.amazon.com/neuroncore": "2"}
+    }
+    assert core["spec"]["schedulerName"] == "binpack"
+    gang = job_objects(Job("g", 0, 2, PodShape("chips", 4), 1), "ns", DRIVER, True, style=style)
+    assert [o["kind"] for o in gang] == ["PodGroup", "Pod", "Pod"]
+    assert gang[1]["spec"]["containers"][0]["resources"]["limits"] == {"aws.amazon.com/neuron": "4"}
+    [claim, pod] = job_objects(
+        Job("s", 0, 1, PodShape("server"), 1), "ns", DRIVER, True, style=style
+    )
+    assert claim["kind"] == "ResourceClaim" and pod["spec"]["schedulerName"] == "binpack"

@@ -1,11 +1,16 @@
 """The offline anchor on tiny racks whose outcome can be worked out by hand."""
 
+import json
+from pathlib import Path
+
 import pytest
 
+from driver.whatif import main as whatif
 from driver.whatif.fleet import Fleet
-from driver.whatif.jobs import Job, JobError, PodShape
+from driver.whatif.jobs import Job, JobError, PodShape, offered
 from driver.whatif.metrics import summarize, time_weighted
 from driver.whatif.offline import replay
+from driver.whatif.trace import read_trace
 from simdevice.topology import TRAINIUM3, RackSpec
 
 TWO_CHIPS = RackSpec("trn3-gen2", servers=1, chips_per_server=2, chip=TRAINIUM3)
@@ -97,3 +102,28 @@ def test_allocation_and_fragmentation_follow_the_samples() -> None:
 
 def test_time_weighted_without_time_is_none() -> None:
     assert time_weighted([], lambda s: 1.0) is None
+
+
+def test_a_site_without_a_partition_size_gives_the_next_size_up_or_a_chip() -> None:
+    two = job("two", 0, PodShape("cores", 2), 10)
+    assert offered(two, (1, 4)).shape == PodShape("cores", 4)
+    assert offered(two, (1,)).shape == PodShape("chips", 1)
+    assert offered(two, (1, 2)) == two
+    assert offered(job("chip", 0, PodShape("chips", 1), 10), (1,)).shape == PodShape("chips", 1)
+    assert offered(two, (1,)).duration == two.duration
+
+
+def test_fewer_partition_sizes_hold_more_cores_for_the_same_jobs(tmp_path: Path) -> None:
+    args = ["offline", "--racks", "1", "--jobs", "200", "--mix", "cores-2=1", "--load", "0.5"]
+    for sizes in ("1,2,4", "1"):
+        out = tmp_path / sizes
+        assert whatif.main([*args, "--partition-sizes", sizes, "--out", str(out)]) == 0
+    shapes = {s: {j.shape for j in read_trace(tmp_path / s / "trace.csv")} for s in ("1,2,4", "1")}
+    assert shapes == {"1,2,4": {PodShape("cores", 2)}, "1": {PodShape("chips", 1)}}
+    held = {
+        s: json.loads((tmp_path / s / "result.json").read_text())["runs"][0][
+            "allocation_rate_while_arriving"
+        ]
+        for s in ("1,2,4", "1")
+    }
+    assert held["1"] > 2 * held["1,2,4"]

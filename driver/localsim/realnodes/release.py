@@ -25,7 +25,12 @@ def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, An
         "driverName": spec.driver,
         "image": {"repository": repository, "tag": tag},
         "ultraservers": [
-            {"name": rack.name, "spec": ultraserver_object(rack, spec.mode)["spec"]}
+            {
+                "name": rack.name,
+                "spec": ultraserver_object(rack, spec.mode, partition_sizes=spec.partition_sizes)[
+                    "spec"
+                ],
+            }
             for rack in spec.racks
         ],
     }
