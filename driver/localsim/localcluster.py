@@ -119,6 +119,7 @@ class LocalCluster:
                     rack: f"http://127.0.0.1:{p}/metrics" for rack, p in self.ports.items()
                 },
                 "controller_metrics": f"http://127.0.0.1:{self.controller_port}/metrics",
+                "scheduler_metrics": f"https://127.0.0.1:{self.plane.config.ports.scheduler}/metrics",
                 "sim_control": {
                     rack.name: str(self.paths.sim_control_socket(rack.name))
                     for rack in self.spec.racks

@@ -3,9 +3,9 @@ its spec, an admin client, and the `Daemons` that serve its metrics. Fails
 with a message that says what to do when the cluster is not up, is still
 starting, or its apiserver does not answer."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubernetes import client
@@ -31,6 +31,10 @@ class Running:
     spec: ClusterSpec
     api: client.ApiClient
     daemons: Daemons
+    pids: Mapping[str, int] = field(default_factory=dict)
+    """Component -> pid, as `serve` recorded them."""
+    scheduler_metrics: str | None = None
+    """The kube-scheduler's /metrics URL (HTTPS, the admin token authorizes)."""
 
 
 @contextmanager
@@ -58,4 +62,6 @@ def open_running(paths: ClusterPaths) -> Iterator[Running]:
         daemons: Daemons = (
             PodDaemons(api) if "real_nodes" in data else StandInDaemons(data["metrics"])
         )
-        yield Running(paths, spec, api, daemons)
+        yield Running(
+            paths, spec, api, daemons, data.get("pids", {}), data.get("scheduler_metrics")
+        )

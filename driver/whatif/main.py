@@ -15,8 +15,9 @@ Alibaba GPU trace."""
 import argparse
 import importlib.util
 import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from driver.whatif.jobs import Job, JobError, check_fits, offered
 from driver.whatif.live import FaultTargets, replay_live
 from driver.whatif.metrics import percentile, summarize
 from driver.whatif.objects import PodStyle
+from driver.whatif.observe import attempts_spent, cpu_seconds, cpu_spent, scheduler_attempts
 from driver.whatif.offline import Replay, replay
 from driver.whatif.plots import write_plots
 from driver.whatif.report import markdown
@@ -245,6 +247,29 @@ def extended_resources(api: ApiClient, driver: str) -> dict[str, str]:
     return found
 
 
+class Observer:
+    """The cluster's CPU by process, the scheduler's attempts and the load
+    average, from its construction to `done`."""
+
+    def __init__(self, pids: Mapping[str, int], metrics: str | None, api: ApiClient) -> None:
+        self.pids, self.metrics = {**pids, "whatif": os.getpid()}, metrics
+        self.token = str(api.configuration.get_api_key_with_prefix("BearerToken") or "")
+        self.load = os.getloadavg()[0]
+        self.cpu = cpu_seconds(pids)
+        self.attempts = self._attempts()
+
+    def _attempts(self) -> dict[str, dict[str, float]]:
+        return scheduler_attempts(self.metrics, self.token) if self.metrics else {}
+
+    def done(self) -> dict[str, Any]:
+        return {
+            "cpus": os.cpu_count(),
+            "load_1min": {"before": round(self.load, 2), "after": round(os.getloadavg()[0], 2)},
+            "cpu_seconds_by_process": cpu_spent(self.cpu, cpu_seconds(self.pids)),
+            "scheduler_attempts": attempts_spent(self.attempts, self._attempts()),
+        }
+
+
 def speedup_for(jobs: list[Job], minutes: float) -> float:
     """Simulated seconds per wall second that fit the trace into `minutes` if
     no job waited: until the last job would end after arriving."""
@@ -281,6 +306,7 @@ def live(args: argparse.Namespace) -> int:
         write_trace(args.out / "trace.csv", jobs)
         speedup = args.speedup or speedup_for(jobs, args.minutes)
         print(f"replaying {len(jobs)} jobs on {racks} racks at {speedup:g}x", flush=True)
+        watch = Observer(cluster.pids, cluster.scheduler_metrics, cluster.api)
         got = replay_live(
             cluster.api,
             jobs,
@@ -301,6 +327,7 @@ def live(args: argparse.Namespace) -> int:
             fault_targets=targets,
             progress=lambda msg: print(msg, flush=True),
         )
+        cost = watch.done()
     repair = rates.repair_hours * HOUR
     anchor = anchor_runs(
         jobs,
@@ -320,6 +347,7 @@ def live(args: argparse.Namespace) -> int:
             "max": max(got.bind_latency_s, default=None),
         },
         "runs": [summarize(run) for run in runs],
+        **cost,
     }
     title = (
         f"the real kube-scheduler on the local cluster at {speedup:g} simulated seconds a "

@@ -37,6 +37,26 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def cost(result: dict[str, Any]) -> str:
+    """Where a live replay's wall time went: the machine's load, each process's
+    CPU seconds and the scheduler's attempts by result."""
+    if "cpu_seconds_by_process" not in result:
+        return ""
+    load = result["load_1min"]
+    cpu = ", ".join(f"{name} {sec:,.0f}" for name, sec in result["cpu_seconds_by_process"].items())
+    attempts = ", ".join(
+        f"{result_} {a['attempts']:,.0f} ({a['seconds']:,.0f} s)"
+        for result_, a in sorted(result["scheduler_attempts"].items())
+    )
+    return (
+        "\n## Where the wall time went\n\n"
+        f"{result['wall_seconds']:,.0f} s of wall time on {result['cpus']} CPUs; load average "
+        f"(1 minute) {load['before']:g} before the replay, {load['after']:g} after it. "
+        f"CPU seconds each process used meanwhile: {cpu}. "
+        f"The scheduler's attempts by result (and the seconds they took): {attempts or 'unread'}.\n"
+    )
+
+
 def markdown(result: dict[str, Any], title: str, plots: Sequence[str] = ()) -> str:
     """The report: what was replayed and how, the table, the plots beside it."""
     first = result["runs"][0]
@@ -47,5 +67,6 @@ def markdown(result: dict[str, Any], title: str, plots: Sequence[str] = ()) -> s
         f"{first['generation']} racks ({first['cores']:,} cores); {title}.\n\n"
         + table(result["runs"])
         + "\n"
+        + cost(result)
         + images
     )

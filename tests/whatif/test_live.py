@@ -57,7 +57,13 @@ def test_the_command_replays_a_few_dozen_jobs_beside_the_anchor(
     assert live["unusable_free_share_while_waiting"] is None
     assert 0 < live["allocation_rate_while_arriving"] <= 1
     assert result["speedup"] >= 1 and result["wall_seconds"] > 0
-    assert "| kube-scheduler | on | 30 | 0 |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| kube-scheduler | on | 30 | 0 |" in report
+    cpu = result["cpu_seconds_by_process"]
+    assert cpu["kube-scheduler"] > 0 and cpu["kube-apiserver"] > 0 and cpu["whatif"] > 0, cpu
+    scheduled = result["scheduler_attempts"]["scheduled"]
+    assert scheduled["attempts"] >= 30 and scheduled["seconds"] > 0, result["scheduler_attempts"]
+    assert "## Where the wall time went" in report
 
 
 def test_neuron_style_requests_run_under_the_bin_packing_profile(
