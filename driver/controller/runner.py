@@ -13,7 +13,6 @@ from functools import partial
 from typing import Any
 
 import kopf
-from kopf._core.engines.peering import Identity
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
@@ -227,8 +226,9 @@ class Controller:
             standalone=True,
             clusterwide=True,
             # kopf would otherwise ask getpass for a user name, which fails for
-            # the image's non-root UID (no passwd entry in a minimal image).
-            identity=Identity(self.flags.identity),
+            # the image's non-root UID (no passwd entry in a minimal image). Its
+            # type for this str is a NewType kopf does not export.
+            identity=self.flags.identity,  # type: ignore[arg-type]
         )
 
     def _login(self, **_: Any) -> kopf.ConnectionInfo:
