@@ -1,8 +1,9 @@
 """The package boundaries the device model exists for, checked on the source.
 
-The controller and the node daemon share only `driver.devicemodel` (and the
-API names in `driver.names`); the model imports neither side, and `simdevice`
-knows nothing of Kubernetes.
+The controller and the node daemon share only `driver.devicemodel`, the
+apiserver client `driver.kubeapi` (and the API names in `driver.names`);
+neither shared package imports either side, and `simdevice` knows nothing of
+Kubernetes.
 """
 
 import ast
@@ -33,6 +34,7 @@ def imported_modules(package: str) -> dict[str, set[str]]:
     ("package", "forbidden"),
     [
         ("driver/devicemodel", ("driver.controller", "driver.plugin", "driver.localsim")),
+        ("driver/kubeapi", ("driver.controller", "driver.plugin", "driver.localsim")),
         ("driver/controller", ("driver.plugin", "driver.localsim")),
         ("driver/plugin", ("driver.controller", "driver.localsim")),
         ("simdevice", ("driver", "kubernetes", "kopf")),

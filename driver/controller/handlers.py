@@ -7,10 +7,10 @@ from typing import Any
 
 import kopf
 
-from driver.controller.kube import CLAIMS, HEALTH, ULTRASERVERS
 from driver.controller.reconciler import Stores, racks_for_node, racks_of_claim
 from driver.controller.stores import key_of
 from driver.devicemodel.naming import ULTRASERVER_DEVICE, rack_of_pool
+from driver.kubeapi.resources import CLAIMS, HEALTH, ULTRASERVERS
 
 CLAIM_DELAY = 2.0
 """Claims change only the rack's status (allocated cores); waiting a little

@@ -7,7 +7,7 @@ replica that stops cleanly hands the Lease back at once.
 
 Why not `kubernetes.leaderelection` with its `LeaseLock`: its `LeaseLock`
 builds its own `CoordinationV1Api()` from the default configuration, not the
-controller's `ApiClient`; `LeaderElection.run` waits to acquire in a loop no
+controller's; `LeaderElection.run` waits to acquire in a loop no
 caller can stop (SIGTERM would wait forever in a standby); it never releases
 the Lease, so a clean stop leaves standbys waiting a full lease duration.
 This module is one attempt per call (`try_acquire`) plus `release`; the
@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from driver.controller.kube import LEASES, Kube
+from driver.kubeapi.apiserver import ApiError
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import LEASES
 
 log = logging.getLogger(__name__)
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -41,7 +41,7 @@ def _now() -> datetime.datetime:
 class LeaseElector:
     def __init__(
         self,
-        kube: Kube,
+        objects: Objects,
         *,
         namespace: str,
         name: str,
@@ -49,7 +49,7 @@ class LeaseElector:
         duration_seconds: int,
         clock: Callable[[], datetime.datetime] = _now,
     ) -> None:
-        self.kube = kube
+        self.objects = objects
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -60,19 +60,12 @@ class LeaseElector:
         self._observed: dict[str, Any] | None = None
         self._observed_at = 0.0
 
-    def _path(self) -> tuple[str, str, str, str]:
-        return (LEASES.group, LEASES.version, self.namespace, LEASES.plural)
-
     def try_acquire(self) -> bool:
         """One attempt to take or renew the Lease; True while we hold it."""
         now = self.clock()
         stamp = now.strftime(TIME_FORMAT)
-        custom = self.kube.custom
-        try:
-            lease: dict[str, Any] = custom.get_namespaced_custom_object(*self._path(), self.name)
-        except ApiException as err:
-            if err.status != 404:
-                raise
+        lease = self.objects.get(LEASES, self.name, self.namespace)
+        if lease is None:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
@@ -80,9 +73,9 @@ class LeaseElector:
                 "spec": self._spec(stamp, stamp, 0),
             }
             try:
-                custom.create_namespaced_custom_object(*self._path()[:3], LEASES.plural, body)
-            except ApiException as create_err:
-                if create_err.status == 409:
+                self.objects.create(LEASES, body, self.namespace)
+            except ApiError as err:
+                if err.status == 409:
                     return False
                 raise
             self.held_since = now
@@ -97,8 +90,8 @@ class LeaseElector:
         acquired = spec.get("acquireTime") if mine else stamp
         lease["spec"] = self._spec(acquired or stamp, stamp, transitions)
         try:
-            custom.replace_namespaced_custom_object(*self._path(), self.name, lease)
-        except ApiException as err:
+            self.objects.replace(LEASES, self.name, lease, self.namespace)
+        except ApiError as err:
             if err.status == 409:
                 return False
             raise
@@ -129,12 +122,12 @@ class LeaseElector:
     def release(self) -> None:
         """Hand the Lease back if we hold it, so a standby takes over at once."""
         try:
-            lease = self.kube.custom.get_namespaced_custom_object(*self._path(), self.name)
-            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+            lease = self.objects.get(LEASES, self.name, self.namespace)
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
             lease["spec"]["holderIdentity"] = ""
             lease["spec"]["renewTime"] = None
-            self.kube.custom.replace_namespaced_custom_object(*self._path(), self.name, lease)
+            self.objects.replace(LEASES, self.name, lease, self.namespace)
             log.info("released lease %s/%s", self.namespace, self.name)
-        except ApiException as err:
+        except ApiError as err:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, err.reason)

@@ -3,8 +3,8 @@
 import logging
 
 from driver.controller.flags import parse
-from driver.controller.kube import api_client
 from driver.controller.runner import Controller
+from driver.kubeapi.credentials import api_client
 
 
 def main(argv: list[str]) -> int:

@@ -14,10 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from driver.controller.healthtaints import Report, parse_reports
-from driver.controller.kube import SLICES, ULTRASERVERS, Kube
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.rackstate import (
     NO_OCCUPANCY,
@@ -44,6 +41,9 @@ from driver.devicemodel.rackguard import (
 )
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
+from driver.kubeapi.apiserver import ApiError
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import SLICES, ULTRASERVERS
 from driver.names import rack_label
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class Memo:
 class Reconciler:
     def __init__(
         self,
-        kube: Kube,
+        kube: Objects,
         stores: Stores,
         driver: str,
         metrics: ControllerMetrics,
@@ -292,7 +292,7 @@ class Reconciler:
             if self.refused.get(name) == (spec.uid, spec.generation):
                 raise CountersDroppedError(PARTITIONING_OFF)
             self._execute(plan, versions)
-        except ApiException as err:
+        except ApiError as err:
             if err.status == 409:
                 raise ConflictError(f"rack {name}: {err.reason}") from err
             error = f"{err.status} {err.reason}: {(err.body or '')[:300]}"
@@ -334,7 +334,7 @@ class Reconciler:
         labels) is taken back by a replace, or the create would fail forever."""
         try:
             return self.kube.create(SLICES, body)
-        except ApiException as err:
+        except ApiError as err:
             if err.status != 409:
                 raise
         name = body["metadata"]["name"]

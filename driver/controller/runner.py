@@ -13,14 +13,12 @@ from functools import partial
 from typing import Any
 
 import kopf
-from kopf._core.engines.peering import Identity
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from driver.controller.claimstatus import ClaimStatusWriter, StatusConflictError
 from driver.controller.flags import Flags
 from driver.controller.handlers import claims_of_rack, register
-from driver.controller.kube import CLAIMS, HEALTH, ULTRASERVERS, Kube
 from driver.controller.lease import LeaseElector
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.probes import ReplicaState, Role, report
@@ -30,6 +28,9 @@ from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.controller.slicewatch import SliceWatch
 from driver.devicemodel.rackguard import RackHold, occupancy
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import CLAIMS, HEALTH, NODES, ULTRASERVERS
 from driver.names import rack_label
 from driver.workqueue import WorkQueue
 
@@ -38,6 +39,9 @@ MAX_BACKOFF = 30.0
 SETTLE_SECONDS = 10.0
 """kopf lists each kind within seconds of starting; the first resync comes
 this soon, to forget what was deleted between the priming list and kopf's."""
+USER_AGENT = "trainium-dra-controller"
+REQUEST_TIMEOUT = 60.0
+"""Long enough for the apiserver to store a rack's megabytes of slices."""
 SLICE_CHANGE_DELAY = 0.5
 """A slice changed behind our back is usually one of several: wait a little
 so one reconcile sees them all."""
@@ -47,7 +51,7 @@ class Controller:
     def __init__(self, flags: Flags, api: client.ApiClient) -> None:
         self.flags = flags
         self.api = api
-        self.kube = Kube(api)
+        self.objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
         self.stores = Stores()
         self.queue = WorkQueue()
         self.claim_queue = WorkQueue()
@@ -58,7 +62,7 @@ class Controller:
         self.metrics = ControllerMetrics(self.registry)
         self.slice_index = SliceIndex(rack_label(flags.driver_name))
         self.reconciler = Reconciler(
-            self.kube,
+            self.objects,
             self.stores,
             flags.driver_name,
             self.metrics,
@@ -68,7 +72,7 @@ class Controller:
             on_advertised=self._advertised_moved,
         )
         self.slice_watch = SliceWatch(
-            self.kube,
+            self.objects.server,
             self.slice_index,
             {
                 "labelSelector": f"{MANAGED_BY_LABEL}={MANAGED_BY}",
@@ -78,7 +82,7 @@ class Controller:
             is_own=self.reconciler.is_own_write,
         )
         self.elector = LeaseElector(
-            self.kube,
+            self.objects,
             namespace=flags.lease_namespace,
             name=flags.lease_name,
             identity=flags.identity,
@@ -191,10 +195,10 @@ class Controller:
     def _relist(self) -> None:
         """List every watched kind into its store; queue every rack, any rack that
         is gone, and our claims whose allocation is new or changed."""
-        self.stores.nodes.relist(self.kube.list_nodes)
-        self.stores.health.relist(partial(self.kube.list_all, HEALTH))
-        claims = self.stores.claims.relist(partial(self.kube.list_all, CLAIMS))
-        gone = self.stores.racks.relist(partial(self.kube.list_all, ULTRASERVERS))
+        self.stores.nodes.relist(partial(self.objects.list_all, NODES))
+        self.stores.health.relist(partial(self.objects.list_all, HEALTH))
+        claims = self.stores.claims.relist(partial(self.objects.list_all, CLAIMS))
+        gone = self.stores.racks.relist(partial(self.objects.list_all, ULTRASERVERS))
         for rack in self.stores.racks.items().keys() | gone:
             self.queue.add(rack)
         for key in claims:
@@ -222,8 +226,9 @@ class Controller:
             standalone=True,
             clusterwide=True,
             # kopf would otherwise ask getpass for a user name, which fails for
-            # the image's non-root UID (no passwd entry in a minimal image).
-            identity=Identity(self.flags.identity),
+            # the image's non-root UID (no passwd entry in a minimal image). Its
+            # type for this str is a NewType kopf does not export.
+            identity=self.flags.identity,  # type: ignore[arg-type]
         )
 
     def _login(self, **_: Any) -> kopf.ConnectionInfo:

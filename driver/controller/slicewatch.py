@@ -7,12 +7,12 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-from driver.controller.kube import METADATA_LIST, METADATA_ONLY, PAGE, SLICES, Kube, path_of
 from driver.controller.sliceindex import SliceIndex
-from driver.jsontypes import JSON
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.listwatch import METADATA_LIST, METADATA_ONLY, list_items, watch
+from driver.kubeapi.resources import SLICES, path_of
 
 log = logging.getLogger(__name__)
-WATCH_SECONDS: Final = 300
 RETRY_SECONDS: Final = 1.0
 
 
@@ -23,13 +23,13 @@ class SliceWatch:
 
     def __init__(
         self,
-        kube: Kube,
+        server: ApiServer,
         index: SliceIndex,
         selector: dict[str, str],
         on_change: Callable[[str], None],
         is_own: Callable[[str, str], bool],
     ) -> None:
-        self.kube = kube
+        self.server = server
         self.index = index
         self.selector = selector
         self.on_change = on_change
@@ -37,19 +37,12 @@ class SliceWatch:
 
     def relist(self) -> str:
         """List every slice's metadata into the index; returns the list's resourceVersion."""
-        items: list[JSON] = []
-        token = ""
-        while True:
-            query = {**self.selector, "limit": str(PAGE)}
-            if token:
-                query["continue"] = token
-            page = self.kube.request("GET", path_of(SLICES), query=query, accept=METADATA_LIST)
-            items += [i["metadata"] for i in page.get("items") or []]
-            token = (page.get("metadata") or {}).get("continue") or ""
-            if not token:
-                for rack in self.index.replace(items):
-                    self.on_change(rack)
-                return str(page["metadata"]["resourceVersion"])
+        metas, version = list_items(
+            self.server, path_of(SLICES), self.selector, lambda i: i["metadata"], METADATA_LIST
+        )
+        for rack in self.index.replace(metas):
+            self.on_change(rack)
+        return version
 
     def run(self, stop: threading.Event, version: str) -> None:
         """Watch from `version` until `stop`; relist when the watch cannot resume."""
@@ -70,23 +63,21 @@ class SliceWatch:
 
     def _watch(self, stop: threading.Event, version: str) -> str:
         """One watch request; returns the version to resume from, or "" to relist."""
-        query = {
-            **self.selector,
-            "watch": "true",
-            "resourceVersion": version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(WATCH_SECONDS),
-        }
-        for event in self.kube.stream(path_of(SLICES), query, METADATA_ONLY, WATCH_SECONDS + 30):
-            kind, meta = event["type"], (event.get("object") or {}).get("metadata") or {}
-            if kind == "ERROR":
-                return ""
-            version = str(meta.get("resourceVersion") or version)
-            if kind == "BOOKMARK":
-                continue
-            rack = self.index.apply(kind, meta)
-            if rack and kind in ("MODIFIED", "DELETED") and not self.is_own(meta["name"], version):
-                self.on_change(rack)
-            if stop.is_set():
-                break
+        with watch(self.server, path_of(SLICES), self.selector, version, METADATA_ONLY) as stream:
+            for event in stream.events():
+                kind, meta = event["type"], (event.get("object") or {}).get("metadata") or {}
+                if kind == "ERROR":
+                    return ""
+                version = str(meta.get("resourceVersion") or version)
+                if kind == "BOOKMARK":
+                    continue
+                rack = self.index.apply(kind, meta)
+                if (
+                    rack
+                    and kind in ("MODIFIED", "DELETED")
+                    and not self.is_own(meta["name"], version)
+                ):
+                    self.on_change(rack)
+                if stop.is_set():
+                    break
         return version

@@ -7,17 +7,18 @@ needs a few fields and the models cost more than the request.
 """
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from kubernetes import client
 
-from driver.names import API_GROUP, API_VERSION, rack_label
-from driver.plugin.apiget import ApiGetter
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.resources import CLAIMS, SLICES, ULTRASERVERS, path_of
+from driver.names import rack_label
 from driver.plugin.devices import Attributes, device_attributes
 from driver.plugin.watchcache import WatchedObjects
 
-RESOURCE_API = "/apis/resource.k8s.io/v1"
-ULTRASERVERS_API = f"/apis/{API_GROUP}/{API_VERSION}/ultraservers"
+USER_AGENT: Final = "trainium-dra-node"
+REQUEST_TIMEOUT: Final = 30.0
 
 DeviceIndex = dict[tuple[str, str], Attributes]
 """(pool, device) -> attributes."""
@@ -58,21 +59,21 @@ class ApiReader:
         wait_seconds: float = 5.0,
         ultraserver: str | None = None,
     ) -> None:
-        self._getter = ApiGetter(api.configuration)
+        self._server = ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT)
         self.wait_seconds = wait_seconds
-        slice_query = [("fieldSelector", f"spec.driver={driver}")]
-        rack_query = []
+        slice_query = {"fieldSelector": f"spec.driver={driver}"}
+        rack_query = {}
         if ultraserver:
-            slice_query.append(("labelSelector", f"{rack_label(driver)}={ultraserver}"))
-            rack_query.append(("fieldSelector", f"metadata.name={ultraserver}"))
+            slice_query["labelSelector"] = f"{rack_label(driver)}={ultraserver}"
+            rack_query["fieldSelector"] = f"metadata.name={ultraserver}"
         self._slices = WatchedObjects(
-            self._getter,
-            f"{RESOURCE_API}/resourceslices",
+            self._server,
+            path_of(SLICES),
             slice_query,
             lambda item: device_attributes([item], driver),
             merge_devices,
         )
-        self._racks = WatchedObjects(self._getter, ULTRASERVERS_API, rack_query, lnc_of, dict)
+        self._racks = WatchedObjects(self._server, path_of(ULTRASERVERS), rack_query, lnc_of, dict)
 
     def start(self) -> None:
         self._slices.start()
@@ -87,9 +88,7 @@ class ApiReader:
         self._racks.close()
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        claim: dict[str, Any] | None = self._getter.get_json(
-            f"{RESOURCE_API}/namespaces/{namespace}/resourceclaims/{name}"
-        )
+        claim: dict[str, Any] | None = self._server.get_json(path_of(CLAIMS, name, namespace))
         return claim
 
     def attributes(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], Attributes]:

@@ -8,11 +8,12 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from kubernetes import client, config
+from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from driver.devicemodel.placement import PlacementError, find_place
 from driver.httpendpoint import split_address
+from driver.kubeapi.credentials import api_client
 from driver.kubeletplugin.sockets import SocketPathError
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
@@ -31,33 +32,6 @@ from driver.plugin.telemetry import TelemetryCollector
 from simdevice.topology import rack_spec
 
 log = logging.getLogger("trainium-dra.node")
-
-
-def api_client(kubeconfig: Path | None) -> client.ApiClient:
-    if kubeconfig is not None:
-        return kubeconfig_client(kubeconfig)
-    config.load_incluster_config()
-    return client.ApiClient()
-
-
-def kubeconfig_client(path: Path) -> client.ApiClient:
-    """A client that reads `path` again when the file changes, so a token written
-    into it anew (rotated, or minted for a re-created Node) is used without a restart."""
-    configuration = client.Configuration()
-    seen = [-1]
-
-    def refresh(_: client.Configuration) -> None:
-        try:
-            changed = path.stat().st_mtime_ns
-        except OSError:
-            return  # keep the credential already loaded
-        if changed != seen[0]:
-            seen[0] = changed
-            config.load_kube_config(config_file=str(path), client_configuration=configuration)
-            configuration.refresh_api_key_hook = refresh  # the loader installs its own
-
-    refresh(configuration)
-    return client.ApiClient(configuration)
 
 
 def node_clients(flags: flagmod.Flags) -> dict[str, client.ApiClient]:

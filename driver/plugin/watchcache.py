@@ -9,26 +9,23 @@ prepare never waits for a list: it reads what the watch already brought.
 """
 
 import http.client
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, TypeVar
 
-from driver.plugin.apiget import ApiError, ApiGetter, Stream
+from driver.kubeapi.apiserver import ApiError, ApiServer, Query, Stream
+from driver.kubeapi.listwatch import list_items, watch
 
 log = logging.getLogger(__name__)
 
 P = TypeVar("P")
 V = TypeVar("V")
 
-WATCH_SECONDS: Final = 300
-"""How long one watch request asks the apiserver to stay open."""
 RETRY_SECONDS: Final = 1.0
 ABSENT_RETRY_SECONDS: Final = 10.0
 """How often to list again a resource the apiserver does not serve (its CRD
 not installed yet): until then it has no objects."""
-PAGE: Final = "500"
 
 
 class VersionGoneError(Exception):
@@ -45,13 +42,13 @@ class WatchedObjects(Generic[P, V]):
 
     def __init__(
         self,
-        getter: ApiGetter,
+        server: ApiServer,
         path: str,
-        query: list[tuple[str, str]],
+        query: Query,
         project: Callable[[Mapping[str, Any]], P],
         fold: Callable[[Mapping[str, P]], V],
     ) -> None:
-        self.getter = getter
+        self.server = server
         self.path = path
         self.query = query
         self.project = project
@@ -116,41 +113,32 @@ class WatchedObjects(Generic[P, V]):
 
     def _list(self) -> str:
         """List every page into a fresh view; returns the list's resourceVersion."""
-        objects: dict[str, P] = {}
-        token = ""
-        while True:
-            query = [*self.query, ("limit", PAGE)] + ([("continue", token)] if token else [])
-            page = self.getter.get_json(self.path, query)
-            if page is None:
-                self._publish({})
-                raise ResourceAbsentError(f"{self.path} is not served (404): no objects")
-            for item in page.get("items") or []:
-                objects[item["metadata"]["name"]] = self.project(item)
-            meta = page.get("metadata") or {}
-            token = meta.get("continue") or ""
-            if not token:
-                self._publish(objects)
-                return str(meta["resourceVersion"])
+        try:
+            items, version = list_items(self.server, self.path, self.query, self._named)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+            self._publish({})
+            raise ResourceAbsentError(f"{self.path} is not served (404): no objects") from err
+        self._publish(dict(items))
+        return version
+
+    def _named(self, obj: Mapping[str, Any]) -> tuple[str, P]:
+        return obj["metadata"]["name"], self.project(obj)
 
     def _watch(self, version: str) -> str:
         """One watch request from `version`; returns the version to resume from."""
-        query = [
-            *self.query,
-            ("watch", "true"),
-            ("resourceVersion", version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(WATCH_SECONDS)),
-        ]
-        stream = self._stream = self.getter.stream(self.path, query, WATCH_SECONDS + 30)
+        try:
+            stream = self._stream = watch(self.server, self.path, self.query, version)
+        except ApiError as err:
+            if err.status == 410:
+                raise VersionGoneError from err
+            raise
         try:
             if self._stopping.is_set():  # closed while this watch was being opened
                 return version
-            if stream.status == 410:
-                raise VersionGoneError
-            if stream.status >= 400:
-                raise ApiError(f"watch {self.path}: HTTP {stream.status}")
-            for line in stream.lines():
-                version = self._apply(json.loads(line), version)
+            for event in stream.events():
+                version = self._apply(event, version)
         finally:
             self._stream = None
             stream.close()

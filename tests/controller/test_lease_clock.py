@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from driver.controller.kube import Kube
 from driver.controller.lease import LeaseElector
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.objects import Objects
 from driver.localsim.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
@@ -20,19 +21,20 @@ NAMESPACE = "default"
 
 
 @pytest.fixture
-def kube(control_plane: ControlPlane) -> Iterator[Kube]:
+def api(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
     with control_plane.api_client() as api:
-        yield Kube(api)
+        yield api
 
 
 @pytest.mark.parametrize("skew_hours", [-24, 24], ids=["holder-behind", "holder-ahead"])
 def test_a_standby_takes_over_after_the_holder_stops_by_its_own_clock(
-    kube: Kube, skew_hours: int
+    api: client.ApiClient, skew_hours: int
 ) -> None:
+    objects = Objects(ApiServer(api.configuration, "trainium-dra-test", 30.0))
     name = f"lease-skew-{'behind' if skew_hours < 0 else 'ahead'}"
     offset = datetime.timedelta(hours=skew_hours)
     holder = LeaseElector(
-        kube,
+        objects,
         namespace=NAMESPACE,
         name=name,
         identity="holder",
@@ -40,7 +42,7 @@ def test_a_standby_takes_over_after_the_holder_stops_by_its_own_clock(
         clock=lambda: datetime.datetime.now(datetime.UTC) + offset,
     )
     standby = LeaseElector(
-        kube, namespace=NAMESPACE, name=name, identity="standby", duration_seconds=DURATION
+        objects, namespace=NAMESPACE, name=name, identity="standby", duration_seconds=DURATION
     )
     try:
         assert holder.try_acquire()
@@ -58,4 +60,4 @@ def test_a_standby_takes_over_after_the_holder_stops_by_its_own_clock(
         assert time.monotonic() - last_renewal >= DURATION
         assert not holder.try_acquire()
     finally:
-        client.CoordinationV1Api(kube.api).delete_namespaced_lease(name, NAMESPACE)
+        client.CoordinationV1Api(api).delete_namespaced_lease(name, NAMESPACE)

@@ -23,9 +23,9 @@ NODE_A, NODE_B = "deploy-rbac-node-a", "deploy-rbac-node-b"
 CONTROLLER = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dra-controller"
 NODE = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dra-node"
 
-# What the code does (driver/controller/kube.py, lease.py, handlers.py, claimstatus.py;
-# driver/plugin/cluster.py, main.py, healthreport.py), as (resource, verbs) of
-# `kubectl auth can-i --list`.
+# What the code does (driver/controller/runner.py, reconciler.py, slicewatch.py,
+# lease.py, handlers.py, claimstatus.py; driver/plugin/cluster.py, main.py,
+# healthreport.py), as (resource, verbs) of `kubectl auth can-i --list`.
 CONTROLLER_RULES = {
     "resourceslices.resource.k8s.io": {"list", "watch", "create", "update", "delete"},
     "resourceclaims.resource.k8s.io": {"get", "list", "watch"},

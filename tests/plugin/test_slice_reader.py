@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import pytest
 from kubernetes import client
 
+from driver.kubeapi.apiserver import ApiServer
 from driver.localsim.controlplane import ControlPlane
 from driver.names import rack_label
-from driver.plugin.apiget import ApiGetter
 from driver.plugin.cluster import ApiReader
 from driver.plugin.watchcache import WatchedObjects
 from tests.waiting import wait_for
@@ -128,9 +128,8 @@ def test_a_miss_gives_up_after_its_wait(api: client.ApiClient) -> None:
 
 
 def test_a_resource_the_apiserver_does_not_serve_has_no_objects(api: client.ApiClient) -> None:
-    absent = WatchedObjects(
-        ApiGetter(api.configuration), "/apis/absent.example.com/v1/things", [], str, len
-    )
+    server = ApiServer(api.configuration, "trainium-dra-test", 30.0)
+    absent = WatchedObjects(server, "/apis/absent.example.com/v1/things", {}, str, len)
     absent.start()
     try:
         assert absent.wait_synced(30)

@@ -6,13 +6,17 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from driver.plugin.apiget import ApiError, ApiGetter
+from driver.kubeapi.apiserver import ApiError, ApiServer
 from driver.plugin.watchcache import VersionGoneError, WatchedObjects
 
 
 def watched() -> WatchedObjects[int, dict[str, int]]:
     return WatchedObjects(
-        ApiGetter(client.Configuration()), "/apis/x/v1/things", [], lambda o: o["n"], dict
+        ApiServer(client.Configuration(), "trainium-dra-test", 1.0),
+        "/apis/x/v1/things",
+        {},
+        lambda o: o["n"],
+        dict,
     )
 
 

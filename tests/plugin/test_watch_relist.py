@@ -10,7 +10,6 @@ version after a compaction. The link between the cache and the apiserver is
 cut in the client (no watch is sent while it is cut); the apiserver is real.
 """
 
-import json
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from driver.kubeapi.apiserver import JSON_MEDIA, ApiError, ApiServer, Query, Stream
 from driver.localsim.controlplane import ControlPlane
-from driver.plugin.apiget import ApiGetter, Stream
 from driver.plugin.watchcache import WatchedObjects
 from tests.waiting import wait_for
 
@@ -29,13 +28,13 @@ NAMESPACE = "watch-relist"
 EVENTS = f"/api/v1/namespaces/{NAMESPACE}/events"
 
 
-class CuttableLink(ApiGetter):
-    """An ApiGetter whose watches can be cut off: `cut` ends the open watch and
-    holds the next one until `mend`. Counts lists and records each watch's
-    starting resourceVersion."""
+class CuttableLink(ApiServer):
+    """An apiserver client whose watches can be cut off: `cut` ends the open
+    watch and holds the next one until `mend`. Counts lists (the cache's only
+    other requests) and records each watch's starting resourceVersion."""
 
     def __init__(self, config: client.Configuration) -> None:
-        super().__init__(config)
+        super().__init__(config, "trainium-dra-test", 30.0)
         self.lists = 0
         self.watched_from: list[str] = []
         self.held = threading.Event()
@@ -43,17 +42,19 @@ class CuttableLink(ApiGetter):
         self._up = True
         self._open: Stream | None = None
 
-    def get_json(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
+    def exchange(
+        self, method: str, target: str, headers: Mapping[str, str], data: bytes | None = None
+    ) -> tuple[int, str, bytes]:
         self.lists += 1
-        return super().get_json(path, query)
+        return super().exchange(method, target, headers, data)
 
-    def stream(self, path: str, query: list[tuple[str, str]], timeout: float) -> Stream:
+    def stream(self, path: str, query: Query, timeout: float, accept: str = JSON_MEDIA) -> Stream:
         with self._link:  # `cut` waits while a watch is being opened, then ends it
             while not self._up:
                 self.held.set()
                 self._link.wait()
-            self.watched_from.append(dict(query)["resourceVersion"])
-            self._open = super().stream(path, query, timeout)
+            self.watched_from.append(query["resourceVersion"])
+            self._open = super().stream(path, query, timeout, accept)
             return self._open
 
     def cut(self) -> None:
@@ -82,18 +83,16 @@ def create_event(core: client.CoreV1Api, name: str) -> None:
     core.create_namespaced_event(NAMESPACE, body)
 
 
-def answers_gone(getter: ApiGetter, version: str) -> bool:
+def answers_gone(config: client.Configuration, version: str) -> bool:
     """Whether a watch from `version` gets 410, as a status or as its first event."""
-    query = [("watch", "true"), ("resourceVersion", version), ("timeoutSeconds", "5")]
-    stream = getter.stream(EVENTS, query, 30)
+    server = ApiServer(config, "trainium-dra-test", 30.0)
+    query = {"watch": "true", "resourceVersion": version, "timeoutSeconds": "5"}
     try:
-        if stream.status == 410:
-            return True
-        first = next(iter(stream.lines()), b"{}")
-        event = json.loads(first)
-        return event.get("type") == "ERROR" and (event.get("object") or {}).get("code") == 410
-    finally:
-        stream.close()
+        with server.stream(EVENTS, query, 30) as stream:
+            event: Mapping[str, Any] = next(stream.events(), {})
+    except ApiError as err:
+        return err.status == 410
+    return bool(event.get("type") == "ERROR" and (event.get("object") or {}).get("code") == 410)
 
 
 @pytest.fixture
@@ -115,7 +114,7 @@ def test_a_gone_version_relists_to_what_is_there_now(
     for name in ("stays", "goes"):
         create_event(core, name)
     link = CuttableLink(core.api_client.configuration)
-    cache = WatchedObjects(link, EVENTS, [], message, names)
+    cache = WatchedObjects(link, EVENTS, {}, message, names)
     cache.start()
     try:
         assert cache.wait_synced(30)
@@ -127,7 +126,7 @@ def test_a_gone_version_relists_to_what_is_there_now(
         revision = control_plane.compact_etcd()
         version = link.watched_from[-1]
         assert int(version) < revision
-        assert answers_gone(ApiGetter(core.api_client.configuration), version)
+        assert answers_gone(core.api_client.configuration, version)
         link.mend()
         wait_for(
             "the cache to list again",

@@ -1,0 +1,35 @@
+"""Where the apiserver is and who we are to it: a kubeconfig file, or the
+pod's service account when there is none."""
+
+from pathlib import Path
+
+from kubernetes import client, config
+
+
+def api_client(kubeconfig: Path | None) -> client.ApiClient:
+    """A client from `kubeconfig`, or the in-cluster service account when None
+    (its token file is read again as it rotates)."""
+    if kubeconfig is not None:
+        return kubeconfig_client(kubeconfig)
+    config.load_incluster_config()
+    return client.ApiClient()
+
+
+def kubeconfig_client(path: Path) -> client.ApiClient:
+    """A client that reads `path` again when the file changes, so a token written
+    into it anew (rotated, or minted for a re-created Node) is used without a restart."""
+    configuration = client.Configuration()
+    seen = [-1]
+
+    def refresh(_: client.Configuration) -> None:
+        try:
+            changed = path.stat().st_mtime_ns
+        except OSError:
+            return  # keep the credential already loaded
+        if changed != seen[0]:
+            seen[0] = changed
+            config.load_kube_config(config_file=str(path), client_configuration=configuration)
+            configuration.refresh_api_key_hook = refresh  # the loader installs its own
+
+    refresh(configuration)
+    return client.ApiClient(configuration)
