@@ -1,6 +1,7 @@
 """Every benchmark page, rendered from benchmarks/results/*.json alone:
 docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
-generated blocks of docs/simulator.md and docs/whatif.md.
+generated blocks of docs/simulator.md and docs/whatif.md (its example and its
+live replays).
 
 Usage: python -m benchmarks.render (`make pages`)
 """
@@ -9,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.pages import benchmarks, reliability, scale, simulator, whatif
+from benchmarks.pages import benchmarks, reliability, scale, simulator, whatif, whatif_live
 from benchmarks.pages.plots import plot
 from benchmarks.paths import DOCS, RESULTS_DIR
 
@@ -35,9 +36,14 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
         out[docs / "scale.md"] = scale.document(
             found["controller"], found.get("scale"), found.get("scheduler"), found.get("storage")
         )
-    if "whatif" in found:
+    if "whatif" in found or "whatif-live" in found:
         page = docs / "whatif.md"
-        out[page] = whatif.render(page.read_text(), found["whatif"])
+        text = page.read_text()
+        if "whatif" in found:
+            text = whatif.render(text, found["whatif"])
+        if "whatif-live" in found:
+            text = whatif_live.render(text, found["whatif-live"])
+        out[page] = text
     if "sim-validation" in found:
         page = docs / "simulator.md"
         out[page] = simulator.render(page.read_text(), found["sim-validation"])

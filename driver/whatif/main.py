@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -253,9 +254,10 @@ class Observer:
 
     def __init__(self, pids: Mapping[str, int], metrics: str | None, api: ApiClient) -> None:
         self.pids, self.metrics = {**pids, "whatif": os.getpid()}, metrics
-        self.token = str(api.configuration.get_api_key_with_prefix("BearerToken") or "")
+        key = api.configuration.get_api_key_with_prefix
+        self.token = str(key("BearerToken") or key("authorization") or "")
         self.load = os.getloadavg()[0]
-        self.cpu = cpu_seconds(pids)
+        self.cpu = cpu_seconds(self.pids)
         self.attempts = self._attempts()
 
     def _attempts(self) -> dict[str, dict[str, float]]:
@@ -277,6 +279,22 @@ def speedup_for(jobs: list[Job], minutes: float) -> float:
     return max(1.0, span / (minutes * 60))
 
 
+@dataclass(frozen=True)
+class LiveCluster:
+    """What a live replay needs of the cluster it runs on."""
+
+    api: ApiClient
+    rack: RackSpec
+    racks: int
+    driver: str
+    partition_sizes: tuple[int, ...]
+    pids: Mapping[str, int]
+    """Its processes by name, to read their CPU time."""
+    scheduler_metrics: str | None
+    fault_targets: FaultTargets | None
+    """None where failures cannot be injected."""
+
+
 def live(args: argparse.Namespace) -> int:
     paths = ClusterPaths((args.state_dir or default_state_dir()).absolute())
     with open_running(paths) as cluster:
@@ -288,46 +306,60 @@ def live(args: argparse.Namespace) -> int:
                 "the local cluster must be whole racks of one generation; start it with "
                 "`trainium-dra up --racks N --generation G` and no --nodes-per-rack"
             )
-        rack, racks = rack_spec(plans[0].generation), len(plans)
-        rates = fault_rates(args)
-        failing = bool(rates.chip_mtbf_hours or rates.core_mtbf_hours)
-        targets = FaultTargets(
-            [str(cluster.paths.sim_control_socket(r.name)) for r in plans],
-            [r.node_names() for r in plans],
-        )
-        if failing and not all(Path(s).exists() for s in targets.sockets):
-            raise JobError(
-                "--chip-mtbf-hours/--core-mtbf-hours: failures are injected through the "
-                "stand-in's simulator-control sockets, which a cluster of real nodes has not; "
-                "replay without failures there"
-            )
-        jobs = jobs_of(args, rack, racks, cluster.spec.partition_sizes or PARTITION_SIZES)
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_trace(args.out / "trace.csv", jobs)
-        speedup = args.speedup or speedup_for(jobs, args.minutes)
-        print(f"replaying {len(jobs)} jobs on {racks} racks at {speedup:g}x", flush=True)
-        watch = Observer(cluster.pids, cluster.scheduler_metrics, cluster.api)
-        got = replay_live(
-            cluster.api,
-            jobs,
-            rack,
-            racks,
-            namespace=args.namespace,
-            driver=cluster.spec.driver,
-            speedup=speedup,
-            gangs=not args.no_gangs,
-            style=PodStyle(
-                extended_resources(cluster.api, cluster.spec.driver)
-                if args.requests == "extended"
-                else {},
-                args.scheduler_name,
+        sockets = [str(cluster.paths.sim_control_socket(r.name)) for r in plans]
+        targets = FaultTargets(sockets, [r.node_names() for r in plans])
+        return replay_on(
+            LiveCluster(
+                cluster.api,
+                rack_spec(plans[0].generation),
+                len(plans),
+                cluster.spec.driver,
+                cluster.spec.partition_sizes or PARTITION_SIZES,
+                cluster.pids,
+                cluster.scheduler_metrics,
+                targets if all(Path(s).exists() for s in sockets) else None,
             ),
-            idle_seconds=args.idle_seconds,
-            failures=RandomFailures(rates, rack, racks, args.seed) if failing else None,
-            fault_targets=targets,
-            progress=lambda msg: print(msg, flush=True),
+            args,
         )
-        cost = watch.done()
+
+
+def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
+    """The live replay `args` ask for on `cluster`, the anchor beside it, and
+    every output file."""
+    rack, racks = cluster.rack, cluster.racks
+    rates = fault_rates(args)
+    failing = bool(rates.chip_mtbf_hours or rates.core_mtbf_hours)
+    if failing and cluster.fault_targets is None:
+        raise JobError(
+            "--chip-mtbf-hours/--core-mtbf-hours: failures are injected through the "
+            "stand-in's simulator-control sockets, which this cluster has not; "
+            "replay without failures here"
+        )
+    jobs = jobs_of(args, rack, racks, cluster.partition_sizes)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_trace(args.out / "trace.csv", jobs)
+    speedup = args.speedup or speedup_for(jobs, args.minutes)
+    print(f"replaying {len(jobs)} jobs on {racks} racks at {speedup:g}x", flush=True)
+    extended = (
+        extended_resources(cluster.api, cluster.driver) if args.requests == "extended" else {}
+    )
+    watch = Observer(cluster.pids, cluster.scheduler_metrics, cluster.api)
+    got = replay_live(
+        cluster.api,
+        jobs,
+        rack,
+        racks,
+        namespace=args.namespace,
+        driver=cluster.driver,
+        speedup=speedup,
+        gangs=not args.no_gangs,
+        style=PodStyle(extended, args.scheduler_name),
+        idle_seconds=args.idle_seconds,
+        failures=RandomFailures(rates, rack, racks, args.seed) if failing else None,
+        fault_targets=cluster.fault_targets,
+        progress=lambda msg: print(msg, flush=True),
+    )
+    cost = watch.done()
     repair = rates.repair_hours * HOUR
     anchor = anchor_runs(
         jobs,
@@ -350,8 +382,8 @@ def live(args: argparse.Namespace) -> int:
         **cost,
     }
     title = (
-        f"the real kube-scheduler on the local cluster at {speedup:g} simulated seconds a "
-        f"wall second ({got.wall_seconds:,.0f} s of wall time), beside the offline anchor"
+        f"the real kube-scheduler at {speedup:g} simulated seconds a wall second "
+        f"({got.wall_seconds:,.0f} s of wall time), beside the offline anchor"
     )
     write_outputs(args.out, result, runs, title)
     return 0

@@ -54,15 +54,19 @@ def write_trace(path: Path, jobs: Iterable[Job]) -> None:
             )
 
 
+def require_columns(
+    path: Path, reader: "csv.DictReader[str]", fields: Sequence[str], what: str
+) -> None:
+    """Refuse a CSV without every column of `fields`, naming the missing ones."""
+    missing = set(fields) - set(reader.fieldnames or ())
+    if missing:
+        raise TraceError(f"{path}: missing columns {', '.join(sorted(missing))}; {what}")
+
+
 def read_trace(path: Path) -> list[Job]:
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
-        missing = set(FIELDS) - set(reader.fieldnames or ())
-        if missing:
-            raise TraceError(
-                f"{path}: missing columns {', '.join(sorted(missing))}; "
-                f"a trace has {','.join(FIELDS)}"
-            )
+        require_columns(path, reader, FIELDS, f"a trace has {','.join(FIELDS)}")
         jobs = []
         for line, row in enumerate(reader, start=2):
             try:
@@ -102,12 +106,9 @@ def read_alibaba_v2023(path: Path, rack: RackSpec) -> tuple[list[Job], Counter[s
     rows = []
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
-        missing = set(ALIBABA_FIELDS) - set(reader.fieldnames or ())
-        if missing:
-            raise TraceError(
-                f"{path}: missing columns {', '.join(sorted(missing))}: not an "
-                "openb_pod_list CSV of cluster-trace-gpu-v2023"
-            )
+        require_columns(
+            path, reader, ALIBABA_FIELDS, "not an openb_pod_list CSV of cluster-trace-gpu-v2023"
+        )
         for line, row in enumerate(reader, start=2):
             try:
                 num_gpu, milli = int(row["num_gpu"]), int(row["gpu_milli"] or 0)
