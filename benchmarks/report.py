@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -116,4 +117,4 @@ def make_command(target: str, argv: list[str] | None) -> str:
     """The make command that ran (`target`, e.g. `make bench-storage`), with the
     arguments the benchmark was given."""
     given = sys.argv[1:] if argv is None else argv
-    return f"{target} BENCH_ARGS={' '.join(given)}" if given else target
+    return f"{target} BENCH_ARGS={shlex.quote(' '.join(given))}" if given else target

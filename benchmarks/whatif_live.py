@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--cases: unknown {', '.join(sorted(unknown))}; known: {', '.join(CASES)}"
         )
     conditions = Conditions.begin(args.noisy)
+    command = make_command("make bench-whatif-live", argv)
     path = RESULTS_DIR / f"{NAME}.json"
     cases: dict[str, Any] = (
         json.loads(path.read_text())["results"]["cases"] if path.exists() else {}
@@ -181,11 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         cases[name] = {
             "what": case.what,
             "date": time.strftime("%Y-%m-%d %H:%M"),
+            "command": command,
             "up": list(case.up),
             "live": list(case.live),
             **result,
         }
-    write_results(NAME, make_command("make bench-whatif-live", argv), {"cases": cases}, conditions)
+    write_results(NAME, command, {"cases": cases}, conditions)
     return 0
 
 

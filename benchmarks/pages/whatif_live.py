@@ -75,10 +75,12 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
     ]
     body = "\n".join(
         [
-            f"From benchmarks/results/whatif-live.json, written by `{payload['command']}` "
-            f"on a machine of {payload['machine']['cpus']} CPUs, each case on a cluster of "
-            "its own. Queueing and allocation are in simulated time; binding is wall "
-            "seconds from a job's creation to its last pod bound.",
+            "From benchmarks/results/whatif-live.json, written by `make bench-whatif-live` "
+            "case by case (`BENCH_ARGS=--cases NAME` runs some and keeps the others' "
+            f"results; the last run was `{payload['command']}`) on a machine of "
+            f"{payload['machine']['cpus']} CPUs, each case on a cluster of its own. "
+            "Queueing and allocation are in simulated time; binding is wall seconds from "
+            "a job's creation to its last pod bound.",
             "",
             table(header, [_row(name, case) for name, case in cases.items()]),
             "",

@@ -27,7 +27,7 @@ NODE = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dra-node
 # lease.py, handlers.py, claimstatus.py; driver/plugin/cluster.py, main.py,
 # healthreport.py), as (resource, verbs) of `kubectl auth can-i --list`.
 CONTROLLER_RULES = {
-    "resourceslices.resource.k8s.io": {"list", "watch", "create", "update", "delete"},
+    "resourceslices.resource.k8s.io": {"get", "list", "watch", "create", "update", "delete"},
     "resourceclaims.resource.k8s.io": {"get", "list", "watch"},
     "resourceclaims.resource.k8s.io/status": {"patch"},
     "resourceclaims.resource.k8s.io/driver": {"arbitrary-node:patch"},
