@@ -24,6 +24,7 @@ from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.devicemodel.ultraserver import parse_spec
 from driver.localsim.controlplane import ControlPlane, free_port
 from driver.names import DEFAULT_DRIVER_NAME, rack_label
+from driver.procstat import process_cpu_seconds
 from tests.controller.cluster import (
     WRITE_VERBS,
     controller,
@@ -143,12 +144,6 @@ def rss_bytes(pid: int) -> tuple[int, int]:
     return fields["VmRSS"], fields["VmHWM"]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def apiserver_cpu(cp: ControlPlane) -> float:
     for line in cp.kubectl("get", "--raw", "/metrics").stdout.splitlines():
         if line.startswith("process_cpu_seconds_total "):
@@ -254,7 +249,7 @@ def publish_ours(
     ) as proc:
         wait_for(f"{racks} racks ready", lambda: ready_racks(api) == racks, 3600, 0.5)
         elapsed = time.perf_counter() - t0
-        cpu = cpu_seconds(proc.pid)
+        cpu = process_cpu_seconds(proc.pid)
         used = delta(before, request_counts(cp))
         samples = controller_samples(port)
         own = own_writes(samples)

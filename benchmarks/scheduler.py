@@ -15,7 +15,6 @@ Usage: python -m benchmarks.scheduler [--claims 1152] [--pack-runs 3]
 
 import argparse
 import json
-import os
 import random
 import re
 import tempfile
@@ -54,6 +53,7 @@ from benchmarks.scheduler_layouts import (
 from benchmarks.scheduler_profile import go_tool, start_capture, summarize
 from driver.jsontypes import JSON
 from driver.localsim.controlplane import ControlPlane
+from driver.procstat import process_cpu_seconds
 from tests.controller.cluster import custom, install, load_claim, pod
 from tests.waiting import wait_for
 
@@ -151,11 +151,9 @@ def scheduler_metrics(cp: ControlPlane) -> dict[str, float]:
 
 
 def cpu_seconds(cp: ControlPlane, component: str) -> float:
-    """User + system CPU time a control-plane process has used: unlike wall
-    time, it hardly moves when other work shares the CPUs."""
+    """CPU time a control-plane process has used so far (`driver.procstat`)."""
     pid = next(c.process.pid for c in cp.components if c.name == component)
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return process_cpu_seconds(pid)
 
 
 def admin_token(cp: ControlPlane) -> str:

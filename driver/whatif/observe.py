@@ -5,12 +5,12 @@ seconds they took (its /metrics). They say where the wall time of a replay
 that fell behind went."""
 
 import logging
-import os
 from collections.abc import Mapping
-from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from driver.procstat import process_cpu_seconds
 
 log = logging.getLogger(__name__)
 ATTEMPTS = "scheduler_schedule_attempts"
@@ -19,14 +19,12 @@ ATTEMPT_SECONDS = "scheduler_scheduling_attempt_duration_seconds"
 
 def cpu_seconds(pids: Mapping[str, int]) -> dict[str, float]:
     """User + system CPU seconds of each named process still alive."""
-    tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for name, pid in pids.items():
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[name] = process_cpu_seconds(pid)
         except OSError:
             continue
-        out[name] = (int(fields[11]) + int(fields[12])) / tick
     return out
 
 
