@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from driver.claimendpoint import ClaimEndpoint, WorkloadError, WorkloadUnreachableError
+from driver.mainwait import wait_for_stop
 
 SHOWN_ENV = (
     "NEURON_RT_VISIBLE_CORES",
@@ -127,7 +128,7 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     say(HOLDING, "until the pod stops")
-    stop.wait()
+    wait_for_stop(stop)
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from driver.localsim.binaries import Binaries, BinariesMissingError
 from driver.localsim.controlplane import ControlPlane, ControlPlaneError
+from driver.mainwait import wait_for_stop
 
 DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "trainium-dra" / "controlplane"
 UP_TIMEOUT = 180.0
@@ -85,7 +86,7 @@ def serve(state_dir: Path) -> int:
     with ControlPlane.running(state_dir, on_progress=lambda msg: print(msg, flush=True)):
         pid_file(state_dir).write_text(str(os.getpid()))
         ready.touch()
-        stop.wait()
+        wait_for_stop(stop)
     ready.unlink(missing_ok=True)
     pid_file(state_dir).unlink(missing_ok=True)
     return 0

@@ -15,6 +15,7 @@ from driver.devicemodel.placement import PlacementError, find_place
 from driver.httpendpoint import split_address
 from driver.kubeapi.credentials import api_client
 from driver.kubeletplugin.sockets import SocketPathError
+from driver.mainwait import wait_for_stop
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
 from driver.plugin.checkpoint import CheckpointError
@@ -188,7 +189,7 @@ def run(flags: flagmod.Flags) -> int:
         # separately, and a log record from another thread landed between them.
         sys.stderr.write(f"ready http={status.port} nodes={len(nodes)} sim-control={where}\n")
         sys.stderr.flush()
-        stop.wait()
+        wait_for_stop(stop)
     finally:
         if serving:
             status.stop()
