@@ -6,13 +6,9 @@ the guard of a rack device in the `node` pool layout (`devicemodel.rackguard`)."
 
 import datetime
 import functools
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
-
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from driver.controller.slices import planned_devices
 from driver.devicemodel.fabric import device_status
@@ -21,6 +17,9 @@ from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS, RackHold, guard_conditions
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
+from driver.kubeapi.apiserver import MERGE_PATCH, ApiError
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import CLAIMS, path_of
 from simdevice.topology import rack_spec
 
 log = logging.getLogger(__name__)
@@ -121,9 +120,9 @@ def parse_racks(objects: Mapping[str, JSON]) -> dict[str, UltraServerSpec]:
 
 class ClaimStatusWriter:
     def __init__(
-        self, api: client.ApiClient, driver: str, settle: float = DEFAULT_SETTLE_SECONDS
+        self, objects: Objects, driver: str, settle: float = DEFAULT_SETTLE_SECONDS
     ) -> None:
-        self.resource = client.ResourceV1Api(api)
+        self.objects = objects
         self.driver = driver
         self.settle = settle
 
@@ -135,16 +134,8 @@ class ClaimStatusWriter:
     ) -> float | None:
         """Bring one claim's device status up to date; seconds until it needs another look."""
         namespace, name = key.split("/", 1)
-        try:
-            raw = self.resource.read_namespaced_resource_claim(
-                name, namespace, _preload_content=False
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return None
-            raise
-        claim = json.loads(raw.data)
-        if not (claim.get("status") or {}).get("allocation"):
+        claim = self.objects.get(CLAIMS, name, namespace)
+        if claim is None or not (claim.get("status") or {}).get("allocation"):
             return None
         now = datetime.datetime.now(datetime.UTC)
         devices, recheck = desired_devices(
@@ -160,14 +151,10 @@ class ClaimStatusWriter:
             "metadata": {"resourceVersion": meta["resourceVersion"]},
             "status": {"devices": devices},
         }
+        path = path_of(CLAIMS, meta["name"], meta["namespace"]) + "/status"
         try:
-            self.resource.patch_namespaced_resource_claim_status(
-                meta["name"],
-                meta["namespace"],
-                body,
-                _content_type="application/merge-patch+json",
-            )
-        except ApiException as err:
+            self.objects.server.call("PATCH", path, body=body, content_type=MERGE_PATCH)
+        except ApiError as err:
             if err.status == 409:
                 raise StatusConflictError(
                     f"claim {meta['namespace']}/{meta['name']} changed meanwhile"

@@ -4,7 +4,7 @@ import logging
 
 from driver.controller.flags import parse
 from driver.controller.runner import Controller
-from driver.kubeapi.credentials import api_client
+from driver.kubeapi.credentials import configuration
 
 
 def main(argv: list[str]) -> int:
@@ -14,5 +14,4 @@ def main(argv: list[str]) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("kopf").setLevel(max(logging.WARNING, logging.getLevelName(flags.log_level)))
-    with api_client(flags.kubeconfig) as api:
-        return Controller(flags, api).run()
+    return Controller(flags, configuration(flags.kubeconfig)).run()

@@ -48,15 +48,15 @@ so one reconcile sees them all."""
 
 
 class Controller:
-    def __init__(self, flags: Flags, api: client.ApiClient) -> None:
+    def __init__(self, flags: Flags, configuration: client.Configuration) -> None:
         self.flags = flags
-        self.api = api
-        self.objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
+        self.configuration = configuration
+        self.objects = Objects(ApiServer(configuration, USER_AGENT, REQUEST_TIMEOUT))
         self.stores = Stores()
         self.queue = WorkQueue()
         self.claim_queue = WorkQueue()
         self.claim_status = ClaimStatusWriter(
-            api, flags.driver_name, settle=flags.rack_settle_seconds
+            self.objects, flags.driver_name, settle=flags.rack_settle_seconds
         )
         self.registry = CollectorRegistry()
         self.metrics = ControllerMetrics(self.registry)
@@ -232,7 +232,7 @@ class Controller:
         )
 
     def _login(self, **_: Any) -> kopf.ConnectionInfo:
-        cfg = self.api.configuration
+        cfg = self.configuration
         auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
         scheme, token = (
             (auth.split(" ", 1) if auth and " " in auth else ("Bearer", auth))

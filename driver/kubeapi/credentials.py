@@ -6,19 +6,22 @@ from pathlib import Path
 from kubernetes import client, config
 
 
-def api_client(kubeconfig: Path | None) -> client.ApiClient:
-    """A client from `kubeconfig`, or the in-cluster service account when None
-    (its token file is read again as it rotates)."""
+def configuration(kubeconfig: Path | None) -> client.Configuration:
+    """The apiserver's address and credentials from `kubeconfig`, or the
+    in-cluster service account when None (its token file is read again as it
+    rotates)."""
     if kubeconfig is not None:
-        return kubeconfig_client(kubeconfig)
-    config.load_incluster_config()
-    return client.ApiClient()
+        return kubeconfig_configuration(kubeconfig)
+    found = client.Configuration()
+    config.load_incluster_config(client_configuration=found)
+    return found
 
 
-def kubeconfig_client(path: Path) -> client.ApiClient:
-    """A client that reads `path` again when the file changes, so a token written
-    into it anew (rotated, or minted for a re-created Node) is used without a restart."""
-    configuration = client.Configuration()
+def kubeconfig_configuration(path: Path) -> client.Configuration:
+    """A configuration that reads `path` again when the file changes, so a token
+    written into it anew (rotated, or minted for a re-created Node) is used
+    without a restart."""
+    found = client.Configuration()
     seen = [-1]
 
     def refresh(_: client.Configuration) -> None:
@@ -28,8 +31,8 @@ def kubeconfig_client(path: Path) -> client.ApiClient:
             return  # keep the credential already loaded
         if changed != seen[0]:
             seen[0] = changed
-            config.load_kube_config(config_file=str(path), client_configuration=configuration)
-            configuration.refresh_api_key_hook = refresh  # the loader installs its own
+            config.load_kube_config(config_file=str(path), client_configuration=found)
+            found.refresh_api_key_hook = refresh  # the loader installs its own
 
-    refresh(configuration)
-    return client.ApiClient(configuration)
+    refresh(found)
+    return found

@@ -7,18 +7,13 @@ needs a few fields and the models cost more than the request.
 """
 
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
-
-from kubernetes import client
+from typing import Any, Protocol
 
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.resources import CLAIMS, SLICES, ULTRASERVERS, path_of
 from driver.names import rack_label
 from driver.plugin.devices import Attributes, device_attributes
 from driver.plugin.watchcache import WatchedObjects
-
-USER_AGENT: Final = "trainium-dra-node"
-REQUEST_TIMEOUT: Final = 30.0
 
 DeviceIndex = dict[tuple[str, str], Attributes]
 """(pool, device) -> attributes."""
@@ -54,12 +49,12 @@ class ApiReader:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        server: ApiServer,
         driver: str,
         wait_seconds: float = 5.0,
         ultraserver: str | None = None,
     ) -> None:
-        self._server = ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT)
+        self._server = server
         self.wait_seconds = wait_seconds
         slice_query = {"fieldSelector": f"spec.driver={driver}"}
         rack_query = {}

@@ -11,15 +11,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client
-
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import HEALTH
 from driver.names import API_GROUP, API_VERSION
 from driver.plugin.devices import NodePlace
 from driver.plugin.health import Place, PlaceState
 from simdevice.server import place_order
 
 log = logging.getLogger(__name__)
-PLURAL = "nodedevicehealths"
 KIND = "NodeDeviceHealth"
 
 
@@ -63,21 +62,14 @@ def report_object(
 class HealthReporter:
     """Writes each node's object on every health change (create, else replace)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
-        self.objects = client.CustomObjectsApi(api)
+    def __init__(self, objects: Objects) -> None:
+        self.objects = objects
 
     def __call__(self, place: NodePlace, places: dict[Place, PlaceState]) -> None:
         body = report_object(place.node_name, places, datetime.datetime.now(datetime.UTC))
-        try:
-            current = self.objects.get_cluster_custom_object(
-                API_GROUP, API_VERSION, PLURAL, place.node_name
-            )
-        except client.ApiException as err:
-            if err.status != 404:
-                raise
-            self.objects.create_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, body)
+        current = self.objects.get(HEALTH, place.node_name)
+        if current is None:
+            self.objects.create(HEALTH, body)
             return
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        self.objects.replace_cluster_custom_object(
-            API_GROUP, API_VERSION, PLURAL, place.node_name, body
-        )
+        self.objects.replace(HEALTH, place.node_name, body)

@@ -8,15 +8,16 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from driver.devicemodel.placement import PlacementError, find_place
 from driver.httpendpoint import split_address
-from driver.kubeapi.credentials import api_client
+from driver.kubeapi.apiserver import ApiError, ApiServer, ApiUnreachableError
+from driver.kubeapi.credentials import configuration
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import NODES, ULTRASERVERS
 from driver.kubeletplugin.sockets import SocketPathError
 from driver.mainwait import wait_for_stop
-from driver.names import API_GROUP, API_VERSION
 from driver.plugin import flags as flagmod
 from driver.plugin.checkpoint import CheckpointError
 from driver.plugin.cluster import ApiReader
@@ -35,21 +36,30 @@ from simdevice.topology import rack_spec
 log = logging.getLogger("trainium-dra.node")
 
 
-def node_clients(flags: flagmod.Flags) -> dict[str, client.ApiClient]:
-    """Each node's API client: one credential per node when --kubeconfig has {node}
-    (as each node's daemon pod has its own node-bound token), else one shared."""
+USER_AGENT = "trainium-dra-node"
+REQUEST_TIMEOUT = 30.0
+
+
+def node_objects(flags: flagmod.Flags) -> dict[str, Objects]:
+    """Each node's way to the apiserver: one credential per node when
+    --kubeconfig has {node} (as each node's daemon pod has its own node-bound
+    token), else one shared; each credential has one connection pool."""
+
+    def objects(kubeconfig: Path | None) -> Objects:
+        return Objects(ApiServer(configuration(kubeconfig), USER_AGENT, REQUEST_TIMEOUT))
+
     template = str(flags.kubeconfig) if flags.kubeconfig is not None else ""
     if "{node}" not in template:
-        shared = api_client(flags.kubeconfig)
+        shared = objects(flags.kubeconfig)
         return {node.name: shared for node in flags.nodes}
-    return {node.name: api_client(node_path(template, node.name)) for node in flags.nodes}
+    return {node.name: objects(node_path(template, node.name)) for node in flags.nodes}
 
 
 RESOLVE_RETRY_SECONDS = 5.0
 
 
 def resolve_place(
-    api: client.ApiClient, flags: flagmod.Flags, node: flagmod.NodeSpec, stop: threading.Event
+    objects: Objects, flags: flagmod.Flags, node: flagmod.NodeSpec, stop: threading.Event
 ) -> NodePlace | None:
     """The node's place from its flags, else from the UltraServer objects (waiting for
     one to map the node); None when stopped while waiting."""
@@ -64,14 +74,15 @@ def resolve_place(
     logged = ""
     while not stop.is_set():
         try:
-            labels = client.CoreV1Api(api).read_node(node.name).metadata.labels or {}
-            listed = client.CustomObjectsApi(api).list_cluster_custom_object(
-                API_GROUP, API_VERSION, "ultraservers"
-            )
-            name, index, rack = find_place(node.name, labels, listed["items"], flags.ultraserver)
+            found = objects.get(NODES, node.name)
+            if found is None:
+                raise PlacementError(f"node {node.name}: no such Node")
+            labels = found["metadata"].get("labels") or {}
+            listed = objects.list_all(ULTRASERVERS)
+            name, index, rack = find_place(node.name, labels, listed, flags.ultraserver)
             log.info("node %s is server %d of UltraServer %s", node.name, index, name)
             return NodePlace(node.name, name, index, rack)
-        except (PlacementError, client.ApiException) as err:
+        except (PlacementError, ApiError, ApiUnreachableError) as err:
             message = str(err).splitlines()[0]
             if message != logged:
                 log.warning("%s; retrying every %.0fs", message, RESOLVE_RETRY_SECONDS)
@@ -142,13 +153,13 @@ def run(flags: flagmod.Flags) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    apis = node_clients(flags)
-    places = [resolve_place(apis[node.name], flags, node, stop) for node in flags.nodes]
+    objects = node_objects(flags)
+    places = [resolve_place(objects[node.name], flags, node, stop) for node in flags.nodes]
     if stop.is_set():
         return 0
     racks = {place.ultraserver for place in places if place is not None}
     reader = ApiReader(
-        apis[flags.nodes[0].name],
+        objects[flags.nodes[0].name].server,
         flags.driver_name,
         flags.slice_cache_seconds,
         ultraserver=racks.pop() if len(racks) == 1 else None,
@@ -158,7 +169,7 @@ def run(flags: flagmod.Flags) -> int:
         return 0
     registry = CollectorRegistry()
     metrics = DriverMetrics(registry)
-    sinks = {api: HealthReporter(api) for api in set(apis.values())}
+    sinks = {api: HealthReporter(api) for api in set(objects.values())}
     nodes = [
         build_node(
             flags,
@@ -166,7 +177,7 @@ def run(flags: flagmod.Flags) -> int:
             place=place,
             reader=reader,
             metrics=metrics,
-            sink=sinks[apis[place.node_name]],
+            sink=sinks[objects[place.node_name]],
         )
         for i, place in enumerate(places)
         if place is not None

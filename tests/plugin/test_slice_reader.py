@@ -62,7 +62,9 @@ SLICES = ("resource.k8s.io", "v1", "resourceslices")
 def reader(
     api: client.ApiClient, wait_seconds: float = 5.0, ultraserver: str | None = None
 ) -> Iterator[ApiReader]:
-    started = ApiReader(api, DRIVER, wait_seconds, ultraserver)
+    started = ApiReader(
+        ApiServer(api.configuration, "trainium-dra-test", 30.0), DRIVER, wait_seconds, ultraserver
+    )
     started.start()
     try:
         assert started.wait_synced(30)
