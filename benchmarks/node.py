@@ -11,7 +11,9 @@ first. Rows:
 - prepare, then unprepare, of a claim of 1 device and of one of 32 devices;
 - 16 claims of 16 pods prepared at the same moment by 16 threads (the kubelet
   prepares the claims of different pods concurrently), then unprepared so.
-Also the resident memory per simulated node of our daemon (1 node against 36).
+Every row runs three times (the page shows the median and the spread), then
+once more under py-spy for where our prepare's time goes. Also the resident
+memory per simulated node of our daemon (1 node against 36).
 """
 
 import argparse
@@ -31,7 +33,8 @@ from typing import Any
 import grpc
 from kubernetes import client as k8s
 
-from benchmarks.report import Conditions, add_noisy_flag, write_results
+from benchmarks import pyspy
+from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.kubelet import KubeletStandIn
 from driver.plugin import kubeletclient
@@ -53,6 +56,9 @@ GO_QPS = 1000
 back-to-back prepares wait for the client-side rate limiter."""
 GO_SITE = Site(GO_DRIVER, "goref", "goref", ("goref-n0",))
 Ref = tuple[str, str, str]  # namespace, uid, name
+PREPARE_HANDLER = "dra_handler.<locals>.prepare"
+"""The function our daemon's gRPC service runs for NodePrepareResources."""
+PROFILE_TOP = 25
 HEALTH_CRD = (
     Path(__file__).resolve().parent.parent
     / "charts/trainium-dra/crds/nodedevicehealths.trainium.sim.dev.yaml"
@@ -291,6 +297,36 @@ def compare(samples: Samples) -> dict[str, Any]:
     return out
 
 
+def repetition(plugins: Sequence[Plugin]) -> dict[str, Any]:
+    """Every row once, each row's rounds alternating which plugin goes first."""
+    return {
+        "empty_call": compare(empty_row(plugins)),
+        "1_device": compare(sequential_row(plugins, 1)),
+        f"{GO_DEVICES}_devices": compare(sequential_row(plugins, GO_DEVICES)),
+        f"{CONCURRENT}_concurrent_claims": compare(concurrent_row(plugins)),
+    }
+
+
+def profile(pid: int, plugins: Sequence[Plugin]) -> dict[str, Any]:
+    """Where our daemon's prepare spends its time: py-spy samples it through one
+    more 1-device and concurrent row (not timed: sampling takes CPU)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "prepare.txt"
+        with pyspy.recording(pid, out):
+            sequential_row(plugins, 1)
+            concurrent_row(plugins)
+        samples, functions = pyspy.shares_under(
+            out.read_text().splitlines(), PREPARE_HANDLER, PROFILE_TOP
+        )
+    return {
+        "root": PREPARE_HANDLER,
+        "rows": ["1_device", f"{CONCURRENT}_concurrent_claims"],
+        "rate_hz": pyspy.RATE,
+        "samples": samples,
+        "functions": functions,
+    }
+
+
 def measure(go_binary: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, ControlPlane.running(Path(tmp) / "cp") as plane:
         with (
@@ -305,6 +341,7 @@ def measure(go_binary: Path) -> dict[str, Any]:
             try:
                 our_kubelet = daemon.kubelet(NODES[0])
                 assert our_kubelet.plugin is not None and go_kubelet.plugin is not None
+                assert daemon.proc is not None
                 with (
                     kubeletclient.channel(our_kubelet.plugin.endpoint) as ours_ch,
                     kubeletclient.channel(go_kubelet.plugin.endpoint) as go_ch,
@@ -332,12 +369,8 @@ def measure(go_binary: Path) -> dict[str, Any]:
                     ]
                     for plugin in plugins:
                         plugin.empty()  # connect before timing
-                    rows = {
-                        "empty_call": compare(empty_row(plugins)),
-                        "1_device": compare(sequential_row(plugins, 1)),
-                        f"{GO_DEVICES}_devices": compare(sequential_row(plugins, GO_DEVICES)),
-                        f"{CONCURRENT}_concurrent_claims": compare(concurrent_row(plugins)),
-                    }
+                    repetitions = [repetition(plugins) for _ in range(REPEATS)]
+                    prepare_profile = profile(daemon.proc.pid, plugins)
             finally:
                 daemon.stop()
         memory = memory_per_node(plane.kubeconfig)
@@ -351,7 +384,8 @@ def measure(go_binary: Path) -> dict[str, Any]:
         },
         "rounds": {"sequential": ROUNDS, "concurrent": CONCURRENT_ROUNDS},
         "concurrency": CONCURRENT,
-        "rows": rows,
+        "repetitions": repetitions,
+        "profile": prepare_profile,
         "memory": memory,
     }
 

@@ -4,18 +4,19 @@ kubelet sees them (gRPC call, and the whole prepare step including its claim
 cache), for our node daemon and, side by side, for the Go reference kubelet
 plugin on the same nodes; the nodes' cgroups give each node's memory and CPU.
 
-Run as `python -m benchmarks.realnodes [--pods N] [--nodes-per-rack N] [--generation G]`
-(root; `make bench-realnodes`, which builds the Go plugin and passes its path in
-TRAINIUM_DRA_GO_PLUGIN). Pods with one whole-chip claim each are created and
-deleted one after another; then as many pods with one claim of the Go plugin's
-DeviceClass each, the same way; the kubelet prepares and unprepares each.
+Run as `python -m benchmarks.realnodes [--pods N] [--parallel N] [--nodes-per-rack N]
+[--generation G]` (root; `make bench-realnodes`, which builds the Go plugin and passes
+its path in TRAINIUM_DRA_GO_PLUGIN). Both plugins are registered on every node
+throughout. Each of three rounds has a phase per plugin, the order alternating: pods
+with one claim each (a whole chip of ours, a `gpu` of the Go plugin's) created a few
+at a time, waited Running, deleted; the kubelet prepares and unprepares each.
 """
 
 import argparse
-import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from kubernetes import client
 from benchmarks import realnodes_goref as goref
 from benchmarks.kubelet_histograms import Histogram, parse_histogram, summary_ms, total
 from benchmarks.plugin_metrics import scrape_pods
-from benchmarks.report import Conditions, add_noisy_flag, write_results
+from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
 from driver.jsontypes import JSON
 from driver.localsim.realnodes import cgroups
 from tests.e2e.cluster import Cluster, running_cluster, wait_for
@@ -44,7 +45,12 @@ UNPREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"
 GRPC = "dra_grpc_operations_duration_seconds"
 STEP = "dra_operations_duration_seconds"
 GO_PLUGIN_ENV = "TRAINIUM_DRA_GO_PLUGIN"
-STATS = ("mean", "p50", "p99")
+PODS = 100
+"""Pods per plugin per round: 100 calls a side is the fewest whose p99 is not the max."""
+PARALLEL = 4
+"""Pods created at once: one per node of a Gen1 UltraServer on average."""
+POD_TIMEOUT = 300.0
+POLL_SECONDS = 0.05
 OUR_DAEMON_PODS = ("trainium-dra", "app.kubernetes.io/component=node")
 OWN_HISTOGRAMS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
     "ours": {
@@ -81,28 +87,51 @@ def node_usage(real: RealCluster, seconds: float) -> dict[str, dict[str, float]]
 PodCheck = Callable[[RealCluster, str], None]
 
 
-def run_pods(
-    real: RealCluster,
-    pods: int,
-    template: JSON,
-    pod: Callable[[str], JSON],
-    check: PodCheck | None = None,
-) -> list[float]:
-    """Create, wait Running, delete, wait gone: one pod at a time; returns
-    seconds from create to Running. `check` looks at a Running pod (untimed)."""
-    real.apply(namespace(NS), template)
+@dataclass(frozen=True)
+class Side:
+    """One plugin as a phase drives it: its driver name, where its own metrics
+    are read, and the pods that ask for its devices."""
+
+    driver: str
+    own_pods: tuple[str, str]  # namespace, label selector
+    pod: Callable[[str], JSON]
+    check: PodCheck | None = None
+
+
+def running_at(core: client.CoreV1Api, names: list[str], timeout: float) -> dict[str, float]:
+    """When each named pod of NS was first seen Running (monotonic seconds)."""
+    seen: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(seen) < len(names):
+        phases = {p.metadata.name: p.status.phase for p in core.list_namespaced_pod(NS).items}
+        now = time.monotonic()
+        for name in names:
+            if name not in seen and phases.get(name) == "Running":
+                seen[name] = now
+        if now > deadline:
+            raise RuntimeError(f"pods not Running after {timeout:.0f} s: {phases}")
+        time.sleep(POLL_SECONDS)
+    return seen
+
+
+def run_pods(real: RealCluster, side: Side, pods: int, parallel: int, tag: str) -> list[float]:
+    """Pods created `parallel` at a time, each batch waited Running, then
+    deleted and waited gone; returns seconds from each create to Running.
+    `side.check` looks at each Running pod (untimed)."""
     core = client.CoreV1Api(real.api)
     startup = []
-    for i in range(pods):
-        manifest = pod(f"p{i}")
-        name = manifest["metadata"]["name"]
-        started = time.monotonic()
-        real.apply(manifest)
-        real.running(NS, name)
-        startup.append(time.monotonic() - started)
-        if check:
-            check(real, name)
-        real.kubectl("-n", NS, "delete", "pod", name, "--wait", "--timeout=120s")
+    for first in range(0, pods, parallel):
+        batch = [side.pod(f"{tag}-{i}") for i in range(first, min(pods, first + parallel))]
+        created = {}
+        for manifest in batch:
+            created[manifest["metadata"]["name"]] = time.monotonic()
+            real.apply(manifest)
+        running = running_at(core, list(created), POD_TIMEOUT)
+        startup += [running[name] - at for name, at in created.items()]
+        if side.check:
+            for name in created:
+                side.check(real, name)
+        real.kubectl("-n", NS, "delete", "pod", *created, "--wait", "--timeout=120s")
     wait_for("pods gone", lambda: not core.list_namespaced_pod(NS).items)
     return startup
 
@@ -129,14 +158,25 @@ def check_go_cdi(real: RealCluster, name: str) -> None:
         )
 
 
+SIDES: dict[str, Side] = {
+    "ours": Side(DRIVER, OUR_DAEMON_PODS, our_pod),
+    "go": Side(
+        goref.GO_DRIVER, (goref.GO_NAMESPACE, goref.POD_SELECTOR), go_pod_named, check_go_cdi
+    ),
+}
+
+
 def scrape(real: RealCluster) -> list[str]:
     return [kubelet_metrics(real, n) for n in real.nodes]
 
 
-def histograms(texts: list[str], driver: str) -> dict[str, dict[str, Histogram]]:
+Histograms = dict[str, dict[str, Histogram]]  # metric -> call -> histogram
+
+
+def histograms(texts: list[str], driver: str) -> Histograms:
     """Per kubelet metric and call, summed over nodes: the gRPC calls of
     `driver` only; the prepare step of whole pods (the kubelet does not label
-    it by driver)."""
+    it by driver, so only one driver's pods run in a phase)."""
     return {
         "kubelet_grpc_ms": {
             call: total(
@@ -151,16 +191,6 @@ def histograms(texts: list[str], driver: str) -> dict[str, dict[str, Histogram]]
     }
 
 
-def between(
-    after: dict[str, dict[str, Histogram]], before: dict[str, dict[str, Histogram]]
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """Summaries of what the kubelets observed between two scrapes."""
-    return {
-        metric: {call: summary_ms(h - before[metric][call]) for call, h in calls.items()}
-        for metric, calls in after.items()
-    }
-
-
 def own_histograms(texts: list[str], plugin: str) -> dict[str, Histogram]:
     return {
         call: total(parse_histogram(t, metric, match) for t in texts)
@@ -168,71 +198,96 @@ def own_histograms(texts: list[str], plugin: str) -> dict[str, Histogram]:
     }
 
 
-def own_between(
-    after: dict[str, Histogram], before: dict[str, Histogram]
-) -> dict[str, dict[str, Any]]:
-    return {call: summary_ms(h - before[call]) for call, h in after.items()}
+@dataclass(frozen=True)
+class Phase:
+    """What one plugin's phase observed: the histograms' differences and each
+    pod's seconds from create to Running."""
+
+    seen: Histograms
+    startup_s: list[float]
+
+    def summary(self) -> dict[str, Any]:
+        return {**summaries(self.seen), "pod_startup_s": sorted(self.startup_s)}
 
 
-def ratio(ours: float, go: float) -> float:
-    return ours / go if go else math.nan
+def phase(real: RealCluster, name: str, pods: int, parallel: int, tag: str) -> Phase:
+    """One plugin's pods, the kubelets and the plugin's own pods scraped around
+    them."""
+    side = SIDES[name]
+    before = histograms(scrape(real), side.driver)
+    before["plugin_own_ms"] = own_histograms(scrape_pods(real, *side.own_pods), name)
+    startup = run_pods(real, side, pods, parallel, tag)
+    after = histograms(scrape(real), side.driver)
+    after["plugin_own_ms"] = own_histograms(scrape_pods(real, *side.own_pods), name)
+    return Phase(difference(after, before), startup)
 
 
-def ratios(ours: dict[str, Any], go: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+def difference(after: Histograms, before: Histograms) -> Histograms:
+    """What was observed between two scrapes of the same series."""
     return {
-        metric: {
-            call: {stat: ratio(ours[metric][call][stat], go[metric][call][stat]) for stat in STATS}
-            for call in ours[metric]
-        }
-        for metric in ("kubelet_grpc_ms", "kubelet_step_ms")
+        metric: {call: h - before[metric][call] for call, h in calls.items()}
+        for metric, calls in after.items()
     }
 
 
-def measure(real: RealCluster, pods: int, go_binary: Path) -> dict[str, Any]:
-    """Ours first, then the Go plugin, same pods one at a time; the kubelets
-    are scraped around each phase, and each phase is the difference. The Go
-    plugin's own pods start before and stop after its phase's scrapes."""
+def summaries(seen: Histograms) -> dict[str, dict[str, Any]]:
+    return {
+        metric: {call: summary_ms(h) for call, h in calls.items()} for metric, calls in seen.items()
+    }
+
+
+def pooled(phases: list[Phase]) -> Phase:
+    """Every round's observations of one plugin as one: the quantiles of all its calls."""
+    first = phases[0].seen
+    return Phase(
+        {
+            metric: {call: total(p.seen[metric][call] for p in phases) for call in first[metric]}
+            for metric in first
+        },
+        [s for p in phases for s in p.startup_s],
+    )
+
+
+def measure(
+    real: RealCluster, pods: int, parallel: int, go_binary: Path, rounds: int = REPEATS
+) -> dict[str, Any]:
+    """Rounds of one phase per plugin, the order alternating (ours first, then
+    the Go plugin first, ...), with both plugins registered throughout."""
     idle = node_usage(real, IDLE_SECONDS)
-    ours_before, ours_own_before = scrape(real), scrape_pods(real, *OUR_DAEMON_PODS)
-    template = claim_template(NS, "chip", "chip.trainium.sim.dev")
-    startup = run_pods(real, pods, template, our_pod)
-    ours_after, ours_own_after = scrape(real), scrape_pods(real, *OUR_DAEMON_PODS)
-    go_pods = (goref.GO_NAMESPACE, goref.POD_SELECTOR)
+    real.apply(
+        namespace(NS),
+        claim_template(NS, "chip", "chip.trainium.sim.dev"),
+        goref.go_claim_template(NS, "gpu"),
+    )
+    phases: dict[str, list[Phase]] = {"ours": [], "go": []}
+    orders = []
     with goref.go_plugins(real, go_binary):
-        go_before, go_own_before = scrape(real), scrape_pods(real, *go_pods)
-        go_startup = run_pods(
-            real, pods, goref.go_claim_template(NS, "gpu"), go_pod_named, check_go_cdi
-        )
-        go_after, go_own_after = scrape(real), scrape_pods(real, *go_pods)
-    ours = between(histograms(ours_after, DRIVER), histograms(ours_before, DRIVER))
-    go = between(histograms(go_after, goref.GO_DRIVER), histograms(go_before, goref.GO_DRIVER))
-    ours["plugin_own_ms"] = own_between(
-        own_histograms(ours_own_after, "ours"), own_histograms(ours_own_before, "ours")
-    )
-    go["plugin_own_ms"] = own_between(
-        own_histograms(go_own_after, "go"), own_histograms(go_own_before, "go")
-    )
+        for r in range(rounds):
+            order = ("ours", "go") if r % 2 == 0 else ("go", "ours")
+            orders.append(list(order))
+            for name in order:
+                phases[name].append(phase(real, name, pods, parallel, f"r{r}"))
     return {
         "nodes": len(real.nodes),
         "pods": pods,
+        "parallel": parallel,
         "idle": idle,
-        "pod_startup_s": sorted(startup),
-        **ours,
+        "orders": orders,
+        "rounds": {name: [p.summary() for p in runs] for name, runs in phases.items()},
+        "pooled": {name: pooled(runs).summary() for name, runs in phases.items()},
         "go": {
             "module": "sigs.k8s.io/dra-example-driver",
             "version": go_binary.parent.name.removeprefix("dra-example-driver-"),
             "devices_per_node": goref.GO_DEVICES,
             "kube_api_qps": goref.GO_QPS,
-            "pod_startup_s": sorted(go_startup),
-            **go,
         },
-        "ratio_ours_go": ratios(ours, go),
     }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(prog="benchmarks.realnodes", description=__doc__)
-    p.add_argument("--pods", type=int, default=20)
+    p.add_argument("--pods", type=int, default=PODS, help="pods per plugin per round")
+    p.add_argument("--parallel", type=int, default=PARALLEL, help="pods created at once")
     p.add_argument("--generation", default="trn3-gen1")
     p.add_argument("--nodes-per-rack", type=int, default=None)
     add_noisy_flag(p)
@@ -254,7 +309,7 @@ def main() -> None:
         results = {
             "start_s": start_s,
             "idle_seconds": IDLE_SECONDS,
-            **measure(real_cluster(cluster), args.pods, Path(binary)),
+            **measure(real_cluster(cluster), args.pods, args.parallel, Path(binary)),
         }
     defaults = vars(p.parse_args([]))
     changed = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items() if v != defaults[k]]

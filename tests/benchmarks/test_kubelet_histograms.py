@@ -10,11 +10,12 @@ from benchmarks.kubelet_histograms import Histogram, parse_histogram, quantile, 
 from benchmarks.realnodes import (
     PREPARE,
     UNPREPARE,
-    between,
+    Phase,
+    difference,
     histograms,
-    own_between,
     own_histograms,
-    ratios,
+    pooled,
+    summaries,
 )
 
 BOUNDS = ("0.1", "0.15", "0.5", "+Inf")
@@ -125,8 +126,8 @@ def test_two_phases_split_by_driver_label_and_by_difference() -> None:
         step("PrepareResources", (8, 9, 9, 9), 0.21),
         step("UnprepareResources", (4, 4, 4, 4), 0.036),
     )
-    ours = between(histograms([second], "ours.dev"), histograms([first], "ours.dev"))
-    go = between(histograms([third], "go.dev"), histograms([second], "go.dev"))
+    ours = summaries(difference(histograms([second], "ours.dev"), histograms([first], "ours.dev")))
+    go = summaries(difference(histograms([third], "go.dev"), histograms([second], "go.dev")))
     assert ours["kubelet_grpc_ms"]["prepare"]["count"] == 2
     assert ours["kubelet_grpc_ms"]["prepare"]["mean"] == pytest.approx(80.0)
     assert ours["kubelet_step_ms"]["prepare"]["count"] == 2  # the five claimless pods drop out
@@ -135,9 +136,16 @@ def test_two_phases_split_by_driver_label_and_by_difference() -> None:
     assert go["kubelet_grpc_ms"]["prepare"]["mean"] == pytest.approx(10.0)
     assert go["kubelet_step_ms"]["prepare"]["mean"] == pytest.approx(15.0)
     assert go["kubelet_step_ms"]["unprepare"]["mean"] == pytest.approx(12.0)
-    r = ratios(ours, go)
-    assert r["kubelet_grpc_ms"]["prepare"]["mean"] == pytest.approx(8.0)
-    assert r["kubelet_step_ms"]["unprepare"]["mean"] == pytest.approx(0.5)
+
+
+def test_rounds_pool_into_one_histogram_per_series_and_keep_every_start_up() -> None:
+    one = Phase({"kubelet_grpc_ms": {"prepare": Histogram({0.1: 1, math.inf: 2}, 0.3, 2)}}, [1.0])
+    two = Phase({"kubelet_grpc_ms": {"prepare": Histogram({0.1: 3, math.inf: 3}, 0.1, 3)}}, [2.0])
+    both = pooled([one, two])
+    assert both.seen["kubelet_grpc_ms"]["prepare"] == Histogram({0.1: 4, math.inf: 5}, 0.4, 5)
+    summary = both.summary()
+    assert summary["kubelet_grpc_ms"]["prepare"]["mean"] == pytest.approx(80.0)
+    assert summary["pod_startup_s"] == [1.0, 2.0]
 
 
 def test_each_plugins_own_histogram_is_read_by_its_own_name() -> None:
@@ -153,7 +161,12 @@ def test_each_plugins_own_histogram_is_read_by_its_own_name() -> None:
             9.0,
         ),
     )
-    ours = own_between(own_histograms([after], "ours"), own_histograms([before], "ours"))
+    ours = summaries(
+        difference(
+            {"plugin_own_ms": own_histograms([after], "ours")},
+            {"plugin_own_ms": own_histograms([before], "ours")},
+        )
+    )["plugin_own_ms"]
     assert ours["prepare"]["count"] == 2
     assert ours["prepare"]["mean"] == pytest.approx(10.0)
     assert ours["unprepare"]["mean"] == pytest.approx(2.0)

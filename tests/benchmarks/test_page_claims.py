@@ -122,10 +122,15 @@ def test_quantiles_in_one_bucket_get_the_bucket_and_no_ratio() -> None:
     assert realnodes.quantile_cells(ours, go, "p99") == "≤ 100 | 100 to 250 | 0.50x"
 
 
-def test_older_realnodes_results_fall_back_to_the_lowest_bucket() -> None:
-    stats = {"p50": 50.0, "in_lowest_bucket": 1.0, "lowest_bucket_ms": 100.0}
-    assert realnodes.bucket(stats, "p50") == (0.0, 100.0)
-    assert realnodes.bucket({**stats, "in_lowest_bucket": 0.8}, "p50") is None
+def test_the_real_node_mean_ratio_is_taken_round_by_round_and_its_median_decides() -> None:
+    def rounds(*means: float) -> list[dict[str, object]]:
+        return [{"kubelet_grpc_ms": {"prepare": {"mean": m}}} for m in means]
+
+    r = {"rounds": {"ours": rounds(3.0, 1.0, 2.0), "go": rounds(2.0, 2.0, 2.0)}}
+    ratios = realnodes.mean_ratios(r, "kubelet_grpc_ms", "prepare")
+    assert ratios == [1.5, 0.5, 1.0]
+    assert realnodes.goal(ratios) == "met"
+    assert realnodes.goal([1.5, 0.5, 1.1]) == "not met"
 
 
 def test_bucket_of_names_the_bucket_holding_the_rank() -> None:
