@@ -16,11 +16,13 @@ TIMEOUT = 60.0
 """Planning a large job can take seconds of CPU on a busy machine."""
 
 
-class WorkloadError(RuntimeError):
-    """The workload could not be started; the message is what the pod shows."""
+class ClaimEndpointError(RuntimeError):
+    """A container's claim endpoint failed it: the workload API refused or did not
+    answer, or the claim's token or CDI mounts are missing. The message is what
+    the pod shows."""
 
 
-class WorkloadUnreachableError(WorkloadError):
+class ClaimEndpointUnreachableError(ClaimEndpointError):
     """Nothing answers on the socket: the node daemon is down or restarting."""
 
 
@@ -43,12 +45,12 @@ class ClaimEndpoint:
                     headers={"Authorization": f"Bearer {self.token}"},
                 )
         except httpx.TransportError as err:
-            raise WorkloadUnreachableError(f"workload API at {self.socket}: {err}") from err
+            raise ClaimEndpointUnreachableError(f"workload API at {self.socket}: {err}") from err
         except httpx.HTTPError as err:
-            raise WorkloadError(f"workload API at {self.socket}: {err}") from err
+            raise ClaimEndpointError(f"workload API at {self.socket}: {err}") from err
         if response.status_code >= 400:
             detail = response.json().get("detail", response.text)
-            raise WorkloadError(f"workload API {response.status_code}: {detail}")
+            raise ClaimEndpointError(f"workload API {response.status_code}: {detail}")
         return response.json()
 
     @classmethod
@@ -59,14 +61,14 @@ class ClaimEndpoint:
             socket = Path(env["TRAINIUM_DRA_WORKLOAD_SOCKET"])
             token_file = Path(env["TRAINIUM_DRA_TOKEN_FILE"])
         except KeyError as err:
-            raise WorkloadError(
+            raise ClaimEndpointError(
                 f"{err.args[0]} is not set: this container got no claim of the driver "
                 "(add a resourceClaims entry to the pod and the container's resources.claims)"
             ) from None
         try:
             token = token_file.read_text().strip()
         except OSError as err:
-            raise WorkloadError(f"token of claim {uid}: {err}") from err
+            raise ClaimEndpointError(f"token of claim {uid}: {err}") from err
         return cls(uid, socket, token)
 
     def inspect(self) -> dict[str, Any]:

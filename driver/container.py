@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from driver.claimendpoint import ClaimEndpoint, WorkloadError, WorkloadUnreachableError
+from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError, ClaimEndpointUnreachableError
 from driver.mainwait import wait_for_stop
 
 SHOWN_ENV = (
@@ -44,7 +44,7 @@ def run_workload(endpoint: ClaimEndpoint, spec: dict[str, Any], timeout: float) 
     deadline = time.monotonic() + timeout
     while job["state"] in ("queued", "running"):
         if time.monotonic() > deadline:
-            raise WorkloadError(f"job {job['id']} still {job['state']} after {timeout:.0f}s")
+            raise ClaimEndpointError(f"job {job['id']} still {job['state']} after {timeout:.0f}s")
         time.sleep(POLL)
         job = endpoint.job(str(job["id"]))
     say("job", json.dumps({k: job.get(k) for k in ("id", "state", "error")}, sort_keys=True))
@@ -58,7 +58,7 @@ def inspect_once_up(endpoint: ClaimEndpoint, wait: float) -> dict[str, Any]:
     while True:
         try:
             return endpoint.inspect()
-        except WorkloadUnreachableError as err:
+        except ClaimEndpointUnreachableError as err:
             if time.monotonic() > deadline:
                 raise
             if not waiting:
@@ -72,7 +72,7 @@ def probe_other_claim(endpoint: ClaimEndpoint, other_uid: str) -> None:
     other = ClaimEndpoint(other_uid, endpoint.socket, endpoint.token)
     try:
         other.inspect()
-    except WorkloadError as err:
+    except ClaimEndpointError as err:
         say("other_claim", f"refused: {err}")
         return
     say("other_claim", "allowed")
@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
             run_workload(endpoint, spec, args.timeout)
         elif spec is not None:
             say("job_submitted", endpoint.start(spec))
-    except (WorkloadError, json.JSONDecodeError) as err:
+    except (ClaimEndpointError, json.JSONDecodeError) as err:
         say(ERROR, err)
         return 1
     if args.exit:

@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from driver.claimendpoint import ClaimEndpoint, WorkloadError
+from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError
 from driver.jsontypes import JSON
 from driver.localsim import podstatus
 from driver.localsim.kubelet import KubeletError, KubeletStandIn, claim_names
@@ -31,6 +31,7 @@ from driver.localsim.podwatch import watch_pods
 from driver.localsim.podwrites import PodWrites, api_reason
 from driver.localsim.workloadclient import endpoint_from_edits, workload_spec
 from driver.workqueue import WorkQueue
+from simdevice.workloads import WorkloadError
 
 log = logging.getLogger("trainium-dra.kubelet")
 
@@ -217,7 +218,7 @@ class PodSync:
                     endpoint = endpoint_from_edits(container_edits)
                     if endpoint is not None:
                         record.jobs[container] = (endpoint, endpoint.start(spec))
-        except WorkloadError as err:
+        except (ClaimEndpointError, WorkloadError) as err:
             record.jobs.clear()  # the daemon cancels them when the claim is unprepared
             self._fail(pod, record, FAILED_CREATE, str(err))
             return
@@ -244,7 +245,7 @@ class PodSync:
                 continue
             try:
                 job = endpoint.job(job_id)
-            except (WorkloadError, OSError) as err:
+            except (ClaimEndpointError, OSError) as err:
                 log.warning("pod %s: job %s: %s", pod["metadata"]["name"], job_id, err)
                 continue
             if job["state"] not in FINISHED_JOB_STATES:
@@ -252,12 +253,12 @@ class PodSync:
             code = 0 if job["state"] == "succeeded" else 1
             restart = policy == "Always" or (policy == "OnFailure" and code != 0)
             if restart and job["state"] != "cancelled":
-                spec = workload_spec(pod["metadata"].get("annotations"))
-                if spec is None:
-                    continue
                 try:
+                    spec = workload_spec(pod["metadata"].get("annotations"))
+                    if spec is None:
+                        continue
                     record.jobs[container] = (endpoint, str(endpoint.submit(spec)["id"]))
-                except WorkloadError as err:
+                except (ClaimEndpointError, WorkloadError) as err:
                     record.exits[container] = (1, str(err))
                     continue
                 record.restarts[container] = record.restarts.get(container, 0) + 1

@@ -10,9 +10,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from driver.claimendpoint import ClaimEndpoint, WorkloadError
+from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError
 from driver.localsim.kubelet import ContainerEdits
 from driver.plugin.cdi import host_path
+from simdevice.workloads import WorkloadError
 
 WORKLOAD_ANNOTATION = "trainium.sim.dev/workload"
 """Pod annotation: a JSON workload spec (simdevice.workloads) each container
@@ -20,7 +21,8 @@ with a claim of the driver runs on its claim's cores."""
 
 
 def workload_spec(annotations: Mapping[str, str] | None) -> dict[str, Any] | None:
-    """The pod's workload, or None when it declares none."""
+    """The pod's workload, or None when it declares none; WorkloadError when
+    the annotation is not a workload."""
     text = (annotations or {}).get(WORKLOAD_ANNOTATION)
     if text is None:
         return None
@@ -50,11 +52,11 @@ def endpoint_from_edits(edits: ContainerEdits) -> ClaimEndpoint | None:
             for key in ("TRAINIUM_DRA_WORKLOAD_SOCKET", "TRAINIUM_DRA_TOKEN_FILE")
         )
     except KeyError as err:
-        raise WorkloadError(f"CDI edits of claim {uid} lack {err}") from err
+        raise ClaimEndpointError(f"CDI edits of claim {uid} lack {err}") from err
     if socket is None or token_file is None:
-        raise WorkloadError(f"CDI edits of claim {uid} lack the mount of its socket or token")
+        raise ClaimEndpointError(f"CDI edits of claim {uid} lack the mount of its socket or token")
     try:
         token = token_file.read_text().strip()
     except OSError as err:
-        raise WorkloadError(f"token of claim {uid}: {err}") from err
+        raise ClaimEndpointError(f"token of claim {uid}: {err}") from err
     return ClaimEndpoint(uid, socket, token)

@@ -29,7 +29,7 @@ from driver.plugin.paths import NodePaths
 from driver.plugin.prepare import Preparer, ensure_dirs
 from driver.plugin.simhost import SimHost
 from driver.plugin.telemetry import NodeInfo
-from driver.plugin.workload import create_app
+from driver.plugin.workloadapi import create_app
 from simdevice.telemetry import ServerTelemetry
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from driver.claimendpoint import WorkloadError
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
 from driver.localsim import podstatus
 from driver.localsim.chart import NAMESPACE, select
@@ -22,6 +21,7 @@ from driver.localsim.flags import parse_sizes
 from driver.localsim.status import ClaimCores, allocation_rows, compact, table
 from driver.localsim.top import parse_metrics, render, shade
 from driver.localsim.workloadclient import workload_spec
+from simdevice.workloads import WorkloadError
 
 
 def test_default_cluster_is_one_full_trn3_gen2_rack() -> None:
