@@ -41,6 +41,16 @@ class RackPlan:
         return [self.node_name(i) for i in range(self.nodes)]
 
 
+def check_partition_sizes(sizes: tuple[int, ...]) -> None:
+    """ClusterSpecError unless `sizes` are distinct partition sizes a rack can
+    publish; `up` and `whatif` check --partition-sizes with this."""
+    if not sizes or len(set(sizes)) != len(sizes) or not set(sizes) <= set(PARTITION_SIZES):
+        raise ClusterSpecError(
+            f"--partition-sizes: {','.join(map(str, sizes))} must be distinct sizes out of "
+            f"{','.join(map(str, PARTITION_SIZES))}, e.g. 1,2"
+        )
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     racks: tuple[RackPlan, ...]
@@ -75,16 +85,10 @@ class ClusterSpec:
             raise ClusterSpecError(f"--pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
         if pools != "rack" and mode != "partitioned":
             raise ClusterSpecError(f"--pools: {pools} needs --mode partitioned")
-        if partition_sizes is not None and (
-            mode != "partitioned"
-            or len(set(partition_sizes)) != len(partition_sizes)
-            or not set(partition_sizes) <= set(PARTITION_SIZES)
-        ):
-            raise ClusterSpecError(
-                f"--partition-sizes: {','.join(map(str, partition_sizes))} must be distinct "
-                f"sizes out of {','.join(map(str, PARTITION_SIZES))} (e.g. 1,2), with "
-                "--mode partitioned"
-            )
+        if partition_sizes is not None:
+            check_partition_sizes(partition_sizes)
+            if mode != "partitioned":
+                raise ClusterSpecError("--partition-sizes: needs --mode partitioned")
         try:
             servers = rack_spec(generation).servers
         except TopologyError as err:

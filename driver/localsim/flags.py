@@ -5,7 +5,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, ClusterSpecError
+from driver.localsim.clusterspec import (
+    ClusterPaths,
+    ClusterSpec,
+    ClusterSpecError,
+    check_partition_sizes,
+)
 from driver.localsim.state import STATE_DIR_ENV, default_state_dir
 from driver.names import DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS
@@ -22,13 +27,16 @@ def _state_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_sizes(text: str | None) -> tuple[int, ...] | None:
-    """`1,2` -> (1, 2); ClusterSpecError names the flag."""
+    """`1,2` -> (1, 2), checked as `ClusterSpec.build` checks them;
+    ClusterSpecError names the flag."""
     if text is None:
         return None
     try:
-        return tuple(int(n) for n in text.split(","))
+        sizes = tuple(int(n) for n in text.split(","))
     except ValueError as err:
         raise ClusterSpecError(f"--partition-sizes: {text!r}: write sizes as 1,2,4") from err
+    check_partition_sizes(sizes)
+    return sizes
 
 
 def _layout(args: argparse.Namespace) -> ClusterPaths:

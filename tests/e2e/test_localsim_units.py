@@ -223,3 +223,5 @@ def test_partition_sizes_reach_the_ultraserver_objects_and_bad_ones_are_refused(
         ClusterSpec.build(mode="flat", partition_sizes=(1,))
     with pytest.raises(ClusterSpecError, match="write sizes as 1,2,4"):
         parse_sizes("1,two")
+    with pytest.raises(ClusterSpecError, match=r"^--partition-sizes: 3 must be distinct"):
+        parse_sizes("3")  # whatif offline reads the flag through this too
