@@ -16,7 +16,7 @@ PREVIOUS_BIN_DIR_FILE := build/bin-dir-previous
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes validate-sim chaos clean
+.PHONY: venv binaries dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -161,6 +161,11 @@ bench-node: venv binaries dra-example-driver
 # Real nodes (root): the kubelet's own DRA latency histograms, memory and CPU per node.
 bench-realnodes: venv binaries image dra-example-driver
 	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.realnodes $(BENCH_ARGS)
+
+# A whole Gen2 rack on 36 real nodes (root, about half an hour): start-up, memory
+# and CPU per node, the whole-rack gang, then a fill of single-core pods.
+bench-realrack: venv binaries image
+	$(WITH_BINARIES) $(PY) -m benchmarks.realrack $(BENCH_ARGS)
 
 # Faults, load and hostile input at full size (about an hour); writes
 # docs/reliability.md and benchmarks/results/chaos.json. CHAOS_ARGS takes

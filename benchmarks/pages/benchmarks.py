@@ -4,7 +4,7 @@ benchmark results file, in a fixed order."""
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from benchmarks.pages import controller, node, realnodes, scheduler, sim
+from benchmarks.pages import controller, node, realnodes, realrack, scheduler, sim
 from benchmarks.pages.common import section_head
 
 SECTIONS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
@@ -12,6 +12,7 @@ SECTIONS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
     "node": node.render,
     "controller": controller.render,
     "realnodes": realnodes.render,
+    "realrack": realrack.render,
     "scheduler": scheduler.render,
 }
 """Results file (benchmarks/results/<name>.json) -> its section's body."""

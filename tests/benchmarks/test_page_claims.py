@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from benchmarks.kubelet_histograms import Histogram, bucket_of, summary_ms
-from benchmarks.pages import controller, realnodes, scale, scheduler
+from benchmarks.pages import controller, realnodes, realrack, scale, scheduler
 from benchmarks.scalefit import fit
 
 MIB = 2**20
@@ -165,3 +165,26 @@ def test_three_packing_runs_give_no_worst_share() -> None:
 def test_ten_packing_runs_give_a_worst_share() -> None:
     text = "\n".join(scheduler.packing_part(packing(10), 0.995))
     assert "worst share **0.9896**" in text
+
+
+def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None:
+    fill = {
+        "cores": 1152,
+        "batch": 36,
+        "available_before_mib": 20000.0,
+        "stopped": "the host's available memory fell below 2048 MiB",
+        "steps": [
+            {"pods": 36, "seconds": 20.0, "available_mib": 19600.0},
+            {"pods": 72, "seconds": 40.0, "available_mib": 19280.0},
+        ],
+        "node_memory_full": {"n0": {"memory_mib": 300.0, "system_memory_mib": 120.0}},
+        "delete_s": 33.0,
+    }
+    text = realrack.fill_text(fill)
+    assert "72 of the rack's 1,152 cores held" in text
+    assert "in 40 s (1.8 pods/s)" in text
+    assert "fell by 720 MiB, 10.0 MiB per pod" in text
+    assert "stopped because the host's available memory fell below 2048 MiB" in text
+    assert realrack.fill_text({**fill, "steps": [], "stopped": "x"}) == (
+        "No pod of the fill ran: x."
+    )

@@ -1,0 +1,235 @@
+"""A whole Trn3 Gen2 UltraServer on real kubelets (`make bench-realrack`, root;
+not part of the tests): 36 real nodes, each a kubelet, containerd and
+kube-proxy in network and mount namespaces of its own, with the chart
+installed by Helm. Recorded, in order:
+- the start-up, until every node is Ready and the chart's pods run;
+- every node's memory and CPU while idle, and the host's memory in use;
+- the whole-rack gang example (deploy/examples/whole-rack): one claim of the
+  whole rack shared by a 36-pod Indexed Job, until all 36 pods run;
+- a fill: pods of one single-core claim each, created a batch at a time, until
+  every core of the rack is held or the host's available memory falls below a
+  floor; the pods run the sandbox (pause) image, so what each costs is the
+  pod itself, its claim and its prepare, not a workload's interpreter;
+- the kubelets' own prepare figures over the gang and over the fill.
+"""
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from kubernetes import client
+
+from benchmarks import realnodes
+from benchmarks.kubelet_histograms import summary_ms
+from benchmarks.report import Conditions, add_noisy_flag, write_results
+from driver.jsontypes import JSON
+from driver.localsim.images import pause_image
+from driver.localsim.realnodes import cgroups
+from simdevice.topology import rack_spec
+from tests.e2e.cluster import running_cluster
+from tests.realnodes.realcluster import DRIVER, RealCluster, claim_template, namespace, real_cluster
+
+COMMAND: Final = "make bench-realrack"
+GENERATION: Final = "trn3-gen2"
+ROOT: Final = Path(__file__).resolve().parent.parent
+GANG_EXAMPLE: Final = ROOT / "deploy/examples/whole-rack/whole-rack.yaml"
+GANG_NAMESPACE: Final = "example-whole-rack"
+GANG_SELECTOR: Final = "job-name=rack-train"
+FILL_NAMESPACE: Final = "bench-realrack"
+FILL_SELECTOR: Final = "bench=realrack"
+ONE_CORE: Final = f'device.attributes["{DRIVER}"].coreCount == 1'
+BATCH: Final = 36
+"""Pods created at once in the fill: one per node on average."""
+MEMORY_FLOOR_MIB: Final = 2048
+"""The fill stops before the host's available memory falls below this."""
+START_TIMEOUT: Final = 3600.0
+WAIT_TIMEOUT: Final = 900.0
+DELETE_TIMEOUT: Final = "1800s"
+POLL_SECONDS: Final = 1.0
+
+
+def available_mib() -> float:
+    """The host's MemAvailable."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("/proc/meminfo has no MemAvailable")
+
+
+def wait_running(core: client.CoreV1Api, ns: str, selector: str, count: int) -> None:
+    """Until `count` pods of `ns` matching `selector` run; TimeoutError names
+    what the others wait for."""
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while True:
+        pods = core.list_namespaced_pod(ns, label_selector=selector).items
+        running = [p for p in pods if p.status.phase == "Running"]
+        if len(running) >= count:
+            return
+        if time.monotonic() > deadline:
+            waiting = [p for p in pods if p.status.phase != "Running"][:3]
+            reasons = [
+                f"{p.metadata.name}: {p.status.phase} "
+                f"{[c.message for c in p.status.conditions or [] if c.message]}"
+                for p in waiting
+            ]
+            raise TimeoutError(
+                f"{len(running)} of {count} pods running after {WAIT_TIMEOUT:.0f} s; {reasons}"
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def prepare_figures(before: list[str], after: list[str]) -> dict[str, Any]:
+    """The kubelets' gRPC prepare and unprepare of our driver between two scrapes."""
+    seen = realnodes.difference(
+        realnodes.histograms(after, DRIVER), realnodes.histograms(before, DRIVER)
+    )
+    return {call: summary_ms(h) for call, h in seen["kubelet_grpc_ms"].items()}
+
+
+def node_memory(real: RealCluster) -> dict[str, dict[str, float]]:
+    """Each node's cgroup now: everything, and the kubelet, containerd, shims and
+    kube-proxy alone."""
+    return {
+        name: {
+            "memory_mib": cgroups.memory_bytes(node.cgroup) / 2**20,
+            "system_memory_mib": cgroups.memory_bytes(node.system_cgroup) / 2**20,
+        }
+        for name, node in real.nodes.items()
+    }
+
+
+def gang(real: RealCluster, pods: int) -> dict[str, Any]:
+    """The whole-rack example as a user applies it, until every pod runs."""
+    core = client.CoreV1Api(real.api)
+    before = realnodes.scrape(real)
+    started = time.monotonic()
+    real.kubectl("apply", "-f", str(GANG_EXAMPLE))
+    wait_running(core, GANG_NAMESPACE, GANG_SELECTOR, pods)
+    running_s = time.monotonic() - started
+    nodes = {p.spec.node_name for p in core.list_namespaced_pod(GANG_NAMESPACE).items}
+    after = realnodes.scrape(real)
+    real.kubectl("delete", "namespace", GANG_NAMESPACE, "--wait", f"--timeout={DELETE_TIMEOUT}")
+    return {
+        "pods": pods,
+        "nodes_used": len(nodes),
+        "create_to_all_running_s": running_s,
+        "kubelet_grpc_ms": prepare_figures(before, after),
+    }
+
+
+def fill_pod(index: int, image: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"core-{index:04d}",
+            "namespace": FILL_NAMESPACE,
+            "labels": {"bench": "realrack"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "hold",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "resources": {"claims": [{"name": "core"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "core", "resourceClaimTemplateName": "core"}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+def fill(real: RealCluster, cores: int, batch: int, floor_mib: float) -> dict[str, Any]:
+    """Single-core pods a batch at a time until the rack is full or memory is short."""
+    core = client.CoreV1Api(real.api)
+    image = pause_image().ref
+    real.apply(
+        namespace(FILL_NAMESPACE), claim_template(FILL_NAMESPACE, "core", "core.trainium.sim.dev")
+    )
+    before = realnodes.scrape(real)
+    available_before = available_mib()
+    started = time.monotonic()
+    steps: list[dict[str, float]] = []
+    stopped = "every core of the rack is held"
+    created = 0
+    while created < cores:
+        if available_mib() < floor_mib:
+            stopped = f"the host's available memory fell below {floor_mib:.0f} MiB"
+            break
+        count = min(batch, cores - created)
+        for i in range(created, created + count):
+            core.create_namespaced_pod(FILL_NAMESPACE, fill_pod(i, image))
+        try:
+            wait_running(core, FILL_NAMESPACE, FILL_SELECTOR, created + count)
+        except TimeoutError as err:
+            stopped = f"a batch did not run: {err}"
+            break
+        created += count
+        steps.append(
+            {
+                "pods": created,
+                "seconds": time.monotonic() - started,
+                "available_mib": available_mib(),
+            }
+        )
+    after = realnodes.scrape(real)
+    memory = node_memory(real)
+    deleting = time.monotonic()
+    real.kubectl("delete", "namespace", FILL_NAMESPACE, "--wait", f"--timeout={DELETE_TIMEOUT}")
+    return {
+        "cores": cores,
+        "batch": batch,
+        "memory_floor_mib": floor_mib,
+        "available_before_mib": available_before,
+        "stopped": stopped,
+        "steps": steps,
+        "node_memory_full": memory,
+        "delete_s": time.monotonic() - deleting,
+        "kubelet_grpc_ms": prepare_figures(before, after),
+    }
+
+
+def measure(real: RealCluster, batch: int, floor_mib: float) -> dict[str, Any]:
+    rack = rack_spec(GENERATION)
+    idle = realnodes.node_usage(real, realnodes.IDLE_SECONDS)
+    return {
+        "generation": GENERATION,
+        "nodes": len(real.nodes),
+        "idle_seconds": realnodes.IDLE_SECONDS,
+        "idle": idle,
+        "available_idle_mib": available_mib(),
+        "gang": gang(real, rack.servers),
+        "fill": fill(real, rack.chips * rack.chip.cores, batch, floor_mib),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="benchmarks.realrack", description=__doc__)
+    p.add_argument("--batch", type=int, default=BATCH, help="fill pods created at once")
+    p.add_argument(
+        "--memory-floor-mib",
+        type=float,
+        default=MEMORY_FLOOR_MIB,
+        help="stop the fill before the host's available memory falls below this",
+    )
+    add_noisy_flag(p)
+    args = p.parse_args(argv)
+    conditions = Conditions.begin(args.noisy)
+    available_before = available_mib()
+    started = time.monotonic()
+    with running_cluster(
+        "--real-nodes", f"--generation={GENERATION}", start_timeout=START_TIMEOUT
+    ) as cluster:
+        results = {
+            "start_s": time.monotonic() - started,
+            "available_before_start_mib": available_before,
+            **measure(real_cluster(cluster), args.batch, args.memory_floor_mib),
+        }
+    print(write_results("realrack", COMMAND, results, conditions))
+
+
+if __name__ == "__main__":
+    main()
