@@ -102,6 +102,10 @@ runs, and each ratio has its lowest and highest in brackets.
 
 {table(median_of(r["repetitions"]))}
 
+The empty call carries no claim, so neither plugin's handler does any work: its
+row is the gRPC server's own path per call, Python's (grpcio, a thread pool
+behind the C core) against Go's, and it is part of every other row too.
+
 Where our prepare's time goes: py-spy sampled our daemon at {prof["rate_hz"]} Hz
 through one more run of the {" and ".join(title(k) for k in prof["rows"])} rows (not
 timed). Of the {prof["samples"]} samples inside the gRPC handler
