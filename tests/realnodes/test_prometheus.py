@@ -26,10 +26,11 @@ pytestmark = pytest.mark.integration
 
 NODE = "rack-a-node-2"
 NS = "real-prometheus"
-PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
+PREPARE = ".*/NodePrepareResources"
+"""Any version of the kubelet's DRA gRPC service (the release picks it)."""
 GRPC_PREPARES = (
     f'dra_grpc_operations_duration_seconds_count{{job="{KUBELET_JOB}",node="{NODE}",'
-    f'driver_name="{DRIVER}",method_name="{PREPARE}"}}'
+    f'driver_name="{DRIVER}",method_name=~"{PREPARE}"}}'
 )
 STEP_PREPARES = (
     f'dra_operations_duration_seconds_count{{job="{KUBELET_JOB}",node="{NODE}",'
