@@ -4,7 +4,8 @@ the cluster's endpoints, and a runner for the built binary on loopback.
 The node daemons serve plain HTTP; the apiserver, controller-manager and
 scheduler serve HTTPS and authorize /metrics through the apiserver, so they
 are scraped with the admin token (the apiserver's cert against the cluster
-CA; the other two serve self-signed loopback certs).
+CA; the other two serve self-signed loopback certs). A real-node cluster's
+jobs and credentials are in prometheus_realnodes.py and prometheus_access.py.
 """
 
 import os
