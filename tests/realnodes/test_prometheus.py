@@ -122,7 +122,7 @@ def test_kubelet_prepare_histograms_count_a_claim(real: RealCluster) -> None:
 def test_a_replaced_daemon_pod_is_scraped(real: RealCluster) -> None:
     url = prometheus_url(real)
     old = real.daemon_pod(NODE)["metadata"]["name"]
-    real.kubectl("-n", NAMESPACE, "delete", "pod", old, "--wait=true")
+    real.kubectl("-n", NAMESPACE, "delete", "pod", old, "--wait=true", "--timeout=60s")
 
     def new_pod_up() -> dict[str, float] | None:
         up = values(url, f'up{{job="{NODE_JOB}"}} == 1', "pod")
