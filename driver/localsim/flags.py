@@ -94,8 +94,9 @@ def parse_up(argv: list[str]) -> UpFlags:
     p.add_argument(
         "--with-prometheus",
         action="store_true",
-        help="also run Prometheus with the chart's rules, scraping the node daemons and the "
-        "control plane (see docs/observability.md)",
+        help="also run Prometheus with the chart's rules, scraping the node daemons, the "
+        "controller and the control plane, and with --real-nodes the kubelets "
+        "(see docs/observability.md)",
     )
     p.add_argument(
         "--real-nodes",
@@ -106,8 +107,6 @@ def parse_up(argv: list[str]) -> UpFlags:
     )
     args = p.parse_args(argv)
     generation = args.generation or ("trn3-gen1" if args.real_nodes else "trn3-gen2")
-    if args.real_nodes and args.with_prometheus:
-        p.error("--with-prometheus: not available with --real-nodes yet; drop one of them")
     if args.real_nodes and os.geteuid() != 0:
         p.error("--real-nodes: needs root (network and mount namespaces, cgroups); run as root")
     try:

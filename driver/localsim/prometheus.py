@@ -4,7 +4,8 @@ the cluster's endpoints, and a runner for the built binary on loopback.
 The node daemons serve plain HTTP; the apiserver, controller-manager and
 scheduler serve HTTPS and authorize /metrics through the apiserver, so they
 are scraped with the admin token (the apiserver's cert against the cluster
-CA; the other two serve self-signed loopback certs).
+CA; the other two serve self-signed loopback certs). A real-node cluster's
+jobs and credentials are in prometheus_realnodes.py and prometheus_access.py.
 """
 
 import os
@@ -20,6 +21,7 @@ import yaml
 from driver.localsim.binaries import cache_root, k8s_version
 from driver.localsim.children import Child
 from driver.localsim.controlplane import ControlPlane, free_port
+from driver.localsim.prometheus_access import write_private
 
 PROMETHEUS_VERSION = "v0.316.0"
 """Go module version of the built Prometheus (v3.16.0); matches hack/prometheus/go.mod."""
@@ -57,9 +59,20 @@ class Targets:
     ) -> "Targets":
         """The control plane's components plus the daemons; writes the admin token file."""
         config = yaml.safe_load(plane.kubeconfig.read_text())
-        token_file.parent.mkdir(parents=True, exist_ok=True)
-        token_file.write_text(config["users"][0]["user"]["token"])
-        token_file.chmod(0o600)
+        write_private(token_file, config["users"][0]["user"]["token"])
+        return cls.of_components(plane, node_daemons, token_file, controller)
+
+    @classmethod
+    def of_components(
+        cls,
+        plane: ControlPlane,
+        node_daemons: Mapping[str, str],
+        token_file: Path,
+        controller: str | None = None,
+    ) -> "Targets":
+        """The control plane's components plus the daemons, scraped with the
+        token someone else keeps in `token_file`."""
+        config = yaml.safe_load(plane.kubeconfig.read_text())
         server = config["clusters"][0]["cluster"]["server"]
         ports = plane.config.ports
         return cls(
@@ -80,9 +93,13 @@ def rule_files(rules_dir: Path = RULES_DIR) -> list[Path]:
 
 
 def prometheus_config(
-    targets: Targets, interval: str = "2s", rules: Sequence[Path] = ()
+    targets: Targets,
+    interval: str = "2s",
+    rules: Sequence[Path] = (),
+    extra_jobs: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The prometheus.yml document (a dict) for `targets`."""
+    """The prometheus.yml document (a dict) for `targets`, then `extra_jobs`
+    (scrape configs of their own, e.g. found by Kubernetes service discovery)."""
     jobs: list[dict[str, Any]] = []
     if targets.node_daemons:
         jobs.append(
@@ -130,7 +147,7 @@ def prometheus_config(
             "evaluation_interval": interval,
         },
         "rule_files": [str(path) for path in rules],
-        "scrape_configs": jobs,
+        "scrape_configs": [*jobs, *(dict(job) for job in extra_jobs)],
     }
 
 
@@ -157,6 +174,19 @@ def locate_binary(name: str = "prometheus") -> Path:
     return path
 
 
+def query(url: str, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+    """Instant query of the Prometheus at `url`; the result vector (or matrix) of `expr`."""
+    params: dict[str, str | float] = {"query": expr}
+    if at is not None:
+        params["time"] = at
+    response = httpx.get(f"{url}/api/v1/query", params=params, timeout=10.0)
+    body: dict[str, Any] = response.json()
+    if body.get("status") != "success":
+        raise PrometheusError(f"query {expr!r}: {body.get('error', response.text)}")
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
 @dataclass
 class PrometheusProcess:
     """A running Prometheus; dies with its parent (parent-death signal)."""
@@ -165,29 +195,24 @@ class PrometheusProcess:
     url: str
 
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        """Instant query; the result vector (or matrix) of `expr`."""
-        params: dict[str, str | float] = {"query": expr}
-        if at is not None:
-            params["time"] = at
-        response = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10.0)
-        body: dict[str, Any] = response.json()
-        if body.get("status") != "success":
-            raise PrometheusError(f"query {expr!r}: {body.get('error', response.text)}")
-        result: list[dict[str, Any]] = body["data"]["result"]
-        return result
+        return query(self.url, expr, at)
 
     def stop(self) -> None:
         self.child.stop()
 
 
 def start_prometheus(
-    workdir: Path, targets: Targets, interval: str = "5s", binary: Path | None = None
+    workdir: Path,
+    targets: Targets,
+    interval: str = "5s",
+    binary: Path | None = None,
+    extra_jobs: Sequence[Mapping[str, Any]] = (),
 ) -> PrometheusProcess:
     """Write the config (with the chart's rules) under `workdir`, start Prometheus
     on a free loopback port and wait until it is ready."""
     workdir.mkdir(parents=True, exist_ok=True)
     config_file = workdir / "prometheus.yml"
-    config = prometheus_config(targets, interval, rule_files())
+    config = prometheus_config(targets, interval, rule_files(), extra_jobs)
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
     port = free_port()
     argv = prometheus_argv(binary or locate_binary(), config_file, workdir / "data", port)

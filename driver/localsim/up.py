@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
     flags = parse_up(argv)
     try:
         if flags.foreground and flags.real_nodes:
-            return serve_real_nodes(flags.paths, flags.spec)
+            return serve_real_nodes(flags.paths, flags.spec, flags.with_prometheus)
         if flags.foreground:
             return serve(flags.paths, flags.spec, flags.with_prometheus)
         return start_background(argv, flags.paths, flags.spec)

@@ -25,7 +25,9 @@ def host_before() -> dict[str, str]:
 
 @pytest.fixture(scope="package")
 def real(host_before: dict[str, str]) -> Iterator[RealCluster]:
-    with running_cluster("--real-nodes", start_timeout=START_TIMEOUT) as cluster:
+    with running_cluster(
+        "--real-nodes", "--with-prometheus", start_timeout=START_TIMEOUT
+    ) as cluster:
         yield real_cluster(cluster)
 
 

@@ -13,6 +13,7 @@ from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.images import driver_image, pause_image
 from driver.localsim.localcluster import SUPERVISE_INTERVAL, Progress, stop_signals
+from driver.localsim.prometheus_realnodes import start_for_real_nodes
 from driver.localsim.realnodes import netns
 from driver.localsim.realnodes.cluster import Images, RealNodeCluster, cleanup
 from driver.localsim.realnodes.plan import gateway
@@ -25,7 +26,7 @@ def locate_images() -> Images:
     return Images((pause.archive, driver.archive), pause.ref, repository, tag)
 
 
-def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec) -> int:
+def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False) -> int:
     progress = Progress()
     paths.ready_file.unlink(missing_ok=True)
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -48,8 +49,12 @@ def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec) -> int:
             ) as plane,
         ):
             cluster = RealNodeCluster(paths, spec, plane, binaries, images)
+            prometheus = None
             try:
                 cluster.start(progress)
+                if with_prometheus:
+                    prometheus = start_for_real_nodes(paths.root, plane, cluster.nodes)
+                    progress(f"prometheus: {prometheus.url}")
                 pids = {c.name: c.process.pid for c in plane.components}
                 pids.update(cluster.pids())
                 pids["serve"] = os.getpid()
@@ -60,6 +65,7 @@ def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec) -> int:
                         "kubeconfig": str(paths.kubeconfig),
                         "pids": pids,
                         **cluster.record(),
+                        **({"prometheus": prometheus.url} if prometheus else {}),
                     },
                 )
                 progress(f"ready: {len(cluster.nodes)} real nodes")
@@ -69,6 +75,8 @@ def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec) -> int:
             finally:
                 progress("stopping")
                 paths.ready_file.unlink(missing_ok=True)
+                if prometheus is not None:
+                    prometheus.stop()
                 cluster.stop()
     finally:
         cleanup(paths.nodes_dir)
