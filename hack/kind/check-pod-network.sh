@@ -15,7 +15,7 @@ namespace=kind-pod-network
 fail() { echo "kind-e2e: FAILED: $*" >&2; exit 1; }
 
 cidrs=$("${kubectl[@]}" get nodes -o jsonpath='{range .items[*]}{.spec.podCIDR}{"\n"}{end}')
-[ "$(sort -u <<<"$cidrs" | grep -c .)" = "$("${kubectl[@]}" get nodes -o name | wc -l)" ] ||
+[ "$(sort -u <<<"$cidrs" | grep -c .)" = "$("${kubectl[@]}" get nodes -o name | grep -c .)" ] ||
   fail "nodes without a podCIDR of their own: $(echo $cidrs)"
 
 "${kubectl[@]}" apply -f "$root/deploy/kind/pod-network-check.yaml" >/dev/null

@@ -64,7 +64,7 @@ started=$SECONDS
 out=$("${kubectl[@]}" -n "$namespace" logs gemm)
 echo "$out"
 node=$("${kubectl[@]}" -n "$namespace" get pod gemm -o jsonpath='{.spec.nodeName}')
-case $node in "$cluster"-worker*) ;; *) fail "the demo pod ran on $node, not on a worker" ;; esac
+[ "${node#"$cluster"-worker}" != "$node" ] || fail "the demo pod ran on $node, not on a worker"
 index=$("${kubectl[@]}" get node "$node" -o jsonpath='{.metadata.labels.trainium\.sim\.dev/server-index}')
 daemon=$("${kubectl[@]}" -n trainium-dra get pods -l app.kubernetes.io/component=node \
   --field-selector "spec.nodeName=$node" -o jsonpath='{.items[*].status.containerStatuses[0].ready}')
