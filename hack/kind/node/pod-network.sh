@@ -23,10 +23,11 @@ route_proto=200 # marks the routes this script owns, so stale ones can go
 chain=TRAINIUM-DRA-POD-MASQ
 log() { echo "pod-network: $*" >&2; }
 
-# "name podCIDR InternalIP" per Node, sorted; empty podCIDR when not allocated yet.
+# "name,podCIDR,InternalIP" per Node, sorted; fields are empty until set
+# (commas, as awk would merge the blanks around an empty field).
 read_nodes() {
   kubectl --kubeconfig "$kubeconfig" get nodes -o \
-    jsonpath='{range .items[*]}{.metadata.name} {.spec.podCIDR} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}' |
+    jsonpath='{range .items[*]}{.metadata.name},{.spec.podCIDR},{.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}' |
     sort
 }
 
@@ -60,10 +61,10 @@ sync_routes_and_masquerade() {
 sync_node_network() {
   local nodes own routes
   nodes=$(read_nodes)
-  own=$(awk -v n="$node" '$1 == n {print $2}' <<<"$nodes")
+  own=$(awk -F, -v n="$node" '$1 == n {print $2}' <<<"$nodes")
   [ -n "$own" ] && [ "$nodes" != "$last" ] || return 0
   write_conflist "$own"
-  awk -v n="$node" '$1 != n && $2 != "" && $3 != "" {print $2, $3}' <<<"$nodes" | sync_routes_and_masquerade "$own"
+  awk -F, -v n="$node" '$1 != n && $2 != "" && $3 != "" {print $2, $3}' <<<"$nodes" | sync_routes_and_masquerade "$own"
   routes=$(ip route show proto "$route_proto")
   log "routes: ${routes//$'\n'/; }"
   last=$nodes
