@@ -211,10 +211,12 @@ kind-node-image: kind-tools image
 	$(KIND_ENV) hack/kind/node-image.sh > $(KIND_NODE_IMAGE_FILE)
 
 # kind mounts /lib/modules into the node; some kernels (containers) have none.
+# kind's --wait covers the control plane; the workers are waited for after.
 kind-up: $(if $(KIND_NODE_IMAGE),kind-tools,kind-node-image)
 	test -d /lib/modules || mkdir -p /lib/modules
 	$(KIND_ENV) $(KIND) create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml \
 	  --image $(or $(KIND_NODE_IMAGE),$$(cat $(KIND_NODE_IMAGE_FILE))) --wait 5m
+	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) wait nodes --all --for=condition=Ready --timeout=5m
 
 # The driver image of `make image` (an OCI archive, no registry), into every
 # node, named $(IMAGE_REPO):$(IMAGE_TAG) there.

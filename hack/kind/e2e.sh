@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs docs/kind.md on this machine, as its make targets, and checks what the
-# page promises: the node image, the cluster, the driver image on the node,
-# the chart installed by helm, the demo claim allocated and prepared by the
-# node daemon under the node's kubelet (its pod prints the environment the
-# CDI spec gave it and runs a job through the daemon's workload API), then
-# `make kind-down` leaving no container, volume or network behind. The
-# cluster is deleted on failure too; exits non-zero on any failure. Prints
-# how long each step took. Run by `make kind-e2e` (which sets the environment).
+# page promises: the node image, the three-node cluster, the driver image on
+# the nodes, the chart installed by helm (a node daemon on every node, the
+# rack's servers 0 to 2 mapped to the nodes), the demo claim allocated and
+# prepared by the node daemon under a worker's kubelet (its pod prints the
+# environment the CDI spec gave it and runs a job through the daemon's
+# workload API), pods on the two workers reaching each other over the pod
+# network, then `make kind-down` leaving no container, volume or network
+# behind. The cluster is deleted on failure too; exits non-zero on any
+# failure. Prints how long each step took. Run by `make kind-e2e` (which sets
+# the environment).
 #   KIND_CLUSTER  the cluster's name (default: trainium-dra)
 set -euo pipefail
 shopt -s inherit_errexit
@@ -61,17 +64,24 @@ started=$SECONDS
 out=$("${kubectl[@]}" -n "$namespace" logs gemm)
 echo "$out"
 node=$("${kubectl[@]}" -n "$namespace" get pod gemm -o jsonpath='{.spec.nodeName}')
+[ "${node#"$cluster"-worker}" != "$node" ] || fail "the demo pod ran on $node, not on a worker"
+index=$("${kubectl[@]}" get node "$node" -o jsonpath='{.metadata.labels.trainium\.sim\.dev/server-index}')
 daemon=$("${kubectl[@]}" -n trainium-dra get pods -l app.kubernetes.io/component=node \
   --field-selector "spec.nodeName=$node" -o jsonpath='{.items[*].status.containerStatuses[0].ready}')
 [ "$daemon" = true ] || fail "no ready node daemon on $node (got '$daemon')"
 # Only the node daemon's CDI spec sets these; the job ran on the claim's token.
-for want in "TRAINIUM_DRA_NODE=$node" "TRAINIUM_DRA_ULTRASERVER=kind-rack" "TRAINIUM_DRA_SERVER_INDEX=0" \
+for want in "TRAINIUM_DRA_NODE=$node" "TRAINIUM_DRA_ULTRASERVER=kind-rack" "TRAINIUM_DRA_SERVER_INDEX=$index" \
   "TRAINIUM_DRA_WORKLOAD_SOCKET=" "TRAINIUM_DRA_TOKEN_FILE=" "NEURON_RT_VISIBLE_CORES=" '"state": "succeeded"'; do
   grep -qF "$want" <<<"$out" || fail "the demo pod's log lacks $want"
 done
 grep -qE '^TRAINIUM_DRA_CLAIM_UID=[0-9a-f-]{36}$' <<<"$out" || fail "the demo pod's log lacks TRAINIUM_DRA_CLAIM_UID"
 grep -qE '^NEURON_RT_VISIBLE_CORES=([0-9]+,){7}[0-9]+$' <<<"$out" || fail "the demo pod did not get the 8 cores of a chip"
 timings+=("demo-pod $((SECONDS - started))")
+
+started=$SECONDS
+"$root/hack/kind/check-rack.sh" "$cluster"
+"$root/hack/kind/check-pod-network.sh" "$cluster"
+timings+=("checks $((SECONDS - started))")
 
 started=$SECONDS
 make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster"

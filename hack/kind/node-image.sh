@@ -7,8 +7,8 @@
 #   - kind's own node files (entrypoint, kubelet unit and drop-ins, cgroup
 #     helpers), taken from the pinned sigs.k8s.io/kind module;
 #   - our Go-built containerd, kubelet, kubeadm, kubectl and CNI plugins,
-#     with the project's containerd config, units and a static CNI config
-#     (hack/kind/node/);
+#     with the project's containerd config and units, and the pod network
+#     service that writes each node's CNI config and routes (hack/kind/node/);
 #   - the images kubeadm runs, named as `kubeadm config images list` says and
 #     built from our binaries, plus the project's pause image, all imported
 #     into the node's containerd at boot (import-images.service).
@@ -92,10 +92,12 @@ build() {
   install -m 0644 "$kind_files"/etc/systemd/system/kubelet.service.d/* "$rootfs/etc/systemd/system/kubelet.service.d/"
   install -m 0644 "$kind_files"/etc/sysctl.d/* "$rootfs/etc/sysctl.d/"
   install -m 0644 "$kind_files/etc/default/kubelet" "$rootfs/etc/default/kubelet"
-  install -m 0644 "$here"/node/{containerd.service,import-images.service} "$rootfs/etc/systemd/system/"
+  install -m 0644 "$here"/node/{containerd.service,import-images.service,pod-network.service} "$rootfs/etc/systemd/system/"
   install -d "$rootfs/etc/containerd"
   sed "s|@SANDBOX@|$sandbox|" "$here/node/config.toml" > "$rootfs/etc/containerd/config.toml"
-  install -m 0644 "$here/node/10-trainium-dra.conflist" "$rootfs/etc/cni/net.d/"
+  install -D -m 0644 "$here/node/pod-network.conflist" "$rootfs/usr/local/share/trainium-dra/pod-network.conflist"
+  install -m 0644 "$here/node/node-reader.yaml" "$rootfs/usr/local/share/trainium-dra/node-reader.yaml"
+  install -m 0755 "$here/node/pod-network.sh" "$rootfs/usr/local/bin/pod-network"
   install -m 0755 "$containerd_dir"/{containerd,containerd-shim-runc-v2,ctr} "$rootfs/usr/local/bin/"
   install -m 0755 "$bins"/{kubelet,kubeadm,kubectl} "$rootfs/usr/bin/"
   install -m 0755 "$cni_dir"/* "$rootfs/opt/cni/bin/"
@@ -107,7 +109,7 @@ build() {
     "$rootfs"/lib/systemd/system/sockets.target.wants/*udev* "$rootfs"/lib/systemd/system/sockets.target.wants/*initctl*
   rm -f "$rootfs/lib/systemd/system/sysinit.target.wants/systemd-tmpfiles-setup.service"
   echo "ReadKMsg=no" >> "$rootfs/etc/systemd/journald.conf"
-  chroot "$rootfs" systemctl enable containerd.service import-images.service kubelet.service undo-mount-hacks.service >&2
+  chroot "$rootfs" systemctl enable containerd.service import-images.service pod-network.service kubelet.service undo-mount-hacks.service >&2
   chroot "$rootfs" systemctl mask systemd-binfmt.service >&2
 
   log "control-plane images from our static binaries"

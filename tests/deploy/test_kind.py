@@ -93,8 +93,9 @@ def test_gates_runtime_config_and_cdi() -> None:
 
 def test_cluster_config_fits_the_node_image() -> None:
     """The patches name the sections of the node's containerd config (version
-    3), the kubelet's cgroup driver is the one containerd's runc uses, the
-    static CNI config replaces kind's and its subnet is in kind's pod subnet."""
+    3), the kubelet's cgroup driver is the one containerd's runc uses, and the
+    node image's pod network replaces kind's: its CNI template takes each
+    node's podCIDR, carved out of a pod subnet with a /24 for every node."""
     node_config = tomllib.loads((NODE / "config.toml").read_text())
     assert node_config["version"] == 3
     assert set(containerd_patch()["plugins"]) <= set(node_config["plugins"])
@@ -102,12 +103,15 @@ def test_cluster_config_fits_the_node_image() -> None:
     kubelet = kubeadm_patch("KubeletConfiguration")
     assert kubelet["failCgroupV1"] is False
     assert (kubelet["cgroupDriver"] == "systemd") == runc["options"]["SystemdCgroup"]
-    assert cluster()["networking"]["disableDefaultCNI"] is True
-    conflist = json.loads((NODE / "10-trainium-dra.conflist").read_text())
+    networking = cluster()["networking"]
+    assert networking["disableDefaultCNI"] is True
+    conflist = json.loads((NODE / "pod-network.conflist").read_text())
     (bridge,) = [p for p in conflist["plugins"] if p["type"] == "bridge"]
-    (ranges,) = bridge["ipam"]["ranges"]
-    kind_pod_subnet = ipaddress.IPv4Network("10.244.0.0/16")  # kind's default podSubnet
-    assert all(ipaddress.IPv4Network(r["subnet"]).subnet_of(kind_pod_subnet) for r in ranges)
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "@POD_CIDR@"}]]
+    # pod-network.sh masquerades only what leaves the pod subnets.
+    assert bridge["ipMasq"] is False
+    pod_subnet = ipaddress.IPv4Network(networking["podSubnet"])
+    assert len(list(pod_subnet.subnets(new_prefix=24))) >= len(cluster()["nodes"])
     # kind always adds preflight; CoreDNS's image is not built here.
     assert kubeadm_patch("InitConfiguration")["skipPhases"] == ["preflight", "addon/coredns"]
 
@@ -132,9 +136,10 @@ def test_nodes_are_servers_of_the_kind_rack() -> None:
     spec = parse_spec({"metadata": {"name": rack["name"]}, "spec": rack["spec"]})
     nodes = kind_nodes()
     mapping = map_nodes(spec, nodes)
-    # The one-node cluster is server 0; the other servers have no node.
-    assert mapping.nodes == {0: f"{cluster()['name']}-control-plane"}
-    assert set(mapping.missing) == set(range(1, spec.rack.servers))
+    # The control plane is server 0, the workers servers 1 and 2; server 3 has no node.
+    name = cluster()["name"]
+    assert mapping.nodes == {0: f"{name}-control-plane", 1: f"{name}-worker", 2: f"{name}-worker2"}
+    assert set(mapping.missing) == set(range(3, spec.rack.servers))
     obj = {"metadata": {"name": rack["name"]}, "spec": rack["spec"]}
     for index, name in mapping.nodes.items():
         assert find_place(name, nodes[name], [obj], values()["node"]["ultraserver"])[:2] == (
@@ -143,7 +148,7 @@ def test_nodes_are_servers_of_the_kind_rack() -> None:
         )
 
 
-def test_daemon_and_controller_run_on_the_node() -> None:
+def test_daemon_runs_on_every_node_and_controller_on_the_control_plane() -> None:
     v = values()
     chart_defaults = load(CHART / "values.yaml")
     daemon = {"matchLabels": v["node"]["nodeSelector"]}
@@ -151,10 +156,15 @@ def test_daemon_and_controller_run_on_the_node() -> None:
     (term,) = chart_defaults["node"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"]
-    (labels,) = kind_nodes().values()
-    assert selector_matches(daemon, labels)
-    assert selector_matches({"matchExpressions": term["matchExpressions"]}, labels)
-    assert selector_matches(controller, labels)
+    nodes = kind_nodes()
+    for labels in nodes.values():
+        assert selector_matches(daemon, labels)
+        assert selector_matches({"matchExpressions": term["matchExpressions"]}, labels)
+    assert [n for n, labels in nodes.items() if selector_matches(controller, labels)] == [
+        f"{cluster()['name']}-control-plane"
+    ]
+    # The daemon tolerates the control plane's taint.
+    assert {"operator": "Exists"} in chart_defaults["node"]["tolerations"]
     # Where there are workers too, the control plane keeps its taint.
     assert {
         "key": "node-role.kubernetes.io/control-plane",
