@@ -129,8 +129,6 @@ def test_only_the_allowed_peers_reach_the_daemons_and_the_controller(
     controller_metrics = (controller.status.pod_ip, metrics_port(controller_json))
     restarts_before = restarts(controller)
 
-    assert "queue" in agent_rules(real, node), f"no NFQUEUE rule in the table of {node}"
-
     for ns in (OUTSIDE, MONITORING_NAMESPACE):
         real.apply(namespace(ns), probe_pod(ns, node))
     for ns in (OUTSIDE, MONITORING_NAMESPACE):
@@ -143,8 +141,6 @@ def test_only_the_allowed_peers_reach_the_daemons_and_the_controller(
         timeout=60,
     )
     assert answer.split()[:3:2] == ["open", "200"], answer
-    assert connect(real, MONITORING_NAMESPACE, controller_metrics).startswith("open HTTP")
-    assert connect(real, MONITORING_NAMESPACE, sim_control).startswith("blocked")
 
     # The outside pod has a working network (the apiserver's Service) but
     # reaches none of the driver's ports.
@@ -152,6 +148,10 @@ def test_only_the_allowed_peers_reach_the_daemons_and_the_controller(
     assert connect(real, OUTSIDE, daemon_metrics).startswith("blocked")
     assert connect(real, OUTSIDE, sim_control).startswith("blocked")
     assert connect(real, OUTSIDE, controller_metrics).startswith("blocked")
+
+    # The monitoring pod reads metrics only.
+    assert connect(real, MONITORING_NAMESPACE, controller_metrics).startswith("open HTTP")
+    assert connect(real, MONITORING_NAMESPACE, sim_control).startswith("blocked")
 
     # The host (the apiserver's pod proxy, the tests, a host Prometheus) keeps both.
     assert httpx.get(url(daemon_metrics, "/metrics"), timeout=10).status_code == 200
@@ -163,3 +163,6 @@ def test_only_the_allowed_peers_reach_the_daemons_and_the_controller(
     assert restarts(after) == restarts_before
     ready = [c for c in after.status.conditions or [] if c.type == "Ready"]
     assert ready and ready[0].status == "True"
+
+    # What enforced it: the agent's queue rule in the node's network namespace.
+    assert "queue" in agent_rules(real, node), f"no NFQUEUE rule in the table of {node}"
