@@ -168,6 +168,13 @@ def node_ready(node: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
+def holds_real_nodes(nodes_dir: Path) -> bool:
+    """Whether a state dir's nodes are real ones (each has a kubelet config).
+    The bridge, namespaces and cgroups `cleanup` removes are the host's: the
+    `down` of a stand-in cluster must leave a running real-node cluster alone."""
+    return any(nodes_dir.glob("*/etc/kubelet.yaml"))
+
+
 def cleanup(nodes_dir: Path) -> list[str]:
     """Remove every trace of real nodes outside the state directory: processes
     in their cgroups, namespaces, bridge, mounts. Safe to run twice."""
