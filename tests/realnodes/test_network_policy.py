@@ -9,6 +9,7 @@ policy selects. Without the agent on the node every connection opens.
 """
 
 import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +20,12 @@ from kubernetes import client
 from driver.jsontypes import JSON
 from driver.localsim.controlplane import KUBERNETES_SERVICE_IP
 from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
-from driver.localsim.realnodes.netpolicy import AGENT_VERSION, MONITORING_NAMESPACE
+from driver.localsim.realnodes.netpolicy import (
+    AGENT_METRICS_PORT,
+    AGENT_VERSION,
+    MONITORING_NAMESPACE,
+    QUEUE_CHAIN,
+)
 from tests.e2e.cluster import wait_for
 from tests.localsim.test_controlplane_config import HACK, required_version
 from tests.realnodes.realcluster import NAMESPACE, RealCluster, namespace
@@ -27,6 +33,7 @@ from tests.realnodes.realcluster import NAMESPACE, RealCluster, namespace
 OUTSIDE = "real-netpol-outside"
 SIM_CONTROL_PORT = 8082
 API_SERVICE = (KUBERNETES_SERVICE_IP, 443)
+AGENT_METRICS = f"http://127.0.0.1:{AGENT_METRICS_PORT}/metrics"
 
 PROBE = """
 import socket, sys
@@ -96,13 +103,23 @@ def url(address: tuple[str, int], path: str) -> str:
     return f"http://{address[0]}:{address[1]}{path}"
 
 
-def agent_rules(real: RealCluster, node: str) -> str:
-    """The agent's nftables table in the node's network namespace (`nft list`)."""
-    argv = ["ip", "netns", "exec", real.nodes[node].netns, "nft", "list", "table", "inet"]
-    result = subprocess.run(
-        [*argv, "kube-network-policies"], capture_output=True, text=True, check=False
+def in_node(real: RealCluster, node: str, *argv: str) -> str:
+    """The output of `argv` run in the node's network namespace."""
+    command = ["ip", "netns", "exec", real.nodes[node].netns, *argv]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
+def agent_drops(real: RealCluster, node: str) -> float:
+    """Packets the node's agent dropped, from its own /metrics (node loopback)."""
+    read = (
+        f"import urllib.request; print(urllib.request.urlopen({AGENT_METRICS!r}).read().decode())"
     )
-    return result.stdout
+    text = in_node(real, node, sys.executable, "-c", read)
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("kube_network_policies_packet_count{") and 'verdict="drop"' in line
+    )
 
 
 def restarts(pod: Any) -> int:
@@ -164,5 +181,7 @@ def test_only_the_allowed_peers_reach_the_daemons_and_the_controller(
     ready = [c for c in after.status.conditions or [] if c.type == "Ready"]
     assert ready and ready[0].status == "True"
 
-    # What enforced it: the agent's queue rule in the node's network namespace.
-    assert "queue" in agent_rules(real, node), f"no NFQUEUE rule in the table of {node}"
+    # What refused them: the queue rule sends new connections to the agent,
+    # which counted its drops.
+    assert "NFQUEUE" in in_node(real, node, "iptables", "-t", "mangle", "-S", QUEUE_CHAIN)
+    assert agent_drops(real, node) >= 3

@@ -10,6 +10,7 @@ are here too, beside the agent that enforces them.
 """
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,14 @@ AGENT_METRICS_PORT = 9080
 """Its Prometheus endpoint, on the node namespace's loopback only."""
 
 READ = ["get", "list", "watch"]
+
+AGENT_QUEUE = 100
+"""The NFQUEUE the agent reads (its --nfqueue-id default)."""
+
+AGENT_ACCEPT_LABEL = 100
+"""The conntrack label the agent sets on a connection it accepted (its default)."""
+
+QUEUE_CHAIN = "TDRA-NETPOL"
 
 MONITORING_NAMESPACE = "monitoring"
 """Pods in this namespace stand for a cluster's Prometheus: they may read /metrics."""
@@ -57,6 +66,47 @@ def agent_command(binary: Path, node: RealNode, kubeconfig: Path) -> list[str]:
         "--disable-nri",
         f"--metrics-bind-address=127.0.0.1:{AGENT_METRICS_PORT}",
     ]
+
+
+def queue_rules(node: RealNode) -> list[list[str]]:
+    """iptables commands (mangle table, before SNAT) that send the first packet
+    of every connection from or to the node's pods to the agent's queue.
+
+    The agent's own nftables table does this with nftables' `queue`
+    expression, which kernels without CONFIG_NFT_QUEUE lack (these hosts);
+    the xtables NFQUEUE target reaches the same queue. Like the agent's
+    table: the node's own root processes (the kubelet's probes) pass, and so
+    does a connection the agent marked accepted; `--queue-bypass` lets
+    packets through while no agent listens (its --fail-open)."""
+    chain = ["iptables", "-w", "-t", "mangle"]
+    rule = [*chain, "-A", QUEUE_CHAIN]
+    queue = ["-j", "NFQUEUE", "--queue-num", str(AGENT_QUEUE), "--queue-bypass"]
+    return [
+        [*chain, "-N", QUEUE_CHAIN],
+        [*rule, "-m", "owner", "--uid-owner", "0", "-j", "RETURN"],
+        [
+            *rule,
+            "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
+            "-m", "connlabel", "--label", str(AGENT_ACCEPT_LABEL),
+            "-j", "RETURN",
+        ],
+        [*rule, "-s", node.pod_cidr, *queue],
+        [*rule, "-d", node.pod_cidr, *queue],
+        [*chain, "-A", "POSTROUTING", "-j", QUEUE_CHAIN],
+    ]  # fmt: skip
+
+
+def install_queue_rules(node: RealNode) -> None:
+    """Once per node (the namespace and its rules go with `down`)."""
+    for argv in queue_rules(node):
+        result = subprocess.run(
+            ["ip", "netns", "exec", node.netns, *argv], capture_output=True, text=True, check=False
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"`{' '.join(argv)}` in {node.netns} failed: {result.stderr.strip()} (the "
+                "kernel needs the xtables NFQUEUE target, owner, conntrack and connlabel matches)"
+            )
 
 
 def agent_rbac() -> tuple[dict[str, Any], dict[str, Any]]:

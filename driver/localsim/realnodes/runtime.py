@@ -19,7 +19,7 @@ from driver.localsim.binaries import NodeBinaries
 from driver.localsim.certs import CertFiles, issue_certificate
 from driver.localsim.children import Child
 from driver.localsim.realnodes import cgroups, mountns, netns
-from driver.localsim.realnodes.netpolicy import AGENT_USER, agent_command
+from driver.localsim.realnodes.netpolicy import AGENT_USER, agent_command, install_queue_rules
 from driver.localsim.realnodes.plan import (
     RealNode,
     client_kubeconfig,
@@ -68,6 +68,7 @@ class NodeRuntime:
         cgroups.create(node.system_cgroup)
         netns.create_node_network(node)
         mountns.create(node)
+        install_queue_rules(node)
         certs = self.access.certs
         pki = self._path("pki")
         issue_certificate(
