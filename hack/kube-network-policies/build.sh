@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Builds kube-network-policies, the NetworkPolicy agent of the real-node
 # cluster, at the version go.mod here pins, into
-# <cache>/node/kube-network-policies-<version>/; kept once built. The agent
-# programs nftables through netlink and takes packets from NFQUEUE, so the
-# kernel needs nf_tables and nfnetlink_queue (built in or loadable); `nft`
-# (Debian's nftables) is installed to read its rules.
+# <cache>/node/kube-network-policies-<version>/; kept once built. It talks to
+# the kernel through netlink (NFQUEUE, conntrack, nftables): no Debian
+# package is needed (docs/real-nodes.md says what the kernel needs).
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 set -euo pipefail
 
@@ -14,10 +13,6 @@ version=$(cd "$here" && go list -m -f '{{.Version}}' "$module")
 dir=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}/node/kube-network-policies-$version
 bin=$dir/kube-network-policies
 log() { echo "build-kube-network-policies: $*" >&2; }
-# shellcheck source=../lib/debian-packages.sh
-. "$here/../lib/debian-packages.sh"
-
-install_missing "reading the real nodes' NetworkPolicy rules" nft:nftables || true
 [ -x "$bin" ] && exit 0
 mkdir -p "$dir"
 log "building kube-network-policies $version (first time only)"
