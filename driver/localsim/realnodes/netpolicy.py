@@ -1,12 +1,13 @@
 """The NetworkPolicy agent of the real nodes: kube-network-policies, one host
 process per node in the node's namespaces, beside its kubelet and kube-proxy.
 
-It reads Pods, Namespaces and NetworkPolicies from the apiserver, puts an
-nftables table in the node's network namespace that sends the first packet
-of each connection to or from a selected pod to an NFQUEUE, and answers
-accept or drop from the policies. It reads with its own identity, whose
-ClusterRole grants only that; the policy peers the chart gets in this mode
-are here too, beside the agent that enforces them.
+It reads Pods, Namespaces and NetworkPolicies from the apiserver, takes the
+first packet of each new connection of the node's pods from an NFQUEUE, and
+answers accept or drop from the policies. An iptables rule in the node's
+namespace feeds that queue (`queue_rules`: these hosts' kernel lacks the
+nftables `queue` expression the agent's own table would use). The agent
+reads with its own identity, whose ClusterRole grants only that; the policy
+peers the chart gets in this mode are here too, beside what enforces them.
 """
 
 import os
@@ -64,6 +65,7 @@ def agent_command(binary: Path, node: RealNode, kubeconfig: Path) -> list[str]:
         f"--kubeconfig={kubeconfig}",
         f"--hostname-override={node.name}",
         "--disable-nri",
+        f"--nfqueue-id={AGENT_QUEUE}",
         f"--metrics-bind-address=127.0.0.1:{AGENT_METRICS_PORT}",
     ]
 
