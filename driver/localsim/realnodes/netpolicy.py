@@ -37,9 +37,6 @@ READ = ["get", "list", "watch"]
 AGENT_QUEUE = 100
 """The NFQUEUE the agent reads (its --nfqueue-id default)."""
 
-AGENT_ACCEPT_LABEL = 100
-"""The conntrack label the agent sets on a connection it accepted (its default)."""
-
 QUEUE_CHAIN = "TDRA-NETPOL"
 
 MONITORING_NAMESPACE = "monitoring"
@@ -77,25 +74,23 @@ def queue_rules(node: RealNode) -> list[list[str]]:
     The agent's own nftables table does this with nftables' `queue`
     expression, which kernels without CONFIG_NFT_QUEUE lack (these hosts);
     the xtables NFQUEUE target reaches the same queue. Like the agent's
-    table: the node's own root processes (the kubelet's probes) pass, and so
-    does a connection the agent marked accepted; `--queue-bypass` lets
-    packets through while no agent listens (its --fail-open)."""
+    table, the node's own root processes (the kubelet's probes) pass. An
+    established connection passes too: upstream marks the connections it
+    accepted with a conntrack label from its verdict, which these kernels
+    cannot set (CONFIG_NETFILTER_NETLINK_GLUE_CT unset), and without this a
+    reply to a selected pod would be judged as new ingress. `--queue-bypass`
+    lets packets through while no agent listens (its --fail-open)."""
     chain = ["iptables", "-w", "-t", "mangle"]
     rule = [*chain, "-A", QUEUE_CHAIN]
     queue = ["-j", "NFQUEUE", "--queue-num", str(AGENT_QUEUE), "--queue-bypass"]
     return [
         [*chain, "-N", QUEUE_CHAIN],
         [*rule, "-m", "owner", "--uid-owner", "0", "-j", "RETURN"],
-        [
-            *rule,
-            "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
-            "-m", "connlabel", "--label", str(AGENT_ACCEPT_LABEL),
-            "-j", "RETURN",
-        ],
+        [*rule, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"],
         [*rule, "-s", node.pod_cidr, *queue],
         [*rule, "-d", node.pod_cidr, *queue],
         [*chain, "-A", "POSTROUTING", "-j", QUEUE_CHAIN],
-    ]  # fmt: skip
+    ]
 
 
 def install_queue_rules(node: RealNode) -> None:
@@ -107,7 +102,7 @@ def install_queue_rules(node: RealNode) -> None:
         if result.returncode != 0:
             raise RuntimeError(
                 f"`{' '.join(argv)}` in {node.netns} failed: {result.stderr.strip()} (the "
-                "kernel needs the xtables NFQUEUE target, owner, conntrack and connlabel matches)"
+                "kernel needs the xtables NFQUEUE target and the owner and conntrack matches)"
             )
 
 
