@@ -7,9 +7,11 @@
 # helm (hack/helm) and prometheus + promtool (hack/prometheus) are built at
 # the versions their modules pin, named <tool>-<version> beside the others.
 # The real-node runtime: kubelet and kube-proxy beside the control plane,
-# containerd + ctr + shim (hack/containerd) in node/containerd-<version>/ and
-# the CNI plugins (hack/cni) in node/cni-<version>/; runc and iptables come
-# from Debian's packages (installed when missing and running as root).
+# containerd + ctr + shim (hack/containerd) in node/containerd-<version>/,
+# the CNI plugins (hack/cni) in node/cni-<version>/ and the NetworkPolicy
+# agent (hack/kube-network-policies/build.sh) in
+# node/kube-network-policies-<version>/; runc and iptables come from Debian's
+# packages (installed when missing and running as root).
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
@@ -111,5 +113,6 @@ containerd_version=$(pinned github.com/containerd/containerd/v2 "$here/container
 build_tool_dir containerd github.com/containerd/containerd/v2 \
   "-X github.com/containerd/containerd/v2/version.Version=$containerd_version"
 build_tool_dir cni github.com/containernetworking/plugins ""
+"$here/kube-network-policies/build.sh"
 install_debian_tools
 echo "$out"

@@ -2,7 +2,7 @@
 after a crash (stray children are found by their recorded pids)."""
 
 from driver.localsim.flags import parse_down
-from driver.localsim.realnodes.cluster import cleanup
+from driver.localsim.realnodes.cluster import cleanup, holds_real_nodes
 from driver.localsim.state import remove_state, serve_pid, stray_pids, terminate
 
 
@@ -17,8 +17,9 @@ def main(argv: list[str]) -> int:
         print(f"stopping {len(strays)} processes left by a crashed cluster: {strays}")
         terminate(strays, paths)
     existed = paths.root.exists()
-    for what in cleanup(paths.nodes_dir):
-        print(f"removed {what}")
+    if holds_real_nodes(paths.nodes_dir):
+        for what in cleanup(paths.nodes_dir):
+            print(f"removed {what}")
     remove_state(paths)
     if pid is None and not strays:
         what = "stale state removed" if existed else "nothing to remove"

@@ -1,5 +1,6 @@
 """A cluster of real nodes: the control plane's processes plus, per node,
-containerd, a kubelet and kube-proxy in the node's own namespaces; then the
+containerd, a kubelet, kube-proxy and the NetworkPolicy agent in the node's
+own namespaces; then the
 Helm chart installed for real, so the controller and the node daemons run as
 pods under their ServiceAccounts.
 
@@ -20,6 +21,7 @@ from driver.localsim.binaries import Binaries, NodeBinaries
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.realnodes import cgroups, mountns, netns, release
+from driver.localsim.realnodes.netpolicy import agent_binary, grant_agent
 from driver.localsim.realnodes.plan import CGROUP_PARENT, RealNode, plan_nodes
 from driver.localsim.realnodes.runtime import ClusterAccess, NodeRuntime, NodeStartError
 
@@ -65,8 +67,9 @@ class RealNodeCluster:
         self.nodes = plan_nodes(paths.nodes_dir, spec.racks)
         gates = {**plane.config.feature_gates, **RESOURCE_HEALTH_GATES}
         access = ClusterAccess(plane.config.url, plane.config.certs, gates, images.sandbox)
+        agent = agent_binary()
         self.runtimes = [
-            NodeRuntime(node, self.node_binaries, access, paths.logs) for node in self.nodes
+            NodeRuntime(node, self.node_binaries, access, paths.logs, agent) for node in self.nodes
         ]
 
     def start(self, progress: Callable[[str], None]) -> None:
@@ -77,10 +80,13 @@ class RealNodeCluster:
         for runtime in self.runtimes:  # this thread owns the children (parent-death signal)
             runtime.start_containerd()
         self._each(self._import_images)
-        progress("starting the kubelets and kube-proxies")
+        progress("starting the kubelets, kube-proxies and NetworkPolicy agents")
+        with self.plane.api_client() as api:
+            grant_agent(api)
         for runtime in self.runtimes:
             runtime.start_kubelet()
             runtime.start_kube_proxy()
+            runtime.start_network_policy()
         self._await_nodes_ready(progress)
         progress("installing the Helm chart (controller Deployment, node DaemonSet)")
         release.install(
@@ -160,6 +166,13 @@ class RealNodeCluster:
 def node_ready(node: Any) -> bool:
     conditions = node.status.conditions or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def holds_real_nodes(nodes_dir: Path) -> bool:
+    """Whether a state dir's nodes are real ones (each has a kubelet config).
+    The bridge, namespaces and cgroups `cleanup` removes are the host's: the
+    `down` of a stand-in cluster must leave a running real-node cluster alone."""
+    return any(nodes_dir.glob("*/etc/kubelet.yaml"))
 
 
 def cleanup(nodes_dir: Path) -> list[str]:

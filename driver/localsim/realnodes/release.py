@@ -10,6 +10,7 @@ import yaml
 from driver.localsim.binaries import Binaries
 from driver.localsim.chart import CHART_DIR, NAMESPACE, RELEASE, helm_binary
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, ultraserver_object
+from driver.localsim.realnodes.netpolicy import policy_peers
 
 VALUES = Path(__file__).resolve().parents[3] / "deploy" / "values" / "real-nodes.yaml"
 INSTALL_TIMEOUT = "5m"
@@ -24,6 +25,7 @@ def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, An
     return {
         "driverName": spec.driver,
         "image": {"repository": repository, "tag": tag},
+        "networkPolicy": policy_peers(),
         "ultraservers": [
             {
                 "name": rack.name,

@@ -1,5 +1,5 @@
-"""Start and stop the processes of one real node: containerd, the kubelet and
-kube-proxy, each entered into the node's cgroup and namespaces.
+"""Start and stop the processes of one real node: containerd, the kubelet,
+kube-proxy and the NetworkPolicy agent, each entered into the node's cgroup and namespaces.
 
 Configuration documents come from `plan.py`; this module writes them, the
 node's certificates and kubeconfigs, and supervises the processes.
@@ -19,6 +19,7 @@ from driver.localsim.binaries import NodeBinaries
 from driver.localsim.certs import CertFiles, issue_certificate
 from driver.localsim.children import Child
 from driver.localsim.realnodes import cgroups, mountns, netns
+from driver.localsim.realnodes.netpolicy import AGENT_USER, agent_command, install_queue_rules
 from driver.localsim.realnodes.plan import (
     RealNode,
     client_kubeconfig,
@@ -52,6 +53,7 @@ class NodeRuntime:
     binaries: NodeBinaries
     access: ClusterAccess
     logs: Path
+    policy_agent: Path
     children: dict[str, Child] = field(default_factory=dict)
 
     def _path(self, what: str) -> Path:
@@ -66,6 +68,7 @@ class NodeRuntime:
         cgroups.create(node.system_cgroup)
         netns.create_node_network(node)
         mountns.create(node)
+        install_queue_rules(node)
         certs = self.access.certs
         pki = self._path("pki")
         issue_certificate(
@@ -86,8 +89,11 @@ class NodeRuntime:
         issue_certificate(
             certs, "system:kube-proxy", (), pki / "kube-proxy.crt", pki / "kube-proxy.key"
         )
+        issue_certificate(
+            certs, AGENT_USER, (), pki / "network-policy.crt", pki / "network-policy.key"
+        )
         etc = self._path("etc")
-        for user in ("kubelet", "kube-proxy"):
+        for user in ("kubelet", "kube-proxy", "network-policy"):
             document = client_kubeconfig(
                 self.access.server, certs.ca_cert, pki / f"{user}.crt", pki / f"{user}.key"
             )
@@ -199,6 +205,10 @@ class NodeRuntime:
             "kube-proxy", [str(self.binaries.kube_proxy), f"--config={etc / 'kube-proxy.yaml'}"]
         )
 
+    def start_network_policy(self) -> None:
+        kubeconfig = self._path("etc") / "network-policy.kubeconfig"
+        self._start("network-policy", agent_command(self.policy_agent, self.node, kubeconfig))
+
     def dead(self) -> list[Child]:
         return [c for c in self.children.values() if not c.alive()]
 
@@ -209,12 +219,13 @@ class NodeRuntime:
             "containerd": self.start_containerd,
             "kubelet": self.start_kubelet,
             "kube-proxy": self.start_kube_proxy,
+            "network-policy": self.start_network_policy,
         }[what]()
 
     def stop(self) -> None:
-        """kubelet and kube-proxy first, then containerd; then everything left in
-        the node's cgroups (shims and containers outlive containerd)."""
-        for what in ("kubelet", "kube-proxy", "containerd"):
+        """kubelet, kube-proxy and the policy agent first, then containerd; then
+        everything left in the node's cgroups (shims and containers outlive containerd)."""
+        for what in ("kubelet", "kube-proxy", "network-policy", "containerd"):
             if what in self.children:
                 self.children.pop(what).stop()
         cgroups.kill_all(self.node.cgroup)

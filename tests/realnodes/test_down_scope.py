@@ -1,0 +1,23 @@
+"""`down` removes the host's real-node bridge, namespaces and cgroups only for
+a real-node state dir: a stand-in cluster's `down` (every stand-in test ends
+with one) must not tear down a real-node cluster another checkout runs."""
+
+from pathlib import Path
+
+from driver.localsim.clusterspec import ClusterPaths
+from driver.localsim.realnodes.cluster import holds_real_nodes
+
+
+def test_a_stand_in_state_dir_holds_no_real_nodes(tmp_path: Path) -> None:
+    paths = ClusterPaths(tmp_path)
+    for what in ("k", "s", "cdi"):
+        Path(paths.node_template(what).replace("{node}", "rack-a-node-0")).mkdir(parents=True)
+    assert not holds_real_nodes(paths.nodes_dir)
+
+
+def test_a_real_node_state_dir_holds_real_nodes(tmp_path: Path) -> None:
+    paths = ClusterPaths(tmp_path)
+    etc = paths.nodes_dir / "rack-a-node-0" / "etc"
+    etc.mkdir(parents=True)
+    (etc / "kubelet.yaml").write_text("kind: KubeletConfiguration\n")
+    assert holds_real_nodes(paths.nodes_dir)
