@@ -21,7 +21,6 @@ from simdevice.topology import RackSpec, rack_spec
 from tests.e2e.cluster import Cluster, example_file, wait_for
 from tests.e2e.examples.rackscale import for_rack, server_on
 
-CORES_PER_CHIP = 8
 BUSY = 0.01
 """Utilization above which `trainium-dra top` counts a core busy: it decays
 with a 1 s time constant, so a core a finished job used stays above 0 for
@@ -39,7 +38,7 @@ class Target:
 
     @property
     def server_cores(self) -> int:
-        return self.rack.chips_per_server * CORES_PER_CHIP
+        return self.rack.chips_per_server * self.rack.chip.cores
 
     def node(self, server: int) -> str:
         """The node of the server an example's server index stands for."""
