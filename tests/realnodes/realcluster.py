@@ -2,6 +2,7 @@
 files are on the host, workload pods that run the driver image, and reading
 what their containers printed (through the apiserver and the real kubelet)."""
 
+import base64
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from kubernetes import client
 
 from driver.jsontypes import JSON
@@ -91,6 +93,19 @@ class RealCluster:
         ]
         assert len(found) == 1, f"daemon pods on {node}: {[p['metadata']['name'] for p in found]}"
         return found[0]
+
+    def sim_control(self, node: str) -> httpx.Client:
+        """A client of the simulator controls of `node`'s daemon pod, with the chart's token."""
+        secret = client.CoreV1Api(self.api).read_namespaced_secret(
+            "trainium-dra-node-sim-control", NAMESPACE
+        )
+        token = base64.b64decode(secret.data["token"]).decode()
+        address = self.daemon_pod(node)["status"]["podIP"]
+        return httpx.Client(
+            base_url=f"http://{address}:8082",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10.0,
+        )
 
     def kubelet_log(self, node: str) -> str:
         return (self.cluster.paths.logs / f"{node}-kubelet.log").read_text(errors="replace")

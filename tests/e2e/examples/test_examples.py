@@ -1,22 +1,22 @@
-"""Every example under deploy/examples/ applied to a running local cluster
-(one full Trn3 Gen2 rack, 36 nodes), checking what its README promises.
+"""Every example under deploy/examples/ applied to a running cluster, checking
+what its README promises. The checks take a `target`: the stand-in rack here
+(conftest.py), the real-node UltraServer in tests/realnodes/test_examples.py,
+which runs these same functions.
 
 Examples run one after the other and each is deleted (namespace included)
-before the next, so each starts from an empty rack. The cluster is the
-package's (conftest.py), shared with test_scheduling.py.
+before the next, so each starts from an empty rack.
 """
 
 import re
 import subprocess
 
-import httpx
 import pytest
 from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.localsim.children import trainium_dra_argv
-from driver.localsim.top import parse_metrics
 from tests.e2e.cluster import EXAMPLES, Cluster, results, wait_for
+from tests.e2e.examples.target import BUSY, Target
 
 pytestmark = pytest.mark.integration
 
@@ -29,175 +29,178 @@ def node_of(pod: dict[str, object]) -> str:
     return str(spec["nodeName"])
 
 
-def server_node(server: str | int) -> str:
-    return f"rack-a-node-{int(server)}"
-
-
-def test_single_core(cluster: Cluster) -> None:
+def test_single_core(target: Target) -> None:
     files = ("single-core/single-core.yaml",)
-    cluster.apply(*files)
+    target.apply(*files)
     try:
-        pod = cluster.running("example-single-core", "gemm")
-        claim = cluster.claim_of(pod)
-        [result] = results(claim)
+        pod = target.cluster.running("example-single-core", "gemm")
+        [result] = results(target.cluster.claim_of(pod))
         match = re.fullmatch(r"server(\d\d)-chip(\d\d)-core(\d)", result["device"])
         assert match, result["device"]
         server, chip, core = (int(g) for g in match.groups())
         node = node_of(pod)
-        assert node == server_node(server)
-        env = cluster.cdi_env(node, claim["metadata"]["uid"])
+        assert node == target.node(server)
+        env = target.seen(pod)
         assert env["NEURON_RT_VISIBLE_CORES"] == str(chip * 8 + core)  # LNC 1: one id per core
-
-        def busy_cores() -> list[int] | None:
-            sample = parse_metrics(httpx.get(cluster.metrics_url()).text)
-            busy = [c for c, v in sample.cores.get(node, {}).items() if v > 0]
-            return busy or None
-
         # The workload annotation ran a GEMM on exactly the claimed core.
-        assert wait_for("utilization on the claimed core", busy_cores) == [chip * 8 + core]
+        busy = wait_for("utilization on the claimed core", lambda: target.busy_cores(node))
+        assert busy == [chip * 8 + core]
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_lnc2_partition(cluster: Cluster) -> None:
+def test_lnc2_partition(target: Target) -> None:
     files = ("lnc2-partition/lnc2-partition.yaml",)
-    cluster.apply(*files)
+    target.apply(*files)
     try:
-        pod = cluster.running("example-lnc2-partition", "attention")
-        claim = cluster.claim_of(pod)
-        [result] = results(claim)
+        pod = target.cluster.running("example-lnc2-partition", "attention")
+        [result] = results(target.cluster.claim_of(pod))
         match = re.fullmatch(r"server(\d\d)-chip(\d\d)-cores(\d)-(\d)", result["device"])
         assert match, result["device"]
         chip, first, last = int(match[2]), int(match[3]), int(match[4])
         assert last - first + 1 == 4
-        env = cluster.cdi_env(node_of(pod), claim["metadata"]["uid"])
+        env = target.seen(pod)
         assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
         # 4 physical cores fused in pairs: 2 logical cores, chip d owning ids 4d..4d+3.
         expected = [chip * 4 + first // 2, chip * 4 + first // 2 + 1]
         assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, expected))
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_whole_chip(cluster: Cluster) -> None:
+def test_whole_chip(target: Target) -> None:
     files = ("whole-chip/whole-chip.yaml",)
-    cluster.apply(*files)
+    target.apply(*files)
     try:
-        pod = cluster.running("example-whole-chip", "train")
-        claim = cluster.claim_of(pod)
-        [result] = results(claim)
+        pod = target.cluster.running("example-whole-chip", "train")
+        [result] = results(target.cluster.claim_of(pod))
         match = CHIP.fullmatch(result["device"])
         assert match, result["device"]
-        assert node_of(pod) == server_node(match[1])
-        env = cluster.cdi_env(node_of(pod), claim["metadata"]["uid"])
+        assert node_of(pod) == target.node(int(match[1]))
+        env = target.seen(pod)
         lnc = int(env["NEURON_LOGICAL_NC_CONFIG"])
         assert len(env["NEURON_RT_VISIBLE_CORES"].split(",")) == 8 // lnc
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_two_chips_same_server(cluster: Cluster) -> None:
+def test_two_chips_same_server(target: Target) -> None:
     files = ("two-chips-same-server/two-chips-same-server.yaml",)
-    cluster.apply(*files)
+    target.apply(*files)
     try:
-        pod = cluster.running("example-two-chips", "all-reduce")
-        devices = [r["device"] for r in results(cluster.claim_of(pod))]
+        pod = target.cluster.running("example-two-chips", "all-reduce")
+        devices = [r["device"] for r in results(target.cluster.claim_of(pod))]
         matches = [CHIP.fullmatch(d) for d in devices]
         assert len(devices) == 2 and all(matches), devices
         servers = {m[1] for m in matches if m}
         chips = {m[2] for m in matches if m}
         assert len(servers) == 1 and len(chips) == 2, devices
-        assert node_of(pod) == server_node(servers.pop())
+        assert node_of(pod) == target.node(int(servers.pop()))
+        assert len(target.seen(pod)["NEURON_RT_VISIBLE_CORES"].split(",")) == 2 * 8
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_whole_server(cluster: Cluster) -> None:
+def test_whole_server(target: Target) -> None:
     files = ("whole-server/whole-server.yaml",)
-    cluster.apply(*files)
+    target.apply(*files)
     try:
-        pod = cluster.running("example-whole-server", "train")
-        claim = cluster.claim_of(pod)
-        [result] = results(claim)
+        pod = target.cluster.running("example-whole-server", "train")
+        [result] = results(target.cluster.claim_of(pod))
         match = re.fullmatch(r"server(\d\d)", result["device"])
         assert match, result["device"]
-        assert node_of(pod) == server_node(match[1])
-        env = cluster.cdi_env(node_of(pod), claim["metadata"]["uid"])
+        assert node_of(pod) == target.node(int(match[1]))
+        env = target.seen(pod)
         lnc = int(env["NEURON_LOGICAL_NC_CONFIG"])
-        assert len(env["NEURON_RT_VISIBLE_CORES"].split(",")) == 32 // lnc
+        assert len(env["NEURON_RT_VISIBLE_CORES"].split(",")) == target.server_cores // lnc
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_whole_rack_shared_by_36_pods(cluster: Cluster) -> None:
+def test_whole_rack_shared_by_a_pod_per_server(target: Target) -> None:
     files = ("whole-rack/whole-rack.yaml",)
-    cluster.apply(*files)
+    servers = target.rack.servers
+    target.apply(*files)
     try:
-        pods = cluster.job_pods("example-whole-rack", "rack-train", 36)
+        pods = target.cluster.job_pods("example-whole-rack", "rack-train", servers)
         nodes = {node_of(p) for p in pods}
-        assert nodes == {server_node(i) for i in range(36)}
-        claim = cluster.claim_of(pods[0])
+        assert nodes == {target.node(i) for i in range(servers)}
+        claim = target.cluster.claim_of(pods[0])
         assert [r["device"] for r in results(claim)] == ["ultraserver"]
         reserved = {r["uid"] for r in claim["status"]["reservedFor"]}
         assert reserved == {p["metadata"]["uid"] for p in pods}
-        for node in nodes:  # every node prepared its own 4 chips, fused by the rack config
-            env = cluster.cdi_env(node, claim["metadata"]["uid"])
+        fused = ",".join(str(i) for i in range(target.server_cores // 2))
+        for pod in pods:  # every node prepared its own chips, fused by the rack config
+            env = target.seen(pod)
             assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
-            assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(str(i) for i in range(16))
+            assert env["NEURON_RT_VISIBLE_CORES"] == fused
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_first_available(cluster: Cluster) -> None:
+def test_first_available(target: Target) -> None:
+    """The first alternative no rack here has; a Trainium3 Gen2 chip on the
+    rack the example is written for, else the third: four cores."""
     files = ("first-available/first-available.yaml",)
-    cluster.apply(*files)
+    target.apply(*files)
     try:
-        pod = cluster.running("example-first-available", "gemm")
-        [result] = results(cluster.claim_of(pod))
-        # No Trainium2 chip in the rack: the second alternative was taken.
-        assert result["request"] == "accel/trn3-chip"
-        assert CHIP.fullmatch(result["device"]), result["device"]
+        pod = target.cluster.running("example-first-available", "gemm")
+        [result] = results(target.cluster.claim_of(pod))
+        if target.rack.generation == "trn3-gen2":
+            assert result["request"] == "accel/trn3-chip"
+            assert CHIP.fullmatch(result["device"]), result["device"]
+        else:
+            assert result["request"] == "accel/four-cores"
+            assert re.fullmatch(r"server\d\d-chip\d\d-cores\d-\d", result["device"]), result
+        target.seen(pod)
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_cel_topology(cluster: Cluster) -> None:
+def test_cel_topology(target: Target) -> None:
     files = ("cel-topology/cel-topology.yaml",)
-    cluster.apply(*files)
+    target.apply(*files)
     try:
-        pod = cluster.running("example-cel-topology", "gemm")
-        [result] = results(cluster.claim_of(pod))
-        assert re.fullmatch(r"server03-chip\d\d-cores4-7", result["device"]), result["device"]
-        assert node_of(pod) == "rack-a-node-3"
+        pod = target.cluster.running("example-cel-topology", "gemm")
+        [result] = results(target.cluster.claim_of(pod))
+        pattern = rf"{target.server(3)}-chip\d\d-cores4-7"
+        assert re.fullmatch(pattern, result["device"]), result["device"]
+        assert node_of(pod) == target.node(3)
+        assert len(target.seen(pod)["NEURON_RT_VISIBLE_CORES"].split(",")) == 4
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_admin_access(cluster: Cluster) -> None:
+def test_admin_access(target: Target) -> None:
     files = ("admin-access/1-monitor.yaml", "admin-access/2-workload.yaml")
-    cluster.apply(files[0])
+    server = target.server(2)
+    target.apply(files[0])
     try:
-        monitor = cluster.running("example-admin-access", "monitor")
-        watched = results(cluster.claim_of(monitor))
-        assert sorted(r["device"] for r in watched) == [f"server02-chip0{i}" for i in range(4)]
+        monitor = target.cluster.running("example-admin-access", "monitor")
+        watched = results(target.cluster.claim_of(monitor))
+        chips = [f"{server}-chip{i:02d}" for i in range(target.rack.chips_per_server)]
+        assert sorted(r["device"] for r in watched) == chips
         assert all(r.get("adminAccess") for r in watched)
-        cluster.apply(files[1])
-        workload = cluster.running("example-admin-access", "workload")
-        [result] = results(cluster.claim_of(workload))
-        assert result["device"] == "server02-chip00" and not result.get("adminAccess")
-        assert node_of(workload) == node_of(monitor) == "rack-a-node-2"
+        target.apply(files[1])
+        workload = target.cluster.running("example-admin-access", "workload")
+        [result] = results(target.cluster.claim_of(workload))
+        assert result["device"] == f"{server}-chip00" and not result.get("adminAccess")
+        assert node_of(workload) == node_of(monitor) == target.node(2)
+        target.seen(workload)
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_device_taint_toleration(cluster: Cluster) -> None:
+def test_device_taint_toleration(target: Target) -> None:
     files = ("device-taints/1-maintenance-taint.yaml", "device-taints/2-toleration.yaml")
-    cluster.apply(*files)
+    cluster = target.cluster
+    target.apply(*files)
     try:
         pod = cluster.running("example-device-taints", "tolerated")
         [result] = results(cluster.claim_of(pod))
-        assert result["device"] == "server04-chip01"
-        assert node_of(pod) == "rack-a-node-4"
+        assert result["device"] == f"{target.server(4)}-chip01"
+        assert node_of(pod) == target.node(4)
+        target.seen(pod)
 
         def refused() -> list[str] | None:
             messages = [
@@ -211,7 +214,7 @@ def test_device_taint_toleration(cluster: Cluster) -> None:
         untolerated = cluster.pod("example-device-taints", "untolerated")
         assert untolerated is not None and not untolerated["spec"].get("nodeName")
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
 def taint_rule_condition(cluster: Cluster, name: str) -> JSON | None:
@@ -224,34 +227,41 @@ def taint_rule_condition(cluster: Cluster, name: str) -> JSON | None:
     return found
 
 
-def test_drain_chip(cluster: Cluster) -> None:
+def test_drain_chip(target: Target) -> None:
     """An admin's NoExecute DeviceTaintRule on one chip: the pod holding it is
     evicted and its claim unprepared, and the Job's next pod gets another chip."""
     files = ("drain-chip/1-job.yaml", "drain-chip/2-drain.yaml")
     namespace = "example-drain-chip"
-    cluster.apply(files[0])
+    cluster = target.cluster
+    server = target.server(6)
+    target.apply(files[0])
     try:
         [first] = cluster.job_pods(namespace, "train", 1)
         claim = cluster.claim_of(first)
         [result] = results(claim)
-        assert result["device"] == "server06-chip02"
+        assert result["device"] == f"{server}-chip02"
+        target.seen(first)
         spec_file = (
             cluster.paths.cdi_dir(node_of(first))
             / f"k8s.trainium.sim.dev-claim_{claim['metadata']['uid']}.json"
         )
         assert spec_file.exists()
-        cluster.apply(files[1])
+        target.apply(files[1])
         wait_for(
             "the drained pod gone",
             lambda: cluster.pod(namespace, first["metadata"]["name"]) is None,
         )
-        # The kubelet stand-in unprepared the claim before the pod went away.
+        # The kubelet unprepared the claim before the pod went away.
         assert not spec_file.exists()
         [replacement] = cluster.job_pods(namespace, "train", 1)
         assert replacement["metadata"]["uid"] != first["metadata"]["uid"]
         [moved] = results(cluster.claim_of(replacement))
-        assert re.fullmatch(r"server06-chip0[013]", moved["device"]), moved
-        assert node_of(replacement) == "rack-a-node-6"
+        others = {f"{server}-chip{i:02d}" for i in range(target.rack.chips_per_server)} - {
+            result["device"]
+        }
+        assert moved["device"] in others, moved
+        assert node_of(replacement) == target.node(6)
+        target.seen(replacement)
 
         def completed() -> JSON | None:
             condition = taint_rule_condition(cluster, "example-drain-server06-chip02")
@@ -259,13 +269,15 @@ def test_drain_chip(cluster: Cluster) -> None:
 
         assert wait_for("the rule's eviction completed", completed)["status"] == "False"
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_invalid_config(cluster: Cluster) -> None:
+def test_invalid_config(target: Target) -> None:
     """Malformed: refused when created. Well formed but too big for the device:
     refused at prepare, and the pod says why."""
     refused, fits_not = "invalid-config/1-refused.yaml", "invalid-config/2-does-not-fit.yaml"
+    cluster = target.cluster
+    namespace = "example-invalid-config"
     try:
         applied = cluster.kubectl("apply", "-f", str(EXAMPLES / refused), check=False)
         assert applied.returncode != 0
@@ -273,41 +285,40 @@ def test_invalid_config(cluster: Cluster) -> None:
             "spec.spec.devices.config[0].opaque.parameters.logicalNeuronCore: "
             "must be one of 1, 2, 4, got 3"
         ) in applied.stderr
-        cluster.apply(fits_not)
+        target.apply(fits_not)
         expected = "logicalNeuronCore=2 does not fit device"
 
-        def failed() -> dict[str, str] | None:
-            pod = cluster.pod("example-invalid-config", "train")
-            statuses = (pod or {}).get("status", {}).get("containerStatuses") or []
-            waiting = statuses[0]["state"].get("waiting") if statuses else None
-            return waiting if waiting and expected in waiting.get("message", "") else None
+        def warned() -> list[JSON] | None:
+            events = cluster.events(namespace, "train")
+            found = [e for e in events if e["reason"] == "FailedPrepareDynamicResources"]
+            return found if found and expected in found[0]["message"] else None
 
-        waiting = wait_for("the prepare error in the pod status", failed)
-        assert waiting["reason"] == "FailedPrepareDynamicResources"
-        assert "status.allocation.devices.config: " in waiting["message"]
-        pod = cluster.pod("example-invalid-config", "train")
+        [warning, *_] = wait_for("the prepare error in the pod's events", warned)
+        assert warning["type"] == "Warning"
+        assert "status.allocation.devices.config: " in warning["message"]
+        pod = cluster.pod(namespace, "train")
         assert pod is not None and pod["status"]["phase"] == "Pending"
-        events = cluster.events("example-invalid-config", "train")
-        warnings = [e for e in events if e["reason"] == "FailedPrepareDynamicResources"]
-        assert warnings and warnings[0]["type"] == "Warning" and expected in warnings[0]["message"]
     finally:
-        cluster.delete(refused, fits_not)
+        target.delete(refused, fits_not)
 
 
-def test_demo_job(cluster: Cluster) -> None:
+def test_demo_job(target: Target) -> None:
     files = ("demo-job/demo-job.yaml",)
-    cluster.apply(*files)
+    cluster = target.cluster
+    target.apply(*files)
     try:
         pods = cluster.job_pods("demo", "trainer", 4)
         devices = [results(cluster.claim_of(p))[0]["device"] for p in pods]
         assert all(re.fullmatch(r"server\d\d", d) for d in devices) and len(set(devices)) == 4
         nodes = {node_of(p) for p in pods}
+        for pod in pods:
+            target.seen(pod)
 
         seen: list[set[str]] = []
 
         def busy_nodes() -> set[str] | None:
-            sample = parse_metrics(httpx.get(cluster.metrics_url()).text)
-            busy = {n for n, cores in sample.cores.items() if all(v > 0 for v in cores.values())}
+            sample = target.sample()
+            busy = {n for n, cores in sample.cores.items() if all(v > BUSY for v in cores.values())}
             seen.append(busy)
             return busy if nodes <= busy else None
 
@@ -316,7 +327,7 @@ def test_demo_job(cluster: Cluster) -> None:
         except AssertionError as err:
             raise AssertionError(f"{err}; trainers on {sorted(nodes)}, busy: {seen[-1]}") from None
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
 def test_status_shows_allocations_and_unhealthy_devices(cluster: Cluster) -> None:

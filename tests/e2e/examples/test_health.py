@@ -1,16 +1,19 @@
-"""Per-core health on the local cluster: a fault on one core taints only the
-devices over it (deploy/examples/core-fault)."""
+"""Per-core health: a fault on one core taints only the devices over it
+(deploy/examples/core-fault), on the stand-in here and, through `target`, on
+real nodes (tests/realnodes/test_examples.py)."""
 
 import pytest
 from kubernetes import client
 
 from driver.jsontypes import JSON
 from tests.e2e.cluster import Cluster, wait_for
+from tests.e2e.examples.target import Target
 
 pytestmark = pytest.mark.integration
 
 NAMESPACE = "example-core-fault"
-FAULT = {"node": "rack-a-node-2", "chip": 3, "core": 6, "kind": "ecc-uncorrected-sram"}
+NODE = "rack-a-node-2"
+FAULT = {"node": NODE, "chip": 3, "core": 6, "kind": "ecc-uncorrected-sram"}
 OVER_CORE_6 = {
     "server02-chip03-core6",
     "server02-chip03-cores6-7",
@@ -34,19 +37,20 @@ def tainted(cluster: Cluster) -> set[str]:
 
 def health_entries(cluster: Cluster) -> list[JSON]:
     report = client.CustomObjectsApi(cluster.api).get_cluster_custom_object(
-        "trainium.sim.dev", "v1alpha1", "nodedevicehealths", "rack-a-node-2"
+        "trainium.sim.dev", "v1alpha1", "nodedevicehealths", NODE
     )
     entries: list[JSON] = report["spec"].get("devices") or []
     return entries
 
 
-def test_a_failed_core_evicts_only_the_partition_over_it(cluster: Cluster) -> None:
+def test_a_failed_core_evicts_only_the_partition_over_it(target: Target) -> None:
     files = ("core-fault/core-fault.yaml",)
-    sim = cluster.sim_control()
-    cluster.apply(*files)
+    cluster = target.cluster
+    sim = target.sim_control(NODE)
+    target.apply(*files)
     try:
         for name in ("low", "high"):
-            cluster.running(NAMESPACE, name)
+            target.seen(cluster.running(NAMESPACE, name))
         sim.post("/sim/v1/faults", json=FAULT).raise_for_status()
         [entry] = wait_for("the core in NodeDeviceHealth", lambda: health_entries(cluster))
         assert (entry["chip"], entry.get("core"), entry["state"]) == (3, 6, "failed")
@@ -59,4 +63,4 @@ def test_a_failed_core_evicts_only_the_partition_over_it(cluster: Cluster) -> No
     finally:
         sim.request("DELETE", "/sim/v1/faults", json=FAULT)
         sim.close()
-        cluster.delete(*files)
+        target.delete(*files)

@@ -1,6 +1,7 @@
 """The scheduling examples (docs/scheduling.md) against the real scheduler:
 gangs in PodGroups, extended resource requests served through DRA, and a
-ResourceQuota on devices."""
+ResourceQuota on devices. On the stand-in here and, through `target`, on real
+nodes (tests/realnodes/test_examples.py)."""
 
 import re
 
@@ -9,6 +10,7 @@ from kubernetes import client
 
 from driver.jsontypes import JSON
 from tests.e2e.cluster import EXAMPLES, Cluster, results, wait_for
+from tests.e2e.examples.target import Target
 
 pytestmark = pytest.mark.integration
 
@@ -36,13 +38,14 @@ def pods(cluster: Cluster, namespace: str) -> list[JSON]:
     return [cluster.api.sanitize_for_serialization(p) for p in items]
 
 
-def test_whole_rack_gang_binds_all_or_nothing(cluster: Cluster) -> None:
+def test_whole_rack_gang_binds_all_or_nothing(target: Target) -> None:
     files = ("gang-rack/gang-rack.yaml",)
     namespace = "example-gang-rack"
-    blocked = "rack-a-node-5"
+    cluster, servers = target.cluster, target.rack.servers
+    blocked = target.node(5)
     cluster.kubectl("cordon", blocked)
     try:
-        cluster.apply(*files)
+        target.apply(*files)
 
         def refused() -> JSON | None:
             condition = scheduled_condition(cluster, podgroup(cluster, namespace, "rack-train"))
@@ -52,15 +55,15 @@ def test_whole_rack_gang_binds_all_or_nothing(cluster: Cluster) -> None:
         assert condition["reason"] == "Unschedulable"
         assert condition["message"], condition
         waiting = pods(cluster, namespace)
-        assert len(waiting) == 36
+        assert len(waiting) == servers
         assert [p["metadata"]["name"] for p in waiting if p["spec"].get("nodeName")] == []
         claim_name = podgroup(cluster, namespace, "rack-train")["status"]["resourceClaimStatuses"][
             0
         ]["resourceClaimName"]
 
         cluster.kubectl("uncordon", blocked)
-        running = cluster.job_pods(namespace, "rack-train", 36)
-        assert {p["spec"]["nodeName"] for p in running} == {f"rack-a-node-{i}" for i in range(36)}
+        running = cluster.job_pods(namespace, "rack-train", servers)
+        assert {p["spec"]["nodeName"] for p in running} == {target.node(i) for i in range(servers)}
         scheduled = scheduled_condition(cluster, podgroup(cluster, namespace, "rack-train"))
         assert scheduled and scheduled["status"] == "True"
         claim = cluster.claim_of(running[0])
@@ -71,23 +74,25 @@ def test_whole_rack_gang_binds_all_or_nothing(cluster: Cluster) -> None:
         assert {k: reserved[k] for k in GROUP_REF} == GROUP_REF
         assert reserved["name"] == "rack-train"
         [status] = claim["status"]["devices"]
-        assert status["data"]["ring"] == list(range(144))
-        for node in (p["spec"]["nodeName"] for p in running):
-            env = cluster.cdi_env(node, claim["metadata"]["uid"])
+        assert status["data"]["ring"] == list(range(target.rack.chips))
+        for pod in running:
+            env = target.seen(pod)
             # What the containers see of the fabric is what the claim's status says.
             assert env["TRAINIUM_DRA_RING"] == ",".join(map(str, status["data"]["ring"]))
             assert env["TRAINIUM_DRA_FABRIC_IPS"] == ",".join(status["networkData"]["ips"])
             assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
-            assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(str(i) for i in range(16))
+            fused = range(target.server_cores // 2)
+            assert env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, fused))
     finally:
         cluster.kubectl("uncordon", blocked, check=False)
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_four_server_gang_on_one_rack(cluster: Cluster) -> None:
+def test_four_server_gang_on_one_rack(target: Target) -> None:
     files = ("gang-servers/gang-servers.yaml",)
     namespace = "example-gang-servers"
-    cluster.apply(*files)
+    cluster = target.cluster
+    target.apply(*files)
     try:
         running = cluster.job_pods(namespace, "four-servers", 4)
         nodes = {p["spec"]["nodeName"] for p in running}
@@ -97,7 +102,10 @@ def test_four_server_gang_on_one_rack(cluster: Cluster) -> None:
             [result] = results(cluster.claim_of(pod))
             match = re.fullmatch(r"server(\d\d)", result["device"])
             assert match, result["device"]
-            assert pod["spec"]["nodeName"] == f"rack-a-node-{int(match[1])}"
+            assert pod["spec"]["nodeName"] == target.node(int(match[1]))
+            assert len(target.seen(pod)["NEURON_RT_VISIBLE_CORES"].split(",")) == (
+                target.server_cores
+            )
             devices.add(result["pool"])
         assert devices == {"rack-a"}
         group = podgroup(cluster, namespace, "four-servers")
@@ -109,13 +117,14 @@ def test_four_server_gang_on_one_rack(cluster: Cluster) -> None:
                 "topology": [{"key": "trainium.sim.dev/ultraserver"}]
             }
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_extended_resource_requests_are_served_by_dra(cluster: Cluster) -> None:
+def test_extended_resource_requests_are_served_by_dra(target: Target) -> None:
     files = ("extended-resources/extended-resources.yaml",)
     namespace = "example-extended-resources"
-    cluster.apply(*files)
+    cluster = target.cluster
+    target.apply(*files)
     try:
         for name, pattern, visible in (
             ("two-cores", r"server\d\d-chip\d\d-core\d", 2),
@@ -126,45 +135,44 @@ def test_extended_resource_requests_are_served_by_dra(cluster: Cluster) -> None:
             extended = pod["status"]["extendedResourceClaimStatus"]
             [mapping] = extended["requestMappings"]
             assert mapping["containerName"] == "main"
-            claim = client.ResourceV1Api(cluster.api).read_namespaced_resource_claim(
-                extended["resourceClaimName"], namespace
-            )
-            claim_json: JSON = cluster.api.sanitize_for_serialization(claim)
-            found = results(claim_json)
+            claim = target.claim_of(pod)
+            assert claim["metadata"]["name"] == extended["resourceClaimName"]
+            found = results(claim)
             assert all(re.fullmatch(pattern, r["device"]) for r in found), found
             assert len(found) == (2 if name == "two-cores" else 1)
-            env = cluster.cdi_env(pod["spec"]["nodeName"], claim_json["metadata"]["uid"])
-            assert len(env["NEURON_RT_VISIBLE_CORES"].split(",")) == visible
+            assert len(target.seen(pod)["NEURON_RT_VISIBLE_CORES"].split(",")) == visible
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_the_binpack_profile_puts_core_requests_on_the_fullest_node(cluster: Cluster) -> None:
+def test_the_binpack_profile_puts_core_requests_on_the_fullest_node(target: Target) -> None:
     """The chart's profile, served by the local cluster's scheduler: four
     4-core pods share one server where the default profile scores every
     server alike."""
     files = ("binpack/binpack.yaml",)
     namespace = "example-binpack"
+    cluster = target.cluster
     busy = {
         p.spec.node_name
         for p in client.CoreV1Api(cluster.api).list_pod_for_all_namespaces().items
         if p.spec.node_name and p.status.phase in ("Pending", "Running")
     }
-    cluster.apply(*files)
+    target.apply(*files)
     try:
-        nodes = {
-            cluster.running(namespace, n)["spec"]["nodeName"]
-            for n in ("first", "second", "third", "fourth")
-        }
+        pods = [cluster.running(namespace, n) for n in ("first", "second", "third", "fourth")]
+        nodes = {p["spec"]["nodeName"] for p in pods}
         assert len(nodes) == 1, (nodes, busy)
+        for pod in pods:
+            target.seen(pod)
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
-def test_quota_refuses_the_fifth_core(cluster: Cluster) -> None:
+def test_quota_refuses_the_fifth_core(target: Target) -> None:
     files = ("core-quota/1-quota.yaml", "core-quota/2-four-cores.yaml")
     namespace = "example-core-quota"
-    cluster.apply(files[0])
+    cluster = target.cluster
+    target.apply(files[0])
     try:
 
         def counted() -> JSON | None:
@@ -172,7 +180,7 @@ def test_quota_refuses_the_fifth_core(cluster: Cluster) -> None:
             return quota.status.hard or None
 
         wait_for("the quota's status (the quota controller)", counted)
-        cluster.apply(files[1])
+        target.apply(files[1])
         fifth = cluster.kubectl(
             "apply", "-f", str(EXAMPLES / "core-quota/3-fifth-core.yaml"), check=False
         )
@@ -187,7 +195,7 @@ def test_quota_refuses_the_fifth_core(cluster: Cluster) -> None:
         }
         assert names == {f"core-{i}" for i in range(4)}
     finally:
-        cluster.delete(*files)
+        target.delete(*files)
 
 
 def set_fabric(cluster: Cluster, fabric: JSON | None) -> None:
@@ -202,12 +210,13 @@ def fabric_states(cluster: Cluster, namespace: str, claim: str) -> dict[str, str
     return {c["type"]: c["status"] for e in entries for c in e.get("conditions") or []}
 
 
-def test_a_server_binds_after_its_fabric_and_not_while_it_fails(cluster: Cluster) -> None:
+def test_a_server_binds_after_its_fabric_and_not_while_it_fails(target: Target) -> None:
     files = ("fabric-readiness/fabric-readiness.yaml",)
     namespace = "example-fabric-readiness"
+    cluster = target.cluster
     set_fabric(cluster, {"failedServers": [3]})
     try:
-        cluster.apply(*files)
+        target.apply(*files)
         wait_for(
             "FabricFailed=True in the claim's status",
             lambda: fabric_states(cluster, namespace, "server3").get("FabricFailed") == "True",
@@ -225,7 +234,7 @@ def test_a_server_binds_after_its_fabric_and_not_while_it_fails(cluster: Cluster
         set_fabric(cluster, None)
     try:
         pod = cluster.running(namespace, "train")
-        assert pod["spec"]["nodeName"] == "rack-a-node-3"
+        assert pod["spec"]["nodeName"] == target.node(3)
         assert any(
             e["reason"] == "BindingConditionsPending" for e in cluster.events(namespace, "train")
         )
@@ -235,10 +244,12 @@ def test_a_server_binds_after_its_fabric_and_not_while_it_fails(cluster: Cluster
             "FabricReady": "True",
             "FabricFailed": "False",
         }
-        assert status["data"]["ring"] == [12, 13, 14, 15]
+        per_server = target.rack.chips_per_server
+        ring = list(range(3 * per_server, 4 * per_server))
+        assert status["data"]["ring"] == ring
         assert status["networkData"]["interfaceName"] == "neuronlink0"
-        env = cluster.cdi_env("rack-a-node-3", claim["metadata"]["uid"])
-        assert env["TRAINIUM_DRA_RING"] == "12,13,14,15"
+        env = target.seen(pod)
+        assert env["TRAINIUM_DRA_RING"] == ",".join(map(str, ring))
         assert env["TRAINIUM_DRA_FABRIC_IPS"] == ",".join(status["networkData"]["ips"])
     finally:
-        cluster.delete(*files)
+        target.delete(*files)

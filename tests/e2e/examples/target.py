@@ -1,0 +1,129 @@
+"""The cluster an example test runs on: the stand-in rack (36 Trn3 Gen2
+servers, a kubelet stand-in per node) or the real-node UltraServer (4 Trn3 Gen1
+servers, real kubelets and containerd). The checks are the same on both; what
+differs is the rack's size, how faults reach the simulator, and whether a
+pod's container really runs and can tell what it was given."""
+
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+from kubernetes import client
+
+from driver.container import ERROR, HOLDING, SHOWN_ENV
+from driver.jsontypes import JSON
+from driver.localsim.clusterspec import ClusterSpec
+from driver.localsim.running import open_running
+from driver.localsim.top import Sample, parse_all
+from simdevice.topology import RackSpec, rack_spec
+from tests.e2e.cluster import Cluster, example_file, wait_for
+from tests.e2e.examples.rackscale import for_rack, server_on
+
+BUSY = 0.01
+"""Utilization above which `trainium-dra top` counts a core busy: it decays
+with a 1 s time constant, so a core a finished job used stays above 0 for
+minutes."""
+
+
+@dataclass(frozen=True)
+class Target:
+    cluster: Cluster
+    rack: RackSpec
+    sim_control: Callable[[str], httpx.Client]
+    """A client of the simulator controls serving a node."""
+    containers_run: bool
+    """Real kubelets run the pods' containers; the stand-in only reports them Running."""
+
+    @property
+    def server_cores(self) -> int:
+        return self.rack.chips_per_server * self.rack.chip.cores
+
+    def node(self, server: int) -> str:
+        """The node of the server an example's server index stands for."""
+        return f"rack-a-node-{server_on(self.rack, server)}"
+
+    def server(self, server: int) -> str:
+        """The device name of that server (`serverNN`)."""
+        return f"server{server_on(self.rack, server):02d}"
+
+    def manifest(self, name: str) -> str:
+        """The example file for the cluster's release, fitted to its rack."""
+        return for_rack(example_file(name, self.cluster.release).read_text(), self.rack)
+
+    def kubectl_stdin(self, text: str, *args: str) -> subprocess.CompletedProcess[str]:
+        kubeconfig = f"--kubeconfig={self.cluster.paths.kubeconfig}"
+        return subprocess.run(
+            [str(self.cluster.kubectl_path), kubeconfig, *args],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    def apply(self, *files: str) -> None:
+        for name in files:
+            done = self.kubectl_stdin(self.manifest(name), "apply", "-f", "-")
+            assert done.returncode == 0, f"kubectl apply {name}: {done.stderr}"
+
+    def delete(self, *files: str) -> None:
+        """Delete what the example made and wait until it is gone (namespaces included)."""
+        for name in reversed(files):
+            self.kubectl_stdin(
+                self.manifest(name),
+                "delete",
+                "-f",
+                "-",
+                "--ignore-not-found",
+                "--wait",
+                "--timeout=180s",
+            )
+
+    def seen(self, pod: JSON) -> dict[str, str]:
+        """The environment the node daemon's CDI spec gives the pod's claim; where
+        containers run, also what the container printed of it, which must agree."""
+        claim = self.claim_of(pod)
+        env = self.cluster.cdi_env(pod["spec"]["nodeName"], claim["metadata"]["uid"])
+        if self.containers_run:
+            shown = self.printed(pod)
+            assert ERROR not in shown, shown
+            assert {k: shown[k] for k in SHOWN_ENV} == {k: env.get(k, "") for k in SHOWN_ENV}
+        return env
+
+    def claim_of(self, pod: JSON) -> JSON:
+        """The pod's claim: its own, or the one made for its extended resource requests."""
+        extended = (pod["status"].get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if pod["spec"].get("resourceClaims") or not extended:
+            return self.cluster.claim_of(pod)
+        found = client.ResourceV1Api(self.cluster.api).read_namespaced_resource_claim(
+            extended, pod["metadata"]["namespace"]
+        )
+        claim: JSON = self.cluster.api.sanitize_for_serialization(found)
+        return claim
+
+    def printed(self, pod: JSON) -> dict[str, str]:
+        """The `key=value` lines the pod's container printed, once it holds or failed."""
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+
+        def lines() -> dict[str, str] | None:
+            text = self.cluster.kubectl("-n", namespace, "logs", name, check=False).stdout
+            found = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+            return found if HOLDING in found or ERROR in found else None
+
+        return wait_for(f"the container of {namespace}/{name} to say what it got", lines)
+
+    def sample(self) -> Sample:
+        """Per-core utilization of every node, as `trainium-dra top` reads it."""
+        with open_running(self.cluster.paths) as running:
+            return parse_all(running.daemons.metrics(running.spec.racks[0]))
+
+    def busy_cores(self, node: str) -> list[int] | None:
+        busy = [c for c, v in self.sample().cores.get(node, {}).items() if v > BUSY]
+        return busy or None
+
+
+def rack_of(cluster: Cluster) -> RackSpec:
+    """The generation of the cluster's (one) rack, as `trainium-dra up` recorded it."""
+    spec = ClusterSpec.from_json(json.loads(cluster.paths.cluster_file.read_text())["spec"])
+    return rack_spec(spec.racks[0].generation)
