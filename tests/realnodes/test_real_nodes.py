@@ -295,25 +295,6 @@ def test_a_failed_core_marks_only_the_partition_over_it(real: RealCluster) -> No
     real.kubectl("delete", "namespace", ns, "--wait=false")
 
 
-def test_the_invalid_config_example_reaches_the_pods_events(real: RealCluster) -> None:
-    """The example's config that fits no single core: the real kubelet turns our
-    refusal at prepare into a pod event."""
-    real.cluster.apply("invalid-config/2-does-not-fit.yaml")
-
-    def refused() -> str | None:
-        for event in real.cluster.events("example-invalid-config", "train"):
-            message = event.get("message") or ""
-            if "logicalNeuronCore=2 does not fit device" in message:
-                return message
-        return None
-
-    message = wait_for("the prepare error in the pod's events", refused, timeout=120)
-    assert "NodePrepareResources" in message or "prepare" in message.lower()
-    pod = real.cluster.pod("example-invalid-config", "train")
-    assert pod is not None and pod["status"].get("phase") == "Pending"
-    real.cluster.delete("invalid-config/2-does-not-fit.yaml")
-
-
 def test_down_leaves_nothing_behind(real: RealCluster, host_before: dict[str, str]) -> None:
     """Last of the package (conftest.py orders it): `trainium-dra down` with
     pods running removes every trace."""
