@@ -248,6 +248,7 @@ STATE_ENTRIES = (
     "real-nodes-values.yaml",
     "sa",
     "sim",
+    "prometheus",
 )
 """Everything `serve` creates under the state directory; `down` removes exactly these."""
 
