@@ -72,18 +72,16 @@ class Targets:
     ) -> "Targets":
         """The control plane's components plus the daemons, scraped with the
         token someone else keeps in `token_file`."""
-        config = yaml.safe_load(plane.kubeconfig.read_text())
-        server = config["clusters"][0]["cluster"]["server"]
         ports = plane.config.ports
         return cls(
             node_daemons=node_daemons,
             controller=controller,
-            apiserver=server.removeprefix("https://"),
+            apiserver=plane.config.url.removeprefix("https://"),
             controller_manager=(
                 f"127.0.0.1:{ports.controller_manager}" if ports.controller_manager else None
             ),
             scheduler=f"127.0.0.1:{ports.scheduler}" if ports.scheduler else None,
-            ca_file=Path(config["clusters"][0]["cluster"]["certificate-authority"]),
+            ca_file=plane.config.certs.ca_cert,
             token_file=token_file,
         )
 
