@@ -225,9 +225,15 @@ def test_claim_deleted_while_daemon_is_down_is_cleaned_on_restart(
     rack.delete_claim("gone", "gone-pod")
     second = Daemon(workdir, control_plane.kubeconfig).start()
     try:
+        paths = second.paths(node)
+        # Unprepare drops the record before it removes the files: wait for both.
         wait_for(
-            "stale claim to be unprepared",
-            lambda: not Checkpoint(second.paths(node).checkpoint).claims,
+            "stale claim to be unprepared and its files removed",
+            lambda: (
+                not Checkpoint(paths.checkpoint).claims
+                and not any(paths.cdi_dir.iterdir())
+                and not any(paths.claims_dir.iterdir())
+            ),
             timeout=20,
         )
         assert_clean(second, node)
