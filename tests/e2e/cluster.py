@@ -113,7 +113,10 @@ class Cluster:
             running = [p for p in pods if p["status"].get("phase") == "Running"]
             return running if len(running) == count else None
 
-        pods = wait_for(f"{count} pods of job {namespace}/{job} Running", probe)
+        try:
+            pods = wait_for(f"{count} pods of job {namespace}/{job} Running", probe)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\n{self.job_story(namespace, job)}") from None
         return sorted(pods, key=lambda p: int(p["metadata"]["annotations"][COMPLETION_INDEX]))
 
     def claim_of(self, pod: JSON) -> JSON:
@@ -126,6 +129,32 @@ class Cluster:
         )
         result: JSON = self.api.sanitize_for_serialization(claim)
         return result
+
+    def job_story(self, namespace: str, job: str) -> str:
+        """What a Job's pods and its namespace's events say, for a test that
+        waited on them in vain: each pod's phase, node and conditions, then the
+        events in time order."""
+        core = client.CoreV1Api(self.api)
+        lines = [f"pods of job {namespace}/{job}:"]
+        for pod in core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items:
+            conditions = ", ".join(
+                f"{c.type}={c.status}" + (f" ({c.reason})" if c.reason else "")
+                for c in pod.status.conditions or []
+            )
+            gone = " terminating" if pod.metadata.deletion_timestamp else ""
+            lines.append(
+                f"  {pod.metadata.name}: {pod.status.phase}{gone} on {pod.spec.node_name}; "
+                f"{conditions}"
+            )
+        events = core.list_namespaced_event(namespace).items
+        lines.append(f"events of {namespace}:")
+        for e in sorted(events, key=lambda e: str(e.last_timestamp or e.event_time)):
+            when = e.last_timestamp or e.event_time
+            lines.append(
+                f"  {when} {e.involved_object.kind}/{e.involved_object.name} {e.reason}: "
+                f"{e.message}"
+            )
+        return "\n".join(lines)
 
     def events(self, namespace: str, name: str) -> list[JSON]:
         items = (
