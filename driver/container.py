@@ -3,7 +3,10 @@
 It shows what the container runtime injected from the claim's CDI spec, reaches
 the node's workload API through the CDI-mounted socket with the claim's token,
 optionally runs a simulated workload on the claim's cores, and then holds (a
-training process would keep running) until the pod is stopped. Every line it
+training process would keep running) until the pod is stopped. Stopped by a
+signal, it exits as a process the signal ended would (128 + the signal's
+number), so a Job counts a pod stopped mid-run (evicted, drained, deleted) as
+failed and replaces it, instead of counting it as completed. Every line it
 prints is `key=value`, so tests and users can read it from `kubectl logs`.
 """
 
@@ -124,12 +127,25 @@ def main(argv: list[str]) -> int:
         return 1
     if args.exit:
         return 0
+    return hold_until_signalled()
+
+
+def hold_until_signalled() -> int:
+    """Hold until SIGTERM or SIGINT; the exit status of a process that signal
+    ended: a workload stopped before it finished has not succeeded."""
     stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     say(HOLDING, "until the pod stops")
     wait_for_stop(stop)
-    return 0
+    say("stopped_by", signal.Signals(received[0]).name)
+    return 128 + received[0]
 
 
 if __name__ == "__main__":
