@@ -14,6 +14,7 @@ from tests.e2e.examples.test_examples import (
     test_cel_topology,
     test_demo_job,
     test_device_taint_toleration,
+    test_drain_chip,
     test_first_available,
     test_invalid_config,
     test_lnc2_partition,
@@ -43,6 +44,7 @@ __all__ = [
     "test_cel_topology",
     "test_demo_job",
     "test_device_taint_toleration",
+    "test_drain_chip",
     "test_extended_resource_requests_are_served_by_dra",
     "test_first_available",
     "test_four_server_gang_on_one_rack",
@@ -57,10 +59,7 @@ __all__ = [
     "test_whole_rack_shared_by_a_pod_per_server",
     "test_whole_server",
 ]
-"""The example checks collected here, against the `target` below. Not drain-chip:
-under real kubelets its Job's replacement pod was sometimes not Running within
-the check's 90 s after the drain (seen on 1.36 and once on 1.37), which is not
-understood yet; it runs on the stand-in."""
+"""The example checks collected here, against the `target` below."""
 
 
 @pytest.fixture

@@ -262,6 +262,9 @@ def test_drain_chip(target: Target) -> None:
         assert moved["device"] in others, moved
         assert node_of(replacement) == target.node(6)
         target.seen(replacement)
+        # The evicted pod counts as failed, never as the index's completion.
+        status = client.BatchV1Api(cluster.api).read_namespaced_job("train", namespace).status
+        assert (status.failed, status.succeeded or 0) == (1, 0), status
 
         def completed() -> JSON | None:
             condition = taint_rule_condition(cluster, "example-drain-server06-chip02")
