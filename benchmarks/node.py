@@ -56,9 +56,6 @@ GO_QPS = 1000
 back-to-back prepares wait for the client-side rate limiter."""
 GO_SITE = Site(GO_DRIVER, "goref", "goref", ("goref-n0",))
 Ref = tuple[str, str, str]  # namespace, uid, name
-PREPARE_HANDLER = "dra_handler.<locals>.prepare"
-"""The function our daemon's gRPC service runs for NodePrepareResources."""
-PROFILE_TOP = 25
 HEALTH_CRD = (
     Path(__file__).resolve().parent.parent
     / "charts/trainium-dra/crds/nodedevicehealths.trainium.sim.dev.yaml"
@@ -316,10 +313,10 @@ def profile(pid: int, plugins: Sequence[Plugin]) -> dict[str, Any]:
             sequential_row(plugins, 1)
             concurrent_row(plugins)
         samples, functions = pyspy.shares_under(
-            out.read_text().splitlines(), PREPARE_HANDLER, PROFILE_TOP
+            out.read_text().splitlines(), pyspy.PREPARE_HANDLER, pyspy.TOP
         )
     return {
-        "root": PREPARE_HANDLER,
+        "root": pyspy.PREPARE_HANDLER,
         "rows": ["1_device", f"{CONCURRENT}_concurrent_claims"],
         "rate_hz": pyspy.RATE,
         "samples": samples,

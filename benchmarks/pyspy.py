@@ -11,7 +11,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -19,8 +19,30 @@ PY_SPY: Final = Path(sys.executable).parent / "py-spy"
 RATE: Final = 500
 """Samples a second: fine enough for calls of a few milliseconds."""
 ATTACH_SECONDS: Final = 1.0
+PREPARE_HANDLER: Final = "dra_handler.<locals>.prepare"
+"""The function our daemon's gRPC service runs for NodePrepareResources."""
+TOP: Final = 25
+"""Functions kept per profile, by share."""
 
 _LINE = re.compile(r":\d+\)$")
+
+
+@contextmanager
+def recordings(pids: Iterable[int], out_dir: Path, rate: int = RATE) -> Iterator[list[Path]]:
+    """py-spy samples every process of `pids`, each into a file of its own in
+    `out_dir`, while the block runs; yields the files' paths."""
+    with ExitStack() as stack:
+        outs = []
+        for pid in pids:
+            out = out_dir / f"{pid}.txt"
+            stack.enter_context(recording(pid, out, rate))
+            outs.append(out)
+        yield outs
+
+
+def read_all(outs: Iterable[Path]) -> list[str]:
+    """Every recorded process's collapsed stacks as one profile."""
+    return [line for out in outs for line in out.read_text().splitlines()]
 
 
 @contextmanager

@@ -9,11 +9,14 @@ Run as `python -m benchmarks.realnodes [--pods N] [--parallel N] [--nodes-per-ra
 its path in TRAINIUM_DRA_GO_PLUGIN). Both plugins are registered on every node
 throughout. Each of three rounds has a phase per plugin, the order alternating: pods
 with one claim each (a whole chip of ours, a `gpu` of the Go plugin's) created a few
-at a time, waited Running, deleted; the kubelet prepares and unprepares each.
+at a time, waited Running, deleted; the kubelet prepares and unprepares each. One more
+phase of ours, untimed, runs with py-spy attached to every node's daemon process from
+the host, to show where the prepare handler's time goes under real kubelets.
 """
 
 import argparse
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ from typing import Any
 
 from kubernetes import client
 
+from benchmarks import pyspy
 from benchmarks import realnodes_goref as goref
 from benchmarks.kubelet_histograms import Histogram, parse_histogram, summary_ms, total
 from benchmarks.plugin_metrics import scrape_pods
@@ -248,6 +252,58 @@ def pooled(phases: list[Phase]) -> Phase:
     )
 
 
+def is_daemon(argv: list[str]) -> bool:
+    """The command line of our node daemon: `trainium-dra node ...`, run by its
+    script or by an interpreter given the script."""
+    return any(
+        Path(arg).name == "trainium-dra" and argv[i + 1 : i + 2] == ["node"]
+        for i, arg in enumerate(argv[:2])
+    )
+
+
+def command_line(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return []  # gone since its cgroup was listed
+    return raw.decode(errors="replace").rstrip("\0").split("\0")
+
+
+def daemon_pids(real: RealCluster) -> dict[str, int]:
+    """Each node's daemon process, as the host sees it: found among the
+    processes of the node's cgroup by its command line."""
+    found = {}
+    for name, node in real.nodes.items():
+        pids = [pid for pid in cgroups.pids(node.cgroup) if is_daemon(command_line(pid))]
+        if len(pids) != 1:
+            raise RuntimeError(
+                f"node {name}: expected one `trainium-dra node` process in cgroup "
+                f"{node.cgroup}, found {pids}"
+            )
+        found[name] = pids[0]
+    return found
+
+
+def prepare_profile(real: RealCluster, pods: int, parallel: int) -> dict[str, Any]:
+    """Where our prepare handler spends its time under the real kubelets:
+    py-spy samples every node's daemon through one more phase of ours."""
+    pids = daemon_pids(real)
+    with tempfile.TemporaryDirectory() as tmp:
+        with pyspy.recordings(pids.values(), Path(tmp)) as outs:
+            run_pods(real, SIDES["ours"], pods, parallel, "profile")
+        samples, functions = pyspy.shares_under(
+            pyspy.read_all(outs), pyspy.PREPARE_HANDLER, pyspy.TOP
+        )
+    return {
+        "root": pyspy.PREPARE_HANDLER,
+        "processes": len(pids),
+        "pods": pods,
+        "rate_hz": pyspy.RATE,
+        "samples": samples,
+        "functions": functions,
+    }
+
+
 def measure(
     real: RealCluster, pods: int, parallel: int, go_binary: Path, rounds: int = REPEATS
 ) -> dict[str, Any]:
@@ -267,6 +323,7 @@ def measure(
             orders.append(list(order))
             for name in order:
                 phases[name].append(phase(real, name, pods, parallel, f"r{r}"))
+        profile = prepare_profile(real, pods, parallel)
     return {
         "nodes": len(real.nodes),
         "pods": pods,
@@ -275,6 +332,7 @@ def measure(
         "orders": orders,
         "rounds": {name: [p.summary() for p in runs] for name, runs in phases.items()},
         "pooled": {name: pooled(runs).summary() for name, runs in phases.items()},
+        "profile": profile,
         "go": {
             "module": "sigs.k8s.io/dra-example-driver",
             "version": go_binary.parent.name.removeprefix("dra-example-driver-"),

@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+PROFILE_ROWS: Final = 15
+"""Functions a profile's table shows, by share."""
 TAIL_MIN_SAMPLES: Final = 100
 """Below this many samples the 99th percentile is the largest one: call it max."""
 
@@ -114,3 +116,12 @@ def replace_block(page: str, name: str, body: str) -> str:
     if not pattern.search(page):
         raise SystemExit(f"no {start} ... {end} markers in the page")
     return pattern.sub(lambda _: f"{start}\n{body}\n{end}", page)
+
+
+def profile_table(profile: Mapping[str, Any]) -> str:
+    """A py-spy profile's functions by the share of the handler's samples whose
+    stack holds them (benchmarks/pyspy.py)."""
+    lines = ["| function (file) | share of prepare samples |", "|---|---|"]
+    for name, share in profile["functions"][:PROFILE_ROWS]:
+        lines.append(f"| `{name}` | {100 * share:.1f} % |")
+    return "\n".join(lines)

@@ -3,9 +3,7 @@
 import statistics
 from typing import Any
 
-from benchmarks.pages.common import spread, tail_name
-
-PROFILE_ROWS = 15
+from benchmarks.pages.common import profile_table, spread, tail_name
 
 
 def title(key: str) -> str:
@@ -66,13 +64,6 @@ def table(rows: dict[str, Any]) -> str:
                 f"| {ratio_cell(r, 'ratio_p50')} | {r['ours']['p99_ms']:.2f} "
                 f"| {r['go']['p99_ms']:.2f} | {ratio_cell(r, 'ratio_p99')} | {met} |"
             )
-    return "\n".join(lines)
-
-
-def profile_table(profile: dict[str, Any]) -> str:
-    lines = ["| function (file) | share of prepare samples |", "|---|---|"]
-    for name, share in profile["functions"][:PROFILE_ROWS]:
-        lines.append(f"| `{name}` | {100 * share:.1f} % |")
     return "\n".join(lines)
 
 
