@@ -20,7 +20,7 @@ from kubernetes import client
 from driver.localsim.binaries import Binaries, NodeBinaries
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.controlplane import ControlPlane
-from driver.localsim.realnodes import cgroups, mountns, netns, release
+from driver.localsim.realnodes import cgroups, hostlimits, mountns, netns, release
 from driver.localsim.realnodes.netpolicy import agent_binary, grant_agent
 from driver.localsim.realnodes.plan import CGROUP_PARENT, RealNode, plan_nodes
 from driver.localsim.realnodes.runtime import ClusterAccess, NodeRuntime, NodeStartError
@@ -74,6 +74,7 @@ class RealNodeCluster:
 
     def start(self, progress: Callable[[str], None]) -> None:
         progress(f"creating {len(self.nodes)} real nodes: network, mount namespaces, cgroups")
+        hostlimits.raise_for(len(self.nodes), progress)
         for runtime in self.runtimes:
             runtime.prepare()
         progress("starting containerd on every node and importing the images")
