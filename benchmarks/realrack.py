@@ -15,6 +15,8 @@ installed by Helm. Recorded, in order:
 
 import argparse
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,7 +37,8 @@ GENERATION: Final = "trn3-gen2"
 ROOT: Final = Path(__file__).resolve().parent.parent
 GANG_EXAMPLE: Final = ROOT / "deploy/examples/whole-rack/whole-rack.yaml"
 GANG_NAMESPACE: Final = "example-whole-rack"
-GANG_SELECTOR: Final = "job-name=rack-train"
+GANG_JOB: Final = "rack-train"
+GANG_SELECTOR: Final = f"job-name={GANG_JOB}"
 FILL_NAMESPACE: Final = "bench-realrack"
 FILL_SELECTOR: Final = "bench=realrack"
 ONE_CORE: Final = f'device.attributes["{DRIVER}"].coreCount == 1'
@@ -57,15 +60,27 @@ def available_mib() -> float:
     raise RuntimeError("/proc/meminfo has no MemAvailable")
 
 
-def wait_running(core: client.CoreV1Api, ns: str, selector: str, count: int) -> None:
-    """Until `count` pods of `ns` matching `selector` run; TimeoutError names
-    what the others wait for."""
+class PodsNotRunningError(Exception):
+    """Pods that will never all run: the message says why."""
+
+
+def wait_running(
+    core: client.CoreV1Api,
+    ns: str,
+    selector: str,
+    count: int,
+    failed: Callable[[], str | None] = lambda: None,
+) -> None:
+    """Until `count` pods of `ns` matching `selector` run; PodsNotRunningError names what the
+    others wait for after WAIT_TIMEOUT, or what `failed` reports at once."""
     deadline = time.monotonic() + WAIT_TIMEOUT
     while True:
         pods = core.list_namespaced_pod(ns, label_selector=selector).items
         running = [p for p in pods if p.status.phase == "Running"]
         if len(running) >= count:
             return
+        if reason := failed():
+            raise PodsNotRunningError(f"{len(running)} of {count} pods running: {reason}")
         if time.monotonic() > deadline:
             waiting = [p for p in pods if p.status.phase != "Running"][:3]
             reasons = [
@@ -73,7 +88,7 @@ def wait_running(core: client.CoreV1Api, ns: str, selector: str, count: int) -> 
                 f"{[c.message for c in p.status.conditions or [] if c.message]}"
                 for p in waiting
             ]
-            raise TimeoutError(
+            raise PodsNotRunningError(
                 f"{len(running)} of {count} pods running after {WAIT_TIMEOUT:.0f} s; {reasons}"
             )
         time.sleep(POLL_SECONDS)
@@ -99,21 +114,54 @@ def node_memory(real: RealCluster) -> dict[str, dict[str, float]]:
     }
 
 
+def job_failed(batch: client.BatchV1Api) -> str | None:
+    """The gang Job's Failed condition, once it has one."""
+    job = batch.read_namespaced_job(GANG_JOB, GANG_NAMESPACE)
+    for c in job.status.conditions or []:
+        if c.type == "Failed" and c.status == "True":
+            return f"Job {GANG_JOB} failed: {c.reason}, {c.message}"
+    return None
+
+
+def container_errors(core: client.CoreV1Api) -> dict[str, int]:
+    """How the gang's failed containers ended, counted: the last line each
+    printed (`error=...`), or its exit reason where it printed none."""
+    counts: Counter[str] = Counter()
+    for pod in core.list_namespaced_pod(GANG_NAMESPACE, label_selector=GANG_SELECTOR).items:
+        if pod.status.phase != "Failed":
+            continue
+        try:
+            log = core.read_namespaced_pod_log(pod.metadata.name, GANG_NAMESPACE, tail_lines=1)
+        except client.ApiException:
+            log = ""
+        statuses = pod.status.container_statuses or []
+        ended = statuses[0].state.terminated if statuses else None
+        fallback = f"exit {ended.exit_code} ({ended.reason})" if ended else "no container status"
+        counts[log.strip() or fallback] += 1
+    return dict(counts)
+
+
 def gang(real: RealCluster, pods: int) -> dict[str, Any]:
-    """The whole-rack example as a user applies it, until every pod runs."""
+    """The whole-rack example as a user applies it, until every pod runs, or
+    what stopped it."""
     core = client.CoreV1Api(real.api)
+    batch = client.BatchV1Api(real.api)
     before = realnodes.scrape(real)
     started = time.monotonic()
     real.kubectl("apply", "-f", str(GANG_EXAMPLE))
-    wait_running(core, GANG_NAMESPACE, GANG_SELECTOR, pods)
-    running_s = time.monotonic() - started
+    outcome: dict[str, Any] = {"pods": pods}
+    try:
+        wait_running(core, GANG_NAMESPACE, GANG_SELECTOR, pods, lambda: job_failed(batch))
+        outcome["create_to_all_running_s"] = time.monotonic() - started
+    except PodsNotRunningError as err:
+        outcome["stopped"] = str(err)
+        outcome["container_errors"] = container_errors(core)
     nodes = {p.spec.node_name for p in core.list_namespaced_pod(GANG_NAMESPACE).items}
     after = realnodes.scrape(real)
     real.kubectl("delete", "namespace", GANG_NAMESPACE, "--wait", f"--timeout={DELETE_TIMEOUT}")
     return {
-        "pods": pods,
+        **outcome,
         "nodes_used": len(nodes),
-        "create_to_all_running_s": running_s,
         "kubelet_grpc_ms": prepare_figures(before, after),
     }
 
@@ -164,7 +212,7 @@ def fill(real: RealCluster, cores: int, batch: int, floor_mib: float) -> dict[st
             core.create_namespaced_pod(FILL_NAMESPACE, fill_pod(i, image))
         try:
             wait_running(core, FILL_NAMESPACE, FILL_SELECTOR, created + count)
-        except TimeoutError as err:
+        except PodsNotRunningError as err:
             stopped = f"a batch did not run: {err}"
             break
         created += count

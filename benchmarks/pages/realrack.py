@@ -41,6 +41,19 @@ def fill_text(f: dict[str, Any]) -> str:
     )
 
 
+def gang_text(g: dict[str, Any]) -> str:
+    if "stopped" not in g:
+        return (
+            f"{g['pods']} pods sharing one claim of the rack, all Running on "
+            f"{g['nodes_used']} nodes {g['create_to_all_running_s']:.0f} s after `kubectl apply`."
+        )
+    errors = "; ".join(f"{n} pods: `{line}`" for line, n in g["container_errors"].items())
+    return (
+        f"{g['pods']} pods sharing one claim of the rack, on {g['nodes_used']} nodes, did not "
+        f"all run: {g['stopped']}. How the failed containers ended: {errors or 'none failed'}."
+    )
+
+
 def render(payload: dict[str, Any]) -> str:
     """The section's body for the results of `benchmarks.realrack`."""
     r = payload["results"]
@@ -65,8 +78,7 @@ files; `cpuacct.usage`): memory {span(mem)} MiB, of which the kubelet, container
 the shims and kube-proxy {span(system)} MiB; CPU {span(cpu, "{:.1f}")} % of one core.
 
 The whole-rack gang example (deploy/examples/whole-rack, applied as a user
-would): {g["pods"]} pods sharing one claim of the rack, all Running on
-{g["nodes_used"]} nodes {g["create_to_all_running_s"]:.0f} s after `kubectl apply`.
+would): {gang_text(g)}
 
 {fill_text(r["fill"])}
 
