@@ -208,12 +208,15 @@ def fill(real: RealCluster, cores: int, batch: int, floor_mib: float) -> dict[st
             stopped = f"the host's available memory fell below {floor_mib:.0f} MiB"
             break
         count = min(batch, cores - created)
-        for i in range(created, created + count):
-            core.create_namespaced_pod(FILL_NAMESPACE, fill_pod(i, image))
         try:
+            for i in range(created, created + count):
+                core.create_namespaced_pod(FILL_NAMESPACE, fill_pod(i, image))
             wait_running(core, FILL_NAMESPACE, FILL_SELECTOR, created + count)
         except PodsNotRunningError as err:
             stopped = f"a batch did not run: {err}"
+            break
+        except client.ApiException as err:  # an overloaded apiserver answers 504
+            stopped = f"the apiserver refused a pod of the batch: {err.status} {err.reason}"
             break
         created += count
         steps.append(
