@@ -312,16 +312,10 @@ def profile(pid: int, plugins: Sequence[Plugin]) -> dict[str, Any]:
         with pyspy.recording(pid, out):
             sequential_row(plugins, 1)
             concurrent_row(plugins)
-        samples, functions = pyspy.shares_under(
-            out.read_text().splitlines(), pyspy.PREPARE_HANDLER, pyspy.TOP
-        )
-    return {
-        "root": pyspy.PREPARE_HANDLER,
-        "rows": ["1_device", f"{CONCURRENT}_concurrent_claims"],
-        "rate_hz": pyspy.RATE,
-        "samples": samples,
-        "functions": functions,
-    }
+        return {
+            **pyspy.prepare_profile([out]),
+            "rows": ["1_device", f"{CONCURRENT}_concurrent_claims"],
+        }
 
 
 def measure(go_binary: Path) -> dict[str, Any]:

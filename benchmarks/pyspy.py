@@ -40,9 +40,12 @@ def recordings(pids: Iterable[int], out_dir: Path, rate: int = RATE) -> Iterator
         yield outs
 
 
-def read_all(outs: Iterable[Path]) -> list[str]:
-    """Every recorded process's collapsed stacks as one profile."""
-    return [line for out in outs for line in out.read_text().splitlines()]
+def prepare_profile(outs: Iterable[Path]) -> dict[str, object]:
+    """Our prepare handler's profile from the recorded processes' collapsed
+    stacks, as the benchmark pages show it."""
+    lines = [line for out in outs for line in out.read_text().splitlines()]
+    samples, functions = shares_under(lines, PREPARE_HANDLER, TOP)
+    return {"root": PREPARE_HANDLER, "rate_hz": RATE, "samples": samples, "functions": functions}
 
 
 @contextmanager

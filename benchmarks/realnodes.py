@@ -291,17 +291,7 @@ def prepare_profile(real: RealCluster, pods: int, parallel: int) -> dict[str, An
     with tempfile.TemporaryDirectory() as tmp:
         with pyspy.recordings(pids.values(), Path(tmp)) as outs:
             run_pods(real, SIDES["ours"], pods, parallel, "profile")
-        samples, functions = pyspy.shares_under(
-            pyspy.read_all(outs), pyspy.PREPARE_HANDLER, pyspy.TOP
-        )
-    return {
-        "root": pyspy.PREPARE_HANDLER,
-        "processes": len(pids),
-        "pods": pods,
-        "rate_hz": pyspy.RATE,
-        "samples": samples,
-        "functions": functions,
-    }
+        return {**pyspy.prepare_profile(outs), "processes": len(pids), "pods": pods}
 
 
 def measure(

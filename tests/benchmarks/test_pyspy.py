@@ -1,7 +1,9 @@
 """Reading py-spy's collapsed stacks: the share of an entry point's samples each
 function below it holds."""
 
-from benchmarks.pyspy import function_of, shares_under
+from pathlib import Path
+
+from benchmarks.pyspy import RATE, function_of, prepare_profile, shares_under
 
 ROOT = "dra_handler.<locals>.prepare"
 STACKS = [
@@ -45,3 +47,12 @@ def test_top_keeps_the_largest_shares_first() -> None:
 
 def test_no_sample_under_the_root_gives_nothing() -> None:
     assert shares_under(STACKS, "nowhere", top=5) == (0, [])
+
+
+def test_the_profiles_of_several_processes_count_as_one(tmp_path: Path) -> None:
+    outs = [tmp_path / "1.txt", tmp_path / "2.txt"]
+    outs[0].write_text("\n".join(STACKS[:2]))
+    outs[1].write_text("\n".join(STACKS[2:]) + "\n" + STACKS[0])
+    profile = prepare_profile(outs)
+    assert profile["root"] == ROOT and profile["rate_hz"] == RATE
+    assert profile["samples"] == 6 + 3 + 6
