@@ -55,6 +55,8 @@ PARALLEL = 4
 """Pods created at once: one per node of a Gen1 UltraServer on average."""
 POD_TIMEOUT = 300.0
 POLL_SECONDS = 0.05
+DAEMON_COMMAND = "trainium-dra node "
+"""What our node daemon's command line holds, as the host reads it."""
 OUR_DAEMON_PODS = ("trainium-dra", "app.kubernetes.io/component=node")
 OWN_HISTOGRAMS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
     "ours": {
@@ -252,32 +254,15 @@ def pooled(phases: list[Phase]) -> Phase:
     )
 
 
-def is_daemon(argv: list[str]) -> bool:
-    """The command line of our node daemon: `trainium-dra node ...`, run by its
-    script or by an interpreter given the script."""
-    return any(
-        Path(arg).name == "trainium-dra" and argv[i + 1 : i + 2] == ["node"]
-        for i, arg in enumerate(argv[:2])
-    )
-
-
-def command_line(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except FileNotFoundError:
-        return []  # gone since its cgroup was listed
-    return raw.decode(errors="replace").rstrip("\0").split("\0")
-
-
 def daemon_pids(real: RealCluster) -> dict[str, int]:
     """Each node's daemon process, as the host sees it: found among the
     processes of the node's cgroup by its command line."""
     found = {}
     for name, node in real.nodes.items():
-        pids = [pid for pid in cgroups.pids(node.cgroup) if is_daemon(command_line(pid))]
+        pids = real.process_pids(name, DAEMON_COMMAND)
         if len(pids) != 1:
             raise RuntimeError(
-                f"node {name}: expected one `trainium-dra node` process in cgroup "
+                f"node {name}: expected one `{DAEMON_COMMAND.strip()}` process in cgroup "
                 f"{node.cgroup}, found {pids}"
             )
         found[name] = pids[0]
