@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 
 TIMEOUT = 60.0
-"""Planning a large job can take seconds of CPU on a busy machine."""
+"""How long one request waits. A busy node can plan a large job for longer, so
+a caller that starts one retries (`start` is safe to repeat)."""
 
 
 class ClaimEndpointError(RuntimeError):
@@ -86,11 +87,15 @@ class ClaimEndpoint:
     def start(self, workload: Mapping[str, Any]) -> str:
         """The id of the claim's unfinished job, else of a new one: a retried
         start (after a timeout, or a restarted stand-in) never runs the work twice."""
-        jobs: list[dict[str, Any]] = self._request("GET", "/jobs")
-        for job in jobs:
+        for job in self.jobs():
             if job["state"] in ("queued", "running"):
                 return str(job["id"])
         return str(self.submit(workload)["id"])
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every job of the claim the daemon still remembers."""
+        jobs: list[dict[str, Any]] = self._request("GET", "/jobs")
+        return jobs
 
     def job(self, job_id: str) -> dict[str, Any]:
         job: dict[str, Any] = self._request("GET", f"/jobs/{job_id}")

@@ -17,7 +17,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError, ClaimEndpointUnreachableError
 from driver.mainwait import wait_for_stop
@@ -29,6 +30,7 @@ SHOWN_ENV = (
     "TRAINIUM_DRA_RING",
     "TRAINIUM_DRA_FABRIC_IPS",
 )
+T = TypeVar("T")
 POLL = 0.5
 HOLDING = "holding"
 ERROR = "error"
@@ -41,26 +43,30 @@ def say(key: str, value: Any) -> None:
 
 
 def run_workload(endpoint: ClaimEndpoint, spec: dict[str, Any], timeout: float) -> None:
-    """Submit, then wait until the job ends (for `--exit`)."""
-    job = endpoint.submit(spec)
-    say("job_submitted", job["id"])
+    """Start, then wait until the job ends (for `--exit`)."""
     deadline = time.monotonic() + timeout
+    job_id = once_up(lambda: endpoint.start(spec), timeout)
+    say("job_submitted", job_id)
+    job = endpoint.job(job_id)
     while job["state"] in ("queued", "running"):
         if time.monotonic() > deadline:
-            raise ClaimEndpointError(f"job {job['id']} still {job['state']} after {timeout:.0f}s")
+            raise ClaimEndpointError(f"job {job_id} still {job['state']} after {timeout:.0f}s")
         time.sleep(POLL)
-        job = endpoint.job(str(job["id"]))
+        job = endpoint.job(job_id)
     say("job", json.dumps({k: job.get(k) for k in ("id", "state", "error")}, sort_keys=True))
 
 
-def inspect_once_up(endpoint: ClaimEndpoint, wait: float) -> dict[str, Any]:
-    """The claim, once the workload API answers: a container can start while the
-    node daemon restarts (its claim was prepared before), and must not fail then."""
+def once_up(call: Callable[[], T], wait: float) -> T:
+    """`call`'s answer once the workload API gives one, for up to `wait` seconds.
+    A container can start while the node daemon restarts (its claim was prepared
+    before), and a busy daemon can plan a large job for longer than one request
+    waits; neither must fail it. Only calls that are safe to repeat come here:
+    reading the claim, and `ClaimEndpoint.start`, which never starts a job twice."""
     deadline = time.monotonic() + wait
     waiting = False
     while True:
         try:
-            return endpoint.inspect()
+            return call()
         except ClaimEndpointUnreachableError as err:
             if time.monotonic() > deadline:
                 raise
@@ -94,7 +100,13 @@ def main(argv: list[str]) -> int:
         metavar="UID",
         help="also try another claim's API with this claim's token (must be refused)",
     )
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the workload")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for the workload to start (a busy node plans a large job "
+        "for a while) and, with --exit, to end",
+    )
     p.add_argument(
         "--api-wait",
         type=float,
@@ -112,7 +124,7 @@ def main(argv: list[str]) -> int:
     try:
         spec = json.loads(args.spec) if args.spec else None
         endpoint = ClaimEndpoint.from_environment(os.environ)
-        claim = inspect_once_up(endpoint, args.api_wait)
+        claim = once_up(endpoint.inspect, args.api_wait)
         say("workload_api", "reachable")
         say("claim_cores", ",".join(map(str, claim["visible_cores"])))
         say("claim_devices", ",".join(claim["devices"]))
@@ -121,7 +133,7 @@ def main(argv: list[str]) -> int:
         if spec is not None and args.exit:
             run_workload(endpoint, spec, args.timeout)
         elif spec is not None:
-            say("job_submitted", endpoint.start(spec))
+            say("job_submitted", once_up(lambda: endpoint.start(spec), args.timeout))
     except (ClaimEndpointError, json.JSONDecodeError) as err:
         say(ERROR, err)
         return 1

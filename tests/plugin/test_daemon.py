@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from driver import claimendpoint, container
+from driver.claimendpoint import ClaimEndpoint
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.healthcache import HealthCache
 from driver.localsim.kubelet import KubeletError, container_edits
@@ -168,6 +170,40 @@ def test_prepare_run_and_unprepare_a_core_partition(daemon: Daemon, rack: Rack) 
     assert metric(metrics, "trainium_dra_node_prepared_claims", node=node) == 0
     assert metric(metrics, "trainium_dra_node_requests_total", node=node, operation="prepare") >= 2
     rack.delete_claim("part", "part-pod")
+
+
+def test_a_plan_longer_than_a_request_starts_one_job(
+    daemon: Daemon,
+    rack: Rack,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A busy node can plan a large job for longer than one request waits (a rack
+    of real nodes planning at once did): the container retries its start, and the
+    daemon still runs the job once."""
+    rack.create_claim("slowplan", selector=f"{attr('coreCount')} == 8")
+    rack.create_pod("slowplan-pod", "slowplan")
+    node, _, (kubelet, refs, prepared) = prepare_pod(daemon, rack, "slowplan-pod")
+    (uid,) = prepared
+    edits = container_edits(daemon.paths(node).cdi_dir, prepared[uid].devices[0]["cdi_device_ids"])
+    mounts = {m["containerPath"]: Path(m["hostPath"]) for m in edits.mounts}
+    endpoint = ClaimEndpoint(
+        uid,
+        daemon.paths(node).workload_socket,
+        mounts[edits.env["TRAINIUM_DRA_TOKEN_FILE"]].read_text().strip(),
+    )
+    # a shape no other test plans: its first plan takes seconds of CPU on any machine
+    spec = {"kind": "train-step", "hidden": 8192, "seq": 4096, "layers": 3, "iterations": 10**6}
+    monkeypatch.setattr(claimendpoint, "TIMEOUT", 1.0)
+    job_id = container.once_up(lambda: endpoint.start(spec), wait=120)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("=", 1)[0] for line in lines] == ["waiting_for_api"], lines
+    assert "timed out" in lines[0]
+    monkeypatch.setattr(claimendpoint, "TIMEOUT", 30.0)
+    jobs = endpoint.jobs()
+    assert [(j["id"], j["state"]) for j in jobs] == [(job_id, "running")]
+    kubelet.unprepare(refs)
+    rack.delete_claim("slowplan", "slowplan-pod")
 
 
 def test_ultraserver_claim_is_prepared_on_every_node(daemon: Daemon, rack: Rack) -> None:
