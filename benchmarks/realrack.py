@@ -5,10 +5,11 @@ installed by Helm. Recorded, in order:
 - the start-up, until every node is Ready and the chart's pods run;
 - every node's memory and CPU while idle, and the host's memory in use;
 - the whole-rack gang example (deploy/examples/whole-rack): one claim of the
-  whole rack shared by a 36-pod Indexed Job, until all 36 pods run;
+  whole rack shared by a 36-pod Indexed Job, until all 36 pods run and each
+  has started its job on its node's daemon;
 - a fill: pods of one single-core claim each, created a batch at a time, until
-  every core of the rack is held or the host's available memory falls below a
-  floor; the pods run the sandbox (pause) image, so what each costs is the
+  every core of the rack is held, the host's available memory falls below a
+  floor or a time budget is spent; the pods run the sandbox (pause) image, so what each costs is the
   pod itself, its claim and its prepare, not a workload's interpreter;
 - the kubelets' own prepare figures over the gang and over the fill.
 """
@@ -46,10 +47,14 @@ BATCH: Final = 36
 """Pods created at once in the fill: one per node on average."""
 MEMORY_FLOOR_MIB: Final = 2048
 """The fill stops before the host's available memory falls below this."""
+FILL_SECONDS: Final = 1800.0
+"""The fill starts no batch after this long, so a slowing host ends the run."""
 START_TIMEOUT: Final = 3600.0
 WAIT_TIMEOUT: Final = 900.0
 DELETE_TIMEOUT: Final = "1800s"
 POLL_SECONDS: Final = 1.0
+LOG_POLL_SECONDS: Final = 5.0
+"""Reading 36 logs goes through every kubelet: not every second."""
 
 
 def available_mib() -> float:
@@ -141,6 +146,41 @@ def container_errors(core: client.CoreV1Api) -> dict[str, int]:
     return dict(counts)
 
 
+def workload_logs(core: client.CoreV1Api) -> dict[str, str]:
+    """Each gang pod's log so far."""
+    logs = {}
+    for pod in core.list_namespaced_pod(GANG_NAMESPACE, label_selector=GANG_SELECTOR).items:
+        try:
+            logs[pod.metadata.name] = core.read_namespaced_pod_log(
+                pod.metadata.name, GANG_NAMESPACE
+            )
+        except client.ApiException:
+            logs[pod.metadata.name] = ""
+    return logs
+
+
+def wait_started(core: client.CoreV1Api, pods: int) -> dict[str, str]:
+    """Until every gang pod's workload has its job on its node's daemon
+    (`job_submitted=` in its log); PodsNotRunningError when one prints an error
+    or WAIT_TIMEOUT passes. Returns the logs."""
+    deadline = time.monotonic() + WAIT_TIMEOUT
+    while True:
+        logs = workload_logs(core)
+        failed = [
+            line for log in logs.values() for line in log.splitlines() if line.startswith("error=")
+        ]
+        if failed:
+            raise PodsNotRunningError(f"a gang workload failed: {failed[0]}")
+        started = [name for name, log in logs.items() if "job_submitted=" in log]
+        if len(started) >= pods:
+            return logs
+        if time.monotonic() > deadline:
+            raise PodsNotRunningError(
+                f"{len(started)} of {pods} workloads started after {WAIT_TIMEOUT:.0f} s"
+            )
+        time.sleep(LOG_POLL_SECONDS)
+
+
 def gang(real: RealCluster, pods: int) -> dict[str, Any]:
     """The whole-rack example as a user applies it, until every pod runs, or
     what stopped it."""
@@ -153,6 +193,9 @@ def gang(real: RealCluster, pods: int) -> dict[str, Any]:
     try:
         wait_running(core, GANG_NAMESPACE, GANG_SELECTOR, pods, lambda: job_failed(batch))
         outcome["create_to_all_running_s"] = time.monotonic() - started
+        logs = wait_started(core, pods)
+        outcome["create_to_all_started_s"] = time.monotonic() - started
+        outcome["waited_for_api"] = sum("waiting_for_api=" in log for log in logs.values())
     except PodsNotRunningError as err:
         outcome["stopped"] = str(err)
         outcome["container_errors"] = container_errors(core)
@@ -190,8 +233,11 @@ def fill_pod(index: int, image: str) -> JSON:
     }
 
 
-def fill(real: RealCluster, cores: int, batch: int, floor_mib: float) -> dict[str, Any]:
-    """Single-core pods a batch at a time until the rack is full or memory is short."""
+def fill(
+    real: RealCluster, cores: int, batch: int, floor_mib: float, budget_s: float
+) -> dict[str, Any]:
+    """Single-core pods a batch at a time until the rack is full, memory is short
+    or the time budget is spent."""
     core = client.CoreV1Api(real.api)
     image = pause_image().ref
     real.apply(
@@ -206,6 +252,9 @@ def fill(real: RealCluster, cores: int, batch: int, floor_mib: float) -> dict[st
     while created < cores:
         if available_mib() < floor_mib:
             stopped = f"the host's available memory fell below {floor_mib:.0f} MiB"
+            break
+        if time.monotonic() - started > budget_s:
+            stopped = f"the fill's time budget of {budget_s:.0f} s was spent"
             break
         count = min(batch, cores - created)
         try:
@@ -234,6 +283,7 @@ def fill(real: RealCluster, cores: int, batch: int, floor_mib: float) -> dict[st
         "cores": cores,
         "batch": batch,
         "memory_floor_mib": floor_mib,
+        "budget_s": budget_s,
         "available_before_mib": available_before,
         "stopped": stopped,
         "steps": steps,
@@ -243,7 +293,9 @@ def fill(real: RealCluster, cores: int, batch: int, floor_mib: float) -> dict[st
     }
 
 
-def measure(real: RealCluster, batch: int, floor_mib: float) -> dict[str, Any]:
+def measure(
+    real: RealCluster, batch: int, floor_mib: float, fill_budget_s: float
+) -> dict[str, Any]:
     rack = rack_spec(GENERATION)
     idle = realnodes.node_usage(real, realnodes.IDLE_SECONDS)
     return {
@@ -253,7 +305,7 @@ def measure(real: RealCluster, batch: int, floor_mib: float) -> dict[str, Any]:
         "idle": idle,
         "available_idle_mib": available_mib(),
         "gang": gang(real, rack.servers),
-        "fill": fill(real, rack.chips * rack.chip.cores, batch, floor_mib),
+        "fill": fill(real, rack.chips * rack.chip.cores, batch, floor_mib, fill_budget_s),
     }
 
 
@@ -266,6 +318,12 @@ def main(argv: list[str] | None = None) -> None:
         default=MEMORY_FLOOR_MIB,
         help="stop the fill before the host's available memory falls below this",
     )
+    p.add_argument(
+        "--fill-seconds",
+        type=float,
+        default=FILL_SECONDS,
+        help="start no batch of the fill after this many seconds",
+    )
     add_noisy_flag(p)
     args = p.parse_args(argv)
     conditions = Conditions.begin(args.noisy)
@@ -277,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
         results = {
             "start_s": time.monotonic() - started,
             "available_before_start_mib": available_before,
-            **measure(real_cluster(cluster), args.batch, args.memory_floor_mib),
+            **measure(real_cluster(cluster), args.batch, args.memory_floor_mib, args.fill_seconds),
         }
     print(write_results("realrack", COMMAND, results, conditions))
 

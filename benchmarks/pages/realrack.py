@@ -45,7 +45,10 @@ def gang_text(g: dict[str, Any]) -> str:
     if "stopped" not in g:
         return (
             f"{g['pods']} pods sharing one claim of the rack, all Running on "
-            f"{g['nodes_used']} nodes {g['create_to_all_running_s']:.0f} s after `kubectl apply`."
+            f"{g['nodes_used']} nodes {g['create_to_all_running_s']:.0f} s after `kubectl apply`, "
+            f"and every one's job started on its node's daemon after "
+            f"{g['create_to_all_started_s']:.0f} s ({g['waited_for_api']} of them repeated "
+            "their start because a request outlasted its timeout while the daemons planned)."
         )
     errors = "; ".join(f"{n} pods: `{line}`" for line, n in g["container_errors"].items())
     return (

@@ -188,3 +188,24 @@ def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None
     assert realrack.fill_text({**fill, "steps": [], "stopped": "x"}) == (
         "No pod of the fill ran: x."
     )
+
+
+def test_the_real_rack_gang_says_when_its_pods_ran_and_their_jobs_started() -> None:
+    gang = {
+        "pods": 36,
+        "nodes_used": 36,
+        "create_to_all_running_s": 95.4,
+        "create_to_all_started_s": 240.2,
+        "waited_for_api": 12,
+    }
+    text = realrack.gang_text(gang)
+    assert "all Running on 36 nodes 95 s after `kubectl apply`" in text
+    assert "started on its node's daemon after 240 s (12 of them repeated" in text
+    failed = {
+        **gang,
+        "stopped": "3 of 36 pods running: Job rack-train failed: BackoffLimitExceeded",
+        "container_errors": {"error=workload API 422: workload.hidden": 2},
+    }
+    text = realrack.gang_text(failed)
+    assert "did not all run: 3 of 36 pods running" in text
+    assert "2 pods: `error=workload API 422: workload.hidden`" in text
