@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kubernetes import client
 
@@ -72,8 +72,28 @@ OWN_HISTOGRAMS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
 the answer; the Go plugin's after its kubelet-plugin library fetched the claim."""
 
 
+KUBELET_SCRAPE_TRIES: Final = 5
+KUBELET_SCRAPE_PAUSE: Final = 5.0
+
+
+class KubeletScrapeError(RuntimeError):
+    """A kubelet's metrics could not be read through the apiserver, every try."""
+
+
 def kubelet_metrics(real: RealCluster, node: str) -> str:
-    return real.kubectl("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics")
+    """The kubelet's /metrics through the apiserver's node proxy; a kubelet on a
+    loaded host can miss one answer, so it is asked a few times."""
+    for attempt in range(KUBELET_SCRAPE_TRIES):
+        done = real.cluster.kubectl(
+            "get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics", check=False
+        )
+        if done.returncode == 0:
+            return done.stdout
+        if attempt + 1 < KUBELET_SCRAPE_TRIES:
+            time.sleep(KUBELET_SCRAPE_PAUSE)
+    raise KubeletScrapeError(
+        f"metrics of the kubelet of {node}, {KUBELET_SCRAPE_TRIES} tries: {done.stderr.strip()}"
+    )
 
 
 def node_usage(real: RealCluster, seconds: float) -> dict[str, dict[str, float]]:

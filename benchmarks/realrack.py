@@ -15,6 +15,7 @@ installed by Helm. Recorded, in order:
 """
 
 import argparse
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -99,12 +100,34 @@ def wait_running(
         time.sleep(POLL_SECONDS)
 
 
-def prepare_figures(before: list[str], after: list[str]) -> dict[str, Any]:
-    """The kubelets' gRPC prepare and unprepare of our driver between two scrapes."""
+def progress(message: str) -> None:
+    print(f"bench-realrack: {message}", file=sys.stderr, flush=True)
+
+
+def scrape(real: RealCluster) -> dict[str, str]:
+    """Each kubelet's metrics by node; one that does not answer is left out, so
+    a phase's other figures survive a kubelet the load has made deaf."""
+    texts = {}
+    for node in real.nodes:
+        try:
+            texts[node] = realnodes.kubelet_metrics(real, node)
+        except realnodes.KubeletScrapeError as err:
+            progress(str(err))
+    return texts
+
+
+def prepare_figures(before: dict[str, str], after: dict[str, str]) -> dict[str, Any]:
+    """The kubelets' gRPC prepare and unprepare of our driver between two
+    scrapes, over the kubelets that answered both."""
+    read = sorted(before.keys() & after.keys())
     seen = realnodes.difference(
-        realnodes.histograms(after, DRIVER), realnodes.histograms(before, DRIVER)
+        realnodes.histograms([after[n] for n in read], DRIVER),
+        realnodes.histograms([before[n] for n in read], DRIVER),
     )
-    return {call: summary_ms(h) for call, h in seen["kubelet_grpc_ms"].items()}
+    return {
+        "kubelets_read": len(read),
+        "calls": {call: summary_ms(h) for call, h in seen["kubelet_grpc_ms"].items()},
+    }
 
 
 def node_memory(real: RealCluster) -> dict[str, dict[str, float]]:
@@ -186,27 +209,40 @@ def gang(real: RealCluster, pods: int) -> dict[str, Any]:
     what stopped it."""
     core = client.CoreV1Api(real.api)
     batch = client.BatchV1Api(real.api)
-    before = realnodes.scrape(real)
+    before = scrape(real)
     started = time.monotonic()
     real.kubectl("apply", "-f", str(GANG_EXAMPLE))
+    progress(f"gang: {GANG_EXAMPLE.relative_to(ROOT)} applied")
     outcome: dict[str, Any] = {"pods": pods}
     try:
         wait_running(core, GANG_NAMESPACE, GANG_SELECTOR, pods, lambda: job_failed(batch))
         outcome["create_to_all_running_s"] = time.monotonic() - started
+        progress(f"gang: {pods} pods running after {outcome['create_to_all_running_s']:.0f} s")
         logs = wait_started(core, pods)
         outcome["create_to_all_started_s"] = time.monotonic() - started
+        progress(f"gang: {pods} jobs started after {outcome['create_to_all_started_s']:.0f} s")
         outcome["waited_for_api"] = sum("waiting_for_api=" in log for log in logs.values())
     except PodsNotRunningError as err:
         outcome["stopped"] = str(err)
         outcome["container_errors"] = container_errors(core)
+        progress(f"gang: stopped: {err}")
     nodes = {p.spec.node_name for p in core.list_namespaced_pod(GANG_NAMESPACE).items}
-    after = realnodes.scrape(real)
-    real.kubectl("delete", "namespace", GANG_NAMESPACE, "--wait", f"--timeout={DELETE_TIMEOUT}")
+    after = scrape(real)
+    delete_namespace(real, GANG_NAMESPACE)
     return {
         **outcome,
         "nodes_used": len(nodes),
         "kubelet_grpc_ms": prepare_figures(before, after),
     }
+
+
+def delete_namespace(real: RealCluster, name: str) -> None:
+    """Delete `name` and wait until it is gone; a failure is shown, not raised,
+    so what was measured before it is still written."""
+    done = real.cluster.kubectl(
+        "delete", "namespace", name, "--wait", f"--timeout={DELETE_TIMEOUT}", check=False
+    )
+    progress(f"namespace {name}: " + (done.stdout or done.stderr).strip())
 
 
 def fill_pod(index: int, image: str) -> JSON:
@@ -243,7 +279,7 @@ def fill(
     real.apply(
         namespace(FILL_NAMESPACE), claim_template(FILL_NAMESPACE, "core", "core.trainium.sim.dev")
     )
-    before = realnodes.scrape(real)
+    before = scrape(real)
     available_before = available_mib()
     started = time.monotonic()
     steps: list[dict[str, float]] = []
@@ -275,10 +311,12 @@ def fill(
                 "available_mib": available_mib(),
             }
         )
-    after = realnodes.scrape(real)
+        progress(f"fill: {created} pods running after {steps[-1]['seconds']:.0f} s")
+    progress(f"fill: stopped: {stopped}")
+    after = scrape(real)
     memory = node_memory(real)
     deleting = time.monotonic()
-    real.kubectl("delete", "namespace", FILL_NAMESPACE, "--wait", f"--timeout={DELETE_TIMEOUT}")
+    delete_namespace(real, FILL_NAMESPACE)
     return {
         "cores": cores,
         "batch": batch,
@@ -297,6 +335,7 @@ def measure(
     real: RealCluster, batch: int, floor_mib: float, fill_budget_s: float
 ) -> dict[str, Any]:
     rack = rack_spec(GENERATION)
+    progress(f"{len(real.nodes)} nodes up; idling {realnodes.IDLE_SECONDS:.0f} s")
     idle = realnodes.node_usage(real, realnodes.IDLE_SECONDS)
     return {
         "generation": GENERATION,

@@ -13,9 +13,12 @@ def span(values: list[float], fmt: str = "{:.0f}") -> str:
 def prepare_rows(r: dict[str, Any]) -> str:
     rows = []
     for phase in ("gang", "fill"):
-        for call, s in r[phase]["kubelet_grpc_ms"].items():
-            rows.append((phase, call, f"{s['count']:.0f}", f"{s['mean']:.1f}"))
-    return table(("phase", "call", "calls", "kubelet gRPC mean ms"), rows)
+        seen = r[phase]["kubelet_grpc_ms"]
+        for call, s in seen["calls"].items():
+            rows.append(
+                (phase, call, f"{seen['kubelets_read']}", f"{s['count']:.0f}", f"{s['mean']:.1f}")
+            )
+    return table(("phase", "call", "kubelets read", "calls", "kubelet gRPC mean ms"), rows)
 
 
 def fill_text(f: dict[str, Any]) -> str:
@@ -86,7 +89,7 @@ would): {gang_text(g)}
 {fill_text(r["fill"])}
 
 The kubelets' own `dra_grpc_operations_duration_seconds` for our driver, summed
-over the nodes, over each phase:
+over the nodes whose kubelet answered the scrapes before and after each phase:
 
 {prepare_rows(r)}
 """

@@ -17,6 +17,8 @@ from benchmarks.realnodes import (
     pooled,
     summaries,
 )
+from benchmarks.realrack import prepare_figures
+from tests.realnodes.realcluster import DRIVER
 
 BOUNDS = ("0.1", "0.15", "0.5", "+Inf")
 
@@ -173,3 +175,16 @@ def test_each_plugins_own_histogram_is_read_by_its_own_name() -> None:
     go = own_histograms([after], "go")
     assert go["prepare"].count == 9
     assert go["unprepare"].count == 0
+
+
+def test_a_rack_phase_counts_only_the_kubelets_that_answered_both_scrapes() -> None:
+    def node(count: int, seconds: float) -> str:
+        return scrape(grpc(DRIVER, PREPARE, "OK", (count,) * 4, seconds))
+
+    before = {"n0": node(1, 0.01), "n1": node(2, 0.02), "n2": node(0, 0.0)}
+    after = {"n0": node(3, 0.05), "n2": node(10, 0.5)}  # n1's kubelet did not answer
+    figures = prepare_figures(before, after)
+    assert figures["kubelets_read"] == 2
+    prepare = figures["calls"]["prepare"]
+    assert prepare["count"] == 12
+    assert prepare["mean"] == pytest.approx(1000 * (0.04 + 0.5) / 12)
