@@ -9,12 +9,14 @@ installed by Helm. Recorded, in order:
   has started its job on its node's daemon;
 - a fill: pods of one single-core claim each, created a batch at a time, until
   every core of the rack is held, the host's available memory falls below a
-  floor or a time budget is spent; the pods run the sandbox (pause) image, so what each costs is the
-  pod itself, its claim and its prepare, not a workload's interpreter;
+  floor or a time budget is spent; the pods run the sandbox (pause) image, so
+  what each costs is the pod itself, its claim and its prepare, not a
+  workload's interpreter;
 - the kubelets' own prepare figures over the gang and over the fill.
 """
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+import urllib3
 from kubernetes import client
 
 from benchmarks import realnodes
@@ -48,7 +51,7 @@ BATCH: Final = 36
 """Pods created at once in the fill: one per node on average."""
 MEMORY_FLOOR_MIB: Final = 2048
 """The fill stops before the host's available memory falls below this."""
-FILL_SECONDS: Final = 1800.0
+FILL_SECONDS: Final = 900.0
 """The fill starts no batch after this long, so a slowing host ends the run."""
 START_TIMEOUT: Final = 3600.0
 WAIT_TIMEOUT: Final = 900.0
@@ -66,6 +69,29 @@ def available_mib() -> float:
     raise RuntimeError("/proc/meminfo has no MemAvailable")
 
 
+REQUEST_TIMEOUT: Final = 120.0
+"""No API call of the run may hang on an apiserver the load has starved."""
+API_FAILURES: Final = (client.ApiException, urllib3.exceptions.HTTPError, OSError)
+"""What a starved apiserver does to a request: a 504, a broken or timed-out
+connection. The phase it hits stops, and the run writes what it measured."""
+
+
+def api_failure(err: BaseException) -> str:
+    if isinstance(err, client.ApiException):
+        return f"{err.status} {err.reason}"
+    return f"{type(err).__name__}: {err}"
+
+
+def pods_of(core: client.CoreV1Api, ns: str) -> list[Any]:
+    """The namespace's pods, or none if the apiserver fails to list them."""
+    try:
+        pods: list[Any] = core.list_namespaced_pod(ns, _request_timeout=REQUEST_TIMEOUT).items
+    except API_FAILURES as err:
+        progress(f"pods of {ns}: {api_failure(err)}")
+        return []
+    return pods
+
+
 class PodsNotRunningError(Exception):
     """Pods that will never all run: the message says why."""
 
@@ -81,7 +107,9 @@ def wait_running(
     others wait for after WAIT_TIMEOUT, or what `failed` reports at once."""
     deadline = time.monotonic() + WAIT_TIMEOUT
     while True:
-        pods = core.list_namespaced_pod(ns, label_selector=selector).items
+        pods = core.list_namespaced_pod(
+            ns, label_selector=selector, _request_timeout=REQUEST_TIMEOUT
+        ).items
         running = [p for p in pods if p.status.phase == "Running"]
         if len(running) >= count:
             return
@@ -144,7 +172,7 @@ def node_memory(real: RealCluster) -> dict[str, dict[str, float]]:
 
 def job_failed(batch: client.BatchV1Api) -> str | None:
     """The gang Job's Failed condition, once it has one."""
-    job = batch.read_namespaced_job(GANG_JOB, GANG_NAMESPACE)
+    job = batch.read_namespaced_job(GANG_JOB, GANG_NAMESPACE, _request_timeout=REQUEST_TIMEOUT)
     for c in job.status.conditions or []:
         if c.type == "Failed" and c.status == "True":
             return f"Job {GANG_JOB} failed: {c.reason}, {c.message}"
@@ -155,12 +183,14 @@ def container_errors(core: client.CoreV1Api) -> dict[str, int]:
     """How the gang's failed containers ended, counted: the last line each
     printed (`error=...`), or its exit reason where it printed none."""
     counts: Counter[str] = Counter()
-    for pod in core.list_namespaced_pod(GANG_NAMESPACE, label_selector=GANG_SELECTOR).items:
+    for pod in pods_of(core, GANG_NAMESPACE):
         if pod.status.phase != "Failed":
             continue
         try:
-            log = core.read_namespaced_pod_log(pod.metadata.name, GANG_NAMESPACE, tail_lines=1)
-        except client.ApiException:
+            log = core.read_namespaced_pod_log(
+                pod.metadata.name, GANG_NAMESPACE, tail_lines=1, _request_timeout=REQUEST_TIMEOUT
+            )
+        except API_FAILURES:
             log = ""
         statuses = pod.status.container_statuses or []
         ended = statuses[0].state.terminated if statuses else None
@@ -172,12 +202,15 @@ def container_errors(core: client.CoreV1Api) -> dict[str, int]:
 def workload_logs(core: client.CoreV1Api) -> dict[str, str]:
     """Each gang pod's log so far."""
     logs = {}
-    for pod in core.list_namespaced_pod(GANG_NAMESPACE, label_selector=GANG_SELECTOR).items:
+    pods = core.list_namespaced_pod(
+        GANG_NAMESPACE, label_selector=GANG_SELECTOR, _request_timeout=REQUEST_TIMEOUT
+    ).items
+    for pod in pods:
         try:
             logs[pod.metadata.name] = core.read_namespaced_pod_log(
-                pod.metadata.name, GANG_NAMESPACE
+                pod.metadata.name, GANG_NAMESPACE, _request_timeout=REQUEST_TIMEOUT
             )
-        except client.ApiException:
+        except API_FAILURES:
             logs[pod.metadata.name] = ""
     return logs
 
@@ -224,9 +257,12 @@ def gang(real: RealCluster, pods: int) -> dict[str, Any]:
         outcome["waited_for_api"] = sum("waiting_for_api=" in log for log in logs.values())
     except PodsNotRunningError as err:
         outcome["stopped"] = str(err)
+    except API_FAILURES as err:
+        outcome["stopped"] = f"the apiserver failed a request: {api_failure(err)}"
+    if "stopped" in outcome:
+        progress(f"gang: stopped: {outcome['stopped']}")
         outcome["container_errors"] = container_errors(core)
-        progress(f"gang: stopped: {err}")
-    nodes = {p.spec.node_name for p in core.list_namespaced_pod(GANG_NAMESPACE).items}
+    nodes = {n for p in pods_of(core, GANG_NAMESPACE) if (n := p.spec.node_name)}
     after = scrape(real)
     delete_namespace(real, GANG_NAMESPACE)
     return {
@@ -295,13 +331,15 @@ def fill(
         count = min(batch, cores - created)
         try:
             for i in range(created, created + count):
-                core.create_namespaced_pod(FILL_NAMESPACE, fill_pod(i, image))
+                core.create_namespaced_pod(
+                    FILL_NAMESPACE, fill_pod(i, image), _request_timeout=REQUEST_TIMEOUT
+                )
             wait_running(core, FILL_NAMESPACE, FILL_SELECTOR, created + count)
         except PodsNotRunningError as err:
             stopped = f"a batch did not run: {err}"
             break
-        except client.ApiException as err:  # an overloaded apiserver answers 504
-            stopped = f"the apiserver refused a pod of the batch: {err.status} {err.reason}"
+        except API_FAILURES as err:
+            stopped = f"the apiserver failed a request of the batch: {api_failure(err)}"
             break
         created += count
         steps.append(
@@ -309,6 +347,7 @@ def fill(
                 "pods": created,
                 "seconds": time.monotonic() - started,
                 "available_mib": available_mib(),
+                "load_1min": os.getloadavg()[0],
             }
         )
         progress(f"fill: {created} pods running after {steps[-1]['seconds']:.0f} s")
@@ -322,6 +361,7 @@ def fill(
         "batch": batch,
         "memory_floor_mib": floor_mib,
         "budget_s": budget_s,
+        "cpus": os.cpu_count(),
         "available_before_mib": available_before,
         "stopped": stopped,
         "steps": steps,

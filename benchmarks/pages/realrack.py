@@ -26,6 +26,7 @@ def fill_text(f: dict[str, Any]) -> str:
     if not steps:
         return f"No pod of the fill ran: {f['stopped']}."
     last = steps[-1]
+    loads = ", ".join(f"{step['load_1min']:.0f}" for step in steps)
     used = f["available_before_mib"] - last["available_mib"]
     per_pod = used / last["pods"]
     memory = f["node_memory_full"].values()
@@ -35,7 +36,9 @@ def fill_text(f: dict[str, Any]) -> str:
         f"{last['pods']:,} of the rack's {f['cores']:,} cores held by as many Running pods, "
         f"created {f['batch']} at a time, in {last['seconds']:.0f} s "
         f"({last['pods'] / last['seconds']:.1f} pods/s); it stopped because "
-        f"{f['stopped']}. The host's available memory fell by {used:,.0f} MiB, "
+        f"{f['stopped']}. The host's 1-minute load average after each batch, on "
+        f"{f['cpus']} CPUs: {loads}. "
+        f"The host's available memory fell by {used:,.0f} MiB, "
         f"{per_pod:.1f} MiB per pod (its sandbox, its shim, the kubelet's and the "
         f"daemon's share, the control plane's objects). With the fill running, each "
         f"node's cgroup held {span(total)} MiB, of which the kubelet, containerd, the "

@@ -174,9 +174,10 @@ def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None
         "available_before_mib": 20000.0,
         "stopped": "the host's available memory fell below 2048 MiB",
         "steps": [
-            {"pods": 36, "seconds": 20.0, "available_mib": 19600.0},
-            {"pods": 72, "seconds": 40.0, "available_mib": 19280.0},
+            {"pods": 36, "seconds": 20.0, "available_mib": 19600.0, "load_1min": 30.2},
+            {"pods": 72, "seconds": 40.0, "available_mib": 19280.0, "load_1min": 95.7},
         ],
+        "cpus": 2,
         "node_memory_full": {"n0": {"memory_mib": 300.0, "system_memory_mib": 120.0}},
         "delete_s": 33.0,
     }
@@ -184,6 +185,7 @@ def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None
     assert "72 of the rack's 1,152 cores held" in text
     assert "in 40 s (1.8 pods/s)" in text
     assert "fell by 720 MiB, 10.0 MiB per pod" in text
+    assert "load average after each batch, on 2 CPUs: 30, 96." in text
     assert "stopped because the host's available memory fell below 2048 MiB" in text
     assert realrack.fill_text({**fill, "steps": [], "stopped": "x"}) == (
         "No pod of the fill ran: x."
