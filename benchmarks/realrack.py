@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import urllib3
 from kubernetes import client
@@ -69,6 +69,7 @@ def available_mib() -> float:
     raise RuntimeError("/proc/meminfo has no MemAvailable")
 
 
+T = TypeVar("T")
 REQUEST_TIMEOUT: Final = 120.0
 """No API call of the run may hang on an apiserver the load has starved."""
 API_FAILURES: Final = (client.ApiException, urllib3.exceptions.HTTPError, OSError)
@@ -92,6 +93,16 @@ def pods_of(core: client.CoreV1Api, ns: str) -> list[Any]:
     return pods
 
 
+def look(poll: Callable[[], T]) -> T | None:
+    """A poll's answer, or None when the apiserver fails it: while waiting, a
+    failed look is a missed look, not a verdict; the wait's deadline still holds."""
+    try:
+        return poll()
+    except API_FAILURES as err:
+        progress(f"a poll failed, trying again: {api_failure(err)}")
+        return None
+
+
 class PodsNotRunningError(Exception):
     """Pods that will never all run: the message says why."""
 
@@ -106,14 +117,20 @@ def wait_running(
     """Until `count` pods of `ns` matching `selector` run; PodsNotRunningError names what the
     others wait for after WAIT_TIMEOUT, or what `failed` reports at once."""
     deadline = time.monotonic() + WAIT_TIMEOUT
+    pods: list[Any] = []
     while True:
-        pods = core.list_namespaced_pod(
-            ns, label_selector=selector, _request_timeout=REQUEST_TIMEOUT
-        ).items
+        listed = look(
+            lambda: (
+                core.list_namespaced_pod(
+                    ns, label_selector=selector, _request_timeout=REQUEST_TIMEOUT
+                ).items
+            )
+        )
+        pods = pods if listed is None else listed
         running = [p for p in pods if p.status.phase == "Running"]
         if len(running) >= count:
             return
-        if reason := failed():
+        if reason := look(failed):
             raise PodsNotRunningError(f"{len(running)} of {count} pods running: {reason}")
         if time.monotonic() > deadline:
             waiting = [p for p in pods if p.status.phase != "Running"][:3]
@@ -220,8 +237,9 @@ def wait_started(core: client.CoreV1Api, pods: int) -> dict[str, str]:
     (`job_submitted=` in its log); PodsNotRunningError when one prints an error
     or WAIT_TIMEOUT passes. Returns the logs."""
     deadline = time.monotonic() + WAIT_TIMEOUT
+    logs: dict[str, str] = {}
     while True:
-        logs = workload_logs(core)
+        logs = look(lambda: workload_logs(core)) or logs
         failed = [
             line for log in logs.values() for line in log.splitlines() if line.startswith("error=")
         ]
@@ -257,11 +275,8 @@ def gang(real: RealCluster, pods: int) -> dict[str, Any]:
         outcome["waited_for_api"] = sum("waiting_for_api=" in log for log in logs.values())
     except PodsNotRunningError as err:
         outcome["stopped"] = str(err)
-    except API_FAILURES as err:
-        outcome["stopped"] = f"the apiserver failed a request: {api_failure(err)}"
-    if "stopped" in outcome:
-        progress(f"gang: stopped: {outcome['stopped']}")
         outcome["container_errors"] = container_errors(core)
+        progress(f"gang: stopped: {err}")
     nodes = {n for p in pods_of(core, GANG_NAMESPACE) if (n := p.spec.node_name)}
     after = scrape(real)
     delete_namespace(real, GANG_NAMESPACE)
