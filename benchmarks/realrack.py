@@ -12,7 +12,8 @@ installed by Helm. Recorded, in order:
   floor or a time budget is spent; the pods run the sandbox (pause) image, so
   what each costs is the pod itself, its claim and its prepare, not a
   workload's interpreter;
-- the kubelets' own prepare figures over the gang and over the fill.
+- the kubelets' own prepare and unprepare figures over the gang and over the
+  fill, each with its deletion.
 """
 
 import argparse
@@ -278,8 +279,8 @@ def gang(real: RealCluster, pods: int) -> dict[str, Any]:
         outcome["container_errors"] = container_errors(core)
         progress(f"gang: stopped: {err}")
     nodes = {n for p in pods_of(core, GANG_NAMESPACE) if (n := p.spec.node_name)}
-    after = scrape(real)
     delete_namespace(real, GANG_NAMESPACE)
+    after = scrape(real)  # after the delete, so the unprepares count too
     return {
         **outcome,
         "nodes_used": len(nodes),
@@ -367,10 +368,10 @@ def fill(
         )
         progress(f"fill: {created} pods running after {steps[-1]['seconds']:.0f} s")
     progress(f"fill: stopped: {stopped}")
-    after = scrape(real)
     memory = node_memory(real)
     deleting = time.monotonic()
     delete_namespace(real, FILL_NAMESPACE)
+    after = scrape(real)  # after the delete, so the unprepares count too
     return {
         "cores": cores,
         "batch": batch,

@@ -15,6 +15,8 @@ def prepare_rows(r: dict[str, Any]) -> str:
     for phase in ("gang", "fill"):
         seen = r[phase]["kubelet_grpc_ms"]
         for call, s in seen["calls"].items():
+            if not s["count"]:
+                continue
             rows.append(
                 (phase, call, f"{seen['kubelets_read']}", f"{s['count']:.0f}", f"{s['mean']:.1f}")
             )
@@ -92,7 +94,7 @@ would): {gang_text(g)}
 {fill_text(r["fill"])}
 
 The kubelets' own `dra_grpc_operations_duration_seconds` for our driver, summed
-over the nodes whose kubelet answered the scrapes before and after each phase:
+over the nodes whose kubelet answered the scrapes before each phase and after its deletion:
 
 {prepare_rows(r)}
 """
