@@ -74,6 +74,8 @@ the answer; the Go plugin's after its kubelet-plugin library fetched the claim."
 
 KUBELET_SCRAPE_TRIES: Final = 5
 KUBELET_SCRAPE_PAUSE: Final = 5.0
+KUBELET_SCRAPE_TIMEOUT: Final = "30s"
+"""A collapsed host must not hold one scrape for minutes."""
 
 
 class KubeletScrapeError(RuntimeError):
@@ -85,7 +87,11 @@ def kubelet_metrics(real: RealCluster, node: str) -> str:
     loaded host can miss one answer, so it is asked a few times."""
     for attempt in range(KUBELET_SCRAPE_TRIES):
         done = real.cluster.kubectl(
-            "get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics", check=False
+            "get",
+            "--raw",
+            f"/api/v1/nodes/{node}/proxy/metrics",
+            f"--request-timeout={KUBELET_SCRAPE_TIMEOUT}",
+            check=False,
         )
         if done.returncode == 0:
             return done.stdout

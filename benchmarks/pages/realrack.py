@@ -94,7 +94,7 @@ would): {gang_text(g)}
 {fill_text(r["fill"])}
 
 The kubelets' own `dra_grpc_operations_duration_seconds` for our driver, summed
-over the nodes whose kubelet answered the scrapes before each phase and after its deletion:
+over the nodes whose kubelet answered both scrapes of the phase:
 
 {prepare_rows(r)}
 """
