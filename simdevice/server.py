@@ -56,6 +56,19 @@ class JobInfo:
     numerics: dict[str, float | bool] | None = None
 
 
+@dataclass(frozen=True)
+class PlannedJob:
+    """A workload checked and planned on its cores, not queued yet. A first
+    plan of a large shape costs seconds of CPU, which is why planning and
+    queueing are two steps."""
+
+    workload: Workload
+    cores: tuple[tuple[int, int], ...]  # sorted (local chip, physical core)
+    chips: frozenset[int]
+    plan: Plan
+    numerics: NumericsResult | None
+
+
 @dataclass
 class _Job:
     id: str
@@ -179,17 +192,36 @@ class ServerSim:
         self._peak = core_timing(spec.chip).peak_flops("bf16")
         self._core_dma = core_dma_bandwidth(spec.chip)
 
-    # -- public entry points (read the clock) --------------------------------
-    def submit(self, workload: Workload, cores: Sequence[tuple[int, int]]) -> str:
-        """Queue `workload` on `cores` ((local chip, physical core) pairs); returns its id."""
-        now = self._tick()
+    def plan_job(self, workload: Workload, cores: Sequence[tuple[int, int]]) -> PlannedJob:
+        """Check `cores` ((local chip, physical core) pairs) and plan `workload`
+        on them. Reads only the rack spec, never the clock or the jobs, so a
+        caller can plan outside the lock it holds around the other entry points."""
         picked = self._check_cores(cores)
         chips = frozenset(c for c, _ in picked)
         job_plan = self._plan(workload, picked, chips, None)
-        rows = np.asarray([self._row[p] for p in picked], dtype=np.intp)
-        job = _Job(f"job-{next(self._ids)}", workload, picked, chips, now, job_plan, rows)
-        job.plans[None] = job_plan
-        job.numerics = _numerics(workload, len(picked))
+        return PlannedJob(workload, picked, chips, job_plan, _numerics(workload, len(picked)))
+
+    # -- public entry points (read the clock) --------------------------------
+    def submit(self, workload: Workload, cores: Sequence[tuple[int, int]]) -> str:
+        """Plan `workload` on `cores` and queue it; returns its id."""
+        return self.queue(self.plan_job(workload, cores))
+
+    def queue(self, planned: PlannedJob) -> str:
+        """Queue a planned job; returns its id. The clock is read after the
+        plan, so the time spent planning never counts as the job's."""
+        now = self._tick()
+        rows = np.asarray([self._row[p] for p in planned.cores], dtype=np.intp)
+        job = _Job(
+            f"job-{next(self._ids)}",
+            planned.workload,
+            planned.cores,
+            planned.chips,
+            now,
+            planned.plan,
+            rows,
+        )
+        job.plans[None] = planned.plan
+        job.numerics = planned.numerics
         self._jobs[job.id] = job
         self._queue.append(job.id)
         self._run_until(now)

@@ -3,6 +3,13 @@
 Wraps `simdevice.server.ServerSim` (which follows its clock by itself) with a
 lock, because gRPC, HTTP and the health loop call it from different threads,
 and remembers which claim submitted each job.
+
+Planning a job runs outside that lock, under a lock of its claim alone: a
+first plan of a rack-wide shape is seconds of CPU (minutes on a host where
+every node plans at once), and health checks, metrics and other claims must
+not wait for it. The claim's own job list and release do wait, so a client
+that repeats a timed-out start finds the job in progress instead of queueing
+a second one, and an unprepare never leaves a job behind.
 """
 
 import threading
@@ -21,6 +28,7 @@ class SimHost:
         self.sim = ServerSim(rack, server)
         self._lock = threading.Lock()
         self._owner: dict[str, str] = {}  # job id -> claim uid
+        self._claim_locks: dict[str, threading.Lock] = {}
         # Set by a fault injected or cleared: the health loop checks at once
         # instead of at its next tick.
         self.faults_changed = threading.Event()
@@ -28,15 +36,18 @@ class SimHost:
     def submit(
         self, claim_uid: str, spec: Mapping[str, Any], cores: Sequence[tuple[int, int]]
     ) -> JobInfo:
-        """Parse `spec` (WorkloadError on bad input) and run it on `cores`."""
+        """Parse `spec` (WorkloadError on bad input), plan it and run it on `cores`."""
         workload = parse_workload(spec)
-        with self._lock:
-            job_id = self.sim.submit(workload, cores)
-            self._owner[job_id] = claim_uid
-            return self.sim.job(job_id)
+        with self._claim_lock(claim_uid):
+            planned = self.sim.plan_job(workload, cores)
+            with self._lock:
+                job_id = self.sim.queue(planned)
+                self._owner[job_id] = claim_uid
+                return self.sim.job(job_id)
 
     def jobs(self, claim_uid: str) -> list[JobInfo]:
-        with self._lock:
+        """The claim's jobs, once any submit of the claim in progress is queued."""
+        with self._claim_lock(claim_uid), self._lock:
             return [j for j in self.sim.jobs() if self._owner.get(j.id) == claim_uid]
 
     def job(self, claim_uid: str, job_id: str) -> JobInfo | None:
@@ -48,14 +59,16 @@ class SimHost:
             return self.sim.cancel(job_id) if self._owner.get(job_id) == claim_uid else None
 
     def release(self, claim_uid: str) -> None:
-        """Cancel the claim's unfinished jobs and forget them (on unprepare)."""
-        with self._lock:
+        """Cancel the claim's unfinished jobs, including one being planned, and
+        forget them (on unprepare)."""
+        with self._claim_lock(claim_uid), self._lock:
             for job_id, owner in list(self._owner.items()):
                 if owner != claim_uid:
                     continue
                 if self.sim.job(job_id).state not in TERMINAL:
                     self.sim.cancel(job_id)
                 del self._owner[job_id]
+            self._claim_locks.pop(claim_uid, None)
 
     def telemetry(self) -> ServerTelemetry:
         with self._lock:
@@ -78,3 +91,7 @@ class SimHost:
         with self._lock:
             self.sim.clear(fault)
         self.faults_changed.set()
+
+    def _claim_lock(self, claim_uid: str) -> threading.Lock:
+        with self._lock:
+            return self._claim_locks.setdefault(claim_uid, threading.Lock())

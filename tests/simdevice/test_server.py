@@ -53,6 +53,20 @@ def test_job_takes_the_simulated_time_its_plan_says(sim: ServerSim, clock: FakeC
     assert done.progress == 1.0
 
 
+def test_time_spent_planning_is_not_the_jobs(sim: ServerSim, clock: FakeClock) -> None:
+    planned = sim.plan_job(GEMM, [(0, 1), (0, 0)])
+    assert planned.cores == ((0, 0), (0, 1))
+    assert sim.jobs() == []  # planning queues nothing
+    clock.now += 30.0  # a first plan of a large shape under load
+    info = sim.job(sim.queue(planned))
+    assert (info.state, info.submitted, info.started, info.progress) == (
+        "running",
+        1030.0,
+        1030.0,
+        0.0,
+    )
+
+
 def test_jobs_on_the_same_core_queue_in_order(sim: ServerSim, clock: FakeClock) -> None:
     first = sim.submit(GEMM, [(0, 0), (0, 1)])
     second = sim.submit(GEMM, [(0, 1)])
