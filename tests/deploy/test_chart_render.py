@@ -188,6 +188,10 @@ def test_node_daemonset_args_paths_and_updates(case: Case) -> None:
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    probes = values["node"]["probes"]
+    assert c["readinessProbe"]["failureThreshold"] == probes["failureThreshold"]
+    assert c["livenessProbe"]["failureThreshold"] == probes["livenessFailureThreshold"]
+    assert probes["livenessFailureThreshold"] > probes["failureThreshold"]
     sa = ds["spec"]["template"]["spec"]["serviceAccountName"]
     assert sa == f"{case.release}-trainium-dra-node"
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
