@@ -79,6 +79,18 @@ def container(workload: JSON) -> JSON:
     return found
 
 
+def assert_probe_thresholds(c: JSON, probes: JSON) -> None:
+    """Each probe reads its values; liveness waits longer than readiness, so a
+    container slowed by its host leaves the Service long before it is restarted."""
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert c[probe]["periodSeconds"] == probes["periodSeconds"]
+        assert c[probe]["timeoutSeconds"] == probes["timeoutSeconds"]
+    assert c["startupProbe"]["failureThreshold"] == probes["startupFailureThreshold"]
+    assert c["readinessProbe"]["failureThreshold"] == probes["failureThreshold"]
+    assert c["livenessProbe"]["failureThreshold"] == probes["livenessFailureThreshold"]
+    assert probes["livenessFailureThreshold"] > probes["failureThreshold"]
+
+
 def expand(args: list[str], env: dict[str, str]) -> list[str]:
     """Expand $(VAR) as the kubelet does for container args."""
     return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in args]
@@ -188,10 +200,7 @@ def test_node_daemonset_args_paths_and_updates(case: Case) -> None:
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-    probes = values["node"]["probes"]
-    assert c["readinessProbe"]["failureThreshold"] == probes["failureThreshold"]
-    assert c["livenessProbe"]["failureThreshold"] == probes["livenessFailureThreshold"]
-    assert probes["livenessFailureThreshold"] > probes["failureThreshold"]
+    assert_probe_thresholds(c, values["node"]["probes"])
     sa = ds["spec"]["template"]["spec"]["serviceAccountName"]
     assert sa == f"{case.release}-trainium-dra-node"
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
@@ -228,6 +237,7 @@ def test_controller_deployment_args_and_lease_role(case: Case) -> None:
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": port}
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert_probe_thresholds(c, values["controller"]["probes"])
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
