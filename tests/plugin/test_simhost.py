@@ -83,23 +83,23 @@ def test_health_metrics_and_other_claims_go_on_during_a_plan(
     assert submit.value().state == "running"
 
 
-def test_the_claims_job_list_waits_for_its_plan(host: SimHost, gate: PlanGate) -> None:
+def after_the_plan(host: SimHost, gate: PlanGate, call: Callable[[], Any]) -> tuple[Any, Any]:
+    """(the submitted job, `call`'s answer), asserting that `call`, made while
+    claim-a's job is being planned, waits until the job is queued."""
     submit = planning(host, gate, "claim-a")
-    listing = Call(lambda: host.jobs("claim-a"))
-    listing.join(0.5)
-    assert listing.is_alive(), "the claim's jobs were listed before its job was queued"
+    waiting = Call(call)
+    waiting.join(0.5)
+    assert waiting.is_alive(), f"{call} answered before the claim's job was queued"
     gate.open()
-    job = submit.value()
-    assert [j.id for j in listing.value()] == [job.id]
+    return submit.value(), waiting.value()
+
+
+def test_the_claims_job_list_waits_for_its_plan(host: SimHost, gate: PlanGate) -> None:
+    job, listed = after_the_plan(host, gate, lambda: host.jobs("claim-a"))
+    assert [j.id for j in listed] == [job.id]
 
 
 def test_a_release_during_a_plan_cancels_that_job(host: SimHost, gate: PlanGate) -> None:
-    submit = planning(host, gate, "claim-a")
-    release = Call(lambda: host.release("claim-a"))
-    release.join(0.5)
-    assert release.is_alive(), "the claim was released before its job was queued"
-    gate.open()
-    job = submit.value()
-    release.value()
+    job, _ = after_the_plan(host, gate, lambda: host.release("claim-a"))
     assert host.jobs("claim-a") == []
     assert {j.id: j.state for j in host.sim.jobs()} == {job.id: "cancelled"}
