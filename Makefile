@@ -16,7 +16,7 @@ PREVIOUS_BIN_DIR_FILE := build/bin-dir-previous
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack validate-sim chaos clean
+.PHONY: venv binaries control-plane-binaries node-packages dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -40,6 +40,17 @@ binaries:
 	@mkdir -p build
 	hack/build-binaries.sh > $(BIN_DIR_FILE)
 
+# Only what `make demo`'s local cluster runs: a newcomer's first demo builds
+# no node runtime and no Prometheus.
+control-plane-binaries:
+	@mkdir -p build
+	BINARIES=control-plane hack/build-binaries.sh > $(BIN_DIR_FILE)
+
+# The Debian packages the real-node cluster calls (runc, iptables, ...), for the
+# targets that start real nodes; `make demo` needs none of them.
+node-packages:
+	hack/node-packages.sh
+
 # The Go reference kubelet plugin (sigs.k8s.io/dra-example-driver) that
 # bench-node runs beside ours, built from its module into the cache.
 dra-example-driver:
@@ -62,7 +73,7 @@ unit: venv
 
 # The tests, the examples and real nodes again on the previous Kubernetes
 # release, then the kind path of docs/kind.md end to end (podman here).
-test: venv lint binaries image
+test: venv lint binaries node-packages image
 	$(WITH_BINARIES) $(PY) -m pytest
 	$(MAKE) test-previous
 	$(MAKE) kind-e2e
@@ -74,7 +85,7 @@ test: venv lint binaries image
 # and the examples again under real kubelets (they run here on the stand-in);
 # both run on the default release.
 SAME_ON_EVERY_RELEASE := killed_during_prepares or rolling_update or down_leaves_nothing or status_and_top
-test-previous: venv image
+test-previous: venv node-packages image
 	@mkdir -p build
 	K8S_VERSION=$(K8S_PREVIOUS) hack/build-binaries.sh > $(PREVIOUS_BIN_DIR_FILE)
 	TRAINIUM_DRA_BIN_DIR=$$(cat $(PREVIOUS_BIN_DIR_FILE)) K8S_VERSION=$(K8S_PREVIOUS) \
@@ -83,12 +94,12 @@ test-previous: venv image
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
-demo: venv binaries
+demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries)
 	$(WITH_BINARIES) $(PY) -m driver.localsim.demo $(DEMO_ARGS)
 
 # The same with real kubelets, containerd and the chart installed by helm
 # (root; docs/real-nodes.md): one Trn3 Gen1 UltraServer, 4 real nodes.
-demo-nodes: venv binaries image
+demo-nodes: venv binaries node-packages image
 	$(WITH_BINARIES) $(PY) -m driver.localsim.demo --real-nodes $(DEMO_ARGS)
 
 demo-stop: venv
@@ -160,19 +171,24 @@ bench-node: venv binaries dra-example-driver
 	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.node $(BENCH_ARGS)
 
 # Real nodes (root): the kubelet's own DRA latency histograms, memory and CPU per node.
-bench-realnodes: venv binaries image dra-example-driver
+bench-realnodes: venv binaries node-packages image dra-example-driver
 	$(WITH_BINARIES) TRAINIUM_DRA_GO_PLUGIN=$$(cat $(GO_PLUGIN_FILE)) $(PY) -m benchmarks.realnodes $(BENCH_ARGS)
 
 # A whole Gen2 rack on 36 real nodes (root, about half an hour): start-up, memory
 # and CPU per node, the whole-rack gang, then a fill of single-core pods.
-bench-realrack: venv binaries image
+bench-realrack: venv binaries node-packages image
 	$(WITH_BINARIES) $(PY) -m benchmarks.realrack $(BENCH_ARGS)
 
 # Faults, load and hostile input at full size (about an hour); writes
 # docs/reliability.md and benchmarks/results/chaos.json. CHAOS_ARGS takes
 # `python -m benchmarks.chaos` flags, e.g. CHAOS_ARGS="--only fuzz".
-chaos: venv binaries image
+chaos: venv binaries node-packages image
 	$(WITH_BINARIES) $(PY) -m benchmarks.chaos $(CHAOS_ARGS)
+
+# A newcomer's first `make demo` (root: it creates a user whose home has a long
+# path, empty caches, a clone of HEAD), timed into the README.
+bench-first-demo: venv
+	$(PY) -m benchmarks.first_demo $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,7 +1,7 @@
 """Every benchmark page, rendered from benchmarks/results/*.json alone:
 docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
-generated blocks of docs/simulator.md and docs/whatif.md (its example and its
-live replays).
+generated blocks of docs/simulator.md, docs/whatif.md (its example and its
+live replays) and README.md (the first `make demo`'s time).
 
 Usage: python -m benchmarks.render (`make pages`)
 """
@@ -10,7 +10,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.pages import benchmarks, reliability, scale, simulator, whatif, whatif_live
+from benchmarks.pages import (
+    benchmarks,
+    readme,
+    reliability,
+    scale,
+    simulator,
+    whatif,
+    whatif_live,
+)
 from benchmarks.pages.plots import plot
 from benchmarks.paths import DOCS, RESULTS_DIR
 
@@ -47,6 +55,9 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
     if "sim-validation" in found:
         page = docs / "simulator.md"
         out[page] = simulator.render(page.read_text(), found["sim-validation"])
+    if "first-demo" in found:
+        page = docs.parent / "README.md"
+        out[page] = readme.render(page.read_text(), found["first-demo"])
     return out
 
 

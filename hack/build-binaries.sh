@@ -11,7 +11,10 @@
 # the CNI plugins (hack/cni) in node/cni-<version>/ and the NetworkPolicy
 # agent (hack/kube-network-policies/build.sh) in
 # node/kube-network-policies-<version>/; runc and iptables come from Debian's
-# packages (installed when missing and running as root).
+# packages (hack/node-packages.sh, for the targets that start real nodes).
+#   BINARIES     control-plane: only what the local cluster of `make demo` runs
+#                (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+#                helm); all (the default): everything above
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
@@ -90,20 +93,16 @@ build_tool_dir() {
   done
 }
 
-# runc: Debian's build works on these cgroup-v1 hosts and needs no cgo
-# toolchain; iptables: kube-proxy and the CNI bridge/portmap plugins call it,
-# the real-node tests call iptables-save; conntrack: kube-proxy; ip: the
-# nodes' network namespaces; ps: the real-node tests. Needed only by the
-# real-node cluster, so a non-root user is told what is missing instead of
-# failing the build.
-install_debian_tools() {
-  install_missing "the real-node cluster" runc iptables iptables-save:iptables conntrack \
-    ip:iproute2 ps:procps || true
-}
+k8s_commands="kube-apiserver kube-controller-manager kube-scheduler"
+[ "${BINARIES:-all}" = control-plane ] || k8s_commands+=" kubelet kube-proxy"
 
 build_etcd
-K8S_VERSION=$k8s_version "$here/k8s/build.sh" "$out"
+K8S_VERSION=$k8s_version K8S_COMMANDS=$k8s_commands "$here/k8s/build.sh" "$out"
 build_tools helm helm.sh/helm/v4 "-X helm.sh/helm/v4/internal/version.version=$(pinned helm.sh/helm/v4 "$here/helm/go.mod")"
+if [ "${BINARIES:-all}" = control-plane ]; then
+  echo "$out"
+  exit 0
+fi
 # Prometheus 3.x.y is published as the Go module version v0.3xx.y.
 prometheus_module=$(pinned github.com/prometheus/prometheus "$here/prometheus/go.mod")
 prometheus_release=$(echo "$prometheus_module" | sed -E 's/^v0\.3([0-9]{2})\.([0-9]+)$/3.\1.\2/; s/\.0([0-9])\./.\1./')
@@ -114,5 +113,4 @@ build_tool_dir containerd github.com/containerd/containerd/v2 \
   "-X github.com/containerd/containerd/v2/version.Version=$containerd_version"
 build_tool_dir cni github.com/containernetworking/plugins ""
 "$here/kube-network-policies/build.sh"
-install_debian_tools
 echo "$out"

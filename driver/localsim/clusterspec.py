@@ -5,6 +5,8 @@ Pure: a `ClusterSpec` and a state directory in, names, paths, objects and
 argv lists out. `localcluster.py` does the I/O.
 """
 
+import hashlib
+import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,10 +172,22 @@ def ultraserver_object(
 class ClusterPaths:
     """Where everything of a cluster lives under its state directory.
 
-    Paths are short on purpose: unix socket paths may not exceed 107 bytes.
+    Unix socket paths may not exceed 107 bytes, so everything that holds a
+    socket (the nodes' kubelet roots, containerd states and workload sockets,
+    the simulator's controls) lives in the cluster's short runtime directory,
+    never under `root`, whose length is the user's choice.
     """
 
     root: Path
+
+    @property
+    def runtime(self) -> Path:
+        return runtime_dir_for(Path(os.path.abspath(self.root)), os.getuid())
+
+    @property
+    def runtime_link(self) -> Path:
+        """A symlink in the state directory to the runtime directory, to find it by."""
+        return self.root / "run"
 
     @property
     def kubeconfig(self) -> Path:
@@ -202,7 +216,7 @@ class ClusterPaths:
 
     @property
     def nodes_dir(self) -> Path:
-        return self.root / "n"
+        return self.runtime / "n"
 
     def node_template(self, what: str) -> str:
         return str(self.nodes_dir / "{node}" / what)
@@ -228,14 +242,26 @@ class ClusterPaths:
 
     def sim_control_socket(self, rack: str) -> Path:
         """The unix socket of the simulator's fault controls of a rack's daemon."""
-        return self.root / "sim" / f"{rack}.sock"
+        return self.runtime / "sim" / f"{rack}.sock"
+
+
+RUNTIME_PARENT = Path("/tmp")
+"""Short and present on every Linux machine; per-user subdirectories (0700) keep
+one user's sockets from another's."""
+
+
+def runtime_dir_for(root: Path, uid: int) -> Path:
+    """`/tmp/trainium-dra-<uid>/<12 hex digits>`: 31 bytes whatever `root` is, one
+    per state directory, so two clusters of one user never share a socket."""
+    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:12]
+    return RUNTIME_PARENT / f"trainium-dra-{uid}" / digest
 
 
 STATE_ENTRIES = (
     "etcd",
     "pki",
     "logs",
-    "n",
+    "run",
     "kubeconfig",
     "scheduler.kubeconfig",
     SCHEDULER_CONFIG,
@@ -247,7 +273,6 @@ STATE_ENTRIES = (
     "ready",
     "real-nodes-values.yaml",
     "sa",
-    "sim",
     "prometheus",
 )
 """Everything `serve` creates under the state directory; `down` removes exactly these."""

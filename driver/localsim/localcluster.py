@@ -38,7 +38,7 @@ from driver.localsim.controlplane import ControlPlane, ControlPlaneError, free_p
 from driver.localsim.kubelet import KubeletStandIn
 from driver.localsim.podsync import PodSync
 from driver.localsim.prometheus import start_for_cluster
-from driver.localsim.state import write_cluster
+from driver.localsim.state import make_state_dirs, write_cluster
 from driver.names import API_GROUP, API_VERSION
 
 READY_TIMEOUT = 120.0
@@ -300,7 +300,7 @@ def serve(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False)
     """Start everything, report ready, run until signalled, stop everything."""
     progress = Progress()
     paths.ready_file.unlink(missing_ok=True)
-    paths.root.mkdir(parents=True, exist_ok=True)
+    make_state_dirs(paths)
     paths.pid_file.write_text(str(os.getpid()))
     try:
         with (

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -94,8 +95,36 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+class RuntimeDirError(RuntimeError):
+    """The runtime directory's parent is not this user's own private directory."""
+
+
+def make_state_dirs(paths: ClusterPaths) -> None:
+    """The state directory, and the runtime directory with the state directory's
+    `run` link to it. The runtime directory's parent sits in world-writable /tmp,
+    so it is used only while it is a real directory of this user, mode 0700."""
+    paths.root.mkdir(parents=True, exist_ok=True)
+    parent = paths.runtime.parent
+    with contextlib.suppress(FileExistsError):
+        parent.mkdir(mode=0o700)
+    info = os.lstat(parent)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise RuntimeDirError(
+            f"runtime directory: {parent} must be a directory of uid {os.getuid()}, but it is "
+            f"{'a directory' if stat.S_ISDIR(info.st_mode) else 'not a directory'} of uid "
+            f"{info.st_uid}; remove it and start again"
+        )
+    os.chmod(parent, 0o700)
+    paths.runtime.mkdir(mode=0o700, exist_ok=True)
+    paths.runtime_link.unlink(missing_ok=True)
+    paths.runtime_link.symlink_to(paths.runtime)
+
+
 def remove_state(paths: ClusterPaths) -> None:
     """Remove what `serve` creates (nothing else), then the directory if empty."""
+    shutil.rmtree(paths.runtime, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        paths.runtime.parent.rmdir()  # only when no other cluster of this user uses it
     for name in STATE_ENTRIES:
         path = paths.root / name
         if path.is_dir() and not path.is_symlink():

@@ -4,6 +4,7 @@
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from driver.localsim.binaries import Binaries, BinariesMissingError
 from driver.localsim.children import trainium_dra_argv
@@ -12,7 +13,14 @@ from driver.localsim.flags import parse_up
 from driver.localsim.images import ImageMissingError
 from driver.localsim.localcluster import serve
 from driver.localsim.realnodes.serve import serve_real_nodes
-from driver.localsim.state import read_cluster, remove_state, serve_pid, stray_pids, terminate
+from driver.localsim.state import (
+    make_state_dirs,
+    read_cluster,
+    remove_state,
+    serve_pid,
+    stray_pids,
+    terminate,
+)
 
 UP_TIMEOUT = 900.0
 """Real nodes import images into every containerd before the chart's pods start."""
@@ -23,6 +31,7 @@ def usage_lines(paths: ClusterPaths, spec: ClusterSpec) -> list[str]:
     return [
         "",
         "Use it with:",
+        f"  export PATH={Path(sys.executable).parent}:$PATH   # trainium-dra and kubectl",
         f"  export KUBECONFIG={paths.kubeconfig}",
         f"  kubectl get ultraservers,nodes -l trainium.sim.dev/ultraserver={rack.name}",
         "  kubectl apply -f deploy/examples/single-core/",
@@ -46,7 +55,7 @@ def start_background(argv: list[str], paths: ClusterPaths, spec: ClusterSpec) ->
         print(f"removed the state of a cluster that did not stop cleanly ({paths.root})")
     remove_state(paths)
     Binaries.locate()
-    paths.root.mkdir(parents=True, exist_ok=True)
+    make_state_dirs(paths)
     args = [*argv, "--foreground", f"--state-dir={paths.root}"]
     with paths.serve_log.open("wb") as out:
         process = subprocess.Popen(

@@ -3,6 +3,7 @@
 # kube-proxy from their Go module into OUT; binaries already there are kept.
 #   K8S_VERSION  Kubernetes version (default: the one pinned in hack/k8s/go.mod);
 #                another version is built from a module hack/k8s/module.sh writes
+#   K8S_COMMANDS the commands to build (default: all five)
 # The binaries report that version (`kube-apiserver --version`).
 set -euo pipefail
 
@@ -10,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=$1
 pinned=$(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 version=${K8S_VERSION:-$pinned}
-commands=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+read -r -a commands <<<"${K8S_COMMANDS:-kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy}"
 log() { echo "build-k8s: $*" >&2; }
 
 missing=()

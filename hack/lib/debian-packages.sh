@@ -6,10 +6,10 @@
 # prerequisite (docs/development.md).
 #   install_missing PURPOSE COMMAND[:PACKAGE] ...
 # COMMAND is looked up on PATH, or checked as a file when it starts with '/';
-# PACKAGE defaults to COMMAND. Installs as root; otherwise names the packages
-# and fails.
+# PACKAGE defaults to COMMAND; a package is named once however many of its
+# commands are missing. Installs as root; otherwise names the packages and fails.
 install_missing() {
-  local purpose=$1 entry command package missing=()
+  local purpose=$1 entry command package named missing=()
   shift
   for entry in "$@"; do
     command=${entry%%:*}
@@ -19,6 +19,9 @@ install_missing() {
     else
       command -v "$command" >/dev/null && continue
     fi
+    for named in "${missing[@]}"; do
+      [ "$named" = "$package" ] && continue 2
+    done
     missing+=("$package")
   done
   [ ${#missing[@]} -gt 0 ] || return 0

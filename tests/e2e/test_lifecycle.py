@@ -3,6 +3,7 @@ processes or sockets. A two-node partial rack keeps these starts short."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -40,7 +41,9 @@ def zombie(pid: int) -> bool:
 
 
 def sockets(paths: ClusterPaths) -> list[Path]:
-    return [p for p in paths.root.rglob("*") if p.is_socket()] if paths.root.exists() else []
+    """Every socket of the cluster: under its state or its runtime directory."""
+    found = [d.rglob("*") for d in (paths.root, paths.runtime) if d.exists()]
+    return [p for files in found for p in files if p.is_socket()]
 
 
 def recorded_pids(paths: ClusterPaths) -> dict[str, int]:
@@ -86,6 +89,29 @@ def test_up_twice_then_down(paths: ClusterPaths) -> None:
     assert down.returncode == 0 and "stopped" in down.stdout
     assert not processes(paths)
     assert not paths.root.exists()
+    assert not paths.runtime.exists()
+
+
+def test_a_state_dir_of_200_characters_starts_and_stops() -> None:
+    """Socket paths do not grow with the state directory: they live in its runtime
+    directory, whose path has the same length whatever the state directory's."""
+    base = short_state_dir()
+    paths = ClusterPaths(base / ("x" * (199 - len(str(base)))))
+    assert len(str(paths.root)) == 200
+    try:
+        up(paths)
+        bound = sockets(paths)
+        assert any(p.name == "dra.sock" for p in bound), bound
+        assert all(len(str(p)) <= 107 for p in bound)
+        assert paths.runtime_link.resolve() == paths.runtime
+        assert oct(paths.runtime.parent.stat().st_mode & 0o777) == "0o700"
+        down = cli("down", f"--state-dir={paths.root}")
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert not paths.runtime.exists()
+        assert not paths.root.exists()
+    finally:
+        cli("down", f"--state-dir={paths.root}")
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_down_and_up_after_a_crash(paths: ClusterPaths) -> None:

@@ -17,7 +17,7 @@ from driver.localsim.prometheus_realnodes import start_for_real_nodes
 from driver.localsim.realnodes import netns
 from driver.localsim.realnodes.cluster import Images, RealNodeCluster, cleanup
 from driver.localsim.realnodes.plan import gateway
-from driver.localsim.state import write_cluster
+from driver.localsim.state import make_state_dirs, write_cluster
 
 
 def locate_images() -> Images:
@@ -29,7 +29,7 @@ def locate_images() -> Images:
 def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False) -> int:
     progress = Progress()
     paths.ready_file.unlink(missing_ok=True)
-    paths.root.mkdir(parents=True, exist_ok=True)
+    make_state_dirs(paths)
     paths.pid_file.write_text(str(os.getpid()))
     binaries = Binaries.locate()
     images = locate_images()

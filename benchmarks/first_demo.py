@@ -1,0 +1,147 @@
+"""`make bench-first-demo`: a newcomer's first `make demo`, timed.
+
+A fresh non-root user whose home directory has a long path (every cache and
+the cluster's state go under it), empty caches (Go modules and builds, the
+upstream binaries, uv, the virtualenv), a clone of this repository's HEAD in
+that home: `make demo` as that user, then `make demo-stop`, then the user and
+its home are removed. Needs root, to create and remove the user. The README's
+first-run figure is rendered from benchmarks/results/first-demo.json.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.paths import ROOT
+from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
+
+USER = "tdra-newcomer"
+HOME = Path("/home/a-newcomer-whose-home-directory-has-a-long-name")
+LOAD_INTERVAL = 10.0
+UP_LINE = re.compile(r"up in (\d+)s")
+
+
+def kubernetes_version() -> str:
+    """The release `make demo` builds: the one hack/k8s/go.mod pins."""
+    text = (ROOT / "hack" / "k8s" / "go.mod").read_text()
+    found = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", text, re.MULTILINE)
+    if found is None:
+        raise SystemExit("hack/k8s/go.mod pins no k8s.io/kubernetes version")
+    return found.group(1)
+
+
+def user_env() -> dict[str, str]:
+    """What a login shell of the new user has: its own home, the system's Python
+    and the Go toolchain on PATH, nothing of root's."""
+    go = shutil.which("go")
+    if go is None:
+        raise SystemExit("bench-first-demo: no `go` on PATH; the README lists it as a prerequisite")
+    path = os.pathsep.join([str(Path(go).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+    return {"HOME": str(HOME), "USER": USER, "LOGNAME": USER, "PATH": path, "LANG": "C.UTF-8"}
+
+
+def as_user(argv: list[str], cwd: Path, log: Path) -> tuple[int, float]:
+    """Run `argv` as the new user in `cwd`, its output appended to `log`."""
+    started = time.monotonic()
+    with log.open("ab") as out:
+        done = subprocess.run(
+            ["runuser", "-u", USER, "--", "env", "-i", *(f"{k}={v}" for k, v in user_env().items()),
+             *argv],
+            cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=False,
+        )  # fmt: skip
+    return done.returncode, time.monotonic() - started
+
+
+def remove_user() -> None:
+    subprocess.run(["userdel", "--remove", USER], capture_output=True, check=False)
+    shutil.rmtree(HOME, ignore_errors=True)
+
+
+def create_user() -> Path:
+    """The user, its home, and a clone of HEAD in it that the user owns."""
+    remove_user()
+    subprocess.run(
+        ["useradd", "--create-home", "--home-dir", str(HOME), "--shell", "/bin/bash", USER],
+        check=True,
+    )
+    clone = HOME / "trainium-dra"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True)
+    subprocess.run(["chown", "-R", f"{USER}:{USER}", str(clone)], check=True)
+    return clone
+
+
+class LoadSampler:
+    """The 1-minute load average every LOAD_INTERVAL seconds while the run lasts."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.wait(LOAD_INTERVAL):
+            self.samples.append(round(os.getloadavg()[0], 2))
+
+    def __enter__(self) -> "LoadSampler":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def measure(log: Path) -> dict[str, Any]:
+    clone = create_user()
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    print(f"bench-first-demo: `make demo` as {USER} (home {HOME}), log {log}", flush=True)
+    try:
+        with LoadSampler() as load:
+            code, seconds = as_user(["make", "demo"], clone, log)
+        stop_code, _ = as_user(["make", "demo-stop"], clone, log)
+    finally:
+        remove_user()
+    text = log.read_text(errors="replace")
+    up = UP_LINE.search(text)
+    return {
+        "user": USER,
+        "home": str(HOME),
+        "git_commit": commit,
+        "kubernetes_version": kubernetes_version(),
+        "exit_code": code,
+        "demo_stop_exit_code": stop_code,
+        "ran_the_demo_job": code == 0 and "The cluster keeps running." in text,
+        "make_demo_seconds": round(seconds, 1),
+        "cluster_up_seconds": int(up.group(1)) if up else None,
+        "load_1min_during": load.samples,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--log", type=Path, default=Path("/tmp/bench-first-demo.log"))
+    add_noisy_flag(parser)
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("bench-first-demo: run as root; it creates and removes a user")
+    conditions = Conditions.begin(args.noisy)
+    args.log.unlink(missing_ok=True)
+    results = measure(args.log)
+    out = write_results("first-demo", make_command("make bench-first-demo", argv), results,
+                        conditions)  # fmt: skip
+    print(f"bench-first-demo: {results['make_demo_seconds']} s, exit {results['exit_code']}; "
+          f"wrote {out}")  # fmt: skip
+    return 0 if results["ran_the_demo_job"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""README.md's generated block: how long a newcomer's first `make demo` took,
+from benchmarks/results/first-demo.json (`make bench-first-demo`)."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from benchmarks.pages.common import replace_block
+
+
+def first_demo(payload: Mapping[str, Any]) -> str:
+    r, m, c = payload["results"], payload["machine"], payload["conditions"]
+    if not r["ran_the_demo_job"]:
+        return (
+            f"The last `{payload['command']}` ({m['date']}) did not run the demo job "
+            f"(`make demo` exit code {r['exit_code']}): no first-run time is known."
+        )
+    during = r["load_1min_during"]
+    peak = f", up to {max(during):.1f} during it (the builds' own)" if during else ""
+    minutes = r["make_demo_seconds"] / 60
+    return (
+        f"The first `make demo` on a fresh machine took **{minutes:.0f} minutes** "
+        f"({r['make_demo_seconds']:,.0f} s), almost all of it building Kubernetes "
+        f"{r['kubernetes_version']} and the other upstream binaries; the cluster itself "
+        f"was up in {r['cluster_up_seconds']} s. Later runs reuse the builds. Measured by "
+        f"`{payload['command']}` on {m['date']} at commit {r['git_commit'][:10]}: "
+        f"a new non-root user whose home is `{r['home']}`, empty caches, {m['cpus']} CPUs; "
+        f"1-minute load {c['load_1min_before']:.1f} before{peak}."
+    )
+
+
+def render(page: str, payload: Mapping[str, Any]) -> str:
+    return replace_block(page, "first-demo", first_demo(payload))
