@@ -99,10 +99,10 @@ class LoadSampler:
 
 
 def measure(log: Path) -> dict[str, Any]:
-    clone = create_user()
     commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
+    clone = create_user()
     print(f"bench-first-demo: `make demo` as {USER} (home {HOME}), log {log}", flush=True)
     try:
         with LoadSampler() as load:
