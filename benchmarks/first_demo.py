@@ -31,20 +31,28 @@ UP_LINE = re.compile(r"up in (\d+)s")
 def kubernetes_version() -> str:
     """The release `make demo` builds: the one hack/k8s/go.mod pins."""
     text = (ROOT / "hack" / "k8s" / "go.mod").read_text()
-    found = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", text, re.MULTILINE)
+    found = re.search(r"k8s\.io/kubernetes (v\d\S*)", text)
     if found is None:
         raise SystemExit("hack/k8s/go.mod pins no k8s.io/kubernetes version")
     return found.group(1)
 
 
 def user_env() -> dict[str, str]:
-    """What a login shell of the new user has: its own home, the system's Python
-    and the Go toolchain on PATH, nothing of root's."""
+    """What a login of the new user has: the machine's environment (its proxy
+    and CA settings included), its own home, the system's Python and the Go
+    toolchain on PATH; nothing that names root's home, and nothing of the make
+    that runs this benchmark."""
     go = shutil.which("go")
     if go is None:
         raise SystemExit("bench-first-demo: no `go` on PATH; the README lists it as a prerequisite")
+    ours = os.environ.get("HOME", "/root")
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if ours not in v and not k.startswith(("MAKE", "MFLAGS", "VIRTUAL_ENV", "PYENV"))
+    }
     path = os.pathsep.join([str(Path(go).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-    return {"HOME": str(HOME), "USER": USER, "LOGNAME": USER, "PATH": path, "LANG": "C.UTF-8"}
+    return {**kept, "HOME": str(HOME), "USER": USER, "LOGNAME": USER, "PATH": path}
 
 
 def as_user(argv: list[str], cwd: Path, log: Path) -> tuple[int, float]:
