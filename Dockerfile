@@ -36,7 +36,7 @@ RUN UV_PROJECT_ENVIRONMENT=/opt/venv uv sync --no-dev --no-install-project \
 COPY driver/ driver/
 COPY simdevice/ simdevice/
 COPY hack/gen_protos.py hack/gen_protos.py
-# Generated, never committed: driver/plugin/kubeletapi/gen/. Then install the
+# Generated, never committed: driver/kubeletplugin/protocol/gen/. Then install the
 # project itself (editable: /app is on the venv's path, console script trainium-dra),
 # with every dependency compiled to bytecode: the pods run with a read-only root
 # and PYTHONDONTWRITEBYTECODE, so anything left uncompiled is compiled again at
@@ -55,7 +55,7 @@ COPY --from=builder /app/simdevice /app/simdevice
 # the build rather than a pod when the generated modules are missing or stale:
 # without grpcio-tools the import below cannot regenerate them.
 RUN python -m compileall -q /app/driver /app/simdevice \
- && python -c "import driver.plugin.kubeletapi, driver.plugin.main, driver.controller.main" \
+ && python -c "import driver.kubeletplugin.protocol, driver.node.main, driver.controller.main" \
  && trainium-dra --help > /dev/null
 # Non-root by default: the controller needs nothing else. The node daemon
 # creates sockets in the kubelet's root-owned plugin directories and files in

@@ -30,7 +30,7 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 	touch $@
 
 # The kubelet gRPC message modules are generated from our .proto files, never committed.
-$(VENV)/.protos: $(VENV)/.synced $(wildcard driver/plugin/kubeletapi/protos/*.proto)
+$(VENV)/.protos: $(VENV)/.synced $(wildcard driver/kubeletplugin/protocol/protos/*.proto)
 	$(PY) hack/gen_protos.py
 	touch $@
 

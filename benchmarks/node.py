@@ -35,11 +35,11 @@ from kubernetes import client as k8s
 
 from benchmarks import pyspy
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
+from driver.kubeletplugin import pluginclient
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.kubelet import KubeletStandIn
-from driver.plugin import kubeletclient
-from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import DRIVER, NODES, RACK_ID, Rack, Site, published_rack
+from tests.node.daemonproc import Daemon, short_tmpdir
+from tests.node.rackfixture import DRIVER, NODES, RACK_ID, Rack, Site, published_rack
 from tests.waiting import wait_for
 
 COMMAND = "make bench-node"
@@ -89,20 +89,20 @@ class Plugin:
     selector: str  # CEL selector for single-device requests ("" for any device)
 
     def prepare(self, refs: Sequence[Ref], devices: int) -> None:
-        response = kubeletclient.node_prepare(self.channel, refs, RPC_TIMEOUT, self.version)
+        response = pluginclient.node_prepare(self.channel, refs, RPC_TIMEOUT, self.version)
         for _, uid, name in refs:
             result = response.claims[uid]
             if result.error or len(result.devices) != devices:
                 raise RuntimeError(f"{self.name}: prepare {name}: {result.error or result}")
 
     def unprepare(self, refs: Sequence[Ref]) -> None:
-        response = kubeletclient.node_unprepare(self.channel, refs, RPC_TIMEOUT, self.version)
+        response = pluginclient.node_unprepare(self.channel, refs, RPC_TIMEOUT, self.version)
         for _, uid, name in refs:
             if response.claims[uid].error:
                 raise RuntimeError(f"{self.name}: unprepare {name}: {response.claims[uid].error}")
 
     def empty(self) -> None:
-        kubeletclient.node_prepare(self.channel, [], RPC_TIMEOUT, self.version)
+        pluginclient.node_prepare(self.channel, [], RPC_TIMEOUT, self.version)
 
 
 @contextmanager
@@ -334,8 +334,8 @@ def measure(go_binary: Path) -> dict[str, Any]:
                 assert our_kubelet.plugin is not None and go_kubelet.plugin is not None
                 assert daemon.proc is not None
                 with (
-                    kubeletclient.channel(our_kubelet.plugin.endpoint) as ours_ch,
-                    kubeletclient.channel(go_kubelet.plugin.endpoint) as go_ch,
+                    pluginclient.channel(our_kubelet.plugin.endpoint) as ours_ch,
+                    pluginclient.channel(go_kubelet.plugin.endpoint) as go_ch,
                 ):
                     single_core = f'device.attributes["{DRIVER}"].coreCount == 1'
                     plugins = [

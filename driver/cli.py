@@ -5,7 +5,7 @@ import sys
 
 COMMANDS = {
     "controller": ("driver.controller.main", "run the UltraServer controller (kopf operator)"),
-    "node": ("driver.plugin.main", "run the node daemon (kubelet DRA plugin)"),
+    "node": ("driver.node.main", "run the node daemon (kubelet DRA plugin)"),
     "workload": ("driver.container", "inside a workload container: show the claim, run work"),
     "controlplane": ("driver.localsim.main", "start or stop a local Kubernetes control plane"),
     "up": ("driver.localsim.up", "start a local cluster with simulated UltraServers (make demo)"),

@@ -13,7 +13,7 @@ METRICS = (
 )
 GRPC_KEY = "kubelet_grpc_ms"
 OWN = "plugin_own_ms"
-CLAIM_GET = "ApiReader.get_claim (driver/plugin/cluster.py)"
+CLAIM_GET = "ApiReader.get_claim (driver/node/apireader.py)"
 """Our prepare's GET of the claim: inside our own histogram, outside the Go plugin's."""
 
 

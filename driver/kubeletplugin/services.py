@@ -15,9 +15,9 @@ from typing import Any
 
 import grpc
 
+from driver.kubeletplugin import protocol
 from driver.kubeletplugin.healthstream import HealthMonitor
 from driver.kubeletplugin.interface import ClaimPreparer, ClaimRef
-from driver.plugin import kubeletapi
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +33,14 @@ class RegistrationState:
 def registration_handler(
     driver: str, endpoint: str, state: RegistrationState
 ) -> grpc.GenericRpcHandler[Any, Any]:
-    api = kubeletapi.registration
+    api = protocol.registration
 
     def get_info(request: Any, context: grpc.ServicerContext) -> Any:
         return api.PluginInfo(
-            type=kubeletapi.PLUGIN_TYPE,
+            type=protocol.PLUGIN_TYPE,
             name=driver,
             endpoint=endpoint,
-            supported_versions=list(kubeletapi.SUPPORTED_VERSIONS),
+            supported_versions=list(protocol.SUPPORTED_VERSIONS),
         )
 
     def notify(request: Any, context: grpc.ServicerContext) -> Any:
@@ -51,7 +51,7 @@ def registration_handler(
         return api.RegistrationStatusResponse()
 
     return grpc.method_handlers_generic_handler(
-        kubeletapi.REGISTRATION_SERVICE,
+        protocol.REGISTRATION_SERVICE,
         {
             "GetInfo": grpc.unary_unary_rpc_method_handler(
                 get_info,
@@ -121,7 +121,7 @@ def health_handler(
     """NodeWatchResources: the full device list now, again on every change, and
     again whenever a third of the health-check timeout passed without one: the
     kubelet marks a device Unknown once its last update is older than that."""
-    api = kubeletapi.health
+    api = protocol.health
     status = {True: api.HEALTHY, False: api.UNHEALTHY}
     resend = monitor.timeout_seconds / 3
 
@@ -149,7 +149,7 @@ def health_handler(
             )
 
     return grpc.method_handlers_generic_handler(
-        kubeletapi.HEALTH_SERVICE,
+        protocol.HEALTH_SERVICE,
         {
             "NodeWatchResources": grpc.unary_stream_rpc_method_handler(
                 watch,
@@ -164,7 +164,7 @@ def dra_handlers(
     preparer: ClaimPreparer, monitor: HealthMonitor, stopping: threading.Event
 ) -> list[grpc.GenericRpcHandler[Any, Any]]:
     return [
-        dra_handler(kubeletapi.DRA_V1_SERVICE, kubeletapi.dra_v1, preparer),
-        dra_handler(kubeletapi.DRA_V1BETA1_SERVICE, kubeletapi.dra_v1beta1, preparer),
+        dra_handler(protocol.DRA_V1_SERVICE, protocol.dra_v1, preparer),
+        dra_handler(protocol.DRA_V1BETA1_SERVICE, protocol.dra_v1beta1, preparer),
         health_handler(monitor, stopping),
     ]

@@ -63,7 +63,7 @@ def _inputs(root: Path) -> Iterator[Path]:
             rel = f.relative_to(root).as_posix()
             if not f.is_file() or "__pycache__" in f.parts or f.suffix == ".pyc":
                 continue
-            if rel.startswith("driver/plugin/kubeletapi/gen/"):
+            if rel.startswith("driver/kubeletplugin/protocol/gen/"):
                 continue
             yield f
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from kubernetes import client
 
-from driver.plugin import kubeletapi, kubeletclient
+from driver.kubeletplugin import pluginclient, protocol
 
 RPC_TIMEOUT = 45.0
 
@@ -138,16 +138,16 @@ class KubeletStandIn:
         raise KubeletError(f"driver {self.driver} did not register: {last_error}")
 
     def _register(self, sock: Path) -> Registered:
-        with kubeletclient.channel(sock) as ch:
+        with pluginclient.channel(sock) as ch:
             try:
-                info = kubeletclient.get_info(ch, RPC_TIMEOUT)
+                info = pluginclient.get_info(ch, RPC_TIMEOUT)
             except Exception as err:
                 raise KubeletError(f"GetInfo on {sock}: {err}") from err
             problem = validate_info(info, self.driver)
             if problem:
-                kubeletclient.notify_registration(ch, False, problem, RPC_TIMEOUT)
+                pluginclient.notify_registration(ch, False, problem, RPC_TIMEOUT)
                 raise KubeletError(f"{sock}: {problem}")
-            kubeletclient.notify_registration(ch, True, "", RPC_TIMEOUT)
+            pluginclient.notify_registration(ch, True, "", RPC_TIMEOUT)
         versions = list(info.supported_versions)
         version = "v1" if "v1.DRAPlugin" in versions else "v1beta1"
         return Registered(sock, Path(info.endpoint), version)
@@ -160,8 +160,8 @@ class KubeletStandIn:
     def prepare(self, claims: Sequence[tuple[str, str, str]]) -> dict[str, PreparedClaim]:
         """NodePrepareResources for (namespace, uid, name); KubeletError on any claim error."""
         plugin = self._plugin()
-        with kubeletclient.channel(plugin.endpoint) as ch:
-            response = kubeletclient.node_prepare(ch, claims, RPC_TIMEOUT, plugin.version)
+        with pluginclient.channel(plugin.endpoint) as ch:
+            response = pluginclient.node_prepare(ch, claims, RPC_TIMEOUT, plugin.version)
         out: dict[str, PreparedClaim] = {}
         errors = []
         for _, uid, name in claims:
@@ -190,8 +190,8 @@ class KubeletStandIn:
 
     def unprepare(self, claims: Sequence[tuple[str, str, str]]) -> None:
         plugin = self._plugin()
-        with kubeletclient.channel(plugin.endpoint) as ch:
-            response = kubeletclient.node_unprepare(ch, claims, RPC_TIMEOUT, plugin.version)
+        with pluginclient.channel(plugin.endpoint) as ch:
+            response = pluginclient.node_unprepare(ch, claims, RPC_TIMEOUT, plugin.version)
         errors = [
             f"claim {name}: {response.claims[uid].error}"
             for _, uid, name in claims
@@ -250,14 +250,14 @@ class KubeletStandIn:
     def watch_health(self) -> Any:
         """The NodeWatchResources stream; call `.cancel()` on it when done."""
         plugin = self._plugin()
-        ch = kubeletclient.channel(plugin.endpoint)
-        return kubeletclient.watch_health(ch)
+        ch = pluginclient.channel(plugin.endpoint)
+        return pluginclient.watch_health(ch)
 
 
 def validate_info(info: Any, driver: str) -> str:
     """What the kubelet refuses in PluginInfo ("" when acceptable)."""
-    if info.type != kubeletapi.PLUGIN_TYPE:
-        return f"type {info.type!r} is not {kubeletapi.PLUGIN_TYPE}"
+    if info.type != protocol.PLUGIN_TYPE:
+        return f"type {info.type!r} is not {protocol.PLUGIN_TYPE}"
     if info.name != driver:
         return f"name {info.name!r} is not the expected driver {driver!r}"
     if not Path(info.endpoint).is_socket():

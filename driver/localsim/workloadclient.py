@@ -12,7 +12,7 @@ from typing import Any
 
 from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError
 from driver.localsim.kubelet import ContainerEdits
-from driver.plugin.cdi import host_path
+from driver.node.cdi import host_path
 from simdevice.workloads import WorkloadError
 
 WORKLOAD_ANNOTATION = "trainium.sim.dev/workload"

@@ -9,15 +9,15 @@ ROOT = "dra_handler.<locals>.prepare"
 STACKS = [
     "_worker (concurrent/futures/thread.py:83);"
     "dra_handler.<locals>.prepare (driver/kubeletplugin/services.py:81);"
-    "Preparer.prepare (driver/plugin/prepare.py:175);"
+    "Preparer.prepare (driver/node/prepare.py:175);"
     "ApiServer.get_json (driver/kubeapi/apiserver.py:186) 6",
     "_worker (concurrent/futures/thread.py:83);"
     "dra_handler.<locals>.prepare (driver/kubeletplugin/services.py:81);"
-    "Preparer.prepare (driver/plugin/prepare.py:183);"
-    "Checkpoint._append (driver/plugin/checkpoint.py:234) 3",
+    "Preparer.prepare (driver/node/prepare.py:183);"
+    "Checkpoint._append (driver/node/durable/checkpoint.py:234) 3",
     "_worker (concurrent/futures/thread.py:83);"
     "dra_handler.<locals>.unprepare (driver/kubeletplugin/services.py:97) 40",
-    "health_loop (driver/plugin/health.py:20) 11",
+    "health_loop (driver/node/health.py:20) 11",
     "",
 ]
 
@@ -31,16 +31,16 @@ def test_shares_count_only_samples_under_the_root_and_lines_of_one_function_toge
     samples, ranked = shares_under(STACKS, ROOT, top=10)
     assert samples == 6 + 3  # the unprepare and health-loop samples are not under prepare
     shares = dict((str(name), share) for name, share in ranked)
-    assert shares["Preparer.prepare (driver/plugin/prepare.py)"] == 1.0
+    assert shares["Preparer.prepare (driver/node/prepare.py)"] == 1.0
     assert shares["ApiServer.get_json (driver/kubeapi/apiserver.py)"] == 6 / 9
-    assert shares["Checkpoint._append (driver/plugin/checkpoint.py)"] == 3 / 9
+    assert shares["Checkpoint._append (driver/node/durable/checkpoint.py)"] == 3 / 9
     assert not any("_worker" in name or "services.py" in name for name in shares)
 
 
 def test_top_keeps_the_largest_shares_first() -> None:
     _, ranked = shares_under(STACKS, ROOT, top=2)
     assert [name for name, _ in ranked] == [
-        "Preparer.prepare (driver/plugin/prepare.py)",
+        "Preparer.prepare (driver/node/prepare.py)",
         "ApiServer.get_json (driver/kubeapi/apiserver.py)",
     ]
 

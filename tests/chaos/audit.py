@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from kubernetes import client
 
 from driver.names import DEFAULT_DRIVER_NAME
-from driver.plugin.checkpoint import ClaimRecord
+from driver.node.durable.checkpoint import ClaimRecord
 
 PoolDevices = dict[str, Counter[str]]
 """pool name -> how many slices of the pool's current generation list each device."""

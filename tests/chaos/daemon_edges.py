@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.kubelet import KubeletStandIn
-from driver.plugin import cdi
-from driver.plugin.checkpoint import PREPARE_COMPLETED, Checkpoint
+from driver.node import cdi
+from driver.node.durable.checkpoint import PREPARE_COMPLETED, Checkpoint
 from simdevice.workloads import KINDS
 from tests.chaos.fuzzing import ACCEPTED, HANG, JSON_VALUES, REFUSED, either, maybe_field
 from tests.chaos.parser_edges import corrupt
-from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import DRIVER, SITE, published_rack
+from tests.node.daemonproc import Daemon, short_tmpdir
+from tests.node.rackfixture import DRIVER, SITE, published_rack
 
 CHIP = f'device.attributes["{DRIVER}"].resourceType == "chip"'
 REQUEST_TIMEOUT = 20.0

@@ -21,7 +21,7 @@ from driver.localsim.children import Child
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, RackPlan
 from driver.localsim.controlplane import ControlPlane
 from driver.localsim.localcluster import LocalCluster, Progress, admin_client
-from driver.plugin.checkpoint import Checkpoint, ClaimRecord
+from driver.node.durable.checkpoint import Checkpoint, ClaimRecord
 from tests.e2e.cluster import short_state_dir
 
 SUPERVISE_INTERVAL = 0.5

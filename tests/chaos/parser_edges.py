@@ -26,15 +26,7 @@ from driver.devicemodel.layout import build_layout
 from driver.devicemodel.ultraserver import FLAT_DEVICES, MODES, SpecError, parse_spec
 from driver.jsontypes import JSON
 from driver.names import DEFAULT_DRIVER_NAME, rack_label
-from driver.plugin.checkpoint import (
-    CheckpointError,
-    ClaimRecord,
-    DeviceRecord,
-    checksum,
-    decode,
-    encode_plain,
-)
-from driver.plugin.claimconfig import (
+from driver.node.claimconfig import (
     API_GROUP_VERSION,
     FIELDS,
     KINDS,
@@ -42,6 +34,14 @@ from driver.plugin.claimconfig import (
     ConfigError,
     parse_config,
     shown,
+)
+from driver.node.durable.checkpoint import (
+    CheckpointError,
+    ClaimRecord,
+    DeviceRecord,
+    checksum,
+    decode,
+    encode_plain,
 )
 from simdevice.topology import GENERATIONS, VALID_LNC, rack_spec
 from tests.chaos.fuzzing import ACCEPTED, JSON_VALUES, REFUSED, either, maybe_field, weighted

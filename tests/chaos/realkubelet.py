@@ -26,7 +26,7 @@ import httpx
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.plugin.checkpoint import Checkpoint, CheckpointError, ClaimRecord
+from driver.node.durable.checkpoint import Checkpoint, CheckpointError, ClaimRecord
 from tests.chaos import audit
 from tests.controller.cluster import metric_samples
 from tests.realnodes.realcluster import (

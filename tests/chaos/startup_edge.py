@@ -17,16 +17,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from driver.plugin import cdi
-from driver.plugin.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointError
-from driver.plugin.devices import NodePlace
-from driver.plugin.groupcommit import NodeState
-from driver.plugin.metrics import DriverMetrics
-from driver.plugin.paths import NodePaths
-from driver.plugin.prepare import Preparer, ensure_dirs
+from driver.node import cdi
+from driver.node.devices import NodePlace
+from driver.node.durable.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointError
+from driver.node.durable.groupcommit import NodeState
+from driver.node.metrics import DriverMetrics
+from driver.node.paths import NodePaths
+from driver.node.prepare import Preparer, ensure_dirs
 from tests.chaos.fuzzing import ACCEPTED, REFUSED
 from tests.chaos.parser_edges import CHECKPOINT_FIXES, corrupt
-from tests.plugin.rackfixture import DRIVER, RACK, SITE
+from tests.node.rackfixture import DRIVER, RACK, SITE
 
 PLACE = NodePlace(SITE.nodes[0], SITE.rack_id, 0, RACK)
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from driver.devicemodel.ultraserver import SpecError, parse_spec
-from driver.plugin.checkpoint import CheckpointError, checksum, decode
-from driver.plugin.claimconfig import API_GROUP_VERSION, ConfigError, parse_config
+from driver.node.claimconfig import API_GROUP_VERSION, ConfigError, parse_config
+from driver.node.durable.checkpoint import CheckpointError, checksum, decode
 from simdevice.workloads import WorkloadError, parse_workload
 
 META = {"name": "found", "uid": "u", "generation": 1}

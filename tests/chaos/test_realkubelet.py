@@ -1,6 +1,6 @@
 """The pure counts of the daemon-kill trial under the real kubelet."""
 
-from driver.plugin.checkpoint import PREPARE_COMPLETED, ClaimRecord, DeviceRecord
+from driver.node.durable.checkpoint import PREPARE_COMPLETED, ClaimRecord, DeviceRecord
 from tests.chaos.realkubelet import (
     CDI_PREFIX,
     cdi_claims,

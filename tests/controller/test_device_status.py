@@ -12,7 +12,7 @@ from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_READY, DeviceStatus,
 from driver.devicemodel.layout import PlannedDevice
 from driver.devicemodel.ultraserver import FabricSpec, SpecError, parse_spec
 from driver.jsontypes import JSON
-from driver.plugin.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
+from driver.node.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
 from simdevice.topology import CoreRange, rack_spec
 
 GEN2 = rack_spec("trn3-gen2")

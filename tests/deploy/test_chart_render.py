@@ -19,7 +19,7 @@ from driver.controller import flags as controller_flags
 from driver.httpendpoint import split_address
 from driver.jsontypes import JSON
 from driver.localsim.schedulerconfig import chart_profiles
-from driver.plugin import flags as node_flags
+from driver.node import flags as node_flags
 from tests.deploy.chart import (
     CHART,
     MONITORING_API,

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from driver.jsontypes import JSON
-from driver.plugin import flags as node_flags
+from driver.node import flags as node_flags
 from tests.deploy.chart import Case, by_kind, one, render
 
 pytestmark = pytest.mark.integration

@@ -20,8 +20,8 @@ from driver.devicemodel.naming import ULTRASERVER_DEVICE
 from driver.localsim.controlplane import ControlPlane
 from tests.controller import cluster
 from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
-from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import Site
+from tests.node.daemonproc import Daemon, short_tmpdir
+from tests.node.rackfixture import Site
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration

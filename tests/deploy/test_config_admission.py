@@ -5,7 +5,7 @@ daemon's own message, and lets through what only allocation can judge.
 Against the real apiserver: the rendered policy is installed for a driver name
 of this test only, and every claim is sent as a dry run (admission runs in
 full, nothing is stored). Generated configs check that the apiserver and the
-daemon's parser (driver/plugin/claimconfig.py) give the same verdict and the
+daemon's parser (driver/node/claimconfig.py) give the same verdict and the
 same message on each.
 """
 
@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from driver.localsim.controlplane import ControlPlane
-from driver.plugin.claimconfig import (
+from driver.node.claimconfig import (
     API_GROUP_VERSION,
     FIELDS,
     KINDS,

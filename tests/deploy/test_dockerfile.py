@@ -17,7 +17,7 @@ from driver.cli import COMMANDS
 from tests.deploy.dockerfile import Dockerfile, Stage, ignored, parse
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN = "driver/plugin/kubeletapi/gen"
+GEN = "driver/kubeletplugin/protocol/gen"
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_context_copies_exist_and_are_not_ignored(
         assert not ignored(source, dockerignore), f"COPY {source}: excluded by .dockerignore"
     for unwanted in (GEN, ".venv", "tests", "build", "driver/__pycache__", ".git"):
         assert ignored(unwanted, dockerignore), f"{unwanted} would be sent to the build"
-    assert not ignored("driver/plugin/kubeletapi/protos/dra_v1.proto", dockerignore)
+    assert not ignored("driver/kubeletplugin/protocol/protos/dra_v1.proto", dockerignore)
 
 
 def test_final_stage_copies_what_the_builder_made(dockerfile: Dockerfile) -> None:
@@ -109,7 +109,7 @@ def test_protos_are_generated_in_the_builder(dockerfile: Dockerfile) -> None:
     assert "--only-group dev" in " ".join(runs) and "--no-dev" in " ".join(runs)
     assert [i.args for i in build.all("ENV") if "UV_FROZEN=1" in i.args]
     check = " ".join(i.args for i in final(dockerfile).all("RUN"))
-    assert "import driver.plugin.kubeletapi" in check
+    assert "import driver.kubeletplugin.protocol" in check
 
 
 def test_gen_protos_builds_the_modules_from_a_clean_tree(tmp_path: Path) -> None:

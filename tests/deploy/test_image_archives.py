@@ -80,7 +80,7 @@ def test_driver_image_holds_the_venv_and_the_entry_point(
     assert python.issym()
     target = PurePosixPath("/opt/venv/bin") / python.linkname
     assert str(target).lstrip("/") in members or python.linkname.lstrip("/") in members
-    for path in ("app/driver/cli.py", "app/driver/plugin/kubeletapi/gen/dra_v1_pb2.py"):
+    for path in ("app/driver/cli.py", "app/driver/kubeletplugin/protocol/gen/dra_v1_pb2.py"):
         assert members[path].isfile(), path
     assert not [m for m in members if m.startswith("opt/protoc")]  # builder only
 

@@ -29,8 +29,8 @@ from driver.localsim.prometheus import (
     substitute,
 )
 from tests.deploy.dashboards import PanelQuery, dashboard_queries, variable_queries
-from tests.plugin.daemonproc import Daemon, short_tmpdir
-from tests.plugin.rackfixture import NODES, RACK_ID, Rack, published_rack
+from tests.node.daemonproc import Daemon, short_tmpdir
+from tests.node.rackfixture import NODES, RACK_ID, Rack, published_rack
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration

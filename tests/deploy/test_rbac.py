@@ -24,7 +24,7 @@ CONTROLLER = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dr
 NODE = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dra-node"
 
 # What the code does (driver/controller/runner.py, reconciler.py, slicewatch.py,
-# lease.py, handlers.py, claimstatus.py; driver/plugin/cluster.py, main.py,
+# lease.py, handlers.py, claimstatus.py; driver/node/apireader.py, main.py,
 # healthreport.py), as (resource, verbs) of `kubectl auth can-i --list`.
 CONTROLLER_RULES = {
     "resourceslices.resource.k8s.io": {"get", "list", "watch", "create", "update", "delete"},

@@ -19,7 +19,7 @@ from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.realnodes import cgroups
 from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
 from driver.localsim.realnodes.plan import RealNode, plan_nodes
-from driver.plugin.checkpoint import Checkpoint
+from driver.node.durable.checkpoint import Checkpoint
 from tests.e2e.cluster import Cluster, wait_for
 
 DRIVER = "trainium.sim.dev"

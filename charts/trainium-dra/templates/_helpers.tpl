@@ -57,7 +57,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{/*
 CEL that shows a JSON value in an error message as the node daemon does
-(driver/plugin/claimconfig.py `shown`): call with the CEL expression of the value.
+(driver/node/claimconfig.py `shown`): call with the CEL expression of the value.
 */}}
 {{- define "trainium-dra.celShown" -}}
 ({{ . }} == null ? 'null' : type({{ . }}) == bool ? ({{ . }} ? 'true' : 'false') : type({{ . }}) == int ? string({{ . }}) : type({{ . }}) == string ? '"' + {{ . }}.replace('\\', '\\\\').replace('"', '\\"') + '"' : type({{ . }}) == double ? 'a float' : type({{ . }}) == list ? 'a list' : 'an object')
