@@ -95,12 +95,12 @@ test-previous: venv node-packages image
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
 demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries)
-	$(WITH_BINARIES) $(PY) -m driver.localsim.demo $(DEMO_ARGS)
+	$(WITH_BINARIES) $(PY) -m driver.localsim.commands.demo $(DEMO_ARGS)
 
 # The same with real kubelets, containerd and the chart installed by helm
 # (root; docs/real-nodes.md): one Trn3 Gen1 UltraServer, 4 real nodes.
 demo-nodes: venv binaries node-packages image
-	$(WITH_BINARIES) $(PY) -m driver.localsim.demo --real-nodes $(DEMO_ARGS)
+	$(WITH_BINARIES) $(PY) -m driver.localsim.commands.demo --real-nodes $(DEMO_ARGS)
 
 demo-stop: venv
 	$(VENV)/bin/trainium-dra down

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from benchmarks import render
 from benchmarks.paths import RESULTS_DIR
 from benchmarks.report import Conditions, add_noisy_flag, machine
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.chaos import daemon_edges, parser_edges, slice_edits, startup_edge
 from tests.chaos.fuzzing import FuzzRun, run_property
 from tests.chaos.load import load_rounds

@@ -28,7 +28,7 @@ from benchmarks.publishing import (
     remove_published,
 )
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, make_command, write_results
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.controller.cluster import install
 
 COMMAND = "make bench-controller"

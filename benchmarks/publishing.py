@@ -22,7 +22,7 @@ from kubernetes import client
 from driver.controller.rackstate import desired_rack
 from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.devicemodel.ultraserver import parse_spec
-from driver.localsim.controlplane import ControlPlane, free_port
+from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.names import DEFAULT_DRIVER_NAME, rack_label
 from driver.procstat import process_cpu_seconds
 from tests.controller.cluster import (

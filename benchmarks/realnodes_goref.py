@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
+from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
 from tests.realnodes.realcluster import RealCluster
 
 GO_DRIVER = "gpu.example.com"

@@ -34,7 +34,7 @@ from benchmarks.publishing import (
     storage,
 )
 from benchmarks.report import Conditions, add_noisy_flag, interleaved, make_command, write_results
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.controller.cluster import controller, install
 from tests.waiting import wait_for
 

@@ -34,7 +34,7 @@ from benchmarks.publishing import create_racks, rack_nodes
 from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 from benchmarks.scale import all_ready
 from driver.devicemodel.layout import PARTITION_SIZES
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 from driver.whatif import main as whatif
 from simdevice.topology import rack_spec

@@ -7,11 +7,20 @@ COMMANDS = {
     "controller": ("driver.controller.main", "run the UltraServer controller (kopf operator)"),
     "node": ("driver.node.main", "run the node daemon (kubelet DRA plugin)"),
     "workload": ("driver.container", "inside a workload container: show the claim, run work"),
-    "controlplane": ("driver.localsim.main", "start or stop a local Kubernetes control plane"),
-    "up": ("driver.localsim.up", "start a local cluster with simulated UltraServers (make demo)"),
-    "down": ("driver.localsim.down", "stop the local cluster and remove its state"),
-    "status": ("driver.localsim.status", "racks, devices, allocations and unhealthy devices"),
-    "top": ("driver.localsim.top", "live per-core utilization of a rack"),
+    "controlplane": (
+        "driver.localsim.commands.controlplane",
+        "start or stop a local Kubernetes control plane",
+    ),
+    "up": (
+        "driver.localsim.commands.up",
+        "start a local cluster with simulated UltraServers (make demo)",
+    ),
+    "down": ("driver.localsim.commands.down", "stop the local cluster and remove its state"),
+    "status": (
+        "driver.localsim.commands.status",
+        "racks, devices, allocations and unhealthy devices",
+    ),
+    "top": ("driver.localsim.commands.top", "live per-core utilization of a rack"),
     "whatif": ("driver.whatif.main", "replay a job trace on simulated racks (offline anchor)"),
 }
 

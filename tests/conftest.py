@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 
 
 @pytest.fixture(scope="session")

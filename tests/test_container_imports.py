@@ -45,7 +45,7 @@ def transitive_imports(module: str) -> set[str]:
 
 def test_the_walk_follows_imports_through_other_modules() -> None:
     # podsync does not import driver.node.cdi itself; workloadclient does
-    assert "driver.node.cdi" in transitive_imports("driver.localsim.podsync")
+    assert "driver.node.cdi" in transitive_imports("driver.localsim.standin.podsync")
 
 
 def test_the_container_entry_point_imports_nothing_of_the_local_cluster() -> None:

@@ -4,7 +4,7 @@ import threading
 from pathlib import Path
 
 from driver.claimendpoint import ClaimEndpoint
-from driver.localsim.podsync import TICK, PodRecord, next_visit
+from driver.localsim.standin.podsync import TICK, PodRecord, next_visit
 from driver.workqueue import WorkQueue
 
 

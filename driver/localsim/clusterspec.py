@@ -2,7 +2,7 @@
 UltraServer objects, and the command lines of the controller and node daemons.
 
 Pure: a `ClusterSpec` and a state directory in, names, paths, objects and
-argv lists out. `localcluster.py` does the I/O.
+argv lists out. `standin/serve.py` and `realnodes/serve.py` do the I/O.
 """
 
 import hashlib
@@ -14,7 +14,7 @@ from typing import Any
 
 from driver.devicemodel.layout import PARTITION_SIZES, POOL_LAYOUTS
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
-from driver.localsim.schedulerconfig import SCHEDULER_CONFIG
+from driver.localsim.controlplane.schedulerconfig import SCHEDULER_CONFIG
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS, TopologyError, rack_spec
 

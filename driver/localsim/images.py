@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.localsim.binaries import cache_root
+from driver.localsim.controlplane.binaries import cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER_REPOSITORY = "localhost/trainium-dra/driver"

@@ -5,7 +5,7 @@ The node daemons serve plain HTTP; the apiserver, controller-manager and
 scheduler serve HTTPS and authorize /metrics through the apiserver, so they
 are scraped with the admin token (the apiserver's cert against the cluster
 CA; the other two serve self-signed loopback certs). A real-node cluster's
-jobs and credentials are in prometheus_realnodes.py and prometheus_access.py.
+jobs and credentials are in realnodes/prometheus.py and prometheus_access.py.
 """
 
 import os
@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import yaml
 
-from driver.localsim.binaries import cache_root, k8s_version
-from driver.localsim.children import Child
-from driver.localsim.controlplane import ControlPlane, free_port
+from driver.localsim.controlplane.binaries import cache_root, k8s_version
+from driver.localsim.controlplane.children import Child
+from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.localsim.prometheus_access import write_private
 
 PROMETHEUS_VERSION = "v0.316.0"

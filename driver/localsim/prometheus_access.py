@@ -20,7 +20,7 @@ from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from driver.localsim.chart import NAMESPACE as DRIVER_NAMESPACE
+from driver.localsim.controlplane.chart import NAMESPACE as DRIVER_NAMESPACE
 
 NAMESPACE = "trainium-dra-monitoring"
 SERVICE_ACCOUNT = "prometheus"

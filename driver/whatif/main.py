@@ -26,8 +26,8 @@ from kubernetes.client import ApiClient, CustomObjectsApi
 
 from driver.devicemodel.layout import PARTITION_SIZES
 from driver.localsim.clusterspec import ClusterPaths
-from driver.localsim.flags import parse_sizes
-from driver.localsim.running import NotRunningError, open_running
+from driver.localsim.commands.flags import parse_sizes
+from driver.localsim.commands.running import NotRunningError, open_running
 from driver.localsim.state import default_state_dir
 from driver.whatif.faults import HOUR, Failures, FaultRates, RandomFailures, ScriptedFailures
 from driver.whatif.fleet import POLICIES

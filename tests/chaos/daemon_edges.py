@@ -20,8 +20,8 @@ from urllib.parse import quote
 import httpx
 from hypothesis import strategies as st
 
-from driver.localsim.controlplane import ControlPlane
-from driver.localsim.kubelet import KubeletStandIn
+from driver.localsim.controlplane.plane import ControlPlane
+from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.node import cdi
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, Checkpoint
 from simdevice.workloads import KINDS

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from kubernetes import client
 
-from driver.localsim.children import Child
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, RackPlan
-from driver.localsim.controlplane import ControlPlane
-from driver.localsim.localcluster import LocalCluster, Progress, admin_client
+from driver.localsim.controlplane.children import Child
+from driver.localsim.controlplane.plane import ControlPlane
+from driver.localsim.standin.serve import Progress, StandInCluster, admin_client
 from driver.node.durable.checkpoint import Checkpoint, ClaimRecord
 from tests.e2e.cluster import short_state_dir
 
@@ -43,7 +43,7 @@ class ChaosCluster:
     paths: ClusterPaths
     spec: ClusterSpec
     plane: ControlPlane
-    local: LocalCluster
+    local: StandInCluster
     api: client.ApiClient
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -120,7 +120,7 @@ def chaos_cluster(nodes: int, generation: str = "trn3-gen2") -> Iterator[ChaosCl
     spec = ClusterSpec.build(racks=1, generation=generation, nodes_per_rack=nodes)
     progress = QuietProgress()
     with ControlPlane.running(paths.root, on_progress=progress) as plane:
-        local = LocalCluster(paths, spec, plane)
+        local = StandInCluster(paths, spec, plane)
         stop = threading.Event()
         supervisor: threading.Thread | None = None
         try:

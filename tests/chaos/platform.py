@@ -19,9 +19,9 @@ from typing import Any
 from kubernetes import client
 
 from driver.controller.slices import planned_devices
-from driver.localsim.children import Child
 from driver.localsim.clusterspec import node_labels
-from driver.localsim.controlplane import free_port
+from driver.localsim.controlplane.children import Child
+from driver.localsim.controlplane.plane import free_port
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME, rack_label
 from simdevice.topology import rack_spec
 from tests.chaos import audit

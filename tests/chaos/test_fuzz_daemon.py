@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.chaos import daemon_edges as edges
 from tests.chaos.fuzzing import run_property
 from tests.chaos.parser_edges import checkpoint_files

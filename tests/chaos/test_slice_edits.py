@@ -6,7 +6,7 @@ from functools import partial
 
 import pytest
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.chaos import slice_edits
 from tests.chaos.fuzzing import ACCEPTED, run_property
 

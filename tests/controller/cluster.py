@@ -17,9 +17,9 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from driver.jsontypes import JSON
-from driver.localsim import chart
-from driver.localsim.binaries import Binaries
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane import chart
+from driver.localsim.controlplane.binaries import Binaries
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 from tests.waiting import wait_for
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from driver.localsim.controlplane import ControlPlane, free_port
+from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.localsim.prometheus import Targets, rule_files, start_prometheus
 from tests.controller.cluster import (
     Samples,

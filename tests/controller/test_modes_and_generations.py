@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.controller.cluster import (
     allocation,
     condition,

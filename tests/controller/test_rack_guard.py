@@ -26,7 +26,7 @@ from driver.devicemodel.rackguard import (
     rack_claimed_key,
     rack_in_use_key,
 )
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 from tests.controller.cluster import (
     custom,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.controller.cluster import (
     condition,
     controller,

@@ -18,7 +18,7 @@ import yaml
 from driver.controller import flags as controller_flags
 from driver.httpendpoint import split_address
 from driver.jsontypes import JSON
-from driver.localsim.schedulerconfig import chart_profiles
+from driver.localsim.controlplane.schedulerconfig import chart_profiles
 from driver.node import flags as node_flags
 from tests.deploy.chart import (
     CHART,

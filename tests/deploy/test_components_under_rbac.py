@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client as k8s
 
 from driver.devicemodel.naming import ULTRASERVER_DEVICE
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.controller import cluster
 from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
 from tests.node.daemonproc import Daemon, short_tmpdir

@@ -22,8 +22,8 @@ from driver.devicemodel.nodemap import map_nodes, selector_matches
 from driver.devicemodel.placement import find_place
 from driver.devicemodel.ultraserver import parse_spec
 from driver.jsontypes import JSON
-from driver.localsim.controlplane import ControlPlane
-from driver.localsim.k8srelease import DEFAULT
+from driver.localsim.controlplane.k8srelease import DEFAULT
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import device_class_name
 from tests.deploy.chart import CHART, fresh_namespace, kubectl
 

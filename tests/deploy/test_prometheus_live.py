@@ -19,8 +19,7 @@ import httpx
 import pytest
 import yaml
 
-from driver.localsim.controlplane import ControlPlane
-from driver.localsim.kubelet import KubeletError
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.prometheus import (
     PrometheusProcess,
     Targets,
@@ -28,6 +27,7 @@ from driver.localsim.prometheus import (
     start_prometheus,
     substitute,
 )
+from driver.localsim.standin.kubelet import KubeletError
 from tests.deploy.dashboards import PanelQuery, dashboard_queries, variable_queries
 from tests.node.daemonproc import Daemon, short_tmpdir
 from tests.node.rackfixture import NODES, RACK_ID, Rack, published_rack

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from driver.localsim.flags import parse_up
+from driver.localsim.commands.flags import parse_up
 from driver.localsim.prometheus import (
     CONTROLLER_JOB,
     NODE_JOB,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
 
 pytestmark = pytest.mark.integration

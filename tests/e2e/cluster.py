@@ -15,11 +15,11 @@ import httpx
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.binaries import Binaries
-from driver.localsim.children import die_with_parent, trainium_dra_argv
 from driver.localsim.clusterspec import ClusterPaths
-from driver.localsim.k8srelease import Release, release_of
-from driver.localsim.localcluster import admin_client
+from driver.localsim.controlplane.binaries import Binaries
+from driver.localsim.controlplane.children import die_with_parent, trainium_dra_argv
+from driver.localsim.controlplane.k8srelease import Release, release_of
+from driver.localsim.standin.serve import admin_client
 from tests import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from driver.localsim.k8srelease import DEFAULT, V1_36, Release
+from driver.localsim.controlplane.k8srelease import DEFAULT, V1_36, Release
 from simdevice.topology import rack_spec
 from tests.e2e.cluster import EXAMPLES, example_file
 from tests.e2e.examples.rackscale import WRITTEN_FOR, for_rack

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.children import trainium_dra_argv
 from driver.localsim.clusterspec import ClusterPaths
+from driver.localsim.controlplane.children import trainium_dra_argv
 from driver.localsim.state import owned
 from tests.e2e.cluster import short_state_dir, wait_for
 

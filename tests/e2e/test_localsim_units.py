@@ -6,8 +6,6 @@ from pathlib import Path
 import pytest
 
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
-from driver.localsim import podstatus
-from driver.localsim.chart import NAMESPACE, select
 from driver.localsim.clusterspec import (
     RACK_LABEL,
     ClusterPaths,
@@ -17,10 +15,12 @@ from driver.localsim.clusterspec import (
     node_labels,
     ultraserver_object,
 )
-from driver.localsim.flags import parse_sizes
-from driver.localsim.status import ClaimCores, allocation_rows, compact, table
-from driver.localsim.top import parse_metrics, render, shade
-from driver.localsim.workloadclient import workload_spec
+from driver.localsim.commands.flags import parse_sizes
+from driver.localsim.commands.status import ClaimCores, allocation_rows, compact, table
+from driver.localsim.commands.top import parse_metrics, render, shade
+from driver.localsim.controlplane.chart import NAMESPACE, select
+from driver.localsim.standin import podstatus
+from driver.localsim.standin.workloadclient import workload_spec
 from simdevice.workloads import WorkloadError
 
 

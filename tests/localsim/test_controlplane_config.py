@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim import binaries
-from driver.localsim.controlplane import (
+from driver.localsim.controlplane import binaries
+from driver.localsim.controlplane.k8srelease import V1_36, V1_37, Release
+from driver.localsim.controlplane.plane import (
     CLIENT_QPS,
     CONTROLLERS,
     ControlPlaneConfig,
@@ -17,8 +18,7 @@ from driver.localsim.controlplane import (
     feature_gates_flag,
     scheduler_args,
 )
-from driver.localsim.k8srelease import V1_36, V1_37, Release
-from driver.localsim.schedulerconfig import configuration
+from driver.localsim.controlplane.schedulerconfig import configuration
 
 HACK = Path(__file__).resolve().parents[2] / "hack"
 

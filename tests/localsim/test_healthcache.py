@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from driver.localsim.healthcache import HealthCache
+from driver.localsim.standin.healthcache import HealthCache
 
 
 def update(device: str, health: int, timeout: int = 30) -> SimpleNamespace:

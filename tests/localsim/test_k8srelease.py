@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from driver.localsim.binaries import Binaries
-from driver.localsim.k8srelease import (
+from driver.localsim.controlplane.binaries import Binaries
+from driver.localsim.controlplane.k8srelease import (
     DEFAULT,
     RELEASES,
     UnsupportedReleaseError,

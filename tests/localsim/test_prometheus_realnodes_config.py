@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from driver.localsim.chart import NAMESPACE
-from driver.localsim.flags import parse_up
+from driver.localsim.commands.flags import parse_up
+from driver.localsim.controlplane.chart import NAMESPACE
 from driver.localsim.prometheus import (
     CONTROLLER_JOB,
     NODE_JOB,
@@ -18,7 +18,7 @@ from driver.localsim.prometheus import (
     rule_files,
 )
 from driver.localsim.prometheus_access import access_objects, write_private
-from driver.localsim.prometheus_realnodes import KUBELET_JOB, real_node_jobs
+from driver.localsim.realnodes.prometheus import KUBELET_JOB, real_node_jobs
 
 
 def jobs(tmp_path: Path) -> list[dict[str, Any]]:

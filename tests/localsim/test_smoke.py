@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client as k8s
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration

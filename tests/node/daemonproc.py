@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from driver.localsim.kubelet import KubeletStandIn
+from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.node.paths import NodePaths
 from tests.node.rackfixture import SITE, Site
 

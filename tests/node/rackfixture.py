@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client as k8s
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from simdevice.topology import rack_spec
 from tests.waiting import wait_for

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEVICE_KINDS, device_class_name
 from tests.controller import cluster
 from tests.node.daemonproc import Daemon, short_tmpdir

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from driver.controller.slices import RackInput, build_slices
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
 from simdevice.topology import CoreRange

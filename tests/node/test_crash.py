@@ -17,8 +17,8 @@ from typing import Any
 import grpc
 import pytest
 
-from driver.localsim.controlplane import ControlPlane
-from driver.localsim.kubelet import container_edits
+from driver.localsim.controlplane.plane import ControlPlane
+from driver.localsim.standin.kubelet import container_edits
 from driver.node import cdi
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, PREPARE_STARTED, Checkpoint
 from driver.node.durable.claimfiles import hash_token

@@ -14,9 +14,9 @@ import pytest
 from driver import claimendpoint, container
 from driver.claimendpoint import ClaimEndpoint
 from driver.kubeletplugin import pluginclient, protocol
-from driver.localsim.controlplane import ControlPlane
-from driver.localsim.healthcache import HealthCache
-from driver.localsim.kubelet import KubeletError, container_edits
+from driver.localsim.controlplane.plane import ControlPlane
+from driver.localsim.standin.healthcache import HealthCache
+from driver.localsim.standin.kubelet import KubeletError, container_edits
 from driver.node import cdi
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint

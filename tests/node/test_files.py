@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from driver.kubeletplugin import sockets
-from driver.localsim.kubelet import container_edits
+from driver.localsim.standin.kubelet import container_edits
 from driver.node import cdi
 from driver.node.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
 from driver.node.durable.atomicfile import write_atomic, write_if_changed

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s
 
 from driver.devicemodel.placement import PlacementError, find_place
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.node.daemonproc import Daemon, short_tmpdir
 from tests.node.rackfixture import Site, published_rack
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from driver.node.durable.checkpoint import Checkpoint
 from tests.controller import cluster

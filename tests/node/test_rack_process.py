@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from tests.node.daemonproc import Daemon, short_tmpdir
 from tests.node.rackfixture import RACK, Site
 

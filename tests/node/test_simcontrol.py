@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from driver.httpendpoint import json_reply
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.node import flags as flagmod
 from driver.node.sim.simaccess import (
     BearerGuard,

@@ -13,7 +13,7 @@ from kubernetes import client
 
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import WatchedObjects
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from driver.node.apireader import ApiReader
 from tests.waiting import wait_for

@@ -14,11 +14,11 @@ import httpx
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.binaries import Binaries, NodeBinaries
 from driver.localsim.clusterspec import ClusterSpec
+from driver.localsim.controlplane.binaries import Binaries, NodeBinaries
 from driver.localsim.realnodes import cgroups
-from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
 from driver.localsim.realnodes.plan import RealNode, plan_nodes
+from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
 from driver.node.durable.checkpoint import Checkpoint
 from tests.e2e.cluster import Cluster, wait_for
 

@@ -5,7 +5,7 @@ with one) must not tear down a real-node cluster another checkout runs."""
 from pathlib import Path
 
 from driver.localsim.clusterspec import ClusterPaths
-from driver.localsim.realnodes.cluster import holds_real_nodes
+from driver.localsim.realnodes.realnodecluster import holds_real_nodes
 
 
 def test_a_stand_in_state_dir_holds_no_real_nodes(tmp_path: Path) -> None:

@@ -18,14 +18,14 @@ import pytest
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.controlplane import KUBERNETES_SERVICE_IP
-from driver.localsim.realnodes.cluster import WORKLOAD_IMAGE
+from driver.localsim.controlplane.plane import KUBERNETES_SERVICE_IP
 from driver.localsim.realnodes.netpolicy import (
     AGENT_METRICS_PORT,
     AGENT_VERSION,
     MONITORING_NAMESPACE,
     QUEUE_CHAIN,
 )
+from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
 from tests.e2e.cluster import wait_for
 from tests.localsim.test_controlplane_config import HACK, required_version
 from tests.realnodes.realcluster import NAMESPACE, RealCluster, namespace

@@ -12,10 +12,10 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
-from driver.localsim import binaries
-from driver.localsim.certs import issue_certificate, write_certs
 from driver.localsim.clusterspec import RACK_LABEL, ClusterSpec
-from driver.localsim.controlplane import (
+from driver.localsim.controlplane import binaries
+from driver.localsim.controlplane.certs import issue_certificate, write_certs
+from driver.localsim.controlplane.plane import (
     CONTROLLERS,
     ControlPlaneConfig,
     Ports,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from driver.localsim.prometheus import CONTROLLER_JOB, NODE_JOB, query
-from driver.localsim.prometheus_realnodes import KUBELET_JOB
+from driver.localsim.realnodes.prometheus import KUBELET_JOB
 from tests.e2e.cluster import wait_for
 from tests.realnodes.realcluster import (
     DRIVER,

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.children import trainium_dra_argv
+from driver.localsim.controlplane.children import trainium_dra_argv
 from tests.chaos.realkubelet import kill_during_burst, steady_pods
 from tests.e2e.cluster import wait_for
 from tests.realnodes.realcluster import (

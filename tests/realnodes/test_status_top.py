@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from driver.localsim.children import trainium_dra_argv
+from driver.localsim.controlplane.children import trainium_dra_argv
 from tests.e2e.cluster import wait_for
 from tests.realnodes.realcluster import RealCluster, claim_template, namespace, workload_pod
 

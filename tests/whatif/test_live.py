@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.running import open_running
+from driver.localsim.commands.running import open_running
 from driver.whatif import main as whatif
 from driver.whatif.faults import Failure, ScriptedFailures
 from driver.whatif.jobs import Job, PodShape

@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from driver.localsim.binaries import BinariesMissingError, cache_root
+from driver.localsim.controlplane.binaries import BinariesMissingError, cache_root
 from driver.localsim.realnodes.plan import RealNode, gateway
 
 AGENT_VERSION = "v1.1.1"

@@ -7,9 +7,9 @@ from typing import Any
 
 import yaml
 
-from driver.localsim.binaries import Binaries
-from driver.localsim.chart import CHART_DIR, NAMESPACE, RELEASE, helm_binary
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, ultraserver_object
+from driver.localsim.controlplane.binaries import Binaries
+from driver.localsim.controlplane.chart import CHART_DIR, NAMESPACE, RELEASE, helm_binary
 from driver.localsim.realnodes.netpolicy import policy_peers
 
 VALUES = Path(__file__).resolve().parents[3] / "deploy" / "values" / "real-nodes.yaml"

@@ -8,15 +8,15 @@ directory (see `cluster.cleanup`).
 
 import os
 
-from driver.localsim.binaries import Binaries
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.binaries import Binaries
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.images import driver_image, pause_image
-from driver.localsim.localcluster import SUPERVISE_INTERVAL, Progress, stop_signals
-from driver.localsim.prometheus_realnodes import start_for_real_nodes
 from driver.localsim.realnodes import netns
-from driver.localsim.realnodes.cluster import Images, RealNodeCluster, cleanup
 from driver.localsim.realnodes.plan import gateway
+from driver.localsim.realnodes.prometheus import start_for_real_nodes
+from driver.localsim.realnodes.realnodecluster import Images, RealNodeCluster, cleanup
+from driver.localsim.standin.serve import SUPERVISE_INTERVAL, Progress, stop_signals
 from driver.localsim.state import make_state_dirs, write_cluster
 
 

@@ -15,8 +15,8 @@ from kubernetes import client
 from driver.container import ERROR, HOLDING, SHOWN_ENV
 from driver.jsontypes import JSON
 from driver.localsim.clusterspec import ClusterSpec
-from driver.localsim.running import open_running
-from driver.localsim.top import Sample, parse_all
+from driver.localsim.commands.running import open_running
+from driver.localsim.commands.top import Sample, parse_all
 from simdevice.topology import RackSpec, rack_spec
 from tests.e2e.cluster import Cluster, example_file, wait_for
 from tests.e2e.examples.rackscale import for_rack, server_on

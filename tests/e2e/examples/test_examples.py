@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.children import trainium_dra_argv
+from driver.localsim.controlplane.children import trainium_dra_argv
 from tests.e2e.cluster import EXAMPLES, Cluster, results, wait_for
 from tests.e2e.examples.target import BUSY, Target
 

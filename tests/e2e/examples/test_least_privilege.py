@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from driver.localsim.chart import NAMESPACE
 from driver.localsim.clusterspec import ClusterSpec
-from driver.localsim.controlplane import fake_node_status
-from driver.localsim.localcluster import admin_client, published
+from driver.localsim.controlplane.chart import NAMESPACE
+from driver.localsim.controlplane.plane import fake_node_status
+from driver.localsim.standin.serve import admin_client, published
 from tests.e2e.cluster import Cluster, wait_for
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from urllib3.exceptions import HTTPError
 
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.daemons import Daemons, StandInDaemons
-from driver.localsim.localcluster import admin_client
-from driver.localsim.realnodes.daemons import PodDaemons
+from driver.localsim.realnodes.daemonpods import PodDaemons
+from driver.localsim.standin.serve import admin_client
 from driver.localsim.state import read_cluster, serve_pid
 
 PROBE_TIMEOUT = 5.0

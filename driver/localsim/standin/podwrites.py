@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from driver.jsontypes import JSON
-from driver.localsim import podstatus
+from driver.localsim.standin import podstatus
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from driver.localsim.binaries import NodeBinaries
-from driver.localsim.certs import CertFiles, issue_certificate
-from driver.localsim.children import Child
+from driver.localsim.controlplane.binaries import NodeBinaries
+from driver.localsim.controlplane.certs import CertFiles, issue_certificate
+from driver.localsim.controlplane.children import Child
 from driver.localsim.realnodes import cgroups, mountns, netns
 from driver.localsim.realnodes.netpolicy import AGENT_USER, agent_command, install_queue_rules
 from driver.localsim.realnodes.plan import (

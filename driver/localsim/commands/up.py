@@ -6,13 +6,13 @@ import sys
 import time
 from pathlib import Path
 
-from driver.localsim.binaries import Binaries, BinariesMissingError
-from driver.localsim.children import trainium_dra_argv
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
-from driver.localsim.flags import parse_up
+from driver.localsim.commands.flags import parse_up
+from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
+from driver.localsim.controlplane.children import trainium_dra_argv
 from driver.localsim.images import ImageMissingError
-from driver.localsim.localcluster import serve
 from driver.localsim.realnodes.serve import serve_real_nodes
+from driver.localsim.standin.serve import serve
 from driver.localsim.state import (
     make_state_dirs,
     read_cluster,

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from driver.localsim.binaries import Binaries, BinariesMissingError
+from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
 
 CHART_DIR = Path(__file__).resolve().parents[2] / "charts" / "trainium-dra"
 RELEASE = "trainium-dra"

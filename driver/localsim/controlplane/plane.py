@@ -24,12 +24,16 @@ import httpx
 import yaml
 from kubernetes import client as k8s
 
-from driver.localsim import chart
-from driver.localsim.binaries import Binaries, k8s_version
-from driver.localsim.certs import CertFiles, issue_certificate, write_certs
-from driver.localsim.children import Child
-from driver.localsim.k8srelease import DEFAULT, Release, release_of
-from driver.localsim.schedulerconfig import SCHEDULER_CONFIG, chart_profiles, configuration
+from driver.localsim.controlplane import chart
+from driver.localsim.controlplane.binaries import Binaries, k8s_version
+from driver.localsim.controlplane.certs import CertFiles, issue_certificate, write_certs
+from driver.localsim.controlplane.children import Child
+from driver.localsim.controlplane.k8srelease import DEFAULT, Release, release_of
+from driver.localsim.controlplane.schedulerconfig import (
+    SCHEDULER_CONFIG,
+    chart_profiles,
+    configuration,
+)
 from driver.names import DEFAULT_DRIVER_NAME
 
 CONTROLLERS = (

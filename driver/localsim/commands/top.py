@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from driver.localsim.clusterspec import ClusterSpec, RackPlan
+from driver.localsim.commands.flags import TopFlags, parse_top
+from driver.localsim.commands.running import NotRunningError, open_running
 from driver.localsim.daemons import Daemons, DaemonUnreachableError
-from driver.localsim.flags import TopFlags, parse_top
-from driver.localsim.running import NotRunningError, open_running
 from simdevice.topology import rack_spec
 
 SHADES = " ▁▂▃▄▅▆▇█"

@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from driver.localsim.binaries import Binaries, BinariesMissingError
-from driver.localsim.controlplane import ControlPlane, ControlPlaneError
+from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
+from driver.localsim.controlplane.plane import ControlPlane, ControlPlaneError
 from driver.mainwait import wait_for_stop
 
 DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "trainium-dra" / "controlplane"

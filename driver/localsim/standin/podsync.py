@@ -25,11 +25,11 @@ from kubernetes.client.rest import ApiException
 
 from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError
 from driver.jsontypes import JSON
-from driver.localsim import podstatus
-from driver.localsim.kubelet import KubeletError, KubeletStandIn, claim_names
-from driver.localsim.podwatch import watch_pods
-from driver.localsim.podwrites import PodWrites, api_reason
-from driver.localsim.workloadclient import endpoint_from_edits, workload_spec
+from driver.localsim.standin import podstatus
+from driver.localsim.standin.kubelet import KubeletError, KubeletStandIn, claim_names
+from driver.localsim.standin.podwatch import watch_pods
+from driver.localsim.standin.podwrites import PodWrites, api_reason
+from driver.localsim.standin.workloadclient import endpoint_from_edits, workload_spec
 from driver.workqueue import WorkQueue
 from simdevice.workloads import WorkloadError
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from driver.localsim.chart import NAMESPACE, RELEASE
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.chart import NAMESPACE, RELEASE
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.prometheus import (
     CONTROLLER_JOB,
     NODE_JOB,

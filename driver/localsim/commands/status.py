@@ -15,8 +15,8 @@ from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
-from driver.localsim.flags import parse_status
-from driver.localsim.running import NotRunningError, open_running
+from driver.localsim.commands.flags import parse_status
+from driver.localsim.commands.running import NotRunningError, open_running
 from driver.names import API_GROUP, API_VERSION, DEVICE_KINDS
 
 

@@ -2,7 +2,7 @@
 training job, show where it landed and a few seconds of live utilization,
 and leave everything running.
 
-Run as `python -m driver.localsim.demo [trainium-dra up flags]`.
+Run as `python -m driver.localsim.commands.demo [trainium-dra up flags]`.
 """
 
 import os
@@ -15,12 +15,12 @@ from pathlib import Path
 from kubernetes import client
 
 from driver.container import ERROR, HOLDING
-from driver.localsim import top
-from driver.localsim.binaries import Binaries
-from driver.localsim.flags import parse_up
-from driver.localsim.localcluster import admin_client
-from driver.localsim.status import render
-from driver.localsim.up import start_background, usage_lines
+from driver.localsim.commands import top
+from driver.localsim.commands.flags import parse_up
+from driver.localsim.commands.status import render
+from driver.localsim.commands.up import start_background, usage_lines
+from driver.localsim.controlplane.binaries import Binaries
+from driver.localsim.standin.serve import admin_client
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 DEMO = EXAMPLES / "demo-job"

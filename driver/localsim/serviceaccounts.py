@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from driver.localsim.chart import NAMESPACE, Rendered
+from driver.localsim.controlplane.chart import NAMESPACE, Rendered
 
 COMPONENT_LABEL = "app.kubernetes.io/component"
 TOKEN_SECONDS = 365 * 24 * 3600

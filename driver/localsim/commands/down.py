@@ -1,8 +1,8 @@
 """`trainium-dra down`: stop the local cluster and remove its state, also
 after a crash (stray children are found by their recorded pids)."""
 
-from driver.localsim.flags import parse_down
-from driver.localsim.realnodes.cluster import cleanup, holds_real_nodes
+from driver.localsim.commands.flags import parse_down
+from driver.localsim.realnodes.realnodecluster import cleanup, holds_real_nodes
 from driver.localsim.state import remove_state, serve_pid, stray_pids, terminate
 
 

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.localsim.k8srelease import DEFAULT, Release, release_of
+from driver.localsim.controlplane.k8srelease import DEFAULT, Release, release_of
 
 K8S_VERSION_ENV = "K8S_VERSION"
 """The one setting that picks the Kubernetes version, as in the Makefile and hack/."""

@@ -17,13 +17,13 @@ from typing import Any
 
 from kubernetes import client
 
-from driver.localsim.binaries import Binaries, NodeBinaries
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
-from driver.localsim.controlplane import ControlPlane
+from driver.localsim.controlplane.binaries import Binaries, NodeBinaries
+from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.realnodes import cgroups, hostlimits, mountns, netns, release
 from driver.localsim.realnodes.netpolicy import agent_binary, grant_agent
+from driver.localsim.realnodes.nodeprocesses import ClusterAccess, NodeRuntime, NodeStartError
 from driver.localsim.realnodes.plan import CGROUP_PARENT, RealNode, plan_nodes
-from driver.localsim.realnodes.runtime import ClusterAccess, NodeRuntime, NodeStartError
 
 NODE_READY_TIMEOUT = 180.0
 NODE_WORKERS = 4

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError
-from driver.localsim.kubelet import ContainerEdits
+from driver.localsim.standin.kubelet import ContainerEdits
 from driver.node.cdi import host_path
 from simdevice.workloads import WorkloadError
 

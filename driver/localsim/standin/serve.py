@@ -21,10 +21,7 @@ import httpx
 import urllib3
 from kubernetes import client, config
 
-from driver.localsim import chart, credentials
-from driver.localsim.binaries import Binaries
-from driver.localsim.chart import NAMESPACE
-from driver.localsim.children import Child, trainium_dra_argv
+from driver.localsim import serviceaccounts
 from driver.localsim.clusterspec import (
     ClusterPaths,
     ClusterSpec,
@@ -34,10 +31,14 @@ from driver.localsim.clusterspec import (
     node_labels,
     ultraserver_object,
 )
-from driver.localsim.controlplane import ControlPlane, ControlPlaneError, free_port
-from driver.localsim.kubelet import KubeletStandIn
-from driver.localsim.podsync import PodSync
+from driver.localsim.controlplane import chart
+from driver.localsim.controlplane.binaries import Binaries
+from driver.localsim.controlplane.chart import NAMESPACE
+from driver.localsim.controlplane.children import Child, trainium_dra_argv
+from driver.localsim.controlplane.plane import ControlPlane, ControlPlaneError, free_port
 from driver.localsim.prometheus import start_for_cluster
+from driver.localsim.standin.kubelet import KubeletStandIn
+from driver.localsim.standin.podsync import PodSync
 from driver.localsim.state import make_state_dirs, write_cluster
 from driver.names import API_GROUP, API_VERSION
 
@@ -84,7 +85,7 @@ def http_ok(url: str) -> bool:
         return False
 
 
-class LocalCluster:
+class StandInCluster:
     """The processes and objects of one running local cluster."""
 
     def __init__(self, paths: ClusterPaths, spec: ClusterSpec, plane: ControlPlane) -> None:
@@ -136,10 +137,10 @@ class LocalCluster:
         progress(f"  applied {len(rendered.applied)} objects: {', '.join(kinds)}")
         if rendered.skipped:
             progress(f"  not applied (run as local processes): {', '.join(rendered.skipped)}")
-        controller_account = credentials.service_account(rendered, "controller")
+        controller_account = serviceaccounts.service_account(rendered, "controller")
         progress(f"starting the controller as ServiceAccount {NAMESPACE}/{controller_account}")
         with admin_client(self.paths.kubeconfig) as api:
-            credentials.write_controller_kubeconfig(
+            serviceaccounts.write_controller_kubeconfig(
                 api, self.paths.kubeconfig, rendered, self.paths.controller_kubeconfig
             )
         self._start_child(
@@ -148,7 +149,7 @@ class LocalCluster:
                 self.paths, self.spec, self.controller_port, controller_account, NAMESPACE
             ),
         )
-        node_account = credentials.service_account(rendered, "node")
+        node_account = serviceaccounts.service_account(rendered, "node")
         with admin_client(self.paths.kubeconfig) as api:
             for rack in self.spec.racks:
                 progress(
@@ -159,7 +160,7 @@ class LocalCluster:
                     f"  node-bound tokens of ServiceAccount {NAMESPACE}/{node_account} "
                     f"for the {rack.nodes} nodes"
                 )
-                self.bound_nodes |= credentials.write_node_kubeconfigs(
+                self.bound_nodes |= serviceaccounts.write_node_kubeconfigs(
                     api,
                     self.paths.kubeconfig,
                     rendered,
@@ -233,12 +234,12 @@ class LocalCluster:
             return
         self.tokens_checked = time.monotonic()
         with admin_client(self.paths.kubeconfig) as api:
-            renewed = credentials.recreated(api, self.bound_nodes)
-            account = credentials.service_account(self.rendered, "node")
+            renewed = serviceaccounts.recreated(api, self.bound_nodes)
+            account = serviceaccounts.service_account(self.rendered, "node")
             for node, uid in renewed.items():
-                token = credentials.request_token(api, account, (node, uid))
+                token = serviceaccounts.request_token(api, account, (node, uid))
                 path = Path(self.paths.node_kubeconfig_template.replace("{node}", node))
-                credentials.write_kubeconfig(self.paths.kubeconfig, path, account, token)
+                serviceaccounts.write_kubeconfig(self.paths.kubeconfig, path, account, token)
                 self.bound_nodes[node] = uid
                 progress(f"Node {node} was created anew; its daemon got a token bound to it")
 
@@ -307,7 +308,7 @@ def serve(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False)
             stop_signals() as stop,
             ControlPlane.running(paths.root, on_progress=progress) as plane,
         ):
-            cluster = LocalCluster(paths, spec, plane)
+            cluster = StandInCluster(paths, spec, plane)
             prometheus = None
             try:
                 cluster.start(progress)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from driver.localsim.chart import NAMESPACE, RELEASE
 from driver.localsim.clusterspec import RackPlan
+from driver.localsim.controlplane.chart import NAMESPACE, RELEASE
 from driver.localsim.daemons import DaemonUnreachableError
 
 SELECTOR = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=node"
