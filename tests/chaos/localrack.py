@@ -20,7 +20,8 @@ from kubernetes import client
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, RackPlan
 from driver.localsim.controlplane.children import Child
 from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.standin.serve import Progress, StandInCluster, admin_client
+from driver.localsim.serving import Progress
+from driver.localsim.standin.serve import StandInCluster, admin_client
 from driver.node.durable.checkpoint import Checkpoint, ClaimRecord
 from tests.e2e.cluster import short_state_dir
 

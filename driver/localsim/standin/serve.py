@@ -10,10 +10,8 @@ checkpoint and its kubelets register it again.
 import contextlib
 import functools
 import os
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,25 +35,15 @@ from driver.localsim.controlplane.chart import NAMESPACE
 from driver.localsim.controlplane.children import Child, trainium_dra_argv
 from driver.localsim.controlplane.plane import ControlPlane, ControlPlaneError, free_port
 from driver.localsim.prometheus import start_for_cluster
+from driver.localsim.serving import Progress, serve_cluster
 from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.localsim.standin.podsync import PodSync
-from driver.localsim.state import make_state_dirs, write_cluster
+from driver.localsim.state import write_cluster
 from driver.names import API_GROUP, API_VERSION
 
 READY_TIMEOUT = 120.0
-SUPERVISE_INTERVAL = 1.0
 NODE_WRITERS = 8
 TOKEN_CHECK_INTERVAL = 5.0
-
-
-class Progress:
-    """Progress lines with the time since start, flushed at once (`up` tails them)."""
-
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-
-    def __call__(self, message: str) -> None:
-        print(f"[{time.monotonic() - self.started:5.1f}s] {message}", flush=True)
 
 
 def admin_client(kubeconfig: Path, pool: int = 16) -> client.ApiClient:
@@ -129,7 +117,7 @@ class StandInCluster:
             },
         )
 
-    def start(self, progress: Progress) -> None:
+    def start(self, progress: Callable[[str], None]) -> None:
         binaries = self.plane.binaries or Binaries.locate()
         progress("installing CRDs, DeviceClasses and RBAC from charts/trainium-dra (helm template)")
         rendered = chart.install(binaries, self.paths.kubeconfig, self.spec.driver)
@@ -226,7 +214,7 @@ class StandInCluster:
             kubelet.register(timeout=READY_TIMEOUT)
             by_node[node] = kubelet
 
-    def renew_node_tokens(self, progress: Progress) -> None:
+    def renew_node_tokens(self, progress: Callable[[str], None]) -> None:
         """A Node deleted and created again invalidates the token bound to it, as
         a DaemonSet pod dies with its node; mint its successor a token, which the
         daemon reads from the rewritten kubeconfig."""
@@ -243,7 +231,7 @@ class StandInCluster:
                 self.bound_nodes[node] = uid
                 progress(f"Node {node} was created anew; its daemon got a token bound to it")
 
-    def supervise(self, progress: Progress) -> None:
+    def supervise(self, progress: Callable[[str], None]) -> None:
         """Restart a child that died (the apiserver and friends are the harness's)."""
         try:
             self.renew_node_tokens(progress)
@@ -286,47 +274,25 @@ def slice_count(api: client.ApiClient, driver: str, pool: str) -> int:
     return sum(1 for s in slices.items if s.spec.pool.name == pool)
 
 
-@contextlib.contextmanager
-def stop_signals() -> Iterator[threading.Event]:
-    stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def serve(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False) -> int:
     """Start everything, report ready, run until signalled, stop everything."""
     progress = Progress()
-    paths.ready_file.unlink(missing_ok=True)
-    make_state_dirs(paths)
-    paths.pid_file.write_text(str(os.getpid()))
-    try:
-        with (
-            stop_signals() as stop,
-            ControlPlane.running(paths.root, on_progress=progress) as plane,
-        ):
-            cluster = StandInCluster(paths, spec, plane)
-            prometheus = None
-            try:
-                cluster.start(progress)
-                if with_prometheus:
-                    prometheus = start_for_cluster(
-                        paths.root, plane, cluster.ports, cluster.controller_port
-                    )
-                    progress(f"prometheus: {prometheus.url}")
-                progress(f"ready: {spec.node_count()} nodes in {len(spec.racks)} racks")
-                paths.ready_file.touch()
-                while not stop.wait(SUPERVISE_INTERVAL):
-                    cluster.supervise(progress)
-            finally:
-                progress("stopping")
-                paths.ready_file.unlink(missing_ok=True)
-                if prometheus is not None:
-                    prometheus.stop()
-                cluster.stop()
-    finally:
-        paths.pid_file.unlink(missing_ok=True)
-    return 0
+
+    def when_started(
+        cluster: StandInCluster, plane: ControlPlane, extras: contextlib.ExitStack
+    ) -> str:
+        if with_prometheus:
+            prometheus = start_for_cluster(
+                paths.root, plane, cluster.ports, cluster.controller_port
+            )
+            extras.callback(prometheus.stop)
+            progress(f"prometheus: {prometheus.url}")
+        return f"{spec.node_count()} nodes in {len(spec.racks)} racks"
+
+    return serve_cluster(
+        paths,
+        progress,
+        lambda: ControlPlane.running(paths.root, on_progress=progress),
+        lambda plane: StandInCluster(paths, spec, plane),
+        when_started,
+    )
