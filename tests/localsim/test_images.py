@@ -50,7 +50,7 @@ def test_key_ignores_what_the_build_does_not_see(tree: Path) -> None:
     cache = tree / "driver" / "sub" / "__pycache__"
     cache.mkdir()
     (cache / "m.cpython-311.pyc").write_bytes(b"x")
-    gen = tree / "driver" / "plugin" / "kubeletapi" / "gen"
+    gen = tree / "driver" / "kubeletplugin" / "protocol" / "gen"
     gen.mkdir(parents=True)
     (gen / "dra_v1_pb2.py").write_text("generated\n")
     (tree / "tests").mkdir()
