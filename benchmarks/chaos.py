@@ -26,15 +26,15 @@ from benchmarks import render
 from benchmarks.paths import RESULTS_DIR
 from benchmarks.report import Conditions, add_noisy_flag, machine
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.chaos import daemon_edges, parser_edges, slice_edits, startup_edge
-from tests.chaos.fuzzing import FuzzRun, run_property
-from tests.chaos.load import load_rounds
-from tests.chaos.localrack import ChaosCluster, chaos_cluster
-from tests.chaos.platform import FAULTS, Scene
-from tests.chaos.reaction import reaction_times
-from tests.chaos.realkubelet import TRIGGER, kill_during_burst, steady_pods
-from tests.e2e.cluster import running_cluster
-from tests.realnodes.realcluster import real_cluster
+from testbed.chaos import daemon_edges, parser_edges, slice_edits, startup_edge
+from testbed.chaos.fuzzing import FuzzRun, run_property
+from testbed.chaos.load import load_rounds
+from testbed.chaos.localrack import ChaosCluster, chaos_cluster
+from testbed.chaos.platform import FAULTS, Scene
+from testbed.chaos.reaction import reaction_times
+from testbed.chaos.realkubelet import TRIGGER, kill_during_burst, steady_pods
+from testbed.localcluster import running_cluster
+from testbed.realnodes import real_cluster
 
 RESULTS = RESULTS_DIR / "chaos.json"
 SECTIONS = ("platform", "load", "reaction", "fuzz", "realkubelet")

@@ -29,7 +29,7 @@ from benchmarks.publishing import (
 )
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, make_command, write_results
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.controller.cluster import install
+from testbed.controlplane import install
 
 COMMAND = "make bench-controller"
 

@@ -38,9 +38,9 @@ from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
 from driver.kubeletplugin import pluginclient
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.standin.kubelet import KubeletStandIn
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import DRIVER, NODES, RACK_ID, Rack, Site, published_rack
-from tests.waiting import wait_for
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import DRIVER, NODES, RACK_ID, Rack, Site, published_rack
+from testbed.waiting import wait_for
 
 COMMAND = "make bench-node"
 ROUNDS = 500

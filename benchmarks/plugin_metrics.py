@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.realnodes.realcluster import RealCluster
+from testbed.realnodes import RealCluster
 
 FETCH = (
     "import sys, urllib.request; "

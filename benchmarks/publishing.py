@@ -25,7 +25,7 @@ from driver.devicemodel.ultraserver import parse_spec
 from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.names import DEFAULT_DRIVER_NAME, rack_label
 from driver.procstat import process_cpu_seconds
-from tests.controller.cluster import (
+from testbed.controlplane import (
     WRITE_VERBS,
     controller,
     custom,
@@ -35,7 +35,7 @@ from tests.controller.cluster import (
     request_counts,
     ultraserver,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 ANCHOR_BUILD = ROOT / "hack" / "slice-anchor" / "build.sh"

@@ -32,8 +32,8 @@ from benchmarks.plugin_metrics import scrape_pods
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
 from driver.jsontypes import JSON
 from driver.localsim.realnodes import cgroups
-from tests.e2e.cluster import Cluster, running_cluster, wait_for
-from tests.realnodes.realcluster import (
+from testbed.localcluster import Cluster, running_cluster, wait_for
+from testbed.realnodes import (
     DRIVER,
     RealCluster,
     claim_template,

@@ -23,7 +23,7 @@ from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
-from tests.realnodes.realcluster import RealCluster
+from testbed.realnodes import RealCluster
 
 GO_DRIVER = "gpu.example.com"
 GO_NAMESPACE = "dra-example-driver"

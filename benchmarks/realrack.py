@@ -35,8 +35,8 @@ from driver.jsontypes import JSON
 from driver.localsim.images import pause_image
 from driver.localsim.realnodes import cgroups
 from simdevice.topology import rack_spec
-from tests.e2e.cluster import running_cluster
-from tests.realnodes.realcluster import DRIVER, RealCluster, claim_template, namespace, real_cluster
+from testbed.localcluster import running_cluster
+from testbed.realnodes import DRIVER, RealCluster, claim_template, namespace, real_cluster
 
 COMMAND: Final = "make bench-realrack"
 GENERATION: Final = "trn3-gen2"

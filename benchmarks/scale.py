@@ -22,8 +22,8 @@ from benchmarks import render
 from benchmarks.publishing import create_racks, rack_nodes, ready_racks, remove_published
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.controller.cluster import controller, custom, install, load_claim, pod
-from tests.waiting import wait_for
+from testbed.controlplane import controller, custom, install, load_claim, pod
+from testbed.waiting import wait_for
 
 COMMAND = "make bench-scale"
 NS: Final = "scale"

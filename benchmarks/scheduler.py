@@ -54,8 +54,8 @@ from benchmarks.scheduler_profile import go_tool, start_capture, summarize
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.procstat import process_cpu_seconds
-from tests.controller.cluster import custom, install, load_claim, pod
-from tests.waiting import wait_for
+from testbed.controlplane import custom, install, load_claim, pod
+from testbed.waiting import wait_for
 
 COMMAND = "make bench-scheduler"
 RESULTS = RESULTS_DIR / "scheduler.json"

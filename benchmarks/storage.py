@@ -35,8 +35,8 @@ from benchmarks.publishing import (
 )
 from benchmarks.report import Conditions, add_noisy_flag, interleaved, make_command, write_results
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.controller.cluster import controller, install
-from tests.waiting import wait_for
+from testbed.controlplane import controller, install
+from testbed.waiting import wait_for
 
 COMMAND = "make bench-storage"
 LAYOUTS: Final[dict[str, dict[str, Any]]] = {

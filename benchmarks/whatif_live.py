@@ -38,8 +38,8 @@ from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 from driver.whatif import main as whatif
 from simdevice.topology import rack_spec
-from tests.controller.cluster import controller, install
-from tests.waiting import wait_for
+from testbed.controlplane import controller, install
+from testbed.waiting import wait_for
 
 NAME: Final = "whatif-live"
 CLI: Final = str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "trainium-dra")

@@ -56,6 +56,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "driver.whatif": ("simdevice", "driver.devicemodel", "driver.localsim", "driver.procstat"),
     "driver.cli": (),
+    "testbed": (
+        "simdevice",
+        "driver.devicemodel",
+        "driver.controller",
+        "driver.node",
+        "driver.localsim",
+        "driver.container",
+    ),
     "benchmarks": (
         "simdevice",
         "driver.devicemodel",
@@ -64,7 +72,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.localsim",
         "driver.whatif",
         "driver.procstat",
-        "tests",
+        "testbed",
     ),
 }
 """Package (or module) -> the project's packages it may import besides itself
@@ -77,7 +85,7 @@ FORBIDDEN_OUTSIDE: dict[str, tuple[str, ...]] = {
 }
 """Third-party packages a package must not import."""
 
-OURS = ("driver", "simdevice", "benchmarks", "tests")
+OURS = ("driver", "simdevice", "testbed", "benchmarks", "tests")
 
 
 def package_of(module: str) -> str:
@@ -89,7 +97,7 @@ def package_of(module: str) -> str:
 def source_files() -> dict[str, Path]:
     """Every module of the project's code (tests aside) by its dotted name."""
     out = {}
-    for top in ("driver", "simdevice", "benchmarks"):
+    for top in ("driver", "simdevice", "testbed", "benchmarks"):
         for path in sorted((ROOT / top).rglob("*.py")):
             if "gen" in path.relative_to(ROOT).parts:
                 continue
@@ -142,3 +150,16 @@ def test_no_package_imports_one_that_imports_it() -> None:
 
     for package in ALLOWED:
         visit(package, ())
+
+
+def test_test_packages_import_no_other_test_package() -> None:
+    """What two test packages share lives in testbed/, never in one of them."""
+    crossing = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        parts = path.relative_to(ROOT / "tests").parts
+        own = parts[0] if len(parts) > 1 else None
+        for name in imports(path):
+            words = name.split(".")
+            if words[0] == "tests" and len(words) > 2 and words[1] != own:
+                crossing.append(f"{path.relative_to(ROOT)}: {name}")
+    assert crossing == []

@@ -18,7 +18,7 @@ from benchmarks.realnodes import (
     summaries,
 )
 from benchmarks.realrack import prepare_figures
-from tests.realnodes.realcluster import DRIVER
+from testbed.realnodes import DRIVER
 
 BOUNDS = ("0.1", "0.15", "0.5", "+Inf")
 

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.chaos.localrack import ChaosCluster, chaos_cluster
+from testbed.chaos.localrack import ChaosCluster, chaos_cluster
 
 NODES = 4
 

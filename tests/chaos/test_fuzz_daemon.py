@@ -9,9 +9,9 @@ from functools import partial
 import pytest
 
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.chaos import daemon_edges as edges
-from tests.chaos.fuzzing import run_property
-from tests.chaos.parser_edges import checkpoint_files
+from testbed.chaos import daemon_edges as edges
+from testbed.chaos.fuzzing import run_property
+from testbed.chaos.parser_edges import checkpoint_files
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-from tests.chaos import parser_edges as edges
-from tests.chaos import startup_edge
-from tests.chaos.fuzzing import run_property
+from testbed.chaos import parser_edges as edges
+from testbed.chaos import startup_edge
+from testbed.chaos.fuzzing import run_property
 
 CASES = 200
 

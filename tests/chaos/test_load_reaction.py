@@ -4,9 +4,9 @@ benchmark, not asserted here."""
 
 import pytest
 
-from tests.chaos.load import load_rounds
-from tests.chaos.localrack import ChaosCluster
-from tests.chaos.reaction import reaction_times
+from testbed.chaos.load import load_rounds
+from testbed.chaos.localrack import ChaosCluster
+from testbed.chaos.reaction import reaction_times
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.chaos.localrack import ChaosCluster
-from tests.chaos.platform import FAULTS, Scene
+from testbed.chaos.localrack import ChaosCluster
+from testbed.chaos.platform import FAULTS, Scene
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """The pure counts of the daemon-kill trial under the real kubelet."""
 
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, ClaimRecord, DeviceRecord
-from tests.chaos.realkubelet import (
+from testbed.chaos.realkubelet import (
     CDI_PREFIX,
     cdi_claims,
     count_cores_handed_twice,

@@ -7,8 +7,8 @@ from functools import partial
 import pytest
 
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.chaos import slice_edits
-from tests.chaos.fuzzing import ACCEPTED, run_property
+from testbed.chaos import slice_edits
+from testbed.chaos.fuzzing import ACCEPTED, run_property
 
 pytestmark = pytest.mark.integration
 

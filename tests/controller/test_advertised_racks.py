@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.controller.cluster import (
+from testbed.controlplane import (
     custom,
     load_claim,
     node_pool_racks,
@@ -18,7 +18,7 @@ from tests.controller.cluster import (
     published,
     rack_slices,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.controller.cluster import (
+from testbed.controlplane import (
     allocation,
     condition,
     controller,
@@ -24,7 +24,7 @@ from tests.controller.cluster import (
     ultraserver,
     unschedulable,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

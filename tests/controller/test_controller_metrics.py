@@ -6,7 +6,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from driver.controller.metrics import ControllerMetrics, rack_families
 from driver.controller.probes import ReplicaState, report
 from driver.httpendpoint import HTTPEndpoint, split_address
-from tests.controller.cluster import Samples, metric_key, metric_samples
+from testbed.controlplane import Samples, metric_key, metric_samples
 
 STATUS = {
     "cores": {"total": 1152, "allocated": 12, "free": 1140, "unhealthy": 8},

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.localsim.prometheus import Targets, rule_files, start_prometheus
-from tests.controller.cluster import (
+from testbed.controlplane import (
     Samples,
     condition,
     controller,
@@ -31,7 +31,7 @@ from tests.controller.cluster import (
     stop,
     ultraserver,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.controller.cluster import (
+from testbed.controlplane import (
     allocation,
     condition,
     controller,
@@ -25,7 +25,7 @@ from tests.controller.cluster import (
     rack_slices,
     ultraserver,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from kubernetes import client
 
 from driver.devicemodel.naming import ULTRASERVER_DEVICE, partition_name, server_pool
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.controller.cluster import (
+from testbed.controlplane import (
     allocation,
     custom,
     delta,
@@ -28,7 +28,7 @@ from tests.controller.cluster import (
     request_counts,
     unschedulable,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ from driver.devicemodel.rackguard import (
 )
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
-from tests.controller.cluster import (
+from testbed.controlplane import (
     custom,
     load_claim,
     node_pool_racks,
@@ -36,7 +36,7 @@ from tests.controller.cluster import (
     published,
     rack_slices,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from driver.localsim.controlplane.plane import ControlPlane, free_port
-from tests.controller.cluster import (
+from testbed.controlplane import (
     controller,
     custom,
     delta,
@@ -26,7 +26,7 @@ from tests.controller.cluster import (
     ultraserver,
     writes,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

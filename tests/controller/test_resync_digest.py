@@ -7,7 +7,7 @@ from driver.controller.rackstate import inputs_key
 from driver.controller.sliceindex import SliceIndex
 from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.ultraserver import parse_spec
-from tests.controller.cluster import ultraserver
+from testbed.controlplane import ultraserver
 
 NODES = [f"dig-{i}" for i in range(4)]
 LABEL = "neuron.sim.dev/ultraserver"

@@ -18,11 +18,11 @@ from kubernetes import client as k8s
 
 from driver.devicemodel.naming import ULTRASERVER_DEVICE
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.controller import cluster
+from testbed import controlplane
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import Site
+from testbed.waiting import wait_for
 from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import Site
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -60,13 +60,13 @@ def installed(control_plane: ControlPlane, crds: None) -> Iterator[k8s.ApiClient
         for node in NODES:
             cp.create_node(node)
         custom.create_cluster_custom_object(
-            GROUP, VERSION, "ultraservers", cluster.ultraserver(RACK, "trn3-gen1", list(NODES))
+            GROUP, VERSION, "ultraservers", controlplane.ultraserver(RACK, "trn3-gen1", list(NODES))
         )
         yield api
     finally:
         with suppress(k8s.ApiException):
             custom.delete_cluster_custom_object(GROUP, VERSION, "ultraservers", RACK)
-        for item in cluster.rack_slices(api, RACK, DRIVER):
+        for item in controlplane.rack_slices(api, RACK, DRIVER):
             with suppress(k8s.ApiException):
                 k8s.ResourceV1Api(api).delete_resource_slice(item["metadata"]["name"])
         with suppress(k8s.ApiException):
@@ -103,7 +103,7 @@ def controller(kubeconfig: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]
     try:
         yield proc
     finally:
-        cluster.stop(proc)
+        controlplane.stop(proc)
 
 
 def pod_bound_token(cp: ControlPlane) -> str:
@@ -135,7 +135,7 @@ def pod_bound_token(cp: ControlPlane) -> str:
 def taints(api: k8s.ApiClient) -> dict[str, list[Any]]:
     return {
         d["name"]: d["taints"]
-        for s in cluster.rack_slices(api, RACK, DRIVER)
+        for s in controlplane.rack_slices(api, RACK, DRIVER)
         for d in s["spec"].get("devices") or []
         if d.get("taints")
     }
@@ -149,7 +149,7 @@ def all_tainted(api: k8s.ApiClient, names: set[str]) -> dict[str, list[Any]] | N
 
 def health_devices(api: k8s.ApiClient) -> list[dict[str, Any]]:
     """The unhealthy chips DAEMON_NODE's NodeDeviceHealth lists (none when absent)."""
-    obj = cluster.custom(api).list_cluster_custom_object(
+    obj = controlplane.custom(api).list_cluster_custom_object(
         GROUP, VERSION, "nodedevicehealths", field_selector=f"metadata.name={DAEMON_NODE}"
     )["items"]
     found: list[dict[str, Any]] = obj[0]["spec"].get("devices") or [] if obj else []
@@ -165,10 +165,12 @@ def test_controller_and_daemon_work_with_only_their_chart_permissions(
     node_config = token_kubeconfig(cp, pod_bound_token(cp), tmp_path / "node.kubeconfig")
     log = tmp_path / "controller.log"
     with controller(controller_config, log):
-        wait_for("the rack's slices", lambda: cluster.rack_slices(api, RACK, DRIVER), timeout=90)
+        wait_for(
+            "the rack's slices", lambda: controlplane.rack_slices(api, RACK, DRIVER), timeout=90
+        )
         status = wait_for(
             "the rack's status",
-            lambda: (cluster.get_rack(api, RACK) or {}).get("status"),
+            lambda: (controlplane.get_rack(api, RACK) or {}).get("status"),
             timeout=60,
         )
         assert status["servers"]["summary"] == "4/4"

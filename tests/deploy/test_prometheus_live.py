@@ -28,10 +28,10 @@ from driver.localsim.prometheus import (
     substitute,
 )
 from driver.localsim.standin.kubelet import KubeletError
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import NODES, RACK_ID, Rack, published_rack
+from testbed.waiting import wait_for
 from tests.deploy.dashboards import PanelQuery, dashboard_queries, variable_queries
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import NODES, RACK_ID, Rack, published_rack
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ import yaml
 
 from driver.localsim.controlplane.k8srelease import DEFAULT, V1_36, Release
 from simdevice.topology import rack_spec
-from tests.e2e.cluster import EXAMPLES, example_file
-from tests.e2e.examples.rackscale import WRITTEN_FOR, for_rack
+from testbed.examples.rackscale import WRITTEN_FOR, for_rack
+from testbed.localcluster import EXAMPLES, example_file
 
 VARIANTS = sorted(EXAMPLES.glob("*/k8s-1.36/*.yaml"))
 

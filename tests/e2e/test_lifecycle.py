@@ -14,7 +14,7 @@ import pytest
 from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.controlplane.children import trainium_dra_argv
 from driver.localsim.state import owned
-from tests.e2e.cluster import short_state_dir, wait_for
+from testbed.localcluster import short_state_dir, wait_for
 
 pytestmark = pytest.mark.integration
 

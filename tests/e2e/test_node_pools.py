@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.cluster import Cluster, results, running_cluster, wait_for
+from testbed.localcluster import Cluster, results, running_cluster, wait_for
 
 pytestmark = pytest.mark.integration
 

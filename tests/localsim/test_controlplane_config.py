@@ -19,17 +19,7 @@ from driver.localsim.controlplane.plane import (
     scheduler_args,
 )
 from driver.localsim.controlplane.schedulerconfig import configuration
-
-HACK = Path(__file__).resolve().parents[2] / "hack"
-
-
-def required_version(module_dir: Path, path: str) -> str:
-    listing = subprocess.run(
-        ["go", "mod", "edit", "-json"], cwd=module_dir, capture_output=True, text=True, check=True
-    )
-    requires = json.loads(listing.stdout)["Require"]
-    version: str = next(r["Version"] for r in requires if r["Path"] == path)
-    return version
+from testbed.gomodules import HACK, required_version
 
 
 def test_default_versions_match_the_go_modules() -> None:

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client as k8s
 
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, Checkpoint, ClaimRecord, DeviceRecord
 from driver.node.durable.groupcommit import Change, NodeState
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 
 def record(uid: str, chip: int) -> ClaimRecord:

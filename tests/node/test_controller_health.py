@@ -17,10 +17,10 @@ from kubernetes import client as k8s
 
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEVICE_KINDS, device_class_name
-from tests.controller import cluster
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import RACK, Site, published_rack
-from tests.waiting import wait_for
+from testbed import controlplane
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import RACK, Site, published_rack
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def tainted(api: k8s.ApiClient) -> dict[str, list[dict[str, Any]]]:
     """Device name -> taints, over the rack's published slices."""
     return {
         device["name"]: device["taints"]
-        for item in cluster.rack_slices(api, SITE.rack_id, SITE.driver)
+        for item in controlplane.rack_slices(api, SITE.rack_id, SITE.driver)
         for device in item["spec"].get("devices") or []
         if device.get("taints")
     }
@@ -46,7 +46,7 @@ def tainted(api: k8s.ApiClient) -> dict[str, list[dict[str, Any]]]:
 def on_chip(api: k8s.ApiClient, server: int, chip: int) -> set[str]:
     """Devices of the rack that use the chip (chip-local devices only)."""
     out = set()
-    for item in cluster.rack_slices(api, SITE.rack_id, SITE.driver):
+    for item in controlplane.rack_slices(api, SITE.rack_id, SITE.driver):
         for device in item["spec"].get("devices") or []:
             attrs = device.get("attributes") or {}
             if attrs.get("serverIndex", {}).get("int") != server:
@@ -58,7 +58,7 @@ def on_chip(api: k8s.ApiClient, server: int, chip: int) -> set[str]:
 
 @pytest.fixture
 def controller_rack(control_plane: ControlPlane, tmp_path: Path) -> Iterator[k8s.ApiClient]:
-    cluster.install(control_plane, SITE.driver)
+    controlplane.install(control_plane, SITE.driver)
     api = control_plane.api_client()
     objects = k8s.CustomObjectsApi(api)
     with published_rack(control_plane, SITE, [], device_class=False):
@@ -66,10 +66,10 @@ def controller_rack(control_plane: ControlPlane, tmp_path: Path) -> Iterator[k8s
             "trainium.sim.dev",
             "v1alpha1",
             "ultraservers",
-            cluster.ultraserver(SITE.rack_id, "trn3-gen2", names()),
+            controlplane.ultraserver(SITE.rack_id, "trn3-gen2", names()),
         )
         try:
-            with cluster.controller(
+            with controlplane.controller(
                 control_plane, tmp_path / "controller.log", "--driver-name", SITE.driver
             ):
                 wait_for("the controller's slices", lambda: on_chip(api, 0, CHIP), timeout=60)
@@ -79,8 +79,8 @@ def controller_rack(control_plane: ControlPlane, tmp_path: Path) -> Iterator[k8s
                 objects.delete_cluster_custom_object(
                     "trainium.sim.dev", "v1alpha1", "ultraservers", SITE.rack_id
                 )
-            wait_for("the UltraServer to go", lambda: not cluster.get_rack(api, SITE.rack_id))
-            for item in cluster.rack_slices(api, SITE.rack_id, SITE.driver):
+            wait_for("the UltraServer to go", lambda: not controlplane.get_rack(api, SITE.rack_id))
+            for item in controlplane.rack_slices(api, SITE.rack_id, SITE.driver):
                 with suppress(k8s.ApiException):
                     k8s.ResourceV1Api(api).delete_resource_slice(item["metadata"]["name"])
             for node in SITE.nodes:

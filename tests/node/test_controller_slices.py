@@ -16,8 +16,8 @@ from driver.localsim.controlplane.plane import ControlPlane
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
 from simdevice.topology import CoreRange
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import RACK, Rack, Site, published_rack
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import RACK, Rack, Site, published_rack
 
 pytestmark = pytest.mark.integration
 

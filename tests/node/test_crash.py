@@ -23,9 +23,9 @@ from driver.node import cdi
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, PREPARE_STARTED, Checkpoint
 from driver.node.durable.claimfiles import hash_token
 from driver.node.durable.failpoints import PREPARE_POINTS, UNPREPARE_POINTS
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import DRIVER, SITE, Rack, published_rack
-from tests.waiting import wait_for
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import DRIVER, SITE, Rack, published_rack
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

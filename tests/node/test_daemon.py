@@ -21,9 +21,9 @@ from driver.node import cdi
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
 from simdevice.topology import CoreRange
-from tests.node.daemonproc import HEALTH_TIMEOUT, Daemon, short_tmpdir
-from tests.node.rackfixture import DRIVER, NODES, RACK, Rack, published_rack, slices
-from tests.waiting import wait_for
+from testbed.daemon import HEALTH_TIMEOUT, Daemon, short_tmpdir
+from testbed.rack import DRIVER, NODES, RACK, Rack, published_rack, slices
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from kubernetes import client as k8s
 
 from driver.devicemodel.placement import PlacementError, find_place
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import Site, published_rack
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import Site, published_rack
 
 ROOT = Path(__file__).resolve().parents[2]
 ULTRASERVER_CRD = ROOT / "charts/trainium-dra/crds/ultraservers.trainium.sim.dev.yaml"

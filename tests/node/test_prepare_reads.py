@@ -16,9 +16,9 @@ from kubernetes import client as k8s
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from driver.node.durable.checkpoint import Checkpoint
-from tests.controller import cluster
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import DRIVER, NODES, RACK, RACK_ID, SITE, Rack, published_rack
+from testbed import controlplane
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import DRIVER, NODES, RACK, RACK_ID, SITE, Rack, published_rack
 
 pytestmark = pytest.mark.integration
 
@@ -32,11 +32,11 @@ ULTRASERVERS = ("trainium.sim.dev", "v1alpha1", "ultraservers")
 @pytest.fixture(scope="module")
 def rack(control_plane: ControlPlane) -> Iterator[Rack]:
     crd = "ultraservers.trainium.sim.dev"
-    control_plane.kubectl("apply", "-f", str(cluster.CHART / "crds" / f"{crd}.yaml"))
+    control_plane.kubectl("apply", "-f", str(controlplane.CHART / "crds" / f"{crd}.yaml"))
     control_plane.kubectl("wait", "--for=condition=Established", f"crd/{crd}")
     with published_rack(control_plane) as published:
         absent = [f"reads-absent-{i}" for i in range(len(NODES), RACK.servers)]
-        body = cluster.ultraserver(
+        body = controlplane.ultraserver(
             RACK_ID, "trn3-gen2", [*NODES, *absent], defaultLogicalNeuronCore=2
         )
         objects = k8s.CustomObjectsApi(published.api)
@@ -54,7 +54,7 @@ def reads(plane: ControlPlane) -> dict[tuple[str, str, str], int]:
     on NodeDeviceHealth objects) is no part of a prepare."""
     return {
         key: count
-        for key, count in cluster.request_counts(plane).items()
+        for key, count in controlplane.request_counts(plane).items()
         if key[2] in READ_VERBS and key[0] in PREPARE_COULD_READ
     }
 
@@ -79,7 +79,7 @@ def test_prepares_read_their_claim_and_nothing_else(
             kubelet.unprepare(refs)
         finally:
             assert daemon.stop() == 0
-    assert cluster.delta(before, after) == {("resourceclaims", "", "GET"): PREPARES}
+    assert controlplane.delta(before, after) == {("resourceclaims", "", "GET"): PREPARES}
     assert record.lnc == 2  # the UltraServer's default, from the watch
     rack.delete_claim("reads", "reads-pod")
 

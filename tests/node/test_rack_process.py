@@ -5,8 +5,8 @@ from collections.abc import Iterator
 import pytest
 
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import RACK, Site
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import RACK, Site
 
 pytestmark = pytest.mark.integration
 

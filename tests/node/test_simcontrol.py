@@ -21,8 +21,8 @@ from driver.node.sim.simaccess import (
     read_token,
 )
 from driver.node.sim.simcontrol import FaultRequestError, parse_fault_request
-from tests.node.daemonproc import ROOT, Daemon, short_tmpdir
-from tests.node.rackfixture import Site
+from testbed.daemon import ROOT, Daemon, short_tmpdir
+from testbed.rack import Site
 
 SITE = Site("simcontrol.sim.dev", "simcontrol-rack", "simcontrol", ("simcontrol-n0",))
 TOKEN = "s3cret-token"

@@ -16,7 +16,7 @@ from driver.kubeapi.informer import WatchedObjects
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from driver.node.apireader import ApiReader
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import pytest
 
 from driver.node import cdi
 from driver.node.paths import NodePaths
-from tests.node.daemonproc import short_tmpdir
+from testbed.daemon import short_tmpdir
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bind mounts need root")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import running_cluster
-from tests.realnodes.realcluster import RealCluster, host_state, real_cluster
+from testbed.localcluster import running_cluster
+from testbed.realnodes import RealCluster, host_state, real_cluster
 
 START_TIMEOUT = 900.0
 """Cold: four nodes import the images and the chart's pods start on them."""

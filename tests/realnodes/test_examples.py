@@ -1,15 +1,15 @@
 """Every example under deploy/examples/ on real nodes: the real kubelet
 prepares the claims through the node daemon's socket, containerd injects the
 CDI edits, and each pod's container prints what it was given. The checks are
-the stand-in's own (tests/e2e/examples/), run here against the package's one
+testbed/examples/'s, which the stand-in runs too, here against the package's one
 real-node cluster (a Trn3 Gen1 UltraServer, 4 servers of 16 chips), with the
 examples that assume the 36-server Gen2 rack fitted to it
-(tests/e2e/examples/rackscale.py)."""
+(testbed/examples/rackscale.py)."""
 
 import pytest
 
-from tests.e2e.examples.target import Target, rack_of
-from tests.e2e.examples.test_examples import (
+from testbed.examples.health import test_a_failed_core_evicts_only_the_partition_over_it
+from testbed.examples.manifests import (
     test_admin_access,
     test_cel_topology,
     test_demo_job,
@@ -24,8 +24,7 @@ from tests.e2e.examples.test_examples import (
     test_whole_rack_shared_by_a_pod_per_server,
     test_whole_server,
 )
-from tests.e2e.examples.test_health import test_a_failed_core_evicts_only_the_partition_over_it
-from tests.e2e.examples.test_scheduling import (
+from testbed.examples.scheduling import (
     test_a_server_binds_after_its_fabric_and_not_while_it_fails,
     test_extended_resource_requests_are_served_by_dra,
     test_four_server_gang_on_one_rack,
@@ -33,7 +32,8 @@ from tests.e2e.examples.test_scheduling import (
     test_the_binpack_profile_puts_core_requests_on_the_fullest_node,
     test_whole_rack_gang_binds_all_or_nothing,
 )
-from tests.realnodes.realcluster import RealCluster
+from testbed.examples.target import Target, rack_of
+from testbed.realnodes import RealCluster
 
 pytestmark = pytest.mark.integration
 

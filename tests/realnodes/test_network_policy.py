@@ -26,9 +26,9 @@ from driver.localsim.realnodes.netpolicy import (
     QUEUE_CHAIN,
 )
 from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
-from tests.e2e.cluster import wait_for
-from tests.localsim.test_controlplane_config import HACK, required_version
-from tests.realnodes.realcluster import NAMESPACE, RealCluster, namespace
+from testbed.gomodules import HACK, required_version
+from testbed.localcluster import wait_for
+from testbed.realnodes import NAMESPACE, RealCluster, namespace
 
 OUTSIDE = "real-netpol-outside"
 SIM_CONTROL_PORT = 8082

@@ -24,7 +24,7 @@ from driver.localsim.controlplane.plane import (
 )
 from driver.localsim.realnodes import plan
 from driver.localsim.realnodes.release import cluster_values
-from tests.localsim.test_controlplane_config import HACK, required_version
+from testbed.gomodules import HACK, required_version
 
 
 def nodes(tmp_path: Path, racks: int = 1, generation: str = "trn3-gen1") -> list[plan.RealNode]:

@@ -12,8 +12,8 @@ import pytest
 
 from driver.localsim.prometheus import CONTROLLER_JOB, NODE_JOB, query
 from driver.localsim.realnodes.prometheus import KUBELET_JOB
-from tests.e2e.cluster import wait_for
-from tests.realnodes.realcluster import (
+from testbed.localcluster import wait_for
+from testbed.realnodes import (
     DRIVER,
     NAMESPACE,
     RealCluster,

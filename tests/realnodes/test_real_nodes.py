@@ -12,9 +12,9 @@ from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.children import trainium_dra_argv
-from tests.chaos.realkubelet import kill_during_burst, steady_pods
-from tests.e2e.cluster import wait_for
-from tests.realnodes.realcluster import (
+from testbed.chaos.realkubelet import kill_during_burst, steady_pods
+from testbed.localcluster import wait_for
+from testbed.realnodes import (
     DRIVER,
     NAMESPACE,
     RealCluster,

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from driver.localsim.controlplane.children import trainium_dra_argv
-from tests.e2e.cluster import wait_for
-from tests.realnodes.realcluster import RealCluster, claim_template, namespace, workload_pod
+from testbed.localcluster import wait_for
+from testbed.realnodes import RealCluster, claim_template, namespace, workload_pod
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from driver.whatif.faults import Failure, ScriptedFailures
 from driver.whatif.jobs import Job, PodShape
 from driver.whatif.live import FaultTargets, replay_live
 from simdevice.topology import rack_spec
-from tests.e2e.cluster import Cluster, running_cluster
+from testbed.localcluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 

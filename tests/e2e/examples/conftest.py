@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.cluster import Cluster, running_cluster
-from tests.e2e.examples.target import Target, rack_of
+from testbed.examples.target import Target, rack_of
+from testbed.localcluster import Cluster, running_cluster
 
 
 @pytest.fixture(scope="package")

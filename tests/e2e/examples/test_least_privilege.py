@@ -13,7 +13,7 @@ from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.controlplane.chart import NAMESPACE
 from driver.localsim.controlplane.plane import fake_node_status
 from driver.localsim.standin.serve import admin_client, published
-from tests.e2e.cluster import Cluster, wait_for
+from testbed.localcluster import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
 

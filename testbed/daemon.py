@@ -16,7 +16,7 @@ import httpx
 
 from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.node.paths import NodePaths
-from tests.node.rackfixture import SITE, Site
+from testbed.rack import SITE, Site
 
 ROOT = Path(__file__).resolve().parents[2]
 

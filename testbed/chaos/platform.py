@@ -24,9 +24,9 @@ from driver.localsim.controlplane.children import Child
 from driver.localsim.controlplane.plane import free_port
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME, rack_label
 from simdevice.topology import rack_spec
-from tests.chaos import audit
-from tests.chaos.localrack import ChaosCluster
-from tests.chaos.workload import (
+from testbed.chaos import audit
+from testbed.chaos.localrack import ChaosCluster
+from testbed.chaos.workload import (
     create_many,
     delete_all,
     live_claims,
@@ -34,7 +34,7 @@ from tests.chaos.workload import (
     running,
     wait_running,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 NAMESPACE = "chaos"
 PROBES = "chaos-probe"

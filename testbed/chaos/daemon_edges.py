@@ -25,10 +25,10 @@ from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.node import cdi
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, Checkpoint
 from simdevice.workloads import KINDS
-from tests.chaos.fuzzing import ACCEPTED, HANG, JSON_VALUES, REFUSED, either, maybe_field
-from tests.chaos.parser_edges import corrupt
-from tests.node.daemonproc import Daemon, short_tmpdir
-from tests.node.rackfixture import DRIVER, SITE, published_rack
+from testbed.chaos.fuzzing import ACCEPTED, HANG, JSON_VALUES, REFUSED, either, maybe_field
+from testbed.chaos.parser_edges import corrupt
+from testbed.daemon import Daemon, short_tmpdir
+from testbed.rack import DRIVER, SITE, published_rack
 
 CHIP = f'device.attributes["{DRIVER}"].resourceType == "chip"'
 REQUEST_TIMEOUT = 20.0

@@ -27,16 +27,16 @@ from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.node.durable.checkpoint import Checkpoint, CheckpointError, ClaimRecord
-from tests.chaos import audit
-from tests.controller.cluster import metric_samples
-from tests.realnodes.realcluster import (
+from testbed.chaos import audit
+from testbed.controlplane import metric_samples
+from testbed.realnodes import (
     DRIVER,
     RealCluster,
     claim_template,
     namespace,
     workload_pod,
 )
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 TRIGGER = "the first claim of the burst recorded in the node's checkpoint"
 CDI_PREFIX = f"k8s.{DRIVER}-claim_"

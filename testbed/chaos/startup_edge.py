@@ -24,9 +24,9 @@ from driver.node.durable.groupcommit import NodeState
 from driver.node.metrics import DriverMetrics
 from driver.node.paths import NodePaths
 from driver.node.prepare import Preparer, ensure_dirs
-from tests.chaos.fuzzing import ACCEPTED, REFUSED
-from tests.chaos.parser_edges import CHECKPOINT_FIXES, corrupt
-from tests.node.rackfixture import DRIVER, RACK, SITE
+from testbed.chaos.fuzzing import ACCEPTED, REFUSED
+from testbed.chaos.parser_edges import CHECKPOINT_FIXES, corrupt
+from testbed.rack import DRIVER, RACK, SITE
 
 PLACE = NodePlace(SITE.nodes[0], SITE.rack_id, 0, RACK)
 

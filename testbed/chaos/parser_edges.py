@@ -44,7 +44,7 @@ from driver.node.durable.checkpoint import (
     encode_plain,
 )
 from simdevice.topology import GENERATIONS, VALID_LNC, rack_spec
-from tests.chaos.fuzzing import ACCEPTED, JSON_VALUES, REFUSED, either, maybe_field, weighted
+from testbed.chaos.fuzzing import ACCEPTED, JSON_VALUES, REFUSED, either, maybe_field, weighted
 
 # --- opaque claim configs ---------------------------------------------------
 

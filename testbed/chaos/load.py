@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 
-from tests.chaos.localrack import ChaosCluster
-from tests.chaos.workload import create_many, delete_all, live_claims, wait_running
-from tests.controller.cluster import metric_samples
-from tests.waiting import wait_for
+from testbed.chaos.localrack import ChaosCluster
+from testbed.chaos.workload import create_many, delete_all, live_claims, wait_running
+from testbed.controlplane import metric_samples
+from testbed.waiting import wait_for
 
 NAMESPACE = "chaos-load"
 BAD_LOG_WORDS = (" ERROR ", "Traceback")

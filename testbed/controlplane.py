@@ -21,7 +21,7 @@ from driver.localsim.controlplane import chart
 from driver.localsim.controlplane.binaries import Binaries
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainium-dra"

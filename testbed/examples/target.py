@@ -18,8 +18,8 @@ from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.commands.running import open_running
 from driver.localsim.commands.top import Sample, parse_all
 from simdevice.topology import RackSpec, rack_spec
-from tests.e2e.cluster import Cluster, example_file, wait_for
-from tests.e2e.examples.rackscale import for_rack, server_on
+from testbed.examples.rackscale import for_rack, server_on
+from testbed.localcluster import Cluster, example_file, wait_for
 
 BUSY = 0.01
 """Utilization above which `trainium-dra top` counts a core busy: it decays

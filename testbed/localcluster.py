@@ -20,7 +20,7 @@ from driver.localsim.controlplane.binaries import Binaries
 from driver.localsim.controlplane.children import die_with_parent, trainium_dra_argv
 from driver.localsim.controlplane.k8srelease import Release, release_of
 from driver.localsim.standin.serve import admin_client
-from tests import waiting
+from testbed import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 START_TIMEOUT = 300.0

@@ -20,7 +20,7 @@ from driver.localsim.realnodes import cgroups
 from driver.localsim.realnodes.plan import RealNode, plan_nodes
 from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
 from driver.node.durable.checkpoint import Checkpoint
-from tests.e2e.cluster import Cluster, wait_for
+from testbed.localcluster import Cluster, wait_for
 
 DRIVER = "trainium.sim.dev"
 NAMESPACE = "trainium-dra"

@@ -11,10 +11,10 @@ from typing import Any
 from kubernetes import client, watch
 
 from driver.names import DEFAULT_DRIVER_NAME
-from tests.chaos.faults import set_fault
-from tests.chaos.localrack import ChaosCluster
-from tests.chaos.workload import create_many, delete_all, wait_running
-from tests.waiting import wait_for
+from testbed.chaos.faults import set_fault
+from testbed.chaos.localrack import ChaosCluster
+from testbed.chaos.workload import create_many, delete_all, wait_running
+from testbed.waiting import wait_for
 
 NAMESPACE = "chaos-react"
 TAINT_KEY = f"{DEFAULT_DRIVER_NAME}/unhealthy"

@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from simdevice.topology import rack_spec
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 DRIVER = "plugintest.sim.dev"
 RACK_ID = "plugintest-rack"

@@ -23,7 +23,7 @@ from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.serving import Progress
 from driver.localsim.standin.serve import StandInCluster, admin_client
 from driver.node.durable.checkpoint import Checkpoint, ClaimRecord
-from tests.e2e.cluster import short_state_dir
+from testbed.localcluster import short_state_dir
 
 SUPERVISE_INTERVAL = 0.5
 

@@ -7,7 +7,7 @@ from contextlib import suppress
 from kubernetes import client
 
 from driver.names import device_class_name
-from tests.waiting import wait_for
+from testbed.waiting import wait_for
 
 WRITERS = 16
 

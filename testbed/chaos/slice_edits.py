@@ -20,11 +20,11 @@ from kubernetes import client
 from driver.controller.writeplan import same
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.chaos.fuzzing import ACCEPTED, HANG, REFUSED
-from tests.chaos.parser_edges import edit_pool
-from tests.chaos.parser_edges import slice_edits as edit_lists
-from tests.controller.cluster import controller, install, rack_slices, ultraserver
-from tests.waiting import wait_for
+from testbed.chaos.fuzzing import ACCEPTED, HANG, REFUSED
+from testbed.chaos.parser_edges import edit_pool
+from testbed.chaos.parser_edges import slice_edits as edit_lists
+from testbed.controlplane import controller, install, rack_slices, ultraserver
+from testbed.waiting import wait_for
 
 RACK = "chaos-edit"
 NODES = [f"chaos-edit-n{i}" for i in range(4)]

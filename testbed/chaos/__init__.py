@@ -1,0 +1,2 @@
+"""The chaos harness: faults, load, hostile input and what must stay true
+through them, for the chaos tests and for `make chaos`."""
