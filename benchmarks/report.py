@@ -96,9 +96,31 @@ def interleaved(runs: Mapping[str, Callable[[], T]], repeats: int = REPEATS) -> 
     return out
 
 
-def write_results(name: str, command: str, results: dict[str, Any], conditions: Conditions) -> Path:
+def last_results(name: str) -> dict[str, Any]:
+    """The results benchmarks/results/<name>.json holds ({} when none)."""
+    path = RESULTS_DIR / f"{name}.json"
+    if not path.exists():
+        return {}
+    found: dict[str, Any] = json.loads(path.read_text())["results"]
+    return found
+
+
+def write_results(
+    name: str,
+    command: str,
+    results: dict[str, Any],
+    conditions: Conditions,
+    merge: bool = False,
+) -> Path:
     """Store `results` as benchmarks/results/<name>.json, then render every page
-    from the results files."""
+    from the results files. With `merge`, over the last run's results one level
+    deep (a dict is merged key by key), so a run of some steps or cases keeps
+    the figures of the others."""
+    if merge:
+        last = last_results(name)
+        for key, value in results.items():
+            last[key] = {**last.get(key, {}), **value} if isinstance(value, dict) else value
+        results = last
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,

@@ -31,7 +31,6 @@ import httpx
 import yaml
 from kubernetes import client
 
-from benchmarks.paths import RESULTS_DIR
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, interleaved, write_results
 from benchmarks.scheduler_layouts import (
     CALIBRATION_TEMPLATE,
@@ -58,7 +57,6 @@ from testbed.controlplane import custom, install, load_claim, pod
 from testbed.waiting import wait_for
 
 COMMAND = "make bench-scheduler"
-RESULTS = RESULTS_DIR / "scheduler.json"
 STEPS = ("layouts", "orders", "packing", "binpack", "racks", "calibration")
 NS = "bench"
 SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
@@ -663,15 +661,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def save(results: dict[str, Any], merge: bool, conditions: Conditions, step: str) -> None:
     """Write what is measured so far, so a late failure keeps the early figures;
-    with `merge`, over the last run's figures (one level deep). The machine's
-    load is kept per step: a merged file holds steps of different runs."""
+    with `merge`, over the last run's figures. The machine's load is kept per
+    step: a merged file holds steps of different runs."""
     results.setdefault("loads", {})[step] = conditions.end()
-    if merge and RESULTS.exists():
-        last: dict[str, Any] = json.loads(RESULTS.read_text())["results"]
-        for key, value in results.items():
-            last[key] = {**last.get(key, {}), **value} if isinstance(value, dict) else value
-        results = last
-    write_results("scheduler", COMMAND, results, conditions)
+    write_results("scheduler", COMMAND, results, conditions, merge=merge)
 
 
 if __name__ == "__main__":

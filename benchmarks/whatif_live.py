@@ -29,7 +29,6 @@ from typing import Any, Final
 
 from kubernetes import client
 
-from benchmarks.paths import RESULTS_DIR
 from benchmarks.publishing import create_racks, rack_nodes
 from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 from benchmarks.scale import all_ready
@@ -168,10 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     conditions = Conditions.begin(args.noisy)
     command = make_command("make bench-whatif-live", argv)
-    path = RESULTS_DIR / f"{NAME}.json"
-    cases: dict[str, Any] = (
-        json.loads(path.read_text())["results"]["cases"] if path.exists() else {}
-    )
+    cases: dict[str, Any] = {}
     for name in names:
         case = CASES[name]
         print(f"== {name}: {case.what}", flush=True)
@@ -187,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             "live": list(case.live),
             **result,
         }
-    write_results(NAME, command, {"cases": cases}, conditions)
+    write_results(NAME, command, {"cases": cases}, conditions, merge=True)
     return 0
 
 
