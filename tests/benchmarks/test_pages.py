@@ -55,3 +55,12 @@ def test_every_results_file_reaches_a_page() -> None:
         command = payload.get("command") or next(iter(payload.get("commands", {}).values()), "")
         shown = command in text or name == "sim-validation"  # validation carries no command
         assert shown, f"benchmarks/results/{name}.json: no page shows its command"
+
+
+def test_readme_first_run_figure_is_rendered_from_its_results() -> None:
+    readme = DOCS.parent / "README.md"
+    assert readme in RENDERED, "README.md: no renderer produced it (first-demo.json missing?)"
+    assert readme.read_text() == RENDERED[readme], f"README.md's generated block: {FIX}"
+    changed = copy.deepcopy(FOUND)
+    changed["first-demo"]["results"]["make_demo_seconds"] += 120.0
+    assert render.pages(changed)[readme] != RENDERED[readme]
