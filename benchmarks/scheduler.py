@@ -14,7 +14,6 @@ Usage: python -m benchmarks.scheduler [--claims 1152] [--pack-runs 3]
 """
 
 import argparse
-import json
 import random
 import re
 import tempfile
@@ -51,6 +50,9 @@ from benchmarks.scheduler_layouts import (
 )
 from benchmarks.scheduler_profile import go_tool, start_capture, summarize
 from driver.jsontypes import JSON
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.informer import Informer
+from driver.kubeapi.resources import PODS, path_of
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.procstat import process_cpu_seconds
 from testbed.controlplane import custom, install, load_claim, pod
@@ -160,7 +162,7 @@ def admin_token(cp: ControlPlane) -> str:
 
 
 class PodWatch:
-    """Which pods of the namespace are bound or refused, from one watch stream:
+    """Which pods of the namespace are bound or refused, from one informer:
     polling a LIST of 1,000 pods would cost the apiserver more CPU than the
     scheduler spends, on the same CPUs."""
 
@@ -169,39 +171,23 @@ class PodWatch:
         self.refused: set[str] = set()
         self.last_change = time.perf_counter()
         self._lock = threading.Lock()
-        self._stream = httpx.Client(
-            base_url=cp.config.url,
-            headers={"Authorization": f"Bearer {admin_token(cp)}"},
-            verify=str(cp.config.certs.ca_cert),
-            timeout=None,
+        with cp.api_client() as api:
+            server = ApiServer(api.configuration, "trainium-dra-bench", 30.0)
+        self._informer: Informer[JSON] = Informer(
+            server,
+            path_of(PODS, namespace=NS),
+            {},
+            dict,
+            on_list=self._see_all,
+            on_event=lambda _, pod: self._see(pod),
         )
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._informer.start()
 
-    def _run(self) -> None:
-        """List, then watch from there; on any break (a dropped stream, an
-        expired version), list and watch again until closed."""
-        while not self._closed:
-            try:
-                listing = self._stream.get(f"/api/v1/namespaces/{NS}/pods")
-                body = listing.raise_for_status().json()
-                for item in body["items"]:
-                    self._see({"object": item})
-                url = f"/api/v1/namespaces/{NS}/pods"
-                params = {"watch": "1", "resourceVersion": body["metadata"]["resourceVersion"]}
-                with self._stream.stream("GET", url, params=params) as response:
-                    for line in response.iter_lines():
-                        event = json.loads(line) if line else {}
-                        if event.get("type") == "ERROR":
-                            break
-                        if event:
-                            self._see(event)
-            except httpx.HTTPError:
-                time.sleep(0.5)
+    def _see_all(self, pods: list[JSON]) -> None:
+        for obj in pods:
+            self._see(obj)
 
-    def _see(self, event: JSON) -> None:
-        obj = event["object"]
+    def _see(self, obj: JSON) -> None:
         name = obj["metadata"]["name"]
         conditions = (obj.get("status") or {}).get("conditions") or []
         with self._lock:
@@ -225,8 +211,7 @@ class PodWatch:
             return len(self.bound), len(self.refused), self.last_change
 
     def close(self) -> None:
-        self._closed = True
-        self._stream.close()
+        self._informer.close()
 
 
 @dataclass(frozen=True)

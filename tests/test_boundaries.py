@@ -47,6 +47,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "driver.localsim": (
         "simdevice",
         "driver.devicemodel",
+        "driver.kubeapi",
         "driver.kubeletplugin",
         "driver.node",
         "driver.container",
@@ -54,7 +55,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.mainwait",
         "driver.workqueue",
     ),
-    "driver.whatif": ("simdevice", "driver.devicemodel", "driver.localsim", "driver.procstat"),
+    "driver.whatif": (
+        "simdevice",
+        "driver.devicemodel",
+        "driver.kubeapi",
+        "driver.localsim",
+        "driver.procstat",
+    ),
     "driver.cli": (),
     "testbed": (
         "simdevice",
@@ -67,6 +74,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "benchmarks": (
         "simdevice",
         "driver.devicemodel",
+        "driver.kubeapi",
         "driver.controller",
         "driver.kubeletplugin",
         "driver.localsim",

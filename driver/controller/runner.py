@@ -142,10 +142,10 @@ class Controller:
         # only reads, and waiting for its next event would hold the lease.
         writers = [threading.Thread(target=self._renew, name="lease", daemon=True)]
         try:
-            slices_version = self._prime()
+            self._prime()
             watcher = threading.Thread(
                 target=self.slice_watch.run,
-                args=(self.stop, slices_version),
+                args=(self.stop,),
                 name="slice-watch",
                 daemon=True,
             )
@@ -185,12 +185,11 @@ class Controller:
         self.apiserver_error = ""
         return held
 
-    def _prime(self) -> str:
+    def _prime(self) -> None:
         """Fill the stores before the first reconcile, so none publishes from half a
-        picture; returns the resourceVersion to watch slices from."""
-        slices_version = self.slice_watch.relist()
+        picture; the slice watch goes on from its list's version."""
+        self.slice_watch.relist()
         self._relist()
-        return slices_version
 
     def _relist(self) -> None:
         """List every watched kind into its store; queue every rack, any rack that

@@ -20,6 +20,7 @@ ULTRASERVERS: Final = Resource(API_GROUP, API_VERSION, "ultraservers")
 HEALTH: Final = Resource(API_GROUP, API_VERSION, "nodedevicehealths")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 NODES: Final = Resource("", "v1", "nodes")
+PODS: Final = Resource("", "v1", "pods")
 
 
 def path_of(res: Resource, name: str | None = None, namespace: str | None = None) -> str:

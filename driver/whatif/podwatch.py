@@ -1,21 +1,22 @@
-"""What the replay learns of its pods from one watch: when each was first
+"""What the replay learns of its pods from one informer: when each was first
 seen bound, and when each went away. A pod that goes without the replay
 deleting it was evicted (a failed device's taint does that)."""
 
-import logging
 import queue
-import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
+from kubernetes import client
 
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.informer import Informer
+from driver.kubeapi.resources import PODS, path_of
 from driver.whatif.objects import JOB_LABEL
 
-log = logging.getLogger(__name__)
-WATCH_SECONDS = 60
+USER_AGENT = "trainium-dra-whatif"
+REQUEST_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -28,64 +29,47 @@ class PodEvent:
 
 
 class PodWatch:
-    """Feeds `events` from a watch of the namespace's replay pods, reporting
-    each binding once. After the watch expires (410) it lists again, and a pod
-    it knew that the list lacks went away in between."""
+    """Feeds `events` from an informer of the namespace's replay pods, reporting
+    each binding once. After a list (the first, or one after the watch's
+    version expired), a pod it knew that the list lacks went away in between."""
 
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.core = client.CoreV1Api(client.ApiClient(api.configuration))  # its own connections
-        self.namespace = namespace
         self.events: queue.Queue[PodEvent] = queue.Queue()
-        self.stop = threading.Event()
         self.bound: set[str] = set()
         self.present: dict[str, str] = {}
         """Pod -> its job, for every pod seen and not seen go."""
-        self.thread = threading.Thread(target=self._run, name="whatif-pods", daemon=True)
+        self.informer: Informer[Mapping[str, Any]] = Informer(
+            ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT),
+            path_of(PODS, namespace=namespace),
+            {"labelSelector": JOB_LABEL},
+            lambda pod: pod,
+            on_list=self._listed,
+            on_event=lambda kind, pod: self._see(pod, deleted=kind == "DELETED"),
+        )
 
     def start(self) -> None:
-        self.thread.start()
+        self.informer.start()
 
     def close(self) -> None:
-        self.stop.set()
+        self.informer.close()
 
-    def _see(self, pod: Any, deleted: bool) -> None:
-        name, job = pod.metadata.name, pod.metadata.labels[JOB_LABEL]
+    def _listed(self, pods: list[Mapping[str, Any]]) -> None:
+        names = {pod["metadata"]["name"] for pod in pods}
+        for name, job in list(self.present.items()):
+            if name not in names:
+                del self.present[name]
+                self.events.put(PodEvent(time.monotonic(), "gone", job, name))
+        for pod in pods:
+            self._see(pod, deleted=False)
+
+    def _see(self, pod: Mapping[str, Any], deleted: bool) -> None:
+        meta = pod["metadata"]
+        name, job = meta["name"], meta["labels"][JOB_LABEL]
         if deleted:
             self.present.pop(name, None)
             self.events.put(PodEvent(time.monotonic(), "gone", job, name))
             return
         self.present[name] = job
-        if pod.spec.node_name and name not in self.bound:
+        if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
             self.bound.add(name)
             self.events.put(PodEvent(time.monotonic(), "bound", job, name))
-
-    def _run(self) -> None:
-        version = None
-        while not self.stop.is_set():
-            try:
-                if version is None:
-                    listed = self.core.list_namespaced_pod(self.namespace, label_selector=JOB_LABEL)
-                    names = {pod.metadata.name for pod in listed.items}
-                    for name, job in list(self.present.items()):
-                        if name not in names:
-                            del self.present[name]
-                            self.events.put(PodEvent(time.monotonic(), "gone", job, name))
-                    for pod in listed.items:
-                        self._see(pod, deleted=False)
-                    version = listed.metadata.resource_version
-                for event in watch.Watch().stream(
-                    self.core.list_namespaced_pod,
-                    self.namespace,
-                    label_selector=JOB_LABEL,
-                    resource_version=version,
-                    timeout_seconds=WATCH_SECONDS,
-                ):
-                    version = event["object"].metadata.resource_version
-                    self._see(event["object"], deleted=event["type"] == "DELETED")
-                    if self.stop.is_set():
-                        return
-            except ApiException as err:
-                if err.status != 410:
-                    log.warning("pod watch: %s", err.reason)
-                    time.sleep(1)
-                version = None

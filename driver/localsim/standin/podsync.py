@@ -25,9 +25,11 @@ from kubernetes.client.rest import ApiException
 
 from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError
 from driver.jsontypes import JSON
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.informer import Informer
+from driver.kubeapi.resources import PODS, path_of
 from driver.localsim.standin import podstatus
 from driver.localsim.standin.kubelet import KubeletError, KubeletStandIn, claim_names
-from driver.localsim.standin.podwatch import watch_pods
 from driver.localsim.standin.podwrites import PodWrites, api_reason
 from driver.localsim.standin.workloadclient import endpoint_from_edits, workload_spec
 from driver.workqueue import WorkQueue
@@ -43,6 +45,8 @@ FAILED_CREATE = "CreateContainerError"
 BACKOFF_START, BACKOFF_MAX = 1.0, 20.0
 TICK = 2.0
 STOP_TIMEOUT = 10.0
+USER_AGENT = "trainium-dra-kubelet-standin"
+REQUEST_TIMEOUT = 30.0
 FINISHED_JOB_STATES = ("succeeded", "failed", "cancelled")
 
 
@@ -82,6 +86,14 @@ class PodSync:
         self.records: dict[str, PodRecord] = {}
         self.threads: list[threading.Thread] = []
         self.stopping = threading.Event()
+        self.pod_informer: Informer[JSON] = Informer(
+            ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT),
+            path_of(PODS),
+            {},
+            dict,
+            on_list=self._listed,
+            on_event=lambda kind, pod: self._observe(pod, deleted=kind == "DELETED"),
+        )
 
     # --- lifecycle -------------------------------------------------------
 
@@ -93,9 +105,10 @@ class PodSync:
             self.threads.append(thread)
 
     def stop(self) -> None:
-        """Let the workers finish their current pod; the watch thread (a daemon
-        blocked on the apiserver) is not waited for."""
+        """Let the workers finish their current pod; the pod watch is closed at
+        once (a watch left open holds up the apiserver's own shutdown)."""
         self.stopping.set()
+        self.pod_informer.close()
         self.queue.close()
         for thread in self.threads[1:]:
             thread.join(STOP_TIMEOUT)
@@ -116,7 +129,7 @@ class PodSync:
         self.queue.add(uid)
 
     def _watch_loop(self) -> None:
-        watch_pods(self.api, self.stopping, self._listed, self._observe)
+        self.pod_informer.run(self.stopping)
 
     def _listed(self, pods: list[JSON]) -> None:
         """A fresh list: observe every pod, and queue the ones that vanished."""
