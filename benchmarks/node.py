@@ -115,7 +115,7 @@ def claims(plugin: Plugin, tag: str, pods: int, devices: int) -> Iterator[list[l
         plugin.rack.create_pod(f"{name}-pod", name, node=plugin.node)
     try:
         yield [
-            plugin.kubelet.pod_claims(plugin.rack.api, plugin.rack.bound_pod(f"{name}-pod"))
+            plugin.kubelet.pod_claims(plugin.rack.objects, plugin.rack.bound_pod(f"{name}-pod"))
             for name in names
         ]
     finally:

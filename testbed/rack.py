@@ -9,11 +9,13 @@ tests so other tests' claims never land on these devices.
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s
 
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.objects import Objects
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from simdevice.topology import rack_spec
@@ -168,6 +170,13 @@ def slices() -> list[dict[str, Any]]:
 class Rack:
     plane: ControlPlane
     api: k8s.ApiClient
+
+    @cached_property
+    def objects(self) -> Objects:
+        """The same credentials through the driver's own client (the kubelet
+        stand-in reads claims with it)."""
+        return Objects(ApiServer(self.api.configuration, "trainium-dra-test", 30.0))
+
     site: Site = SITE
 
     def create_claim(

@@ -66,6 +66,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "testbed": (
         "simdevice",
         "driver.devicemodel",
+        "driver.kubeapi",
         "driver.controller",
         "driver.node",
         "driver.localsim",

@@ -42,18 +42,36 @@ class Objects:
         stored: JSON = self.server.call("PUT", path_of(res, name, namespace), body=body)
         return stored
 
-    def delete(self, res: Resource, name: str, resource_version: str | None = None) -> None:
-        """Delete; an object already gone is fine."""
-        pre = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
+    def delete(
+        self,
+        res: Resource,
+        name: str,
+        resource_version: str | None = None,
+        *,
+        namespace: str | None = None,
+        uid: str | None = None,
+        grace_seconds: int | None = None,
+    ) -> None:
+        """Delete, only the object of `resource_version` or `uid` when given (a
+        precondition that fails raises 409), after `grace_seconds` when given;
+        an object already gone is fine."""
+        preconditions = {
+            k: v for k, v in (("resourceVersion", resource_version), ("uid", uid)) if v
+        }
+        options: dict[str, Any] = {"preconditions": preconditions} if preconditions else {}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
         try:
-            self.server.call("DELETE", path_of(res, name), body=pre)
+            self.server.call("DELETE", path_of(res, name, namespace), body=options or None)
         except ApiError as err:
             if err.status != 404:
                 raise
 
-    def patch_status(self, res: Resource, name: str, status: Mapping[str, Any]) -> None:
+    def patch_status(
+        self, res: Resource, name: str, status: Mapping[str, Any], namespace: str | None = None
+    ) -> None:
         """Merge `status` in; an object deleted meanwhile needs no status."""
-        path = path_of(res, name) + "/status"
+        path = path_of(res, name, namespace) + "/status"
         try:
             self.server.call("PATCH", path, body={"status": status}, content_type=MERGE_PATCH)
         except ApiError as err:

@@ -16,11 +16,14 @@ class Resource:
 
 SLICES: Final = Resource("resource.k8s.io", "v1", "resourceslices")
 CLAIMS: Final = Resource("resource.k8s.io", "v1", "resourceclaims")
+DEVICE_CLASSES: Final = Resource("resource.k8s.io", "v1", "deviceclasses")
 ULTRASERVERS: Final = Resource(API_GROUP, API_VERSION, "ultraservers")
 HEALTH: Final = Resource(API_GROUP, API_VERSION, "nodedevicehealths")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 NODES: Final = Resource("", "v1", "nodes")
 PODS: Final = Resource("", "v1", "pods")
+EVENTS: Final = Resource("", "v1", "events")
+NAMESPACES: Final = Resource("", "v1", "namespaces")
 
 
 def path_of(res: Resource, name: str | None = None, namespace: str | None = None) -> str:

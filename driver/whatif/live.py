@@ -21,8 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from driver.kubeapi.apiserver import ApiError, ApiServer
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import NAMESPACES
 from driver.whatif.faults import Failure, Failures
 from driver.whatif.jobs import Job
 from driver.whatif.livefaults import FaultClock, fault_request
@@ -31,6 +33,9 @@ from driver.whatif.offline import JobRecord, Replay, Sample
 from driver.whatif.podwatch import PodEvent, PodWatch
 from driver.whatif.writer import Writer, set_fault
 from simdevice.topology import RackSpec
+
+USER_AGENT = "trainium-dra-whatif"
+REQUEST_TIMEOUT = 30.0
 
 CREATORS = 4
 
@@ -78,7 +83,7 @@ class _LiveRun:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        objects: Objects,
         pool: ThreadPoolExecutor,
         jobs: Sequence[Job],
         rack: RackSpec,
@@ -91,7 +96,7 @@ class _LiveRun:
     ) -> None:
         self.pool, self.rack, self.namespace, self.driver = pool, rack, namespace, driver
         self.speedup, self.gangs, self.style = speedup, gangs, style
-        self.writer = Writer(api)
+        self.writer = Writer(objects)
         self.live = {j.name: LiveJob(j) for j in sorted(jobs, key=lambda j: (j.arrival, j.name))}
         self.arrivals = list(self.live.values())
         self.next_arrival = 0
@@ -206,17 +211,18 @@ def replay_live(
     created and deleted here. `failures` need `fault_targets`."""
     if failures is not None and fault_targets is None:
         raise ValueError("fault_targets: failures need the simulator-control sockets to send to")
-    core = client.CoreV1Api(api)
+    apiserver = ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT)
+    objects = Objects(apiserver)
     try:
-        core.create_namespace({"metadata": {"name": namespace}})
-    except ApiException as err:
+        objects.create(NAMESPACES, {"metadata": {"name": namespace}})
+    except ApiError as err:
         if err.status != 409:
             raise
         raise ValueError(
             f"--namespace: {namespace} exists (an earlier replay's, still being deleted?); "
             "wait until it is gone, or name another"
         ) from err
-    pods = PodWatch(api, namespace)
+    pods = PodWatch(apiserver, namespace)
     pods.start()
     clock = FaultClock(failures) if failures is not None else None
 
@@ -228,7 +234,7 @@ def replay_live(
 
     with ThreadPoolExecutor(CREATORS) as pool:
         run = _LiveRun(
-            api,
+            objects,
             pool,
             jobs,
             rack,
@@ -277,7 +283,7 @@ def replay_live(
                 pool.submit(send, failure, False)
     wall = time.monotonic() - run.t0
     progress(f"deleting namespace {namespace}")
-    delete_namespace(core, namespace)
+    delete_namespace(objects, namespace)
     injected = clock.injected if clock is not None else []
     return LiveResult(
         _as_replay(
@@ -296,18 +302,14 @@ def replay_live(
     )
 
 
-def delete_namespace(core: client.CoreV1Api, namespace: str, timeout: float = 300.0) -> None:
+def delete_namespace(objects: Objects, namespace: str, timeout: float = 300.0) -> None:
     """Delete the replay's namespace and wait until it is gone, so the next
     replay can create it again."""
-    core.delete_namespace(namespace, grace_period_seconds=0)
+    objects.delete(NAMESPACES, namespace, grace_seconds=0)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            core.read_namespace(namespace)
-        except ApiException as err:
-            if err.status == 404:
-                return
-            raise
+        if objects.get(NAMESPACES, namespace) is None:
+            return
         time.sleep(0.5)
     raise TimeoutError(f"namespace {namespace}: still there {timeout:.0f} s after its deletion")
 

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubernetes.client import ApiClient, CustomObjectsApi
+from kubernetes.client import ApiClient
 
 from driver.devicemodel.layout import PARTITION_SIZES
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import DEVICE_CLASSES
 from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.commands.flags import parse_sizes
 from driver.localsim.commands.running import NotRunningError, open_running
@@ -32,7 +35,7 @@ from driver.localsim.state import default_state_dir
 from driver.whatif.faults import HOUR, Failures, FaultRates, RandomFailures, ScriptedFailures
 from driver.whatif.fleet import POLICIES
 from driver.whatif.jobs import Job, JobError, check_fits, offered
-from driver.whatif.live import FaultTargets, replay_live
+from driver.whatif.live import REQUEST_TIMEOUT, USER_AGENT, FaultTargets, replay_live
 from driver.whatif.metrics import percentile, summarize
 from driver.whatif.objects import PodStyle
 from driver.whatif.observe import attempts_spent, cpu_seconds, cpu_spent, scheduler_attempts
@@ -234,10 +237,9 @@ def extended_resources(api: ApiClient, driver: str) -> dict[str, str]:
     """Shape kind -> the extended resource its DeviceClass carries, as the
     chart installed them (`extendedResources` in its values)."""
     found = {}
+    objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
     for kind, device_class in (("cores", f"neuroncore.{driver}"), ("chips", f"chip.{driver}")):
-        obj = CustomObjectsApi(api).get_cluster_custom_object(
-            "resource.k8s.io", "v1", "deviceclasses", device_class
-        )
+        obj = objects.get(DEVICE_CLASSES, device_class) or {"spec": {}}
         name = obj["spec"].get("extendedResourceName")
         if not name:
             raise JobError(

@@ -8,15 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kubernetes import client
-
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
 from driver.kubeapi.resources import PODS, path_of
 from driver.whatif.objects import JOB_LABEL
-
-USER_AGENT = "trainium-dra-whatif"
-REQUEST_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -33,13 +28,13 @@ class PodWatch:
     each binding once. After a list (the first, or one after the watch's
     version expired), a pod it knew that the list lacks went away in between."""
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+    def __init__(self, server: ApiServer, namespace: str) -> None:
         self.events: queue.Queue[PodEvent] = queue.Queue()
         self.bound: set[str] = set()
         self.present: dict[str, str] = {}
         """Pod -> its job, for every pod seen and not seen go."""
         self.informer: Informer[Mapping[str, Any]] = Informer(
-            ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT),
+            server,
             path_of(PODS, namespace=namespace),
             {"labelSelector": JOB_LABEL},
             lambda pod: pod,

@@ -1,66 +1,69 @@
 """The replay's writes: it creates and deletes its objects from a few
 threads, and injects and clears the simulated faults."""
 
+import http.client
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
 
 import httpx
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from driver.jsontypes import JSON
+from driver.kubeapi.apiserver import ApiError, ApiUnreachableError
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import CLAIMS, PODS, Resource
 
 log = logging.getLogger(__name__)
 FAULTS_PATH = "/sim/v1/faults"
+PLURALS = {"Pod": "pods", "ResourceClaim": "resourceclaims", "PodGroup": "podgroups"}
+
+
+def resource_of(obj: JSON) -> Resource:
+    """The resource of a replay object, from its apiVersion and kind."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    return Resource(group, version, PLURALS[obj["kind"]])
 
 
 class Writer:
-    """Each thread has an API client of its own (one client's connections
-    shared by threads break); a call that fails is retried, and one that keeps
-    failing is logged."""
+    """The replay's creates and deletes, from a few threads through the one
+    pooled client; a call that fails is retried, and one that keeps failing is
+    logged."""
 
     ATTEMPTS = 5
 
-    def __init__(self, api: client.ApiClient) -> None:
-        self.configuration = api.configuration
-        self.local = threading.local()
+    def __init__(self, objects: Objects) -> None:
+        self.objects = objects
 
-    def _api(self) -> client.ApiClient:
-        if not hasattr(self.local, "api"):
-            self.local.api = client.ApiClient(self.configuration)
-        api: client.ApiClient = self.local.api
-        return api
-
-    def _retry(self, what: str, call: Callable[[client.ApiClient], object]) -> None:
+    def _retry(self, what: str, call: Callable[[], object]) -> None:
         for attempt in range(self.ATTEMPTS):
             try:
-                call(self._api())
+                call()
                 return
-            except ApiException as err:
+            except ApiError as err:
                 if err.status in (404, 409):
                     return
                 failure = f"{err.status} {err.reason}"
-            except Exception as err:  # a broken connection: a new client, then again
+            except (ApiUnreachableError, OSError, http.client.HTTPException) as err:
                 failure = repr(err)
-                self.local.__dict__.pop("api", None)
             time.sleep(0.2 * (attempt + 1))
         log.warning("%s: failed %d times, last: %s", what, self.ATTEMPTS, failure)
 
     def create(self, objects: list[JSON]) -> None:
         for obj in objects:
-            self._retry(f"create {obj['kind']} {obj['metadata']['name']}", partial(_post, obj=obj))
+            meta = obj["metadata"]
+            call = partial(self.objects.create, resource_of(obj), obj, meta["namespace"])
+            self._retry(f"create {obj['kind']} {meta['name']}", call)
 
     def delete(self, namespace: str, pods: Iterable[str], claims: bool = True) -> None:
         """Pods (at once: the kubelet unprepares) and, with `claims`, their
         claims, named alike."""
         for name in pods:
-            where = {"name": name, "namespace": namespace}
-            self._retry(f"delete pod {namespace}/{name}", partial(_delete_pod, **where))
+            pod = partial(self.objects.delete, PODS, name, namespace=namespace, grace_seconds=0)
+            self._retry(f"delete pod {namespace}/{name}", pod)
             if claims:
-                self._retry(f"delete claim {namespace}/{name}", partial(_delete_claim, **where))
+                claim = partial(self.objects.delete, CLAIMS, name, namespace=namespace)
+                self._retry(f"delete claim {namespace}/{name}", claim)
 
 
 def set_fault(sim_control: str, body: JSON, inject: bool) -> None:
@@ -73,23 +76,3 @@ def set_fault(sim_control: str, body: JSON, inject: bool) -> None:
     except httpx.HTTPError as err:
         what = "inject" if inject else "clear"
         log.warning("%s fault %s on %s: %s", what, body, sim_control, err)
-
-
-def _delete_pod(api: client.ApiClient, name: str, namespace: str) -> None:
-    client.CoreV1Api(api).delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-
-
-def _delete_claim(api: client.ApiClient, name: str, namespace: str) -> None:
-    client.CustomObjectsApi(api).delete_namespaced_custom_object(
-        "resource.k8s.io", "v1", namespace, "resourceclaims", name
-    )
-
-
-def _post(api: client.ApiClient, obj: JSON) -> None:
-    ns = obj["metadata"]["namespace"]
-    if obj["kind"] == "Pod":
-        client.CoreV1Api(api).create_namespaced_pod(ns, obj)
-        return
-    group, version = obj["apiVersion"].split("/")
-    plural = {"ResourceClaim": "resourceclaims", "PodGroup": "podgroups"}[obj["kind"]]
-    client.CustomObjectsApi(api).create_namespaced_custom_object(group, version, ns, plural, obj)

@@ -70,10 +70,10 @@ def prepared_daemon(plane: ControlPlane) -> Iterator[Prepared]:
         daemon = Daemon(workdir, plane.kubeconfig).start()
         try:
             kubelet = daemon.kubelet(node)
-            kept = kubelet.pod_claims(rack.api, pods["kept"])
+            kept = kubelet.pod_claims(rack.objects, pods["kept"])
             kubelet.prepare(kept)
             token = daemon.paths(node).token_file(kept[0][1]).read_text().strip()
-            cycled = kubelet.pod_claims(rack.api, pods["cycled"])
+            cycled = kubelet.pod_claims(rack.objects, pods["cycled"])
             yield Prepared(daemon, kubelet, node, kept, token, cycled)
         finally:
             daemon.stop()

@@ -53,7 +53,7 @@ class Workload:
         bound = rack.bound_pod(pod)
         self.node: str = bound["spec"]["nodeName"]
         self.kubelet = daemon.kubelet(self.node)
-        self.refs = self.kubelet.pod_claims(rack.api, bound)
+        self.refs = self.kubelet.pod_claims(rack.objects, bound)
         prepared = self.kubelet.prepare(self.refs)
         (self.uid,) = prepared
         paths = daemon.paths(self.node)
@@ -134,7 +134,7 @@ def workload(daemon: Daemon, rack: Rack) -> Iterator[dict[str, Workload]]:
     }
     bad = rack.bound_pod("prom-bad-pod")
     kubelet = daemon.kubelet(bad["spec"]["nodeName"])
-    bad_refs = kubelet.pod_claims(rack.api, bad)
+    bad_refs = kubelet.pod_claims(rack.objects, bad)
     with pytest.raises(KubeletError, match="logicalNeuronCore=4"):
         kubelet.prepare(bad_refs)
     big = {"kind": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "iterations": 20000}

@@ -83,10 +83,10 @@ def test_controller_device_is_prepared_with_its_cores(
     expected = [c for chip in chips for c in CoreRange(chip, start, count).visible_cores(lnc, 8)]
 
     kubelet = daemon.kubelet(node)
-    edits = kubelet.start_pod(rack.api, pod, daemon.paths(node).cdi_dir)["main"]
+    edits = kubelet.start_pod(rack.objects, pod, daemon.paths(node).cdi_dir)["main"]
     assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(map(str, expected))
     assert edits.env["NEURON_LOGICAL_NC_CONFIG"] == str(lnc)
-    kubelet.stop_pod(rack.api, pod)
+    kubelet.stop_pod(rack.objects, pod)
     assert Checkpoint(daemon.paths(node).checkpoint).claims == {}
     assert list(daemon.paths(node).cdi_dir.iterdir()) == []
     rack.delete_claim(f"ctrl-{kind}", f"ctrl-{kind}-pod")

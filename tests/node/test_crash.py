@@ -88,7 +88,7 @@ def test_crash_during_prepare(
     node = pod["spec"]["nodeName"]
     first = Daemon(workdir, control_plane.kubeconfig, failpoint=point).start()
     kubelet = first.kubelet(node)
-    refs = kubelet.pod_claims(rack.api, pod)
+    refs = kubelet.pod_claims(rack.objects, pod)
     crash(first, lambda: kubelet.prepare(refs))
     second = Daemon(workdir, control_plane.kubeconfig).start()
     try:
@@ -110,7 +110,7 @@ def test_crash_during_unprepare(
     node = pod["spec"]["nodeName"]
     first = Daemon(workdir, control_plane.kubeconfig, failpoint=point).start()
     kubelet = first.kubelet(node)
-    refs = kubelet.pod_claims(rack.api, pod)
+    refs = kubelet.pod_claims(rack.objects, pod)
     kubelet.prepare(refs)
     crash(first, lambda: kubelet.unprepare(refs))
     second = Daemon(workdir, control_plane.kubeconfig).start()
@@ -132,7 +132,7 @@ def test_power_loss_after_answering_restores_the_claims_files(
     node = pod["spec"]["nodeName"]
     first = Daemon(workdir, control_plane.kubeconfig).start()
     kubelet = first.kubelet(node)
-    refs = kubelet.pod_claims(rack.api, pod)
+    refs = kubelet.pod_claims(rack.objects, pod)
     (uid,) = kubelet.prepare(refs)
     paths = first.paths(node)
     spec = cdi.spec_path(paths.cdi_dir, DRIVER, uid)
@@ -164,7 +164,7 @@ def test_power_loss_after_unprepare_removes_files_that_came_back(
     node = pod["spec"]["nodeName"]
     first = Daemon(workdir, control_plane.kubeconfig).start()
     kubelet = first.kubelet(node)
-    refs = kubelet.pod_claims(rack.api, pod)
+    refs = kubelet.pod_claims(rack.objects, pod)
     (uid,) = kubelet.prepare(refs)
     paths = first.paths(node)
     spec = cdi.spec_path(paths.cdi_dir, DRIVER, uid)
@@ -195,7 +195,7 @@ def test_prepare_left_unfinished_by_an_earlier_release_is_dropped_on_restart(
     node = pod["spec"]["nodeName"]
     first = Daemon(workdir, control_plane.kubeconfig).start()
     kubelet = first.kubelet(node)
-    refs = kubelet.pod_claims(rack.api, pod)
+    refs = kubelet.pod_claims(rack.objects, pod)
     (uid,) = kubelet.prepare(refs)
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL
     checkpoint = Checkpoint(first.paths(node).checkpoint)
@@ -220,7 +220,7 @@ def test_claim_deleted_while_daemon_is_down_is_cleaned_on_restart(
     node = pod["spec"]["nodeName"]
     first = Daemon(workdir, control_plane.kubeconfig, failpoint="prepare-after-cdi").start()
     kubelet = first.kubelet(node)
-    crash(first, lambda: kubelet.prepare(kubelet.pod_claims(rack.api, pod)))
+    crash(first, lambda: kubelet.prepare(kubelet.pod_claims(rack.objects, pod)))
     assert len(list(first.paths(node).cdi_dir.iterdir())) == 1
     rack.delete_claim("gone", "gone-pod")
     second = Daemon(workdir, control_plane.kubeconfig).start()
@@ -248,7 +248,7 @@ def test_rolling_update_hands_claims_to_the_new_pod(
     node = pod["spec"]["nodeName"]
     old = Daemon(workdir, control_plane.kubeconfig).start()
     kubelet = old.kubelet(node)
-    refs = kubelet.pod_claims(rack.api, pod)
+    refs = kubelet.pod_claims(rack.objects, pod)
     kubelet.prepare(refs)
     new = Daemon(workdir, control_plane.kubeconfig, pod_uid="pod-2").start()
     try:

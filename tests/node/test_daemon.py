@@ -69,7 +69,7 @@ def prepare_pod(daemon: Daemon, rack: Rack, pod_name: str) -> tuple[str, dict[st
     pod = rack.bound_pod(pod_name)
     node = pod["spec"]["nodeName"]
     kubelet = daemon.kubelet(node)
-    refs = kubelet.pod_claims(rack.api, pod)
+    refs = kubelet.pod_claims(rack.objects, pod)
     prepared = kubelet.prepare(refs)
     return node, pod, (kubelet, refs, prepared)
 
@@ -215,14 +215,14 @@ def test_ultraserver_claim_is_prepared_on_every_node(daemon: Daemon, rack: Rack)
         pod = rack.bound_pod(f"whole-{i}")
         assert pod["spec"]["nodeName"] == node
         kubelet = daemon.kubelet(node)
-        edits = kubelet.start_pod(rack.api, pod, daemon.paths(node).cdi_dir)["main"]
+        edits = kubelet.start_pod(rack.objects, pod, daemon.paths(node).cdi_dir)["main"]
         # no UltraServer object: the Trainium3 default LNC=1, every core its own id
         assert edits.env["NEURON_LOGICAL_NC_CONFIG"] == "1"
         assert edits.env["NEURON_RT_VISIBLE_CORES"] == ",".join(
             map(str, range(RACK.chips_per_server * RACK.chip.cores))
         )
         assert edits.env["TRAINIUM_DRA_SERVER_INDEX"] == str(i)
-        kubelet.stop_pod(rack.api, pod)
+        kubelet.stop_pod(rack.objects, pod)
         assert list(daemon.paths(node).cdi_dir.iterdir()) == []
     rack.delete_claim("whole", *(f"whole-{i}" for i in range(len(NODES))))
 
@@ -238,7 +238,7 @@ def test_bad_config_is_refused_and_nothing_is_written(daemon: Daemon, rack: Rack
     with pytest.raises(
         KubeletError, match=r"status.allocation.devices.config: logicalNeuronCore=4"
     ):
-        kubelet.prepare(kubelet.pod_claims(rack.api, pod))
+        kubelet.prepare(kubelet.pod_claims(rack.objects, pod))
     paths = daemon.paths(node)
     assert list(paths.cdi_dir.iterdir()) == []
     assert Checkpoint(paths.checkpoint).claims == {}
@@ -352,7 +352,9 @@ def test_concurrent_prepares_hand_out_each_core_once(daemon: Daemon, rack: Rack)
         rack.create_pod(f"{name}-pod", name, node=NODES[0])
     kubelet = daemon.kubelet(NODES[0])
     refs = [
-        ref for name in names for ref in kubelet.pod_claims(rack.api, rack.bound_pod(f"{name}-pod"))
+        ref
+        for name in names
+        for ref in kubelet.pod_claims(rack.objects, rack.bound_pod(f"{name}-pod"))
     ]
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(

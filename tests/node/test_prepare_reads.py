@@ -70,7 +70,7 @@ def test_prepares_read_their_claim_and_nothing_else(
             pod = rack.bound_pod("reads-pod")
             node = pod["spec"]["nodeName"]
             kubelet = daemon.kubelet(node)
-            refs = kubelet.pod_claims(rack.api, pod)
+            refs = kubelet.pod_claims(rack.objects, pod)
             before = reads(control_plane)
             for _ in range(PREPARES):
                 assert kubelet.prepare(refs).keys() == {refs[0][1]}

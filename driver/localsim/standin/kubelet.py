@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
-
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import CLAIMS
 from driver.kubeletplugin import pluginclient, protocol
 
 RPC_TIMEOUT = 45.0
@@ -200,17 +200,14 @@ class KubeletStandIn:
         if errors:
             raise KubeletError("NodeUnprepareResources: " + "; ".join(errors))
 
-    def pod_claims(
-        self, api: client.ApiClient, pod: Mapping[str, Any]
-    ) -> list[tuple[str, str, str]]:
+    def pod_claims(self, api: Objects, pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         """(namespace, uid, name) of the pod's claims of this driver, checked like the kubelet."""
-        resource = client.ResourceV1Api(api)
         namespace = pod["metadata"]["namespace"]
         refs = []
         for name in claim_names(pod).values():
-            claim = api.sanitize_for_serialization(
-                resource.read_namespaced_resource_claim(name, namespace)
-            )
+            claim = api.get(CLAIMS, name, namespace)
+            if claim is None:
+                raise KubeletError(f"claim {name}: not found")
             if not reserved_for_pod(claim, pod):
                 raise KubeletError(f"claim {name}: not reserved for pod {pod['metadata']['name']}")
             results = ((claim["status"].get("allocation") or {}).get("devices") or {}).get(
@@ -221,7 +218,7 @@ class KubeletStandIn:
         return refs
 
     def start_pod(
-        self, api: client.ApiClient, pod: Mapping[str, Any], cdi_dir: Path
+        self, api: Objects, pod: Mapping[str, Any], cdi_dir: Path
     ) -> dict[str, ContainerEdits]:
         """Prepare the pod's claims and resolve each container's CDI devices, as the
         kubelet and the container runtime do before starting the containers."""
@@ -243,7 +240,7 @@ class KubeletStandIn:
             edits[container["name"]] = container_edits(cdi_dir, ids)
         return edits
 
-    def stop_pod(self, api: client.ApiClient, pod: Mapping[str, Any]) -> None:
+    def stop_pod(self, api: Objects, pod: Mapping[str, Any]) -> None:
         """Unprepare the pod's claims, as the kubelet does once its containers are gone."""
         self.unprepare(self.pod_claims(api, pod))
 

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError
 from driver.jsontypes import JSON
-from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.apiserver import ApiError, ApiServer
 from driver.kubeapi.informer import Informer
+from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import PODS, path_of
 from driver.localsim.standin import podstatus
 from driver.localsim.standin.kubelet import KubeletError, KubeletStandIn, claim_names
@@ -75,8 +75,9 @@ class PodSync:
         cdi_dirs: Mapping[str, Path],
         workers: int = 8,
     ) -> None:
-        self.api = api
-        self.writes = PodWrites(api)
+        server = ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT)
+        self.objects = Objects(server)
+        self.writes = PodWrites(self.objects)
         self.kubelets = dict(kubelets)
         self.cdi_dirs = dict(cdi_dirs)
         self.workers = workers
@@ -87,7 +88,7 @@ class PodSync:
         self.threads: list[threading.Thread] = []
         self.stopping = threading.Event()
         self.pod_informer: Informer[JSON] = Informer(
-            ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT),
+            server,
             path_of(PODS),
             {},
             dict,
@@ -214,11 +215,11 @@ class PodSync:
         name = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         try:
             if claim_names(pod):
-                record.claims = kubelet.pod_claims(self.api, pod)
-                edits = kubelet.start_pod(self.api, pod, self.cdi_dirs[record.node])
+                record.claims = kubelet.pod_claims(self.objects, pod)
+                edits = kubelet.start_pod(self.objects, pod, self.cdi_dirs[record.node])
             else:
                 edits = {}
-        except (KubeletError, ApiException) as err:
+        except (KubeletError, ApiError) as err:
             message = str(err) if isinstance(err, KubeletError) else api_reason(err)
             self._fail(
                 pod, record, FAILED_PREPARE, f"Failed to prepare dynamic resources: {message}"
