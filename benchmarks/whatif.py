@@ -12,8 +12,8 @@ from typing import Any, Final
 
 from benchmarks.report import Conditions, write_results
 from driver.whatif.faults import FaultRates, RandomFailures
+from driver.whatif.figures import summarize
 from driver.whatif.fleet import POLICIES
-from driver.whatif.metrics import summarize
 from driver.whatif.offline import replay
 from driver.whatif.trace import TraceSpec, generate
 from simdevice.topology import rack_spec

@@ -57,7 +57,7 @@ class Job:
     """`pods` pods of `shape` arriving at `arrival` seconds and running
     `duration` seconds once all of them hold their devices; with `work`, the
     duration is what that workload takes on the replayed generation
-    (`driver.whatif.runtime`)."""
+    (`driver.whatif.jobtimes`)."""
 
     name: str
     arrival: float

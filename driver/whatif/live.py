@@ -26,11 +26,11 @@ from driver.kubeapi.apiserver import ApiError, ApiServer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import NAMESPACES
 from driver.whatif.faults import Failure, Failures
+from driver.whatif.jobobjects import CLAIMS, PodStyle, job_objects, pod_name
 from driver.whatif.jobs import Job
 from driver.whatif.livefaults import FaultClock, fault_request
-from driver.whatif.objects import CLAIMS, PodStyle, job_objects, pod_name
-from driver.whatif.offline import JobRecord, Replay, Sample
 from driver.whatif.podwatch import PodEvent, PodWatch
+from driver.whatif.replay import JobRecord, Replay, Sample
 from driver.whatif.writer import Writer, set_fault
 from simdevice.topology import RackSpec
 

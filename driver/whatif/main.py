@@ -33,16 +33,17 @@ from driver.localsim.commands.flags import parse_sizes
 from driver.localsim.commands.running import NotRunningError, open_running
 from driver.localsim.state import default_state_dir
 from driver.whatif.faults import HOUR, Failures, FaultRates, RandomFailures, ScriptedFailures
+from driver.whatif.figures import percentile, summarize
 from driver.whatif.fleet import POLICIES
+from driver.whatif.jobobjects import PodStyle
 from driver.whatif.jobs import Job, JobError, check_fits, offered
+from driver.whatif.jobtimes import parse_work, timed_all
 from driver.whatif.live import REQUEST_TIMEOUT, USER_AGENT, FaultTargets, replay_live
-from driver.whatif.metrics import percentile, summarize
-from driver.whatif.objects import PodStyle
 from driver.whatif.observe import attempts_spent, cpu_seconds, cpu_spent, scheduler_attempts
-from driver.whatif.offline import Replay, replay
+from driver.whatif.offline import replay
 from driver.whatif.plots import write_plots
+from driver.whatif.replay import Replay
 from driver.whatif.report import markdown
-from driver.whatif.runtime import parse_work, timed_all
 from driver.whatif.trace import (
     TraceSpec,
     generate,

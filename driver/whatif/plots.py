@@ -4,7 +4,7 @@ distributions of queueing delay and completion time, one line per replay."""
 from collections.abc import Sequence
 from pathlib import Path
 
-from driver.whatif.offline import Replay
+from driver.whatif.replay import Replay
 
 PLOTS = ("allocation", "fragmentation", "queueing", "completion")
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
 from driver.kubeapi.resources import PODS, path_of
-from driver.whatif.objects import JOB_LABEL
+from driver.whatif.jobobjects import JOB_LABEL
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ defaults come from.
 Our CSV has one row per job: `name,arrival_s,pods,shape,duration_s,work`, shape
 as `PodShape.label` writes it (`cores-2`, `chips-1`, `server`, `rack`), and
 `work` empty or the JSON spec of the workload the job computes, whose run time
-on the replayed generation replaces `duration_s` (`driver.whatif.runtime`).
+on the replayed generation replaces `duration_s` (`driver.whatif.jobtimes`).
 
 Alibaba's cluster-trace-gpu-v2023 (github.com/alibaba/clusterdata, the trace
 of the ATC'23 paper "Beware of Fragmentation") lists one task per row:
@@ -29,7 +29,7 @@ from typing import Final
 
 from driver.devicemodel.layout import PARTITION_SIZES
 from driver.whatif.jobs import Job, JobError, PodShape, parse_shape
-from driver.whatif.runtime import parse_work, with_work, work_text
+from driver.whatif.jobtimes import parse_work, with_work, work_text
 from simdevice.topology import RackSpec
 from simdevice.workloads import Workload
 

@@ -5,8 +5,8 @@ service until repaired."""
 import pytest
 
 from driver.whatif.faults import Failure, FaultRates, RandomFailures, ScriptedFailures
+from driver.whatif.figures import summarize
 from driver.whatif.jobs import Job, PodShape
-from driver.whatif.metrics import summarize
 from driver.whatif.offline import replay
 from simdevice.topology import TRAINIUM3, RackSpec, rack_spec
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from driver.whatif import main as whatif
+from driver.whatif.figures import summarize, time_weighted
 from driver.whatif.fleet import Fleet
 from driver.whatif.jobs import Job, JobError, PodShape, offered
-from driver.whatif.metrics import summarize, time_weighted
 from driver.whatif.offline import replay
 from driver.whatif.trace import read_trace
 from simdevice.topology import TRAINIUM3, RackSpec

@@ -37,7 +37,6 @@ from simdevice.workloads import WorkloadError
 
 log = logging.getLogger("trainium-dra.kubelet")
 
-ClaimRef = tuple[str, str, str]  # namespace, uid, name
 
 FAILED_PREPARE = "FailedPrepareDynamicResources"
 FAILED_UNPREPARE = "FailedUnprepareDynamicResources"
@@ -55,7 +54,7 @@ class PodRecord:
     """What this stand-in did for one pod."""
 
     node: str
-    claims: list[ClaimRef] = field(default_factory=list)
+    claims: list[tuple[str, str, str]] = field(default_factory=list)  # namespace, uid, name
     running: bool = False
     jobs: dict[str, tuple[ClaimEndpoint, str]] = field(default_factory=dict)  # container -> job
     restarts: dict[str, int] = field(default_factory=dict)

@@ -6,7 +6,7 @@ import pytest
 
 from driver.whatif import main as whatif
 from driver.whatif.jobs import Job, JobError, PodShape
-from driver.whatif.runtime import (
+from driver.whatif.jobtimes import (
     iteration_seconds,
     parse_work,
     placement_size,

@@ -9,7 +9,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from driver.whatif.offline import Replay, Sample
+from driver.whatif.replay import Replay, Sample
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -6,8 +6,8 @@ import pytest
 
 from driver.jsontypes import JSON
 from driver.whatif import main as whatif
+from driver.whatif.jobobjects import JOB_LABEL, PodStyle, job_objects
 from driver.whatif.jobs import Job, PodShape
-from driver.whatif.objects import JOB_LABEL, PodStyle, job_objects
 
 DRIVER = "trainium.sim.dev"
 

@@ -1,0 +1,47 @@
+"""What a replay, live or offline, hands to the figures, plots and reports:
+each job's record and the fleet sampled over time."""
+
+from dataclasses import dataclass, field
+
+from driver.whatif.fleet import Placement
+from driver.whatif.jobs import Job
+from simdevice.topology import RackSpec
+
+
+@dataclass
+class JobRecord:
+    """What happened to one job; `start` and `end` are those of its last run,
+    None if it never ran to the end."""
+
+    job: Job
+    start: float | None = None
+    end: float | None = None
+    held: list[Placement] = field(default_factory=list)
+    evictions: int = 0
+    lost_core_seconds: float = 0.0
+
+    def order(self) -> tuple[float, str]:
+        return self.job.arrival, self.job.name
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The fleet right after the scheduling pass at `time`."""
+
+    time: float
+    allocated_cores: int
+    waiting_jobs: int
+    unusable_free_cores: int | None
+    """None where the replay cannot see where pods were placed."""
+    failed_cores: int = 0
+
+
+@dataclass(frozen=True)
+class Replay:
+    rack: RackSpec
+    racks: int
+    policy: str
+    gangs: bool
+    records: tuple[JobRecord, ...]
+    samples: tuple[Sample, ...]
+    failures: int = 0
