@@ -15,11 +15,11 @@ import httpx
 from kubernetes import client
 
 from driver.jsontypes import JSON
+from driver.kubeapi.credentials import typed_client
 from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.controlplane.binaries import Binaries
 from driver.localsim.controlplane.children import die_with_parent, trainium_dra_argv
 from driver.localsim.controlplane.k8srelease import Release, release_of
-from driver.localsim.standin.serve import admin_client
 from testbed import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
@@ -209,7 +209,7 @@ def running_cluster(*up_args: str, start_timeout: float = START_TIMEOUT) -> Iter
                     f"local cluster did not start:\n{log_path.read_text()[-3000:]}"
                 )
             time.sleep(0.5)
-        with admin_client(paths.kubeconfig) as api:
+        with typed_client(paths.kubeconfig) as api:
             version = client.VersionApi(api).get_code().git_version
             yield Cluster(paths, api, Binaries.locate().kubectl, release_of(version))
     finally:

@@ -36,3 +36,11 @@ def kubeconfig_configuration(path: Path) -> client.Configuration:
 
     refresh(found)
     return found
+
+
+def typed_client(kubeconfig: Path, pool: int = 16) -> client.ApiClient:
+    """The kubernetes library's client with its typed objects, for one-shot set-up
+    calls and tests: everything that runs on a live cluster uses `ApiServer`."""
+    configuration = kubeconfig_configuration(kubeconfig)
+    configuration.connection_pool_maxsize = pool
+    return client.ApiClient(configuration)

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from kubernetes import client
 
+from driver.kubeapi.credentials import typed_client
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, RackPlan
 from driver.localsim.controlplane.children import Child
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.serving import Progress
-from driver.localsim.standin.serve import StandInCluster, admin_client
+from driver.localsim.standin.serve import StandInCluster
 from driver.node.durable.checkpoint import Checkpoint, ClaimRecord
 from testbed.localcluster import short_state_dir
 
@@ -126,7 +127,7 @@ def chaos_cluster(nodes: int, generation: str = "trn3-gen2") -> Iterator[ChaosCl
         supervisor: threading.Thread | None = None
         try:
             local.start(progress)
-            api = admin_client(paths.kubeconfig, pool=32)
+            api = typed_client(paths.kubeconfig, pool=32)
             cluster = ChaosCluster(paths, spec, plane, local, api)
             supervisor = threading.Thread(
                 target=cluster.supervise_forever, args=(stop,), daemon=True

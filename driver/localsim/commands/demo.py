@@ -15,12 +15,12 @@ from pathlib import Path
 from kubernetes import client
 
 from driver.container import ERROR, HOLDING
+from driver.kubeapi.credentials import typed_client
 from driver.localsim.commands import top
 from driver.localsim.commands.flags import parse_up
 from driver.localsim.commands.status import render
 from driver.localsim.commands.up import start_background, usage_lines
 from driver.localsim.controlplane.binaries import Binaries
-from driver.localsim.standin.serve import admin_client
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 DEMO = EXAMPLES / "demo-job"
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
         return real_nodes_demo(kubectl)
     print(f"\n== applying the demo job ({os.path.relpath(DEMO)}/)")
     subprocess.run([*kubectl, "apply", "-f", str(DEMO)], check=True)
-    with admin_client(paths.kubeconfig) as api:
+    with typed_client(paths.kubeconfig) as api:
         core = client.CoreV1Api(api)
         deadline = time.monotonic() + RUN_TIMEOUT
         while True:

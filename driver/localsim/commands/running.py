@@ -12,10 +12,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from driver.kubeapi.credentials import typed_client
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.daemons import Daemons, StandInDaemons
 from driver.localsim.realnodes.daemonpods import PodDaemons
-from driver.localsim.standin.serve import admin_client
 from driver.localsim.state import read_cluster, serve_pid
 
 PROBE_TIMEOUT = 5.0
@@ -51,7 +51,7 @@ def open_running(paths: ClusterPaths) -> Iterator[Running]:
             f"returns once it is ready (progress in {paths.serve_log})"
         )
     spec = ClusterSpec.from_json(data["spec"])
-    with admin_client(Path(data["kubeconfig"])) as api:
+    with typed_client(Path(data["kubeconfig"])) as api:
         try:
             client.VersionApi(api).get_code(_request_timeout=PROBE_TIMEOUT)
         except (HTTPError, ApiException) as err:

@@ -24,6 +24,7 @@ import httpx
 import yaml
 from kubernetes import client as k8s
 
+from driver.kubeapi.credentials import typed_client
 from driver.localsim.controlplane import chart
 from driver.localsim.controlplane.binaries import Binaries, k8s_version
 from driver.localsim.controlplane.certs import CertFiles, issue_certificate, write_certs
@@ -487,11 +488,7 @@ class ControlPlane:
 
     def api_client(self) -> k8s.ApiClient:
         """A new client authenticated as the cluster admin."""
-        configuration = k8s.Configuration()
-        configuration.host = self.config.url
-        configuration.ssl_ca_cert = str(self.config.certs.ca_cert)
-        configuration.api_key = {"authorization": f"Bearer {self._admin_token()}"}
-        return k8s.ApiClient(configuration)
+        return typed_client(self.kubeconfig)
 
     def compact_etcd(self) -> int:
         """Compact etcd's history up to its current revision, through etcd's

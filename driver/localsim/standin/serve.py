@@ -17,8 +17,9 @@ from pathlib import Path
 
 import httpx
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 
+from driver.kubeapi.credentials import typed_client
 from driver.localsim import serviceaccounts
 from driver.localsim.clusterspec import (
     ClusterPaths,
@@ -44,13 +45,6 @@ from driver.names import API_GROUP, API_VERSION
 READY_TIMEOUT = 120.0
 NODE_WRITERS = 8
 TOKEN_CHECK_INTERVAL = 5.0
-
-
-def admin_client(kubeconfig: Path, pool: int = 16) -> client.ApiClient:
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    configuration.connection_pool_maxsize = pool
-    return client.ApiClient(configuration)
 
 
 def wait_until(what: str, probe: Callable[[], bool], child: Child | None = None) -> None:
@@ -127,7 +121,7 @@ class StandInCluster:
             progress(f"  not applied (run as local processes): {', '.join(rendered.skipped)}")
         controller_account = serviceaccounts.service_account(rendered, "controller")
         progress(f"starting the controller as ServiceAccount {NAMESPACE}/{controller_account}")
-        with admin_client(self.paths.kubeconfig) as api:
+        with typed_client(self.paths.kubeconfig) as api:
             serviceaccounts.write_controller_kubeconfig(
                 api, self.paths.kubeconfig, rendered, self.paths.controller_kubeconfig
             )
@@ -138,7 +132,7 @@ class StandInCluster:
             ),
         )
         node_account = serviceaccounts.service_account(rendered, "node")
-        with admin_client(self.paths.kubeconfig) as api:
+        with typed_client(self.paths.kubeconfig) as api:
             for rack in self.spec.racks:
                 progress(
                     f"creating {rack.nodes} Nodes and UltraServer {rack.name} ({rack.generation})"
@@ -163,13 +157,13 @@ class StandInCluster:
             self._await_daemon(rack)
             self._register(rack)
             progress(f"  {rack.nodes} kubelet stand-ins registered the plugin of {rack.name}")
-        api = admin_client(self.paths.kubeconfig)
+        api = typed_client(self.paths.kubeconfig)
         cdi_dirs = {n: self.paths.cdi_dir(n) for r in self.spec.racks for n in r.node_names()}
         kubelets = {n: k for by_node in self.kubelets.values() for n, k in by_node.items()}
         self.pods = PodSync(api, kubelets, cdi_dirs)
         self.pods.start()
         progress("waiting for the controller to publish the ResourceSlices")
-        with admin_client(self.paths.kubeconfig) as api:
+        with typed_client(self.paths.kubeconfig) as api:
             for rack in self.spec.racks:
                 wait_until(
                     f"waiting for {rack.name} to be published",
@@ -221,7 +215,7 @@ class StandInCluster:
         if self.rendered is None or time.monotonic() - self.tokens_checked < TOKEN_CHECK_INTERVAL:
             return
         self.tokens_checked = time.monotonic()
-        with admin_client(self.paths.kubeconfig) as api:
+        with typed_client(self.paths.kubeconfig) as api:
             renewed = serviceaccounts.recreated(api, self.bound_nodes)
             account = serviceaccounts.service_account(self.rendered, "node")
             for node, uid in renewed.items():

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from driver.kubeapi.credentials import typed_client
 from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.controlplane.chart import NAMESPACE
 from driver.localsim.controlplane.plane import fake_node_status
-from driver.localsim.standin.serve import admin_client, published
+from driver.localsim.standin.serve import published
 from testbed.localcluster import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
@@ -136,5 +137,5 @@ def failed_chips(cluster: Cluster, node: str) -> list[int]:
 def rack_published(cluster: Cluster) -> bool:
     spec = json.loads(cluster.paths.cluster_file.read_text())["spec"]
     rack = ClusterSpec.from_json(spec).racks[0]
-    with admin_client(cluster.paths.kubeconfig) as api:
+    with typed_client(cluster.paths.kubeconfig) as api:
         return published(api, rack)
