@@ -8,8 +8,10 @@ the rack). `node`: a pool per server, `<rack>/<server>`, whose counter and
 device slices name the node (`spec.nodeName`, which the scheduler indexes by
 node), and the rack's own pool holding only the rack device. Flat mode
 publishes per-node slices of chips or cores without counters, in the rack's
-pool. `pool.generation` is left at 0 here: the reconciler decides it, and
-`resourceSliceCount` counts the slices of each pool.
+pool. The AWS profile publishes a pool per node, named after the node, in
+AWS's vocabulary (driver/devicemodel/awsprofile.py). `pool.generation` is
+left at 0 here: the reconciler decides it, and `resourceSliceCount` counts
+the slices of each pool.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +19,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from driver.devicemodel import attributes
+from driver.devicemodel.awsprofile import (
+    COUNTER_SET,
+    NEURON_DEVICE,
+    NEURON_NODE,
+    AwsDevice,
+    AwsVersions,
+    InstanceType,
+    node_devices,
+)
+from driver.devicemodel.awsprofile import chip_name as aws_chip_name
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
 from driver.devicemodel.layout import (
     DEFAULT_OPTIONS,
@@ -26,7 +38,7 @@ from driver.devicemodel.layout import (
     build_layout,
     flat_devices,
 )
-from driver.devicemodel.naming import server_name, server_pool
+from driver.devicemodel.naming import chip_name, server_name, server_pool
 from driver.devicemodel.rackguard import RACK_EXCLUSIVE, RACK_IN_USE
 from driver.jsontypes import JSON
 from driver.names import rack_label
@@ -60,6 +72,15 @@ class RackInput:
     layout: LayoutOptions = DEFAULT_OPTIONS  # partitioned mode only
     binding_served: bool = True  # the apiserver keeps binding conditions
     rack_advertised: bool = True  # `node` pools: the rack device is published
+    aws: "AwsRack | None" = None  # the AWS profile's instance type and versions
+
+
+@dataclass(frozen=True)
+class AwsRack:
+    """How the AWS profile describes one rack's nodes."""
+
+    instance_type: InstanceType
+    versions: AwsVersions
 
 
 def planned_devices(
@@ -73,7 +94,9 @@ def planned_devices(
 
 def build_slices(inp: RackInput) -> list[JSON]:
     """The rack's ResourceSlices, sorted by name (the allocator's order)."""
-    if inp.mode != "partitioned":
+    if inp.aws is not None:
+        named = _aws(inp, inp.aws)
+    elif inp.mode != "partitioned":
         named = _flat(inp)
     elif inp.layout.pools == "node":
         named = _node_pools(inp, build_layout(inp.rack, inp.layout))
@@ -206,6 +229,57 @@ def _flat(inp: RackInput) -> list[NamedSlice]:
             suffix = server_name(server) if len(chunks) == 1 else f"{server_name(server)}-{i}"
             out.append((suffix, {**only_node(node), "devices": _devices(inp, chunk)}, inp.name))
     return out
+
+
+def _aws(inp: RackInput, aws: AwsRack) -> list[NamedSlice]:
+    """A pool per node named after it: on an UltraServer's node a counter slice
+    (a counter per chip, which the node device consumes whole), then the
+    node's devices."""
+    out: list[NamedSlice] = []
+    for server, node in sorted(inp.nodes.items()):
+        devices = node_devices(
+            inp.rack,
+            server,
+            node,
+            aws.instance_type,
+            ultraserver_name=inp.name,
+            versions=aws.versions,
+        )
+        where: JSON = {"nodeName": node}
+        chips = [d for d in devices if d.resource_type == NEURON_DEVICE]
+        if aws.instance_type.ultraserver:
+            counters = {d.name: {"value": "1"} for d in chips}
+            spec = {**where, "sharedCounters": [{"name": COUNTER_SET, "counters": counters}]}
+            out.append((f"{server_name(server)}-counters", spec, node))
+        entries = [_aws_entry(inp, server, d, aws.instance_type.ultraserver) for d in devices]
+        out.append((server_name(server), {**where, "devices": entries}, node))
+    return out
+
+
+def _aws_entry(inp: RackInput, server: int, device: AwsDevice, counted: bool) -> JSON:
+    """One device in AWS's vocabulary; a chip's health taints (they are kept by
+    the rack's chip names) go to its device and to the node device over it."""
+    attrs: dict[str, JSON] = {}
+    for name, value in device.attributes.items():
+        kind = (
+            "version"
+            if name == "draDriverVersion"
+            else "int"
+            if isinstance(value, int)
+            else "string"
+        )
+        attrs[name] = {kind: value}
+    entry: JSON = {"name": device.name, "attributes": attrs}
+    if counted and device.chips:
+        used = {aws_chip_name(c): {"value": "1"} for c in device.chips}
+        entry["consumesCounters"] = [{"counterSet": COUNTER_SET, "counters": used}]
+    taints = [t for c in device.chips for t in inp.taints.get(chip_name(server, c), ())]
+    if taints:
+        worst = max(taints, key=lambda t: t.get("effect") == "NoExecute")
+        entry["taints"] = (
+            [dict(worst)] if device.resource_type == NEURON_NODE else [dict(t) for t in taints]
+        )
+    return entry
 
 
 def only_node(node: str) -> JSON:

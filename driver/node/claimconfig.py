@@ -1,4 +1,6 @@
-"""Opaque claim configuration of this driver: `NeuronConfig` and `UltraServerConfig`.
+"""Opaque claim configuration of this driver: `NeuronConfig` and `UltraServerConfig`,
+in either profile's dialect (this project's `trainium.sim.dev/v1alpha1`, or
+AWS's `neuron.aws.com/v1` with `ultraserverMode`).
 
 Pure validation: a parameters object in, a `DeviceConfig` out, or a
 `ConfigError` whose message starts with the path of the offending field and
@@ -8,8 +10,10 @@ writes anything, so a bad config never leaves half-prepared state.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
+from driver.devicemodel.awsprofile import AWS_CONFIG_API, ULTRASERVER_MODES
 from driver.names import API_GROUP, API_VERSION
 from simdevice.topology import VALID_LNC
 
@@ -17,10 +21,37 @@ API_GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
 NEURON_CONFIG = "NeuronConfig"
 ULTRASERVER_CONFIG = "UltraServerConfig"
 KINDS = (NEURON_CONFIG, ULTRASERVER_CONFIG)
-FIELDS = {
-    NEURON_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
-    ULTRASERVER_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
-}
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One profile's opaque configs: their apiVersion and each kind's fields."""
+
+    api_version: str
+    fields: Mapping[str, tuple[str, ...]]
+
+
+TRAINIUM = Dialect(
+    API_GROUP_VERSION,
+    MappingProxyType(
+        {
+            NEURON_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
+            ULTRASERVER_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
+        }
+    ),
+)
+AWS = Dialect(
+    AWS_CONFIG_API,
+    MappingProxyType(
+        {
+            NEURON_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
+            ULTRASERVER_CONFIG: ("apiVersion", "kind", "ultraserverMode"),
+        }
+    ),
+)
+DIALECTS = MappingProxyType({"trainium": TRAINIUM, "aws": AWS})
+"""Profile name -> the configs its claims carry."""
+FIELDS = TRAINIUM.fields
 
 
 class ConfigError(ValueError):
@@ -33,6 +64,7 @@ class DeviceConfig:
 
     kind: str
     logical_neuron_core: int | None  # None: the default for the device
+    ultraserver_mode: int | None = None  # nodes of the UltraServer the job spans (AWS)
 
 
 def shown(value: Any) -> str:
@@ -53,7 +85,7 @@ def shown(value: Any) -> str:
     return "an object"
 
 
-def parse_config(parameters: Any, where: str) -> DeviceConfig:
+def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM) -> DeviceConfig:
     """Validate one opaque `parameters` object found at `where`.
 
     The chart's ValidatingAdmissionPolicy applies these same rules, with these
@@ -63,22 +95,22 @@ def parse_config(parameters: Any, where: str) -> DeviceConfig:
     """
     if not isinstance(parameters, Mapping):
         raise ConfigError(
-            f"{where}: must be an object with apiVersion {shown(API_GROUP_VERSION)} and kind "
+            f"{where}: must be an object with apiVersion {shown(dialect.api_version)} and kind "
             f"one of {', '.join(KINDS)}, got {shown(parameters)}"
         )
     api_version = parameters.get("apiVersion")
-    if api_version != API_GROUP_VERSION:
+    if api_version != dialect.api_version:
         raise ConfigError(
-            f"{where}.apiVersion: must be {shown(API_GROUP_VERSION)}, got {shown(api_version)}"
+            f"{where}.apiVersion: must be {shown(dialect.api_version)}, got {shown(api_version)}"
         )
     kind = parameters.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         raise ConfigError(f"{where}.kind: must be one of {', '.join(KINDS)}, got {shown(kind)}")
-    unknown = sorted(str(key) for key in parameters if key not in FIELDS[kind])
+    fields = dialect.fields[kind]
+    unknown = sorted(str(key) for key in parameters if key not in fields)
     if unknown:
         raise ConfigError(
-            f"{where}.{unknown[0]}: unknown field of {kind}; allowed fields are "
-            f"{', '.join(FIELDS[kind])}"
+            f"{where}.{unknown[0]}: unknown field of {kind}; allowed fields are {', '.join(fields)}"
         )
     lnc = parameters.get("logicalNeuronCore")
     if lnc is not None and not (type(lnc) is int and lnc in VALID_LNC):
@@ -86,7 +118,13 @@ def parse_config(parameters: Any, where: str) -> DeviceConfig:
             f"{where}.logicalNeuronCore: must be one of {', '.join(map(str, VALID_LNC))}, "
             f"got {shown(lnc)}"
         )
-    return DeviceConfig(kind=kind, logical_neuron_core=lnc)
+    mode = parameters.get("ultraserverMode")
+    if mode is not None and not (type(mode) is int and mode in ULTRASERVER_MODES):
+        raise ConfigError(
+            f"{where}.ultraserverMode: must be one of {', '.join(map(str, ULTRASERVER_MODES))}, "
+            f"got {shown(mode)}"
+        )
+    return DeviceConfig(kind=kind, logical_neuron_core=lnc, ultraserver_mode=mode)
 
 
 def request_matches(config_requests: Sequence[str], request: str) -> bool:
@@ -102,7 +140,10 @@ def request_matches(config_requests: Sequence[str], request: str) -> bool:
 
 
 def configs_by_request(
-    allocation_devices: Mapping[str, Any], driver: str, requests: Sequence[str]
+    allocation_devices: Mapping[str, Any],
+    driver: str,
+    requests: Sequence[str],
+    dialect: Dialect = TRAINIUM,
 ) -> dict[str, list[DeviceConfig]]:
     """Every config of this driver that applies to each request, in precedence order.
 
@@ -120,7 +161,7 @@ def configs_by_request(
         if opaque.get("driver") != driver:
             continue
         where = f"status.allocation.devices.config[{index}].opaque.parameters"
-        parsed = parse_config(opaque.get("parameters"), where)
+        parsed = parse_config(opaque.get("parameters"), where, dialect)
         for request in requests:
             if request_matches(entry.get("requests") or [], request):
                 result[request].append(parsed)

@@ -3,7 +3,10 @@ claim, the published ResourceSlices and the node's place in its rack.
 
 Device names are opaque: cores come from the device attributes the controller
 publishes (`resourceType`, `ultraserverId`, `serverIndex`, `chipIndex`,
-`coreStart`, `coreCount`), looked up by pool and device name.
+`coreStart`, `coreCount`), looked up by pool and device name. In the AWS
+profile a device's pool is its node and `resourceType` with `deviceId` say
+which chips it holds (`neuron_device`: one, `neuron_node`: all of the node's,
+an EFA interface: none).
 """
 
 from collections.abc import Iterable, Mapping
@@ -12,11 +15,14 @@ from typing import Any
 
 from driver.devicemodel import attributes as attr
 from driver.devicemodel import fabric
+from driver.devicemodel.awsprofile import EFA_DEVICE, NEURON_DEVICE, NEURON_NODE
 from driver.node.claimconfig import (
     NEURON_CONFIG,
+    TRAINIUM,
     ULTRASERVER_CONFIG,
     ConfigError,
     DeviceConfig,
+    Dialect,
     configs_by_request,
 )
 from simdevice.topology import CoreRange, RackSpec, TopologyError, chip_places
@@ -61,6 +67,8 @@ class ClaimPlan:
     lnc: int
     visible_cores: tuple[int, ...]
     ultraserver: bool
+    ultraserver_mode: int | None = None
+    """Nodes of the UltraServer the job spans (AWS's UltraServerConfig), if set."""
 
 
 def attribute_value(value: Mapping[str, Any]) -> str | int | bool:
@@ -103,9 +111,39 @@ def _int_attr(attrs: Attributes, name: str, where: str) -> int:
     return value
 
 
-def device_ranges(attrs: Attributes, place: NodePlace, where: str) -> tuple[CoreRange, ...]:
+AWS_KINDS = (NEURON_DEVICE, NEURON_NODE, EFA_DEVICE)
+ULTRASERVER_KINDS = ("ultraserver", NEURON_NODE)
+"""Kinds an UltraServerConfig applies to: the rack, or (AWS) one node of it."""
+
+
+def aws_device_ranges(
+    attrs: Attributes, pool: str, place: NodePlace, where: str
+) -> tuple[CoreRange, ...]:
+    """The cores an AWS-profile device gives this node: its pool is its node."""
+    if pool != place.node_name:
+        raise AllocationError(
+            f"{where}: device is in pool {pool!r}, but this is node {place.node_name}; "
+            "the claim was allocated for another node"
+        )
+    cores = place.rack.chip.cores
+    kind = attrs.get(attr.KIND)
+    if kind == EFA_DEVICE:
+        return ()
+    if kind == NEURON_NODE:
+        return tuple(CoreRange(chip, 0, cores) for chip in range(place.rack.chips_per_server))
+    chip = _int_attr(attrs, "deviceId", where)
+    if not 0 <= chip < place.rack.chips_per_server:
+        raise AllocationError(f"{where}: deviceId {chip} is not a chip of this node")
+    return (CoreRange(chip, 0, cores),)
+
+
+def device_ranges(
+    attrs: Attributes, place: NodePlace, where: str, pool: str = ""
+) -> tuple[CoreRange, ...]:
     """The cores one device gives this node, or AllocationError if it is not here."""
     kind = attrs.get(attr.KIND)
+    if kind in AWS_KINDS:
+        return aws_device_ranges(attrs, pool, place, where)
     rack_id = attrs.get(attr.ULTRASERVER)
     if rack_id != place.ultraserver:
         raise AllocationError(
@@ -137,7 +175,8 @@ def device_ranges(attrs: Attributes, place: NodePlace, where: str) -> tuple[Core
             raise AllocationError(f"{where}: cores [{start}, {start + count}) are not on a chip")
         return (CoreRange(chip, start, count),)
     raise AllocationError(
-        f"{where}: resourceType {kind!r} is not one of core, chip, server, ultraserver"
+        f"{where}: resourceType {kind!r} is not one of core, chip, server, ultraserver, "
+        f"{', '.join(AWS_KINDS)}"
     )
 
 
@@ -165,6 +204,8 @@ def plan_claim(
     place: NodePlace,
     driver: str,
     default_lnc: int,
+    *,
+    dialect: Dialect = TRAINIUM,
 ) -> ClaimPlan:
     """Check the claim's allocation against this node and work out its cores.
 
@@ -196,7 +237,7 @@ def plan_claim(
                 pool=key[0],
                 device=key[1],
                 kind=str(attrs.get(attr.KIND)),
-                ranges=device_ranges(attrs, place, where),
+                ranges=device_ranges(attrs, place, where, key[0]),
                 share_id=result.get("shareID"),
                 admin_access=bool(result.get("adminAccess", False)),
             )
@@ -206,10 +247,10 @@ def plan_claim(
             f"status.allocation.devices.results: no device of driver {driver}; "
             "the kubelet should not have called this driver"
         )
-    configs = configs_by_request(devices_status, driver, [d.request for d in devices])
+    configs = configs_by_request(devices_status, driver, [d.request for d in devices], dialect)
     for device in devices:
         for config in configs[device.request]:
-            if config.kind == ULTRASERVER_CONFIG and device.kind != "ultraserver":
+            if config.kind == ULTRASERVER_CONFIG and device.kind not in ULTRASERVER_KINDS:
                 raise ConfigError(
                     f"status.allocation.devices.config: {ULTRASERVER_CONFIG} applies to request "
                     f"{device.request!r} whose device {device.device!r} is a {device.kind}; "
@@ -236,11 +277,30 @@ def plan_claim(
                 ) from err
     if len(set(visible)) != len(visible):
         raise AllocationError("status.allocation.devices.results: devices overlap in cores")
+    modes = {
+        config.ultraserver_mode
+        for device in devices
+        for config in configs.get(device.request, [])
+        if config.ultraserver_mode is not None
+    }
+    if len(modes) > 1:
+        raise ConfigError(
+            "status.allocation.devices.config: requests of one claim ask for different "
+            f"ultraserverMode values {sorted(modes)}; use one value per claim"
+        )
+    mode = modes.pop() if modes else None
+    if mode is not None and mode > place.rack.servers:
+        raise ConfigError(
+            f"status.allocation.devices.config: ultraserverMode {mode} spans more nodes than "
+            f"the {place.rack.servers} of UltraServer {place.ultraserver}; use at most "
+            f"{place.rack.servers}"
+        )
     return ClaimPlan(
         devices=tuple(devices),
         lnc=lnc,
         visible_cores=tuple(sorted(visible)),
         ultraserver=any(d.kind == "ultraserver" for d in devices),
+        ultraserver_mode=mode,
     )
 
 

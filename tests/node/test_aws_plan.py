@@ -1,0 +1,144 @@
+"""A claim written for AWS's Neuron DRA driver, prepared on this node (pure):
+AWS's device names and attributes to cores, its opaque configs checked."""
+
+from typing import Any
+
+import pytest
+
+from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
+from driver.node.claimconfig import AWS, ConfigError, parse_config
+from driver.node.devices import AllocationError, NodePlace, device_attributes, plan_claim
+from simdevice.topology import CoreRange, rack_spec
+
+DRIVER = "neuron.aws.com"
+TRN2 = rack_spec("trn2")
+
+
+def attributes(itype: str, nodes: dict[int, str]) -> Any:
+    found = build_slices(
+        RackInput(
+            name="us-a",
+            rack=TRN2,
+            mode="partitioned",
+            flat_device="chip",
+            nodes=nodes,
+            rack_nodes=None,
+            driver=DRIVER,
+            taints={},
+            binding_conditions=False,
+            aws=AwsRack(INSTANCE_TYPES[itype], AwsVersions(dra_driver="0.1.0")),
+        )
+    )
+    return device_attributes(found, DRIVER)
+
+
+def claim(pool: str, devices: list[str], *configs: dict[str, Any]) -> dict[str, Any]:
+    results = [{"request": "neurons", "driver": DRIVER, "pool": pool, "device": d} for d in devices]
+    config = [
+        {
+            "source": "FromClaim",
+            "requests": ["neurons"],
+            "opaque": {"driver": DRIVER, "parameters": c},
+        }
+        for c in configs
+    ]
+    return {"status": {"allocation": {"devices": {"results": results, "config": config}}}}
+
+
+def neuron_config(lnc: int) -> dict[str, Any]:
+    return {"apiVersion": "neuron.aws.com/v1", "kind": "NeuronConfig", "logicalNeuronCore": lnc}
+
+
+def ultraserver_config(mode: Any) -> dict[str, Any]:
+    return {"apiVersion": "neuron.aws.com/v1", "kind": "UltraServerConfig", "ultraserverMode": mode}
+
+
+STANDALONE = NodePlace("node-a", "us-a", 0, TRN2)
+
+
+def test_four_connected_chips_with_lnc_1_give_their_32_logical_cores() -> None:
+    names = [f"neurondevice{i}" for i in (4, 5, 6, 7)]
+    plan = plan_claim(
+        claim("node-a", names, neuron_config(1)),
+        attributes("trn2.48xlarge", {0: "node-a"}),
+        STANDALONE,
+        DRIVER,
+        2,
+        dialect=AWS,
+    )
+    assert [d.ranges for d in plan.devices] == [(CoreRange(c, 0, 8),) for c in (4, 5, 6, 7)]
+    assert plan.lnc == 1
+    assert plan.visible_cores == tuple(range(32, 64))
+
+
+def test_efa_interfaces_give_no_cores() -> None:
+    plan = plan_claim(
+        claim("node-a", ["neurondevice0", "efa0"]),
+        attributes("trn2.48xlarge", {0: "node-a"}),
+        STANDALONE,
+        DRIVER,
+        2,
+        dialect=AWS,
+    )
+    assert [d.ranges for d in plan.devices] == [(CoreRange(0, 0, 8),), ()]
+    assert plan.visible_cores == (0, 1, 2, 3)
+
+
+def test_the_node_device_with_ultraserver_mode_gives_every_chip_and_the_mode() -> None:
+    place = NodePlace("node-b", "us-a", 1, TRN2)
+    plan = plan_claim(
+        claim("node-b", ["neuronnode"], ultraserver_config(4), neuron_config(1)),
+        attributes("trn2u.48xlarge", {0: "node-a", 1: "node-b"}),
+        place,
+        DRIVER,
+        2,
+        dialect=AWS,
+    )
+    assert plan.ultraserver_mode == 4
+    assert len(plan.visible_cores) == 16 * 8
+
+
+def test_a_device_of_another_node_pool_is_refused() -> None:
+    with pytest.raises(AllocationError, match="pool 'node-b', but this is node node-a"):
+        plan_claim(
+            claim("node-b", ["neurondevice0"]),
+            attributes("trn2u.48xlarge", {0: "node-a", 1: "node-b"}),
+            STANDALONE,
+            DRIVER,
+            2,
+            dialect=AWS,
+        )
+
+
+def test_ultraserver_config_on_a_chip_is_refused() -> None:
+    with pytest.raises(ConfigError, match="UltraServerConfig applies to request 'neurons'"):
+        plan_claim(
+            claim("node-a", ["neurondevice0"], ultraserver_config(2)),
+            attributes("trn2.48xlarge", {0: "node-a"}),
+            STANDALONE,
+            DRIVER,
+            2,
+            dialect=AWS,
+        )
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"apiVersion": "neuron.aws.com/v1", "kind": "GpuConfig"}, "p.kind: must be one of"),
+        (ultraserver_config(3), "p.ultraserverMode: must be one of 1, 2, 4, got 3"),
+        (neuron_config(3), "p.logicalNeuronCore: must be one of 1, 2, 4, got 3"),
+        (
+            {**neuron_config(1), "ultraserverMode": 2},
+            "p.ultraserverMode: unknown field of NeuronConfig",
+        ),
+        (
+            {**neuron_config(1), "apiVersion": "trainium.sim.dev/v1alpha1"},
+            'p.apiVersion: must be "neuron.aws.com/v1"',
+        ),
+    ],
+)
+def test_bad_aws_configs_name_the_field(params: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(params, "p", AWS)
