@@ -23,7 +23,7 @@ from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 from testbed.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "trainium-dra"
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 CONTROLLER = ROOT / ".venv" / "bin" / "trainium-dra"

@@ -18,7 +18,7 @@ from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.node.paths import NodePaths
 from testbed.rack import SITE, Site
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextmanager

@@ -22,7 +22,7 @@ from driver.localsim.controlplane.children import die_with_parent, trainium_dra_
 from driver.localsim.controlplane.k8srelease import Release, release_of
 from testbed import waiting
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "examples"
 START_TIMEOUT = 300.0
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from driver.localsim.commands.status import render
 from driver.localsim.commands.up import start_background, usage_lines
 from driver.localsim.controlplane.binaries import Binaries
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
 DEMO = EXAMPLES / "demo-job"
 REAL_NODES_DEMO = EXAMPLES / "whole-chip"
 NAMESPACE = "demo"

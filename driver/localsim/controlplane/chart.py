@@ -16,7 +16,7 @@ import yaml
 
 from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
 
-CHART_DIR = Path(__file__).resolve().parents[2] / "charts" / "trainium-dra"
+CHART_DIR = Path(__file__).resolve().parents[3] / "charts" / "trainium-dra"
 RELEASE = "trainium-dra"
 NAMESPACE = "trainium-dra"
 
