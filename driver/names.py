@@ -1,5 +1,6 @@
 """Names shared by the controller and the node daemon."""
 
+import importlib.metadata
 from typing import Final
 
 DEFAULT_DRIVER_NAME: Final = "trainium.sim.dev"
@@ -22,3 +23,8 @@ def rack_label(driver: str) -> str:
 def device_class_name(kind: str | None = None, driver: str = DEFAULT_DRIVER_NAME) -> str:
     """`<kind>.<driver>` for one kind, or the driver name itself for any device."""
     return driver if kind is None else f"{kind}.{driver}"
+
+
+def driver_version() -> str:
+    """This driver's own version, the installed package's."""
+    return importlib.metadata.version("trainium-dra")

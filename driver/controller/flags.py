@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from driver.devicemodel.awsprofile import AWS_DRIVER, PROFILES
 from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS
 from driver.names import DEFAULT_DRIVER_NAME
 
@@ -24,6 +25,7 @@ class Flags:
     log_level: str
     rack_settle_seconds: float = DEFAULT_SETTLE_SECONDS
     advertised_racks: int = 0
+    profile: str = "trainium"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,7 +40,17 @@ def parser() -> argparse.ArgumentParser:
         help="kubeconfig file; in-cluster config when absent",
     )
     p.add_argument(
-        "--driver-name", default=DEFAULT_DRIVER_NAME, help="DRA driver name in every slice"
+        "--driver-name",
+        default=None,
+        help=f"DRA driver name in every slice (default: {DEFAULT_DRIVER_NAME}, "
+        f"or {AWS_DRIVER} with --profile aws)",
+    )
+    p.add_argument(
+        "--profile",
+        default="trainium",
+        choices=PROFILES,
+        help="trainium: this project's devices (partitions, servers, racks); aws: AWS's "
+        "Neuron DRA vocabulary (docs/aws-neuron.md)",
     )
     p.add_argument(
         "--lease-namespace", default="default", help="namespace of the leader-election Lease"
@@ -95,11 +107,12 @@ def parse(argv: list[str]) -> Flags:
         p.error("--rack-settle-seconds: must be from 0 to 60")
     if a.advertised_racks < 0:
         p.error("--advertised-racks: must be 0 (every free rack) or more")
+    driver = a.driver_name or (AWS_DRIVER if a.profile == "aws" else DEFAULT_DRIVER_NAME)
     return Flags(
         kubeconfig=a.kubeconfig,
-        driver_name=a.driver_name,
+        driver_name=driver,
         lease_namespace=a.lease_namespace,
-        lease_name=a.lease_name or f"{a.driver_name}-controller",
+        lease_name=a.lease_name or f"{driver}-controller",
         lease_seconds=a.lease_seconds,
         identity=a.identity or f"{socket.gethostname()}-{os.getpid()}",
         workers=a.workers,
@@ -108,4 +121,5 @@ def parse(argv: list[str]) -> Flags:
         log_level=a.log_level,
         rack_settle_seconds=a.rack_settle_seconds,
         advertised_racks=a.advertised_racks,
+        profile=a.profile,
     )

@@ -12,8 +12,9 @@ from dataclasses import astuple, dataclass
 
 from driver.controller.healthtaints import DeviceHealth, Report, device_health, taints
 from driver.controller.healthtaints import unhealthy_cores as count_unhealthy_cores
-from driver.controller.slices import RackInput, build_slices, planned_devices
+from driver.controller.slices import AwsRack, RackInput, build_slices, planned_devices
 from driver.controller.ultraserverstatus import Observed
+from driver.devicemodel.awsprofile import AwsVersions, instance_type
 from driver.devicemodel.layout import PlannedDevice
 from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import NodeMapping, map_nodes
@@ -44,6 +45,7 @@ def inputs_key(
     *,
     occupied: Occupancy = NO_OCCUPANCY,
     advertised: bool = True,
+    aws: AwsVersions | None = None,
 ) -> str:
     """A digest of everything the rack's slices are built from: the UltraServer
     (uid, generation, spec), its node mapping, the health of its nodes and, in
@@ -69,6 +71,7 @@ def inputs_key(
         binding_conditions,
         astuple(occupied),
         advertised,
+        astuple(aws) if aws is not None else None,
     ]
     encoded = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()
@@ -84,13 +87,18 @@ def desired_rack(
     mapping: NodeMapping | None = None,
     occupied: Occupancy = NO_OCCUPANCY,
     advertised: bool = True,
+    aws: AwsVersions | None = None,
 ) -> DesiredRack:
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
     `mapping`: the node mapping when the caller already resolved it. `occupied`:
     what the claims hold of the rack, for the guard's taints, and `advertised`:
-    whether its rack device is published (`node` pools only)."""
+    whether its rack device is published (`node` pools only). `aws`: publish in
+    the AWS profile, whose chips are tainted by their health as whole chips."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
-    devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.layout)
+    if aws is not None:
+        devices = planned_devices(spec.rack, "flat", "chip")
+    else:
+        devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.layout)
     health = device_health(devices, mapping.nodes, reports)
     device_taints = taints(health, driver)
     if spec.layout.pools == "node":
@@ -110,6 +118,9 @@ def desired_rack(
             layout=spec.layout,
             binding_served=binding_conditions,
             rack_advertised=advertised,
+            aws=None
+            if aws is None
+            else AwsRack(instance_type(spec.rack.generation, spec.instance_type), aws),
         )
     )
     return DesiredRack(mapping, devices, health, slices)

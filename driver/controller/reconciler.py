@@ -30,6 +30,7 @@ from driver.controller.sliceindex import SliceIndex
 from driver.controller.stores import Store
 from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.writeplan import Plan, plan_writes
+from driver.devicemodel.awsprofile import AwsVersions
 from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.rackguard import (
@@ -121,11 +122,14 @@ class Reconciler:
         on_guard: Callable[[str], None] = lambda _: None,
         advertised_racks: int = 0,
         on_advertised: Callable[[Collection[str]], None] = lambda _: None,
+        aws: AwsVersions | None = None,
     ) -> None:
         """`on_guard(rack)`: the rack's guard (`holds`) changed; its rack claims need a look.
         `advertised_racks`: the window of free racks whose rack device is published
         (`node` pools; 0: every free rack); `on_advertised(racks)`: racks that
-        entered or left it, to reconcile."""
+        entered or left it, to reconcile. `aws`: publish in the AWS profile, with
+        these versions."""
+        self.aws = aws
         self.kube = kube
         self.stores = stores
         self.driver = driver
@@ -180,6 +184,7 @@ class Reconciler:
             self.binding_conditions_served,
             occupied=occupied,
             advertised=advertised,
+            aws=self.aws,
         )
         memo = self.memos.get(name)
         if memo is not None and memo.key == key and memo.versions == self.index.versions(name):
@@ -204,6 +209,7 @@ class Reconciler:
             mapping=mapping,
             occupied=occupied,
             advertised=advertised,
+            aws=self.aws,
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, plan, want.slices, existing)

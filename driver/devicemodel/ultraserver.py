@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from driver.devicemodel.awsprofile import ProfileError, instance_type
 from driver.devicemodel.layout import DEFAULT_OPTIONS, PARTITION_SIZES, POOL_LAYOUTS, LayoutOptions
 from driver.jsontypes import JSON
 from simdevice.topology import VALID_LNC, RackSpec, TopologyError, rack_spec
@@ -45,6 +46,7 @@ class UltraServerSpec:
     server_index_label: str
     fabric: FabricSpec
     layout: LayoutOptions = DEFAULT_OPTIONS  # partitioned mode
+    instance_type: str | None = None  # the AWS profile's EC2 instance type of the nodes
 
 
 def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
@@ -103,6 +105,12 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
     if not isinstance(index_label, str) or not index_label:
         raise SpecError(f"spec.nodes.serverIndexLabel: {index_label!r} is not a label name")
     fabric = parse_fabric(_object(spec.get("fabric"), "spec.fabric"), rack)
+    itype = spec.get("instanceType")
+    if itype is not None:
+        try:
+            instance_type(rack.generation, itype if isinstance(itype, str) else repr(itype))
+        except ProfileError as err:
+            raise SpecError(str(err)) from err
     return UltraServerSpec(
         name=str(meta["name"]),
         uid=str(meta.get("uid", "")),
@@ -116,6 +124,7 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
         server_index_label=index_label,
         fabric=fabric,
         layout=LayoutOptions(pools, tuple(sorted(sizes))),
+        instance_type=itype,
     )
 
 

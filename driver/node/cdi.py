@@ -2,12 +2,15 @@
 
 One CDI device per claim, named by the claim UID, carrying the claim's core
 list (`NEURON_RT_VISIBLE_CORES`, host-global logical ids), its LNC, its
+UltraServer mode when AWS's UltraServerConfig set one
+(`NEURON_RT_ULTRASERVER_*`, the variables the Neuron runtime reads), its
 fabric ring and addresses, and mounts for the node's workload API socket and
 the claim's token file. The socket is reached through a mount of its
 directory, not of the socket file: a bind mount pins the inode it was made
 from, and a restarted daemon binds a new one.
 """
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +41,12 @@ class ClaimEdits:
     server_index: int
     ring: Sequence[int]  # rack chip indexes of the claim's devices, in ring order
     fabric_ips: Sequence[str]  # their fabric addresses, as in the claim's status
+    ultraserver_mode: int | None = None  # AWS's UltraServerConfig, for the Neuron runtime
+
+
+def ultraserver_id(name: str) -> str:
+    """The UltraServer's id as the Neuron runtime takes it: 16 hex digits."""
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def cdi_kind(driver: str) -> str:
@@ -69,6 +78,12 @@ def claim_spec(driver: str, edits: ClaimEdits) -> dict[str, Any]:
         f"TRAINIUM_DRA_RING={','.join(map(str, edits.ring))}",
         f"TRAINIUM_DRA_FABRIC_IPS={','.join(edits.fabric_ips)}",
     ]
+    if edits.ultraserver_mode is not None:
+        env += [
+            f"NEURON_RT_ULTRASERVER_MODE={edits.ultraserver_mode}",
+            f"NEURON_RT_ULTRASERVER_SERVER_ID={ultraserver_id(edits.ultraserver)}",
+            f"NEURON_RT_ULTRASERVER_NODE_ID={edits.server_index}",
+        ]
     mounts = [
         {
             "hostPath": str(edits.workload_socket.parent),

@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from driver.devicemodel.awsprofile import AWS_DRIVER, PROFILES
 from driver.names import DEFAULT_DRIVER_NAME
 from driver.node.sim.simaccess import SimControlError, check_token_needed, parse_address
 from simdevice.topology import GENERATIONS
@@ -38,6 +39,7 @@ class Flags:
     slice_cache_seconds: float
     grpc_workers: int
     log_level: str
+    profile: str = "trainium"
 
 
 def node_spec(text: str) -> NodeSpec:
@@ -55,7 +57,19 @@ def parser() -> argparse.ArgumentParser:
         description="Node daemon: kubelet DRA plugin for simulated Trainium servers.",
     )
     env = os.environ.get
-    p.add_argument("--driver-name", default=DEFAULT_DRIVER_NAME, help="DRA driver name")
+    p.add_argument(
+        "--driver-name",
+        default=None,
+        help=f"DRA driver name (default: {DEFAULT_DRIVER_NAME}, or {AWS_DRIVER} with "
+        "--profile aws)",
+    )
+    p.add_argument(
+        "--profile",
+        default="trainium",
+        choices=PROFILES,
+        help="the claims' config dialect and devices: trainium (this project's) or aws "
+        "(AWS's Neuron DRA vocabulary, neuron.aws.com/v1 configs)",
+    )
     p.add_argument(
         "--node",
         dest="nodes",
@@ -165,7 +179,8 @@ def parse(argv: list[str]) -> Flags:
     except SimControlError as err:
         p.error(str(err))
     return Flags(
-        driver_name=args.driver_name,
+        driver_name=args.driver_name
+        or (AWS_DRIVER if args.profile == "aws" else DEFAULT_DRIVER_NAME),
         nodes=nodes,
         ultraserver=args.ultraserver,
         generation=args.generation,
@@ -183,4 +198,5 @@ def parse(argv: list[str]) -> Flags:
         slice_cache_seconds=args.slice_cache_seconds,
         grpc_workers=args.grpc_workers,
         log_level=args.log_level,
+        profile=args.profile,
     )

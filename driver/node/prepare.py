@@ -20,6 +20,7 @@ from driver.devicemodel.ultraserver import DEFAULT_LNC
 from driver.kubeletplugin.interface import ClaimRef, PreparedDevice, PrepareResult
 from driver.node import cdi
 from driver.node.apireader import ClusterReader
+from driver.node.claimconfig import TRAINIUM, Dialect
 from driver.node.devices import ClaimPlan, NodePlace, plan_claim
 from driver.node.durable import failpoints
 from driver.node.durable.checkpoint import (
@@ -71,7 +72,12 @@ class PrepareChange(Change):
         ref, plan = self.ref, self.plan
         devices = records_of(plan)
         existing = claims.get(ref.uid)
-        if existing and existing.state == PREPARE_COMPLETED and existing.devices == devices:
+        if (
+            existing
+            and existing.state == PREPARE_COMPLETED
+            and existing.devices == devices
+            and existing.ultraserver_mode == plan.ultraserver_mode
+        ):
             self.record = existing
             return False
         record = ClaimRecord(
@@ -83,6 +89,7 @@ class PrepareChange(Change):
             visible_cores=list(plan.visible_cores),
             devices=devices,
             token_nonce=new_nonce(),
+            ultraserver_mode=plan.ultraserver_mode,
         )
         held = held_cores(claims, except_uid=ref.uid)
         clash = sorted(core for core in record.exclusive_cores() if core in held)
@@ -142,8 +149,10 @@ class Preparer:
         state: NodeState,
         metrics: DriverMetrics,
         release_claim: Callable[[str], None],
+        dialect: Dialect = TRAINIUM,
     ) -> None:
         self.driver = driver
+        self.dialect = dialect
         self.place = place
         self.paths = paths
         self.reader = reader
@@ -259,7 +268,14 @@ class Preparer:
         }
         chip = self.place.rack.chip.name
         default = self.reader.default_lnc(self.place.ultraserver) or DEFAULT_LNC.get(chip, 1)
-        return plan_claim(claim, self.reader.attributes(keys), self.place, self.driver, default)
+        return plan_claim(
+            claim,
+            self.reader.attributes(keys),
+            self.place,
+            self.driver,
+            default,
+            dialect=self.dialect,
+        )
 
 
 def ensure_dirs(paths: NodePaths) -> None:

@@ -20,6 +20,7 @@ from driver.kubeletplugin import sockets
 from driver.kubeletplugin.healthstream import HealthMonitor
 from driver.kubeletplugin.plugin import KubeletPlugin
 from driver.node.apireader import ClusterReader
+from driver.node.claimconfig import TRAINIUM, Dialect
 from driver.node.devices import NodePlace
 from driver.node.durable.checkpoint import Checkpoint
 from driver.node.durable.groupcommit import NodeState
@@ -77,6 +78,7 @@ class SimNode:
         metrics: DriverMetrics,
         options: NodeOptions,
         health_sink: HealthSink | None = None,
+        dialect: Dialect = TRAINIUM,
     ) -> None:
         self.driver = driver
         self.place = place
@@ -89,6 +91,7 @@ class SimNode:
         self.monitor = HealthMonitor(options.health_timeout)
         self.preparer = Preparer(
             driver=driver,
+            dialect=dialect,
             place=place,
             paths=paths,
             reader=reader,

@@ -1,14 +1,18 @@
 """A claim written for AWS's Neuron DRA driver, prepared on this node (pure):
 AWS's device names and attributes to cores, its opaque configs checked."""
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from driver.controller.slices import AwsRack, RackInput, build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
+from driver.node import cdi
 from driver.node.claimconfig import AWS, ConfigError, parse_config
 from driver.node.devices import AllocationError, NodePlace, device_attributes, plan_claim
+from driver.node.durable.checkpoint import ClaimRecord, records
 from simdevice.topology import CoreRange, rack_spec
 
 DRIVER = "neuron.aws.com"
@@ -142,3 +146,33 @@ def test_ultraserver_config_on_a_chip_is_refused() -> None:
 def test_bad_aws_configs_name_the_field(params: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config(params, "p", AWS)
+
+
+def test_the_ultraserver_mode_reaches_the_container_as_the_neuron_runtime_reads_it() -> None:
+    edits = cdi.ClaimEdits(
+        claim_uid="u1",
+        visible_cores=(0, 1),
+        lnc=1,
+        workload_socket=Path("/s/workload/workload.sock"),
+        token_file=Path("/s/claims/u1.token"),
+        node_name="node-b",
+        ultraserver="us-a",
+        server_index=1,
+        ring=(),
+        fabric_ips=(),
+        ultraserver_mode=4,
+    )
+    env = cdi.claim_spec(DRIVER, edits)["devices"][0]["containerEdits"]["env"]
+    assert "NEURON_RT_ULTRASERVER_MODE=4" in env
+    assert "NEURON_RT_ULTRASERVER_NODE_ID=1" in env
+    assert f"NEURON_RT_ULTRASERVER_SERVER_ID={cdi.ultraserver_id('us-a')}" in env
+    assert "NEURON_LOGICAL_NC_CONFIG=1" in env
+    plain = cdi.claim_spec(DRIVER, replace(edits, ultraserver_mode=None))
+    assert not any("ULTRASERVER_MODE" in e for e in plain["devices"][0]["containerEdits"]["env"])
+
+
+def test_a_record_without_a_mode_is_written_as_before_and_one_with_it_reads_back() -> None:
+    record = ClaimRecord("u1", "ns", "c", "PrepareCompleted", 1, [0], [])
+    assert "ultraserver_mode" not in record.plain()
+    with_mode = replace(record, ultraserver_mode=2)
+    assert records({"u1": with_mode.plain()}, Path("checkpoint.json"))["u1"] == with_mode

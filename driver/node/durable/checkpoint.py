@@ -58,6 +58,15 @@ class ClaimRecord:
     devices: list[DeviceRecord]
     token_sha256: str = ""
     token_nonce: str = ""  # with the node's token key, derives the token (see claimfiles)
+    ultraserver_mode: int | None = None  # AWS's UltraServerConfig; absent from the file when None
+
+    def plain(self) -> dict[str, Any]:
+        """The record as the file keeps it: a claim without an UltraServer mode is
+        written exactly as releases before the mode wrote it."""
+        out = asdict(self)
+        if self.ultraserver_mode is None:
+            del out["ultraserver_mode"]
+        return out
 
     def physical_cores(self) -> set[tuple[int, int]]:
         return {
@@ -141,6 +150,7 @@ def _record(raw: Any) -> ClaimRecord:
     texts = (record.uid, record.namespace, record.name, record.state, record.token_sha256)
     ok = all(isinstance(t, str) for t in texts) and _ints(record.visible_cores)
     ok = ok and type(record.lnc) is int
+    ok = ok and (record.ultraserver_mode is None or type(record.ultraserver_mode) is int)
     for d in record.devices:
         ok = ok and all(isinstance(t, str) for t in (d.request, d.pool, d.device, d.kind))
         ok = ok and isinstance(d.ranges, list) and all(_ints(r) and len(r) == 3 for r in d.ranges)
@@ -194,7 +204,7 @@ class Checkpoint:
         fresh = {}
         for uid, record in claims.items():
             cached = self._plain.get(uid)
-            fresh[uid] = cached if cached and cached[0] is record else (record, asdict(record))
+            fresh[uid] = cached if cached and cached[0] is record else (record, record.plain())
         self._plain = fresh
         return {uid: plain for uid, (_, plain) in fresh.items()}
 

@@ -89,6 +89,7 @@ def plan_of(record: ClaimRecord) -> ClaimPlan:
         lnc=record.lnc,
         visible_cores=tuple(record.visible_cores),
         ultraserver=any(d.kind == "ultraserver" for d in devices),
+        ultraserver_mode=record.ultraserver_mode,
     )
 
 
@@ -149,6 +150,7 @@ class ClaimFiles:
             server_index=self.place.server_index,
             ring=ring,
             fabric_ips=fabric_ips,
+            ultraserver_mode=record.ultraserver_mode,
         )
 
     def write_token(self, record: ClaimRecord) -> bool:
