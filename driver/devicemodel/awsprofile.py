@@ -45,6 +45,9 @@ NODE_DEVICE_NAME: Final = "neuronnode"
 COUNTER_SET: Final = "neurondevices"
 DEFAULT_NEURON_DRIVER_VERSION: Final = "2.25.4.0"
 """The Neuron driver version AWS's own example selects on, so it matches here."""
+ULTRASERVER_LABEL_PREFIX: Final = "neuron.amazonaws.com/ultraserver-server-id-"
+"""Node labels (`...-2`, `...-4`) naming the pair and the quad of an UltraServer's
+nodes a node belongs to, for LeaderWorkerSet's exclusive topology."""
 ULTRASERVER_MODES: Final = (1, 2, 4)
 """Nodes of an UltraServer a job spans, as AWS's UltraServer tooling accepts them."""
 

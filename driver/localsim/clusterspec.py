@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from driver.devicemodel import awsprofile
 from driver.devicemodel.layout import PARTITION_SIZES, POOL_LAYOUTS
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
 from driver.localsim.controlplane.schedulerconfig import SCHEDULER_CONFIG
@@ -61,6 +62,9 @@ class ClusterSpec:
     pools: str = "rack"  # partitioned mode's pool layout
     partition_sizes: tuple[int, ...] | None = None
     """Core partitions the racks publish besides whole chips; None: every size."""
+    profile: str = "trainium"
+    instance_type: str | None = None
+    """The aws profile's EC2 instance type of every node; None: the generation's."""
 
     @classmethod
     def build(
@@ -73,6 +77,8 @@ class ClusterSpec:
         *,
         pools: str = "rack",
         partition_sizes: tuple[int, ...] | None = None,
+        profile: str = "trainium",
+        instance_type: str | None = None,
     ) -> "ClusterSpec":
         """Racks named rack-a, rack-b, ...; ClusterSpecError names the bad flag."""
         if generation not in GENERATIONS:
@@ -95,6 +101,15 @@ class ClusterSpec:
             servers = rack_spec(generation).servers
         except TopologyError as err:
             raise ClusterSpecError(f"--generation: {err}") from err
+        if instance_type is not None:
+            if profile != "aws":
+                raise ClusterSpecError("--instance-type: needs --profile aws")
+            try:
+                awsprofile.instance_type(generation, instance_type)
+            except awsprofile.ProfileError as err:
+                raise ClusterSpecError(
+                    str(err).replace("spec.instanceType", "--instance-type")
+                ) from err
         nodes = servers if nodes_per_rack is None else nodes_per_rack
         if not 1 <= nodes <= servers:
             raise ClusterSpecError(
@@ -105,7 +120,7 @@ class ClusterSpec:
             RackPlan(f"rack-{string.ascii_lowercase[i]}", generation, servers, nodes)
             for i in range(racks)
         )
-        return cls(plans, mode, driver, pools, partition_sizes)
+        return cls(plans, mode, driver, pools, partition_sizes, profile, instance_type)
 
     def node_count(self) -> int:
         return sum(r.nodes for r in self.racks)
@@ -116,6 +131,8 @@ class ClusterSpec:
             "driver": self.driver,
             "pools": self.pools,
             "partitionSizes": list(self.partition_sizes) if self.partition_sizes else None,
+            "profile": self.profile,
+            "instanceType": self.instance_type,
             "racks": [
                 {"name": r.name, "generation": r.generation, "servers": r.servers, "nodes": r.nodes}
                 for r in self.racks
@@ -135,7 +152,23 @@ class ClusterSpec:
             str(data["driver"]),
             str(data.get("pools", "rack")),
             tuple(int(n) for n in sizes) if sizes else None,
+            str(data.get("profile", "trainium")),
+            data.get("instanceType"),
         )
+
+
+def aws_node_labels(rack: RackPlan, server: int, instance_type: str | None) -> dict[str, str]:
+    """The labels AWS puts on an UltraServer's nodes, by which LeaderWorkerSet's
+    exclusive topology keeps a group of 2 or 4 nodes in one UltraServer: the
+    value names the node's pair or quad."""
+    itype = awsprofile.instance_type(rack.generation, instance_type)
+    if not itype.ultraserver:
+        return {}
+    return {
+        f"{awsprofile.ULTRASERVER_LABEL_PREFIX}{size}": f"{rack.name}-{server // size}"
+        for size in (2, 4)
+        if size <= rack.servers
+    }
 
 
 def node_labels(rack: RackPlan, server: int) -> dict[str, str]:
@@ -147,11 +180,14 @@ def ultraserver_object(
     mode: str,
     pools: str = "rack",
     partition_sizes: tuple[int, ...] | None = None,
+    instance_type: str | None = None,
 ) -> dict[str, Any]:
     """The rack's UltraServer: its nodes are found by label, so a partial rack works too."""
     layout: dict[str, Any] = {"pools": pools} if pools != "rack" else {}
     if partition_sizes is not None:
         layout["partitionSizes"] = list(partition_sizes)
+    if instance_type is not None:
+        layout["instanceType"] = instance_type
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "UltraServer",
@@ -286,6 +322,7 @@ def controller_argv(
         "controller",
         f"--kubeconfig={paths.controller_kubeconfig}",
         f"--driver-name={spec.driver}",
+        f"--profile={spec.profile}",
         f"--lease-namespace={namespace}",
         f"--lease-name={account}",
         "--resync-seconds=60",
@@ -302,6 +339,7 @@ def node_daemon_argv(
         "node",
         f"--kubeconfig={paths.node_kubeconfig_template}",
         f"--driver-name={spec.driver}",
+        f"--profile={spec.profile}",
         f"--ultraserver={rack.name}",
         f"--generation={rack.generation}",
         f"--kubelet-root={paths.node_template('k')}",

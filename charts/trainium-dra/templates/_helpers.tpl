@@ -62,3 +62,10 @@ CEL that shows a JSON value in an error message as the node daemon does
 {{- define "trainium-dra.celShown" -}}
 ({{ . }} == null ? 'null' : type({{ . }}) == bool ? ({{ . }} ? 'true' : 'false') : type({{ . }}) == int ? string({{ . }}) : type({{ . }}) == string ? '"' + {{ . }}.replace('\\', '\\\\').replace('"', '\\"') + '"' : type({{ . }}) == double ? 'a float' : type({{ . }}) == list ? 'a list' : 'an object')
 {{- end -}}
+
+{{/*
+The DRA driver name: driverName, or the profile's own (neuron.aws.com for aws).
+*/}}
+{{- define "trainium-dra.driverName" -}}
+{{- .Values.driverName | default (ternary "neuron.aws.com" "trainium.sim.dev" (eq .Values.profile "aws")) -}}
+{{- end }}

@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from driver.devicemodel.awsprofile import AWS_DRIVER, INSTANCE_TYPES, PROFILES
 from driver.localsim.clusterspec import (
     ClusterPaths,
     ClusterSpec,
@@ -87,7 +88,26 @@ def parse_up(argv: list[str]) -> UpFlags:
         help="core partitions to publish besides whole chips, e.g. 1,2 (default: 1,2,4; "
         "the UltraServers' spec.partitionSizes)",
     )
-    p.add_argument("--driver-name", default=DEFAULT_DRIVER_NAME)
+    p.add_argument(
+        "--profile",
+        default="trainium",
+        choices=PROFILES,
+        help="trainium: this project's devices; aws: AWS's Neuron DRA vocabulary, so "
+        "manifests written for EKS run unchanged (docs/aws-neuron.md)",
+    )
+    p.add_argument(
+        "--instance-type",
+        default=None,
+        choices=sorted(INSTANCE_TYPES),
+        help="with --profile aws: the nodes' EC2 instance type (its generation is the "
+        "default --generation); trn2.48xlarge makes standalone 16-chip instances",
+    )
+    p.add_argument(
+        "--driver-name",
+        default=None,
+        help=f"DRA driver name (default: {DEFAULT_DRIVER_NAME}, or {AWS_DRIVER} with "
+        "--profile aws)",
+    )
     p.add_argument(
         "--foreground", action="store_true", help="run in this process until Ctrl-C or SIGTERM"
     )
@@ -106,7 +126,11 @@ def parse_up(argv: list[str]) -> UpFlags:
         "(root; see docs/real-nodes.md)",
     )
     args = p.parse_args(argv)
-    generation = args.generation or ("trn3-gen1" if args.real_nodes else "trn3-gen2")
+    itype = INSTANCE_TYPES.get(args.instance_type or "")
+    generation = args.generation or (
+        itype.generation if itype else "trn3-gen1" if args.real_nodes else "trn3-gen2"
+    )
+    driver = args.driver_name or (AWS_DRIVER if args.profile == "aws" else DEFAULT_DRIVER_NAME)
     if args.real_nodes and os.geteuid() != 0:
         p.error("--real-nodes: needs root (network and mount namespaces, cgroups); run as root")
     try:
@@ -115,9 +139,11 @@ def parse_up(argv: list[str]) -> UpFlags:
             generation,
             args.nodes_per_rack,
             args.mode,
-            args.driver_name,
+            driver,
             pools=args.pools,
             partition_sizes=parse_sizes(args.partition_sizes),
+            profile=args.profile,
+            instance_type=args.instance_type,
         )
     except ClusterSpecError as err:
         p.error(str(err))

@@ -51,7 +51,7 @@ def helm_binary(binaries: Binaries) -> Path:
     return found[-1]
 
 
-def render(helm: Path, driver: str, chart: Path = CHART_DIR) -> str:
+def render(helm: Path, driver: str, chart: Path = CHART_DIR, profile: str = "trainium") -> str:
     result = subprocess.run(
         [
             str(helm),
@@ -61,6 +61,7 @@ def render(helm: Path, driver: str, chart: Path = CHART_DIR) -> str:
             "--include-crds",
             f"--namespace={NAMESPACE}",
             f"--set=driverName={driver}",
+            f"--set=profile={profile}",
         ],
         capture_output=True,
         text=True,
@@ -85,9 +86,11 @@ def select(documents: Iterable[Any]) -> Rendered:
     return Rendered(applied, skipped)
 
 
-def install(binaries: Binaries, kubeconfig: Path, driver: str) -> Rendered:
+def install(
+    binaries: Binaries, kubeconfig: Path, driver: str, profile: str = "trainium"
+) -> Rendered:
     """Render the chart and apply it; CRDs are Established before anything else is applied."""
-    rendered = select(yaml.safe_load_all(render(helm_binary(binaries), driver)))
+    rendered = select(yaml.safe_load_all(render(helm_binary(binaries), driver, profile=profile)))
     kubectl = [str(binaries.kubectl), f"--kubeconfig={kubeconfig}"]
     crds = [o for o in rendered.applied if o["kind"] == "CustomResourceDefinition"]
     rest = [o for o in rendered.applied if o["kind"] != "CustomResourceDefinition"]

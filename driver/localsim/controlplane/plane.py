@@ -39,15 +39,18 @@ from driver.names import DEFAULT_DRIVER_NAME
 
 CONTROLLERS = (
     "resourceclaim-controller",
+    "deployment-controller",
     "device-taint-eviction-controller",
     "garbage-collector-controller",
     "job-controller",
     "namespace-controller",
     "podgroup-protection-controller",
+    "replicaset-controller",
     "resourcequota-controller",
     "serviceaccount-controller",
 )
-"""Controllers the driver relies on, plus Jobs for users' workloads, the
+"""Controllers the driver relies on, plus Jobs and Deployments for users'
+workloads (AWS's examples use Deployments), the
 PodGroup finalizer (a deleted PodGroup otherwise never goes, and neither does
 the claim reserved for it) and ResourceQuota usage (quota admission refuses
 everything in a namespace whose quota has no status yet); notably no
@@ -56,8 +59,6 @@ node-lifecycle controller, so fake Nodes stay Ready without a kubelet."""
 REAL_NODE_CONTROLLERS = (
     *CONTROLLERS,
     "daemonset-controller",
-    "deployment-controller",
-    "replicaset-controller",
     "endpointslice-controller",
     "root-ca-certificate-publisher-controller",
     "pod-garbage-collector-controller",

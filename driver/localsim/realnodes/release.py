@@ -24,14 +24,18 @@ def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, An
     """What `up` sets on top of deploy/values/real-nodes.yaml (pure)."""
     return {
         "driverName": spec.driver,
+        "profile": spec.profile,
         "image": {"repository": repository, "tag": tag},
         "networkPolicy": policy_peers(),
         "ultraservers": [
             {
                 "name": rack.name,
-                "spec": ultraserver_object(rack, spec.mode, partition_sizes=spec.partition_sizes)[
-                    "spec"
-                ],
+                "spec": ultraserver_object(
+                    rack,
+                    spec.mode,
+                    partition_sizes=spec.partition_sizes,
+                    instance_type=spec.instance_type,
+                )["spec"],
             }
             for rack in spec.racks
         ],

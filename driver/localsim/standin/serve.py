@@ -25,6 +25,7 @@ from driver.localsim.clusterspec import (
     ClusterPaths,
     ClusterSpec,
     RackPlan,
+    aws_node_labels,
     controller_argv,
     node_daemon_argv,
     node_labels,
@@ -40,7 +41,7 @@ from driver.localsim.serving import Progress, serve_cluster
 from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.localsim.standin.podsync import PodSync
 from driver.localsim.state import write_cluster
-from driver.names import API_GROUP, API_VERSION
+from driver.names import API_GROUP, API_VERSION, rack_label
 
 READY_TIMEOUT = 120.0
 NODE_WRITERS = 8
@@ -114,7 +115,9 @@ class StandInCluster:
     def start(self, progress: Callable[[str], None]) -> None:
         binaries = self.plane.binaries or Binaries.locate()
         progress("installing CRDs, DeviceClasses and RBAC from charts/trainium-dra (helm template)")
-        rendered = chart.install(binaries, self.paths.kubeconfig, self.spec.driver)
+        rendered = chart.install(
+            binaries, self.paths.kubeconfig, self.spec.driver, self.spec.profile
+        )
         kinds = sorted({o["kind"] for o in rendered.applied})
         progress(f"  applied {len(rendered.applied)} objects: {', '.join(kinds)}")
         if rendered.skipped:
@@ -177,7 +180,7 @@ class StandInCluster:
         with ThreadPoolExecutor(NODE_WRITERS) as pool:
             done = pool.map(
                 lambda server: self.plane.create_node(
-                    rack.node_name(server), node_labels(rack, server)
+                    rack.node_name(server), self._labels(rack, server)
                 ),
                 range(rack.nodes),
             )
@@ -186,8 +189,20 @@ class StandInCluster:
             API_GROUP,
             API_VERSION,
             "ultraservers",
-            ultraserver_object(rack, self.spec.mode, self.spec.pools, self.spec.partition_sizes),
+            ultraserver_object(
+                rack,
+                self.spec.mode,
+                self.spec.pools,
+                self.spec.partition_sizes,
+                self.spec.instance_type,
+            ),
         )
+
+    def _labels(self, rack: RackPlan, server: int) -> dict[str, str]:
+        labels = node_labels(rack, server)
+        if self.spec.profile == "aws":
+            labels |= aws_node_labels(rack, server, self.spec.instance_type)
+        return labels
 
     def _start_daemon(self, rack: RackPlan) -> None:
         argv = node_daemon_argv(self.paths, self.spec, rack, self.ports[rack.name])
@@ -263,9 +278,12 @@ def published(api: client.ApiClient, rack: RackPlan) -> bool:
     return conditions.get("Published") == "True" and mapped == rack.nodes
 
 
-def slice_count(api: client.ApiClient, driver: str, pool: str) -> int:
-    slices = client.ResourceV1Api(api).list_resource_slice(field_selector=f"spec.driver={driver}")
-    return sum(1 for s in slices.items if s.spec.pool.name == pool)
+def slice_count(api: client.ApiClient, driver: str, rack: str) -> int:
+    """The rack's slices, in whichever pools its layout or profile puts them."""
+    slices = client.ResourceV1Api(api).list_resource_slice(
+        field_selector=f"spec.driver={driver}", label_selector=f"{rack_label(driver)}={rack}"
+    )
+    return len(slices.items)
 
 
 def serve(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False) -> int:
