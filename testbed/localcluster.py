@@ -54,9 +54,12 @@ class Cluster:
     release: Release
     """What the cluster's apiserver says it is."""
 
-    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, check: bool = True, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(self.kubectl_path), f"--kubeconfig={self.paths.kubeconfig}", *args],
+            input=stdin,
             capture_output=True,
             text=True,
             check=check,
@@ -164,9 +167,15 @@ class Cluster:
         )
         return [self.api.sanitize_for_serialization(e) for e in items]
 
+    @property
+    def driver(self) -> str:
+        """The driver name the cluster was started with."""
+        spec = json.loads(self.paths.cluster_file.read_text())["spec"]
+        return str(spec["driver"])
+
     def cdi_env(self, node: str, claim_uid: str) -> dict[str, str]:
         """The environment the node daemon's CDI spec gives the claim's containers."""
-        path = self.paths.cdi_dir(node) / f"k8s.trainium.sim.dev-claim_{claim_uid}.json"
+        path = self.paths.cdi_dir(node) / f"k8s.{self.driver}-claim_{claim_uid}.json"
         spec = json.loads(path.read_text())
         env = spec["devices"][0]["containerEdits"]["env"]
         return dict(item.split("=", 1) for item in env)
@@ -181,6 +190,17 @@ class Cluster:
         data = json.loads(self.paths.cluster_file.read_text())
         url: str = data["metrics"][rack]
         return url
+
+
+def device_attributes(api: client.ApiClient, driver: str) -> dict[tuple[str, str], JSON]:
+    """(pool, device) -> the device's attributes, as the slices publish them."""
+    slices = client.ResourceV1Api(api).list_resource_slice(field_selector=f"spec.driver={driver}")
+    found: dict[tuple[str, str], JSON] = {}
+    for item in api.sanitize_for_serialization(slices)["items"]:
+        pool = item["spec"]["pool"]["name"]
+        for device in item["spec"].get("devices") or []:
+            found[(pool, device["name"])] = device.get("attributes") or {}
+    return found
 
 
 def results(claim: JSON) -> list[JSON]:

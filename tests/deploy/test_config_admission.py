@@ -24,10 +24,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from driver.devicemodel.awsprofile import ULTRASERVER_MODES
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.node.claimconfig import (
     API_GROUP_VERSION,
-    FIELDS,
+    DIALECTS,
     KINDS,
     NEURON_CONFIG,
     ConfigError,
@@ -46,8 +47,8 @@ EXAMPLES = int(os.environ.get("TRAINIUM_DRA_ADMISSION_EXAMPLES", "200"))
 """Generated configs per run; raise it for a longer fuzzing run."""
 
 
-def policy_objects() -> list[dict[str, Any]]:
-    objects = render(CASE, f"--set=driverName={DRIVER}")
+def policy_objects(profile: str = "trainium") -> list[dict[str, Any]]:
+    objects = render(CASE, f"--set=driverName={DRIVER}", f"--set=profile={profile}")
     return [
         o
         for o in objects
@@ -56,11 +57,11 @@ def policy_objects() -> list[dict[str, Any]]:
     ]
 
 
-def policy_variables() -> dict[str, Any]:
+def policy_variables(profile: str = "trainium") -> dict[str, Any]:
     """The policy's variables whose expressions are literals, as Python values
     (a CEL list or map literal of strings and ints is also YAML)."""
-    [policy] = [o for o in policy_objects() if o["kind"] == "ValidatingAdmissionPolicy"]
-    literals = ("apiVersion", "kinds", "fields", "logicalNeuronCores")
+    [policy] = [o for o in policy_objects(profile) if o["kind"] == "ValidatingAdmissionPolicy"]
+    literals = ("apiVersion", "kinds", "fields", "logicalNeuronCores", "ultraserverModes")
     return {
         v["name"]: yaml.safe_load(v["expression"])
         for v in policy["spec"]["variables"]
@@ -68,12 +69,15 @@ def policy_variables() -> dict[str, Any]:
     }
 
 
-def test_the_policy_allows_what_the_daemon_allows() -> None:
-    found = policy_variables()
-    assert found["apiVersion"] == API_GROUP_VERSION
+@pytest.mark.parametrize("profile", sorted(DIALECTS))
+def test_the_policy_allows_what_the_daemon_allows(profile: str) -> None:
+    found = policy_variables(profile)
+    dialect = DIALECTS[profile]
+    assert found["apiVersion"] == dialect.api_version
     assert found["kinds"] == list(KINDS)
-    assert found["fields"] == {kind: list(fields) for kind, fields in FIELDS.items()}
+    assert found["fields"] == {kind: list(fields) for kind, fields in dialect.fields.items()}
     assert found["logicalNeuronCores"] == list(VALID_LNC)
+    assert found["ultraserverModes"] == list(ULTRASERVER_MODES)
 
 
 class Door:
