@@ -14,7 +14,8 @@ and `runtime.py` do the I/O.
 
 import ipaddress
 import json
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,8 @@ class RealNode:
     rack: str
     server: int  # server index within the rack
     root: Path  # the node's directory on the host
+    profile_labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels the cluster's profile adds (AWS's UltraServer node labels)."""
 
     @property
     def netns(self) -> str:
@@ -103,7 +106,11 @@ class RealNode:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {RACK_LABEL: self.rack, DEFAULT_SERVER_INDEX_LABEL: str(self.server)}
+        return {
+            RACK_LABEL: self.rack,
+            DEFAULT_SERVER_INDEX_LABEL: str(self.server),
+            **self.profile_labels,
+        }
 
     def bind_mounts(self) -> list[tuple[Path, str]]:
         """(node directory, standard path) pairs for the node's mount namespace."""
@@ -116,12 +123,17 @@ class RealNode:
         return self.dir("resolv.conf")
 
 
-def plan_nodes(nodes_dir: Path, racks: tuple[RackPlan, ...]) -> list[RealNode]:
+def plan_nodes(
+    nodes_dir: Path,
+    racks: tuple[RackPlan, ...],
+    profile_labels: Callable[[RackPlan, int], Mapping[str, str]] = lambda rack, server: {},
+) -> list[RealNode]:
     nodes: list[RealNode] = []
     for rack in racks:
         for server in range(rack.nodes):
             name = rack.node_name(server)
-            nodes.append(RealNode(name, len(nodes), rack.name, server, nodes_dir / name))
+            extra = profile_labels(rack, server)
+            nodes.append(RealNode(name, len(nodes), rack.name, server, nodes_dir / name, extra))
     if len(nodes) > MAX_NODES:
         raise ValueError(f"at most {MAX_NODES} real nodes fit the node subnet {NODE_SUBNET}")
     return nodes
