@@ -23,6 +23,7 @@ from driver.localsim.controlplane.children import Child
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.serving import Progress
 from driver.localsim.standin.serve import StandInCluster
+from driver.localsim.state import remove_state
 from driver.node.durable.checkpoint import Checkpoint, ClaimRecord
 from testbed.localcluster import short_state_dir
 
@@ -140,4 +141,5 @@ def chaos_cluster(nodes: int, generation: str = "trn3-gen2") -> Iterator[ChaosCl
             if supervisor is not None:
                 supervisor.join(30)
             local.stop()
+    remove_state(paths)  # the runtime directory too
     shutil.rmtree(paths.root, ignore_errors=True)
