@@ -130,7 +130,7 @@ def measure(log: Path) -> dict[str, Any]:
         "ran_the_demo_job": code == 0 and "The cluster keeps running." in text,
         "make_demo_seconds": round(seconds, 1),
         "cluster_up_seconds": int(up.group(1)) if up else None,
-        "load_1min_during": load.samples,
+        "load_during_1min": load.samples,
     }
 
 

@@ -14,7 +14,7 @@ def first_demo(payload: Mapping[str, Any]) -> str:
             f"The last `{payload['command']}` ({m['date']}) did not run the demo job "
             f"(`make demo` exit code {r['exit_code']}): no first-run time is known."
         )
-    during = r["load_1min_during"]
+    during = r["load_during_1min"]
     peak = f", up to {max(during):.1f} during it (the builds' own)" if during else ""
     minutes = r["make_demo_seconds"] / 60
     return (
