@@ -57,7 +57,10 @@ def install(
         "--create-namespace",
         f"--values={VALUES}",
         f"--values={values}",
-        "--wait",
+        # legacy: until the Deployment and DaemonSet are ready. Helm's default
+        # watcher also waits for every UltraServer to be Ready, which a partial
+        # rack (--nodes-per-rack) never is.
+        "--wait=legacy",
         f"--timeout={INSTALL_TIMEOUT}",
     ]
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
