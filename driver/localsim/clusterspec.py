@@ -36,6 +36,7 @@ class RackPlan:
     generation: str
     servers: int  # servers in the rack
     nodes: int  # servers that get a Node (the first `nodes`)
+    instance_type: str | None = None  # the aws profile's EC2 instance type; None: the default
 
     def node_name(self, server: int) -> str:
         return f"{self.name}-node-{server}"
@@ -63,8 +64,6 @@ class ClusterSpec:
     partition_sizes: tuple[int, ...] | None = None
     """Core partitions the racks publish besides whole chips; None: every size."""
     profile: str = "trainium"
-    instance_type: str | None = None
-    """The aws profile's EC2 instance type of every node; None: the generation's."""
 
     @classmethod
     def build(
@@ -78,7 +77,7 @@ class ClusterSpec:
         pools: str = "rack",
         partition_sizes: tuple[int, ...] | None = None,
         profile: str = "trainium",
-        instance_type: str | None = None,
+        instance_types: tuple[str, ...] = (),
     ) -> "ClusterSpec":
         """Racks named rack-a, rack-b, ...; ClusterSpecError names the bad flag."""
         if generation not in GENERATIONS:
@@ -101,15 +100,21 @@ class ClusterSpec:
             servers = rack_spec(generation).servers
         except TopologyError as err:
             raise ClusterSpecError(f"--generation: {err}") from err
-        if instance_type is not None:
-            if profile != "aws":
-                raise ClusterSpecError("--instance-type: needs --profile aws")
+        if instance_types and profile != "aws":
+            raise ClusterSpecError("--instance-type: needs --profile aws")
+        if len(instance_types) not in (0, 1, racks):
+            raise ClusterSpecError(
+                f"--instance-type: give one for every rack or one for all; {racks} racks, "
+                f"{len(instance_types)} instance types"
+            )
+        for name in instance_types:
             try:
-                awsprofile.instance_type(generation, instance_type)
+                awsprofile.instance_type(generation, name)
             except awsprofile.ProfileError as err:
                 raise ClusterSpecError(
                     str(err).replace("spec.instanceType", "--instance-type")
                 ) from err
+        per_rack = list(instance_types) * racks if len(instance_types) == 1 else instance_types
         nodes = servers if nodes_per_rack is None else nodes_per_rack
         if not 1 <= nodes <= servers:
             raise ClusterSpecError(
@@ -117,10 +122,16 @@ class ClusterSpec:
                 f"got {nodes}"
             )
         plans = tuple(
-            RackPlan(f"rack-{string.ascii_lowercase[i]}", generation, servers, nodes)
+            RackPlan(
+                f"rack-{string.ascii_lowercase[i]}",
+                generation,
+                servers,
+                nodes,
+                per_rack[i] if per_rack else None,
+            )
             for i in range(racks)
         )
-        return cls(plans, mode, driver, pools, partition_sizes, profile, instance_type)
+        return cls(plans, mode, driver, pools, partition_sizes, profile)
 
     def node_count(self) -> int:
         return sum(r.nodes for r in self.racks)
@@ -132,9 +143,14 @@ class ClusterSpec:
             "pools": self.pools,
             "partitionSizes": list(self.partition_sizes) if self.partition_sizes else None,
             "profile": self.profile,
-            "instanceType": self.instance_type,
             "racks": [
-                {"name": r.name, "generation": r.generation, "servers": r.servers, "nodes": r.nodes}
+                {
+                    "name": r.name,
+                    "generation": r.generation,
+                    "servers": r.servers,
+                    "nodes": r.nodes,
+                    "instanceType": r.instance_type,
+                }
                 for r in self.racks
             ],
         }
@@ -142,7 +158,13 @@ class ClusterSpec:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterSpec":
         racks = tuple(
-            RackPlan(r["name"], r["generation"], int(r["servers"]), int(r["nodes"]))
+            RackPlan(
+                r["name"],
+                r["generation"],
+                int(r["servers"]),
+                int(r["nodes"]),
+                r.get("instanceType"),
+            )
             for r in data["racks"]
         )
         sizes = data.get("partitionSizes")
@@ -153,15 +175,14 @@ class ClusterSpec:
             str(data.get("pools", "rack")),
             tuple(int(n) for n in sizes) if sizes else None,
             str(data.get("profile", "trainium")),
-            data.get("instanceType"),
         )
 
 
-def aws_node_labels(rack: RackPlan, server: int, instance_type: str | None) -> dict[str, str]:
+def aws_node_labels(rack: RackPlan, server: int) -> dict[str, str]:
     """The labels AWS puts on an UltraServer's nodes, by which LeaderWorkerSet's
     exclusive topology keeps a group of 2 or 4 nodes in one UltraServer: the
     value names the node's pair or quad."""
-    itype = awsprofile.instance_type(rack.generation, instance_type)
+    itype = awsprofile.instance_type(rack.generation, rack.instance_type)
     if not itype.ultraserver:
         return {}
     return {
@@ -180,14 +201,13 @@ def ultraserver_object(
     mode: str,
     pools: str = "rack",
     partition_sizes: tuple[int, ...] | None = None,
-    instance_type: str | None = None,
 ) -> dict[str, Any]:
     """The rack's UltraServer: its nodes are found by label, so a partial rack works too."""
     layout: dict[str, Any] = {"pools": pools} if pools != "rack" else {}
     if partition_sizes is not None:
         layout["partitionSizes"] = list(partition_sizes)
-    if instance_type is not None:
-        layout["instanceType"] = instance_type
+    if rack.instance_type is not None:
+        layout["instanceType"] = rack.instance_type
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "UltraServer",

@@ -1,8 +1,8 @@
 """The checks of deploy/examples/aws-neuron/, each taking the `target` it runs
-on: a cluster started with `--profile aws`, of standalone trn2.48xlarge nodes
-(`instances`) or of a Trn2 UltraServer (`ultraserver`). The stand-in runs them
-all (tests/e2e/test_aws_examples.py); real kubelets run those of standalone
-instances (tests/realnodes_aws/), where the containers print what they got.
+on: a cluster started with AWS_RACKS, whose standalone trn2.48xlarge nodes the
+`instances` checks use and whose Trn2 UltraServer the `ultraserver` ones use.
+The stand-in runs them (tests/e2e/test_aws_examples.py) and so do real
+kubelets (tests/realnodes_aws/), where the containers print what they got.
 pytest collects them where they are imported, by their `test_` names."""
 
 import pytest
@@ -11,6 +11,14 @@ from driver.jsontypes import JSON
 from testbed.examples.target import Target
 from testbed.localcluster import Cluster, device_attributes, results, wait_for
 
+AWS_RACKS = (
+    "--profile=aws",
+    "--racks=2",
+    "--instance-type=trn2.48xlarge,trn2u.48xlarge",
+    "--nodes-per-rack=4",
+)
+"""rack-a: four standalone trn2.48xlarge instances; rack-b: a Trn2 UltraServer of
+four trn2u.48xlarge nodes."""
 DRIVER = "neuron.aws.com"
 GROUP = "resource.aws.com/devicegroup{}_id"
 

@@ -1,15 +1,15 @@
 """deploy/examples/aws-neuron/ on the stand-in, under the AWS profile: each of
 AWS's documented claim shapes gets the allocation AWS describes, and the
 container's environment carries the LNC and UltraServer mode as the Neuron
-runtime reads them (the checks are testbed/examples/aws.py's). Standalone
-trn2.48xlarge nodes for most; a Trn2 UltraServer (4 trn2u.48xlarge nodes) for
-its modes."""
+runtime reads them (the checks are testbed/examples/aws.py's), on one cluster
+of two racks: standalone trn2.48xlarge instances and a Trn2 UltraServer."""
 
 from collections.abc import Iterator
 
 import pytest
 
 from testbed.examples.aws import (
+    AWS_RACKS,
     test_a_deployment_on_one_driver_version,
     test_all_devices_takes_every_chip_of_one_node,
     test_bad_aws_configs_are_refused_at_create_with_the_field,
@@ -20,7 +20,7 @@ from testbed.examples.aws import (
     test_ultraserver_modes_give_each_pod_its_whole_node,
 )
 from testbed.examples.target import Target, rack_of
-from testbed.localcluster import Cluster, running_cluster
+from testbed.localcluster import running_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -36,19 +36,17 @@ __all__ = [
 ]
 
 
-def stand_in(cluster: Cluster) -> Target:
-    return Target(cluster, rack_of(cluster), lambda node: cluster.sim_control(), False)
-
-
 @pytest.fixture(scope="module")
-def instances() -> Iterator[Target]:
-    with running_cluster(
-        "--profile=aws", "--instance-type=trn2.48xlarge", "--nodes-per-rack=2"
-    ) as cluster:
-        yield stand_in(cluster)
+def aws() -> Iterator[Target]:
+    with running_cluster(*AWS_RACKS) as cluster:
+        yield Target(cluster, rack_of(cluster), lambda node: cluster.sim_control(), False)
 
 
-@pytest.fixture(scope="module")
-def ultraserver() -> Iterator[Target]:
-    with running_cluster("--profile=aws", "--generation=trn2") as cluster:
-        yield stand_in(cluster)
+@pytest.fixture
+def instances(aws: Target) -> Target:
+    return aws
+
+
+@pytest.fixture
+def ultraserver(aws: Target) -> Target:
+    return aws

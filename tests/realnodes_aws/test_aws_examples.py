@@ -1,16 +1,16 @@
-"""deploy/examples/aws-neuron/ under real kubelets: two standalone trn2.48xlarge
-real nodes whose chart runs the AWS profile; the real kubelet prepares each
-claim through the node daemon's socket, containerd injects the CDI edits, and
-each container prints what it was given (the checks are
-testbed/examples/aws.py's, which the stand-in runs too). The UltraServer modes
-run on the stand-in only: a second real-node cluster would cost CI minutes
-for checks the stand-in already makes on the same daemon code."""
+"""deploy/examples/aws-neuron/ under real kubelets: eight real nodes in two racks
+(standalone trn2.48xlarge instances and a Trn2 UltraServer) whose chart runs
+the AWS profile; the real kubelet prepares each claim through the node
+daemon's socket, containerd injects the CDI edits, and each container prints
+what it was given, LNC and UltraServer mode included (the checks are
+testbed/examples/aws.py's, which the stand-in runs too)."""
 
 from collections.abc import Iterator
 
 import pytest
 
 from testbed.examples.aws import (
+    AWS_RACKS,
     test_a_deployment_on_one_driver_version,
     test_all_devices_takes_every_chip_of_one_node,
     test_bad_aws_configs_are_refused_at_create_with_the_field,
@@ -18,6 +18,7 @@ from testbed.examples.aws import (
     test_connected_1x8,
     test_four_chips_and_their_efas_share_a_group,
     test_lnc_setting_reaches_the_container,
+    test_ultraserver_modes_give_each_pod_its_whole_node,
 )
 from testbed.examples.target import Target, rack_of
 from testbed.localcluster import running_cluster
@@ -35,17 +36,22 @@ __all__ = [
     "test_connected_1x8",
     "test_four_chips_and_their_efas_share_a_group",
     "test_lnc_setting_reaches_the_container",
+    "test_ultraserver_modes_give_each_pod_its_whole_node",
 ]
 
 
 @pytest.fixture(scope="module")
-def instances() -> Iterator[Target]:
-    with running_cluster(
-        "--real-nodes",
-        "--profile=aws",
-        "--instance-type=trn2.48xlarge",
-        "--nodes-per-rack=2",
-        start_timeout=START_TIMEOUT,
-    ) as cluster:
+def aws() -> Iterator[Target]:
+    with running_cluster("--real-nodes", *AWS_RACKS, start_timeout=START_TIMEOUT) as cluster:
         real = real_cluster(cluster)
         yield Target(cluster, rack_of(cluster), real.sim_control, True)
+
+
+@pytest.fixture
+def instances(aws: Target) -> Target:
+    return aws
+
+
+@pytest.fixture
+def ultraserver(aws: Target) -> Target:
+    return aws

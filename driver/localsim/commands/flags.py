@@ -98,9 +98,9 @@ def parse_up(argv: list[str]) -> UpFlags:
     p.add_argument(
         "--instance-type",
         default=None,
-        choices=sorted(INSTANCE_TYPES),
-        help="with --profile aws: the nodes' EC2 instance type (its generation is the "
-        "default --generation); trn2.48xlarge makes standalone 16-chip instances",
+        help="with --profile aws: the nodes' EC2 instance type, or one per rack separated by "
+        f"commas, out of {', '.join(sorted(INSTANCE_TYPES))} (the first's generation is "
+        "the default --generation); trn2.48xlarge makes standalone 16-chip instances",
     )
     p.add_argument(
         "--driver-name",
@@ -126,7 +126,8 @@ def parse_up(argv: list[str]) -> UpFlags:
         "(root; see docs/real-nodes.md)",
     )
     args = p.parse_args(argv)
-    itype = INSTANCE_TYPES.get(args.instance_type or "")
+    itypes = tuple(t for t in (args.instance_type or "").split(",") if t)
+    itype = INSTANCE_TYPES.get(itypes[0]) if itypes else None
     generation = args.generation or (
         itype.generation if itype else "trn3-gen1" if args.real_nodes else "trn3-gen2"
     )
@@ -143,7 +144,7 @@ def parse_up(argv: list[str]) -> UpFlags:
             pools=args.pools,
             partition_sizes=parse_sizes(args.partition_sizes),
             profile=args.profile,
-            instance_type=args.instance_type,
+            instance_types=itypes,
         )
     except ClusterSpecError as err:
         p.error(str(err))

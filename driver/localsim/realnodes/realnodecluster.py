@@ -67,9 +67,7 @@ class RealNodeCluster:
         self.nodes = plan_nodes(
             paths.nodes_dir,
             spec.racks,
-            lambda rack, server: (
-                aws_node_labels(rack, server, spec.instance_type) if spec.profile == "aws" else {}
-            ),
+            lambda rack, server: aws_node_labels(rack, server) if spec.profile == "aws" else {},
         )
         gates = {**plane.config.feature_gates, **RESOURCE_HEALTH_GATES}
         access = ClusterAccess(plane.config.url, plane.config.certs, gates, images.sandbox)

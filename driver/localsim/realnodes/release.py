@@ -34,7 +34,6 @@ def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, An
                     rack,
                     spec.mode,
                     partition_sizes=spec.partition_sizes,
-                    instance_type=spec.instance_type,
                 )["spec"],
             }
             for rack in spec.racks

@@ -189,19 +189,13 @@ class StandInCluster:
             API_GROUP,
             API_VERSION,
             "ultraservers",
-            ultraserver_object(
-                rack,
-                self.spec.mode,
-                self.spec.pools,
-                self.spec.partition_sizes,
-                self.spec.instance_type,
-            ),
+            ultraserver_object(rack, self.spec.mode, self.spec.pools, self.spec.partition_sizes),
         )
 
     def _labels(self, rack: RackPlan, server: int) -> dict[str, str]:
         labels = node_labels(rack, server)
         if self.spec.profile == "aws":
-            labels |= aws_node_labels(rack, server, self.spec.instance_type)
+            labels |= aws_node_labels(rack, server)
         return labels
 
     def _start_daemon(self, rack: RackPlan) -> None:
