@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from benchmarks import render
 from benchmarks.paths import RESULTS_DIR
-from benchmarks.report import Conditions, add_noisy_flag, machine
+from benchmarks.report import Conditions, add_noisy_flag, write_results
 from driver.localsim.controlplane.plane import ControlPlane
 from testbed.chaos import daemon_edges, parser_edges, slice_edits, startup_edge
 from testbed.chaos.fuzzing import FuzzRun, run_property
@@ -249,16 +249,7 @@ def realkubelet_section(args: argparse.Namespace) -> None:
 def store(section: str, result: dict[str, Any], args: argparse.Namespace) -> None:
     """Merge one section, with the load it ran under, into the results file and
     render the pages from it."""
-    data: dict[str, Any] = (
-        json.loads(RESULTS.read_text()) if RESULTS.exists() else {"benchmark": "chaos"}
-    )
-    data.setdefault("results", {})[section] = result
-    data.setdefault("commands", {})[section] = command(args.argv)
-    data.setdefault("conditions", {})[section] = args.conditions.end()
-    data["machine"] = machine()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    render.write_pages()
+    write_results("chaos", command(args.argv), result, args.conditions, section=section)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,12 +58,16 @@ def user_env() -> dict[str, str]:
 def as_user(argv: list[str], cwd: Path, log: Path) -> tuple[int, float]:
     """Run `argv` as the new user in `cwd`, its output appended to `log`."""
     started = time.monotonic()
+    settings = [f"{k}={v}" for k, v in user_env().items()]
     with log.open("ab") as out:
         done = subprocess.run(
-            ["runuser", "-u", USER, "--", "env", "-i", *(f"{k}={v}" for k, v in user_env().items()),
-             *argv],
-            cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, check=False,
-        )  # fmt: skip
+            ["runuser", "-u", USER, "--", "env", "-i", *settings, *argv],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
     return done.returncode, time.monotonic() - started
 
 
@@ -144,10 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     conditions = Conditions.begin(args.noisy)
     args.log.unlink(missing_ok=True)
     results = measure(args.log)
-    out = write_results("first-demo", make_command("make bench-first-demo", argv), results,
-                        conditions)  # fmt: skip
-    print(f"bench-first-demo: {results['make_demo_seconds']} s, exit {results['exit_code']}; "
-          f"wrote {out}")  # fmt: skip
+    command = make_command("make bench-first-demo", argv)
+    out = write_results("first-demo", command, results, conditions)
+    seconds, code = results["make_demo_seconds"], results["exit_code"]
+    print(f"bench-first-demo: {seconds} s, exit {code}; wrote {out}")
     return 0 if results["ran_the_demo_job"] else 1
 
 

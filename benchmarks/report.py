@@ -110,18 +110,31 @@ def write_results(
     command: str,
     results: dict[str, Any],
     conditions: Conditions,
+    *,
     merge: bool = False,
+    section: str | None = None,
 ) -> Path:
     """Store `results` as benchmarks/results/<name>.json, then render every page
     from the results files. With `merge`, over the last run's results one level
     deep (a dict is merged key by key), so a run of some steps or cases keeps
-    the figures of the others."""
+    the figures of the others. With `section`, as that section of a file whose
+    sections run apart (chaos): each keeps its own command and load."""
+    out = RESULTS_DIR / f"{name}.json"
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    if section is not None:
+        data: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"benchmark": name}
+        data.setdefault("results", {})[section] = results
+        data.setdefault("commands", {})[section] = command
+        data.setdefault("conditions", {})[section] = conditions.end()
+        data["machine"] = machine()
+        out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        render.write_pages()
+        return out
     if merge:
         last = last_results(name)
         for key, value in results.items():
             last[key] = {**last.get(key, {}), **value} if isinstance(value, dict) else value
         results = last
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,
         "command": command,
@@ -129,7 +142,6 @@ def write_results(
         "conditions": conditions.end(),
         "results": results,
     }
-    out = RESULTS_DIR / f"{name}.json"
     out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     render.write_pages()
     return out
