@@ -8,20 +8,22 @@ these functions.
 import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 
 from driver.controller.healthtaints import DeviceHealth, Report, device_health, taints
 from driver.controller.healthtaints import unhealthy_cores as count_unhealthy_cores
 from driver.controller.slices import AwsRack, RackInput, build_slices, planned_devices
 from driver.controller.ultraserverstatus import Observed
+from driver.devicemodel import awsprofile
 from driver.devicemodel.awsprofile import AwsVersions, instance_type
 from driver.devicemodel.layout import PlannedDevice
-from driver.devicemodel.naming import rack_of_pool
+from driver.devicemodel.naming import chip_name, rack_of_pool
 from driver.devicemodel.nodemap import NodeMapping, map_nodes
 from driver.devicemodel.rackguard import Allocation, Occupancy, occupancy_taints
 from driver.devicemodel.ultraserver import UltraServerSpec
 from driver.jsontypes import JSON
 from driver.names import API_GROUP, API_VERSION
+from simdevice.topology import RackSpec
 
 NO_OCCUPANCY = Occupancy(rack_claimed=False, servers_in_use=False)
 
@@ -34,6 +36,8 @@ class DesiredRack:
     devices: tuple[PlannedDevice, ...]  # every device the mode defines
     health: Sequence[DeviceHealth]
     slices: list[JSON]
+    aliases: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """(pool, published name) -> the devices' names above, where they differ (AWS)."""
 
 
 def inputs_key(
@@ -123,7 +127,21 @@ def desired_rack(
             else AwsRack(instance_type(spec.rack.generation, spec.instance_type), aws),
         )
     )
-    return DesiredRack(mapping, devices, health, slices)
+    aliases = aws_aliases(spec.rack, mapping.nodes) if aws is not None else {}
+    return DesiredRack(mapping, devices, health, slices, aliases)
+
+
+def aws_aliases(rack: RackSpec, nodes: Mapping[int, str]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The AWS profile's devices of each node as the rack's chips they hold, by
+    which status counts cores published and allocated."""
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for server, node in nodes.items():
+        chips = tuple(chip_name(server, c) for c in range(rack.chips_per_server))
+        for local, planned in enumerate(chips):
+            out[(node, awsprofile.chip_name(local))] = (planned,)
+            out[(node, awsprofile.efa_name(local))] = ()
+        out[(node, awsprofile.NODE_DEVICE_NAME)] = chips
+    return out
 
 
 def owner_reference(spec: UltraServerSpec) -> JSON:
@@ -138,15 +156,23 @@ def owner_reference(spec: UltraServerSpec) -> JSON:
 
 
 def allocated_devices(
-    claims: Mapping[str, frozenset[Allocation]], driver: str, pool: str
+    claims: Mapping[str, frozenset[Allocation]],
+    driver: str,
+    pool: str,
+    aliases: Mapping[tuple[str, str], tuple[str, ...]] | None = None,
 ) -> set[str]:
-    """Device names of rack `pool` (its server pools too) that some claim holds."""
-    return {
-        device
-        for allocations in claims.values()
-        for drv, pool_name, device in allocations
-        if drv == driver and rack_of_pool(pool_name) == pool
-    }
+    """Device names of rack `pool` (its server pools too) that some claim holds;
+    a device published under an alias (AWS) counts as the devices it stands for."""
+    found: set[str] = set()
+    for allocations in claims.values():
+        for drv, pool_name, device in allocations:
+            if drv != driver:
+                continue
+            if aliases and (pool_name, device) in aliases:
+                found.update(aliases[(pool_name, device)])
+            elif rack_of_pool(pool_name) == pool:
+                found.add(device)
+    return found
 
 
 @dataclass(frozen=True)
@@ -166,7 +192,12 @@ def observe_rack(
     reports: Mapping[str, Sequence[Report]],
     allocated: Collection[str],
 ) -> Observed:
-    names = {d["name"] for s in published.slices for d in s["spec"].get("devices") or []}
+    names = {
+        name
+        for s in published.slices
+        for d in s["spec"].get("devices") or []
+        for name in want.aliases.get((s["spec"]["pool"]["name"], d["name"]), (d["name"],))
+    }
     return Observed(
         generation=spec.generation,
         servers=spec.rack.servers,

@@ -20,6 +20,7 @@ from driver.controller.rackstate import (
     NO_OCCUPANCY,
     Published,
     allocated_devices,
+    aws_aliases,
     desired_rack,
     inputs_key,
     invalid_spec,
@@ -169,8 +170,9 @@ class Reconciler:
             self._write_status(obj, invalid_spec(generation, count, str(err)))
             return Outcome(name, 0, 0)
         nodes, reports = self.stores.nodes.items(), self.stores.health.items()
-        allocated = allocated_devices(self.stores.claims.items(), self.driver, name)
         mapping = map_nodes(spec, nodes)
+        aliases = aws_aliases(spec.rack, mapping.nodes) if self.aws is not None else None
+        allocated = allocated_devices(self.stores.claims.items(), self.driver, name, aliases)
         occupied, advertised = (
             self._occupancy(name, mapping.rack_nodes is not None and not mapping.missing)
             if spec.layout.pools == "node"

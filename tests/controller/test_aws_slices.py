@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from driver.controller.rackstate import allocated_devices, aws_aliases
 from driver.controller.slices import AwsRack, RackInput, build_slices
 from driver.devicemodel.awsprofile import (
     INSTANCE_TYPES,
@@ -135,3 +136,18 @@ def test_instance_types_are_checked_against_the_generation(
     with pytest.raises(ProfileError, match=message):
         instance_type(generation, name)
     assert instance_type(generation, None).generation == generation
+
+
+def test_status_counts_aws_devices_as_the_chips_they_hold() -> None:
+    rack = rack_spec("trn2")
+    aliases = aws_aliases(rack, {1: "node-b"})
+    claims = {
+        "ns/a": frozenset({(DRIVER, "node-b", "neurondevice3"), (DRIVER, "node-b", "efa3")}),
+        "ns/b": frozenset({(DRIVER, "node-b", "neuronnode")}),
+        "ns/c": frozenset({("other.driver", "node-b", "neurondevice0")}),
+    }
+    assert allocated_devices({"ns/a": claims["ns/a"]}, DRIVER, "rack-a", aliases) == {
+        "server01-chip03"
+    }
+    held = allocated_devices(claims, DRIVER, "rack-a", aliases)
+    assert held == {f"server01-chip{c:02d}" for c in range(16)}
