@@ -16,9 +16,11 @@ import pytest
 import yaml
 
 from driver.controller import flags as controller_flags
+from driver.devicemodel.awsprofile import AWS_DRIVER
 from driver.httpendpoint import split_address
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.schedulerconfig import chart_profiles
+from driver.names import DEFAULT_DRIVER_NAME
 from driver.node import flags as node_flags
 from tests.deploy.chart import (
     CHART,
@@ -58,6 +60,14 @@ def values_of(case: Case) -> JSON:
     defaults: JSON = yaml.safe_load((CHART / "values.yaml").read_text())
     override: JSON = yaml.safe_load(case.values.read_text()) if case.values else {}
     return merge(defaults, override)
+
+
+def driver_of(values: JSON) -> str:
+    """The driver name the chart renders: driverName, or the profile's."""
+    name: str = values["driverName"] or (
+        AWS_DRIVER if values.get("profile") == "aws" else DEFAULT_DRIVER_NAME
+    )
+    return name
 
 
 def merge(base: JSON, override: JSON) -> JSON:
@@ -158,7 +168,7 @@ def test_node_daemonset_args_paths_and_updates(case: Case) -> None:
     assert env == {"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"}
     assert c["args"][0] == "node"
     flags = node_flags.parse(expand(c["args"][1:], {"NODE_NAME": "n-1", "POD_UID": "uid-1"}))
-    driver, root = values["driverName"], values["kubeletRoot"]
+    driver, root = driver_of(values), values["kubeletRoot"]
     assert flags.driver_name == driver
     assert [n.name for n in flags.nodes] == ["n-1"] and flags.nodes[0].server_index is None
     assert flags.pod_uid == "uid-1"
@@ -217,7 +227,7 @@ def test_controller_deployment_args_and_lease_role(case: Case) -> None:
     assert deployment["spec"]["replicas"] == values["controller"]["replicas"]
     assert c["args"][0] == "controller"
     flags = controller_flags.parse(expand(c["args"][1:], {"POD_NAME": "ctl-abc"}))
-    assert flags.driver_name == values["driverName"]
+    assert flags.driver_name == driver_of(values)
     assert flags.identity == "ctl-abc"
     assert flags.lease_namespace == case.namespace
     assert flags.kubeconfig is None
@@ -242,7 +252,7 @@ def test_controller_deployment_args_and_lease_role(case: Case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_driver_name_everywhere(case: Case) -> None:
-    driver = values_of(case)["driverName"]
+    driver = driver_of(values_of(case))
     objects = render(case)
     classes = by_kind(objects, "DeviceClass")
     assert sorted(c["metadata"]["name"] for c in classes) == sorted(
