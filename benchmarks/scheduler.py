@@ -14,23 +14,20 @@ Usage: python -m benchmarks.scheduler [--claims 1152] [--pack-runs 3]
 """
 
 import argparse
+import json
 import random
 import re
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 from kubernetes import client
 
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, interleaved, write_results
+from benchmarks.scheduler_busy import BUSY_LAYOUTS, OCCUPANCIES, occupancy_runs
 from benchmarks.scheduler_layouts import (
     CALIBRATION_TEMPLATE,
     DEVICE_ORDERS,
@@ -41,29 +38,31 @@ from benchmarks.scheduler_layouts import (
     calibration_objects,
     calibration_slices,
     flat_slices,
-    fleet_rack_name,
     fleet_slices,
     node_labels,
     partitioned_slices,
     per_node_pool_slices,
     rack_nodes,
 )
-from benchmarks.scheduler_profile import go_tool, start_capture, summarize
+from benchmarks.scheduler_profile import go_tool
+from benchmarks.scheduler_runs import (
+    NS,
+    ProfileRequest,
+    Workload,
+    ensure_fleet_nodes,
+    gone_already,
+    nothing_left,
+    publish,
+    run_pods,
+)
 from driver.jsontypes import JSON
-from driver.kubeapi.apiserver import ApiServer
-from driver.kubeapi.informer import Informer
-from driver.kubeapi.resources import PODS, path_of
 from driver.localsim.controlplane.plane import ControlPlane
-from driver.procstat import process_cpu_seconds
 from testbed.controlplane import custom, install, load_claim, pod
 from testbed.waiting import wait_for
 
 COMMAND = "make bench-scheduler"
-STEPS = ("layouts", "orders", "packing", "binpack", "racks", "calibration")
-NS = "bench"
+STEPS = ("layouts", "orders", "packing", "binpack", "racks", "occupancy", "calibration")
 SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
-CREATORS = 4
-"""Threads creating claims and pods, so the client keeps ahead of the scheduler."""
 CALIBRATION_DEVICES_PER_NODE = 10
 """maxClaimsPerNode of upstream's SchedulingWithResourceClaimTemplate/5000pods_500nodes."""
 UPSTREAM_CONFIG = (
@@ -75,7 +74,6 @@ UPSTREAM_THRESHOLDS = {
 }
 """(threshold, "typically above") SchedulingThroughput in pods/s, from the
 comments of UPSTREAM_CONFIG (figures from perf-dash.k8s.io)."""
-ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
 CORE_RESOURCE = "aws.amazon.com/neuroncore"
 """The chart's extended resource name for one NeuronCore."""
 SCHEDULERS = {"default profile": "default-scheduler", "bin-packing profile": "trainium-dra-binpack"}
@@ -86,10 +84,6 @@ UPSTREAM_CLIENT_QPS = 5000
 """Client QPS and burst of scheduler_perf's scheduler (its util.go): at the
 kube-scheduler's default 50 QPS and about five requests per pod, the rate
 limiter, not the layout, would set the pace."""
-
-
-Workload = Callable[[int], tuple[JSON | None, JSON]]
-"""Claim (or None when the pod uses a template) and pod of item i."""
 
 
 def rack_workload(sizes: Sequence[int], rack: str | None = RACK) -> Workload:
@@ -125,176 +119,6 @@ def template_workload(i: int) -> tuple[JSON | None, JSON]:
     return None, spec
 
 
-def scheduler_metrics(cp: ControlPlane) -> dict[str, float]:
-    """Totals so far from the scheduler's own metrics: time in the scheduling
-    algorithm and attempts, API requests it made, and the time those requests
-    waited for its client's rate limiter (QPS/burst)."""
-    text = httpx.get(
-        f"https://127.0.0.1:{cp.config.ports.scheduler}/metrics",
-        headers={"Authorization": f"Bearer {admin_token(cp)}"},
-        verify=False,  # the scheduler's self-signed loopback serving cert
-        timeout=10,
-    ).text
-    totals = {
-        f"{ALGORITHM}_sum": "seconds",
-        f"{ALGORITHM}_count": "attempts",
-        "rest_client_requests_total": "requests",
-        "rest_client_rate_limiter_duration_seconds_sum": "rate_limited_seconds",
-    }
-    out = dict.fromkeys(totals.values(), 0.0)
-    for line in text.splitlines():
-        name, _, value = line.rpartition(" ")
-        key = totals.get(name.split("{", 1)[0])
-        if key:
-            out[key] += float(value)
-    return out
-
-
-def cpu_seconds(cp: ControlPlane, component: str) -> float:
-    """CPU time a control-plane process has used so far (`driver.procstat`)."""
-    pid = next(c.process.pid for c in cp.components if c.name == component)
-    return process_cpu_seconds(pid)
-
-
-def admin_token(cp: ControlPlane) -> str:
-    token: str = yaml.safe_load(cp.kubeconfig.read_text())["users"][0]["user"]["token"]
-    return token
-
-
-class PodWatch:
-    """Which pods of the namespace are bound or refused, from one informer:
-    polling a LIST of 1,000 pods would cost the apiserver more CPU than the
-    scheduler spends, on the same CPUs."""
-
-    def __init__(self, cp: ControlPlane) -> None:
-        self.bound: set[str] = set()
-        self.refused: set[str] = set()
-        self.last_change = time.perf_counter()
-        self._lock = threading.Lock()
-        with cp.api_client() as api:
-            server = ApiServer(api.configuration, "trainium-dra-bench", 30.0)
-        self._informer: Informer[JSON] = Informer(
-            server,
-            path_of(PODS, namespace=NS),
-            {},
-            dict,
-            on_list=self._see_all,
-            on_event=lambda _, pod: self._see(pod),
-        )
-        self._informer.start()
-
-    def _see_all(self, pods: list[JSON]) -> None:
-        for obj in pods:
-            self._see(obj)
-
-    def _see(self, obj: JSON) -> None:
-        name = obj["metadata"]["name"]
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        with self._lock:
-            if obj["spec"].get("nodeName"):
-                if name not in self.bound:
-                    self.bound.add(name)
-                    self.refused.discard(name)
-                    self.last_change = time.perf_counter()
-            elif name not in self.refused and any(
-                c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
-                for c in conditions
-            ):
-                self.refused.add(name)
-                self.last_change = time.perf_counter()
-
-    def settled(self, count: int) -> tuple[int, int, float] | None:
-        """(bound, refused, time of the last change) once all `count` pods are either."""
-        with self._lock:
-            if len(self.bound) + len(self.refused) < count:
-                return None
-            return len(self.bound), len(self.refused), self.last_change
-
-    def close(self) -> None:
-        self._informer.close()
-
-
-@dataclass(frozen=True)
-class ProfileRequest:
-    """Profile the scheduler's first `seconds` of a run into `path`."""
-
-    path: Path
-    seconds: int
-
-
-def run_pods(
-    cp: ControlPlane,
-    api: client.ApiClient,
-    count: int,
-    item: Workload,
-    timeout: float,
-    *,
-    profile: ProfileRequest | None = None,
-) -> dict[str, Any]:
-    """Create `count` claims and pods; wait until every pod is bound or refused.
-
-    Each creating thread has a client of its own: connections of one client
-    shared by the threads were left broken (SSL errors on its next use)."""
-    local = threading.local()
-
-    def create(i: int) -> None:
-        if not hasattr(local, "api"):
-            local.api = client.ApiClient(api.configuration)
-        claim, spec = item(i)
-        if claim is not None:
-            custom(local.api).create_namespaced_custom_object(
-                "resource.k8s.io", "v1", NS, "resourceclaims", claim
-            )
-        client.CoreV1Api(local.api).create_namespaced_pod(NS, spec)
-
-    watch = PodWatch(cp)
-    try:
-        before = scheduler_metrics(cp)
-        cpu_before = cpu_seconds(cp, "kube-scheduler")
-        capture = (
-            start_capture(
-                f"https://127.0.0.1:{cp.config.ports.scheduler}",
-                admin_token(cp),
-                profile.seconds,
-                profile.path,
-            )
-            if profile
-            else None
-        )
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(CREATORS) as pool:
-            list(pool.map(create, range(count)))
-        created = time.perf_counter() - t0
-        bound, refused, done = wait_for("pods settled", lambda: watch.settled(count), timeout, 0.2)
-    finally:
-        watch.close()
-    seconds = done - t0
-    after = scheduler_metrics(cp)
-    algorithm = after["seconds"] - before["seconds"]
-    cpu = cpu_seconds(cp, "kube-scheduler") - cpu_before
-    profiled = {}
-    if capture is not None:
-        capture.join()
-        profiled = {"profile": summarize(capture.path), "profile_seconds": capture.seconds}
-    return {
-        **profiled,
-        "pods": count,
-        "bound": bound,
-        "refused": refused,
-        "seconds": round(seconds, 2),
-        "create_seconds": round(created, 2),
-        "ms_per_pod": round(1000 * seconds / count, 1),
-        "pods_per_second": round(bound / seconds, 1),
-        "algorithm_ms_per_pod": round(1000 * algorithm / count, 2),
-        "scheduler_cpu_ms_per_pod": round(1000 * cpu / count, 2),
-        "attempts": int(after["attempts"] - before["attempts"]),
-        "api_requests_per_pod": round((after["requests"] - before["requests"]) / count, 2),
-        "rate_limited_seconds": round(
-            after["rate_limited_seconds"] - before["rate_limited_seconds"], 1
-        ),
-    }
-
-
 def clear(shared: client.ApiClient) -> None:
     """Delete the pods, claims and slices of the last run and wait until they are gone.
 
@@ -321,32 +145,6 @@ def clear(shared: client.ApiClient) -> None:
     wait_for("pods cleared", lambda: not core.list_namespaced_pod(NS, limit=1).items, 600, 0.5)
     for plural in ("resourceclaims", "resourceslices"):
         wait_for(f"{plural} cleared", partial(nothing_left, api, plural), 600, 0.5)
-
-
-def gone_already(delete: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """Delete, taking "not found" as done."""
-    try:
-        delete(*args, **kwargs)
-    except client.ApiException as err:
-        if err.status != 404:
-            raise
-
-
-def nothing_left(api: client.ApiClient, plural: str) -> bool:
-    found = custom(api).list_cluster_custom_object("resource.k8s.io", "v1", plural, limit=1)
-    return not found["items"]
-
-
-def publish(api: client.ApiClient, slices: Sequence[JSON]) -> None:
-    """Create the slices on an empty pool (`clear` waited for it). A create the
-    client sent again after a broken connection finds its own slice: 409 is done."""
-    for s in slices:
-        try:
-            custom(api).create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", s)
-        except client.ApiException as err:
-            if err.status != 409:
-                raise
-    time.sleep(2)  # the scheduler's informer catches up
 
 
 def on_layout(
@@ -390,11 +188,7 @@ def fleet_runs(
     slow stretch of the machine falls on every layout alike; `pods` unpinned
     single-core claims a run. With `profiles` (directory, seconds), each run
     profiles the scheduler."""
-    existing = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
-    for rack in range(racks):
-        for server, node in enumerate(rack_nodes(rack)):
-            if node not in existing:
-                cp.create_node(node, node_labels(fleet_rack_name(rack), server))
+    ensure_fleet_nodes(cp, api, racks)
     singles = rack_workload([1] * pods, rack=None)
     nodes = racks * len(rack_nodes())
 
@@ -515,6 +309,35 @@ def main(argv: list[str] | None = None) -> int:
         help="racks step: a CPU profile of the scheduler's first N seconds of each run "
         "(needs the Go toolchain); 0: none",
     )
+    parser.add_argument(
+        "--occupancies",
+        default=",".join(map(str, OCCUPANCIES)),
+        help="occupancy step: percent of the fleet's cores held, comma-separated",
+    )
+    parser.add_argument(
+        "--busy-racks", default="1,10,100", help="occupancy step: fleet sizes, comma-separated"
+    )
+    parser.add_argument(
+        "--busy-pods", type=int, default=100, help="occupancy step: single-core pods a run"
+    )
+    parser.add_argument(
+        "--busy-layouts",
+        default=",".join(BUSY_LAYOUTS),
+        help="occupancy step: layouts, comma-separated",
+    )
+    parser.add_argument(
+        "--busy-profile-seconds",
+        type=int,
+        default=10,
+        help="occupancy step: a CPU profile of the scheduler's first N seconds of each run "
+        "(needs the Go toolchain); 0: none",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="write the results to this file only, not to benchmarks/results/ and the "
+        "pages: for trying the benchmark on a busy machine",
+    )
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
     if args.profile_seconds < 0:
@@ -547,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         ControlPlane.running(
             work / "cp",
             scheduler_qps=args.scheduler_qps,
-            scheduler_profiling=bool(args.profile_seconds),
+            scheduler_profiling=bool(args.profile_seconds)
+            or ("occupancy" in steps and args.busy_profile_seconds > 0),
         ) as cp,
         cp.api_client() as api,
     ):
@@ -575,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                     "devices": runs[0]["devices"],
                     "runs": runs,
                 }
-            save(results, merge, conditions, "layouts")
+            save(results, merge, conditions, "layouts", args.out)
         if "orders" in steps:
             results["orders"] = {}
             for order in orders:
@@ -585,14 +409,14 @@ def main(argv: list[str] | None = None) -> int:
                     results["orders"][order]["single_core"] = on_layout(
                         cp, api, slices, args.claims, singles
                     )
-                save(results, merge, conditions, "orders")
+                save(results, merge, conditions, "orders", args.out)
         if "packing" in steps:
             results["packing"] = []
             for seed in range(args.seed, args.seed + args.pack_runs):
                 sizes = random_mix(random.Random(seed), args.pack_cores)
                 run = packing_run(cp, api, partitioned_slices(nodes), sizes)
                 results["packing"].append({"seed": seed, **run})
-                save(results, merge, conditions, "packing")
+                save(results, merge, conditions, "packing", args.out)
         if "binpack" in steps:
             results["binpack"] = []
             for seed in range(args.seed, args.seed + args.pack_runs):
@@ -602,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                 for label, scheduler in order:
                     run = binpack_run(cp, api, partitioned_slices(nodes), sizes, scheduler)
                     results["binpack"].append({"seed": seed, "profile": label, **run})
-                    save(results, merge, conditions, "binpack")
+                    save(results, merge, conditions, "binpack", args.out)
         if "racks" in steps:
             results["racks"] = {}
             fleet_layouts = [x for x in args.fleet_layouts.split(",") if x]
@@ -621,8 +445,35 @@ def main(argv: list[str] | None = None) -> int:
                     racks=racks,
                     profiles=profiles,
                 )
-                save(results, merge, conditions, "racks")
+                save(results, merge, conditions, "racks", args.out)
             for node in sorted(set(fleet_nodes(max_racks(args.racks))) - set(nodes)):
+                cp.delete_node(node)
+        if "occupancy" in steps:
+            busy_layouts = [x for x in args.busy_layouts.split(",") if x]
+            unknown = sorted(set(busy_layouts) - set(BUSY_LAYOUTS))
+            if unknown:
+                parser.error(f"--busy-layouts: unknown {unknown}; valid: {', '.join(BUSY_LAYOUTS)}")
+            busy_profiles = None
+            if args.busy_profile_seconds:
+                go_tool()
+                busy_profiles = (work / "busy-profiles", args.busy_profile_seconds)
+                busy_profiles[0].mkdir(parents=True, exist_ok=True)
+            results["occupancy"] = {}
+            busy_racks = [int(x) for x in args.busy_racks.split(",") if x]
+            for racks in busy_racks:
+                ensure_fleet_nodes(cp, api, racks)
+                results["occupancy"][str(racks)] = occupancy_runs(
+                    cp,
+                    api,
+                    racks=racks,
+                    occupancies=[int(x) for x in args.occupancies.split(",") if x],
+                    layouts=busy_layouts,
+                    pods=args.busy_pods,
+                    repeats=args.repeats,
+                    profiles=busy_profiles,
+                )
+                save(results, merge, conditions, "occupancy", args.out)
+            for node in sorted(set(fleet_nodes(max(busy_racks, default=1))) - set(nodes)):
                 cp.delete_node(node)
         if "calibration" in steps:
             for node in nodes:
@@ -640,15 +491,21 @@ def main(argv: list[str] | None = None) -> int:
                 template_workload,
             )
             layouts["calibration"]["nodes"] = len(calibration)
-            save(results, merge, conditions, "calibration")
+            save(results, merge, conditions, "calibration", args.out)
     return 0
 
 
-def save(results: dict[str, Any], merge: bool, conditions: Conditions, step: str) -> None:
+def save(
+    results: dict[str, Any], merge: bool, conditions: Conditions, step: str, out: Path | None
+) -> None:
     """Write what is measured so far, so a late failure keeps the early figures;
     with `merge`, over the last run's figures. The machine's load is kept per
-    step: a merged file holds steps of different runs."""
+    step: a merged file holds steps of different runs. With `out`, to that file
+    alone: a trial run leaves the results and pages as they are."""
     results.setdefault("loads", {})[step] = conditions.end()
+    if out is not None:
+        out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        return
     write_results("scheduler", COMMAND, results, conditions, merge=merge)
 
 

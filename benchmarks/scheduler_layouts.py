@@ -52,6 +52,8 @@ def _rack_input(
     pools: str = "rack",
     name: str = RACK,
     sizes: tuple[int, ...] = PARTITION_SIZES,
+    *,
+    advertised: bool = True,
 ) -> RackInput:
     obj = {
         "metadata": {"name": name},
@@ -75,6 +77,7 @@ def _rack_input(
         taints={},
         binding_conditions=spec.fabric.binding_conditions,
         layout=LayoutOptions(pools, sizes),
+        rack_advertised=advertised,
     )
 
 
@@ -112,9 +115,12 @@ def partitioned_slices(nodes: Sequence[str], order: str | None = None) -> list[J
     return slices
 
 
-def node_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
-    """The controller's partitioned slices in the `node` pool layout."""
-    return build_slices(_rack_input(nodes, "partitioned", "node", name))
+def node_pool_slices(
+    nodes: Sequence[str], name: str = RACK, *, advertised: bool = True
+) -> list[JSON]:
+    """The controller's partitioned slices in the `node` pool layout; without
+    the rack device unless `advertised`."""
+    return build_slices(_rack_input(nodes, "partitioned", "node", name, advertised=advertised))
 
 
 def flat_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:

@@ -236,8 +236,11 @@ def racks_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
     return lines + profile_part(racks)
 
 
-def profile_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
-    """Where the scheduler's CPU went, from the runs that took a profile."""
+def profile_part(
+    racks: dict[str, dict[str, list[dict[str, Any]]]], label: str = "racks"
+) -> list[str]:
+    """Where the scheduler's CPU went, from the runs that took a profile;
+    `label` names what the outer keys are."""
     profiled = {
         count: {
             name: [r["profile"] for r in runs_ if "profile" in r] for name, runs_ in layouts.items()
@@ -274,7 +277,7 @@ def profile_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]
         "conversion and counter validation (every device's consumption against its",
         "pool's counter sets).",
         "",
-        row("racks", "layout", *parts),
+        row(label, "layout", *parts),
         row(*["---"] * (2 + len(parts))),
     ]
     for count, layouts in profiled.items():
@@ -289,6 +292,103 @@ def profile_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]
             ]
             lines.append(row(count, name, *shares))
     return lines
+
+
+BUSY_ANCHOR: Final = "per-node pools (same devices)"
+"""The layout every busy layout is divided by, round by round."""
+BUSY_GOALS: Final = {"vs_anchor": 1.3, "growth": 1.5, "pods_per_second": 20.0}
+"""Our layout over the anchor at every occupancy; the cost at the highest
+occupancy over the cost at 0%; single-core pods/s at 10 racks, highest occupancy."""
+
+
+def _median_ratio(runs_: list[dict[str, Any]], base: list[dict[str, Any]], key: str) -> float:
+    return median(runs_, key) / median(base, key)
+
+
+def occupancy_part(occupancy: dict[str, dict[str, dict[str, list[dict[str, Any]]]]]) -> list[str]:
+    """Scheduler CPU per pod on a busy fleet, our layouts beside the anchor."""
+    key = "scheduler_cpu_ms_per_pod"
+    lines = [
+        "",
+        "### Busy fleets",
+        "",
+        "Unpinned single-core pods (one claim each) on a fleet whose cores are already",
+        "held: 0%, 50% or 90% of them, a mix of whole servers (35% of the held cores),",
+        "whole chips (40%) and 1, 2 and 4-core partitions (25%) filling chips to the",
+        "fleet's occupancy, so the free cores are scattered as after a day of jobs. The",
+        "held devices are written as allocated claims (`status.allocation` as the",
+        "scheduler writes it: request, driver, pool, device, and the node selector),",
+        "not scheduled one by one: the scheduler's allocator takes allocated devices,",
+        "and the counters they consume, from its claim informer. Each run checks it: a",
+        "claim that only a held server fits must stay unschedulable (`refused` below).",
+        "The same devices are held in every layout; the anchor, per-node pools of the",
+        "node layout's devices without counters, holds every device overlapping a",
+        "held one, so the same cores are taken. The node layout publishes rack devices",
+        "as the controller does (only racks nothing is held of); server pools publish",
+        "none. `vs anchor` divides each round's scheduler CPU per pod by the anchor's in",
+        "the same round; `vs 0%` divides the layout's median by its own at 0%.",
+        "",
+        row(
+            "racks",
+            "held",
+            "layout",
+            "slices",
+            "pods",
+            "scheduler CPU ms/pod",
+            "vs anchor",
+            "vs 0%",
+            "pods/s",
+            "refused",
+        ),
+        row(*["---"] * 10),
+    ]
+    verdicts: list[str] = []
+    for count, percents in occupancy.items():
+        empty = percents.get("0", {})
+        top = max(percents, key=int)
+        for percent, layouts in percents.items():
+            anchor = layouts.get(BUSY_ANCHOR)
+            for name, runs_ in layouts.items():
+                versus = (
+                    pairwise_ratios(runs_, anchor, key) if anchor and name != BUSY_ANCHOR else ""
+                )
+                growth = f"{_median_ratio(runs_, empty[name], key):.2f}" if name in empty else ""
+                refused = sum(1 for r in runs_ if r.get("held_server_refused"))
+                lines.append(
+                    row(
+                        count,
+                        f"{percent}%",
+                        name,
+                        runs_[0]["slices"],
+                        runs_[0]["pods"],
+                        spread(values(runs_, key)),
+                        versus,
+                        growth,
+                        spread(values(runs_, "pods_per_second"), "{:,.1f}"),
+                        f"{refused}/{len(runs_)}" if percent != "0" else "",
+                    )
+                )
+                if name == BUSY_ANCHOR:
+                    continue
+                if anchor and _median_ratio(runs_, anchor, key) > BUSY_GOALS["vs_anchor"]:
+                    verdicts.append(f"{name} at {count} racks, {percent}% held: over the anchor")
+                grew = name in empty and _median_ratio(runs_, empty[name], key)
+                if percent == top and grew and grew > BUSY_GOALS["growth"]:
+                    verdicts.append(f"{name} at {count} racks: {top}% over 0%")
+    lines += [
+        "",
+        f"Goals: at every occupancy our layout at most {BUSY_GOALS['vs_anchor']}x the anchor;"
+        f" at the highest occupancy at most {BUSY_GOALS['growth']}x its own cost at 0%;"
+        f" at 10 racks and the highest occupancy at least {BUSY_GOALS['pods_per_second']:g}"
+        " single-core pods/s.",
+        "Missed: " + "; ".join(verdicts) + "." if verdicts else "Every layout meets the first two.",
+    ]
+    flat = {
+        f"{count} @ {percent}%": layouts
+        for count, percents in occupancy.items()
+        for percent, layouts in percents.items()
+    }
+    return lines + profile_part(flat, "racks @ held")
 
 
 def binpack_part(runs: list[dict[str, Any]], goal: float) -> list[str]:
@@ -340,6 +440,8 @@ def render(payload: dict[str, Any]) -> str:
         lines += binpack_part(r["binpack"], r["packing_goal"])
     if r.get("racks"):
         lines += racks_part(r["racks"])
+    if r.get("occupancy"):
+        lines += occupancy_part(r["occupancy"])
     if r.get("loads"):
         lines += [
             "",

@@ -1,0 +1,279 @@
+"""The scheduler on a busy fleet: CPU per pod at 0%, 50% and 90% of the
+fleet's cores already allocated, for our layouts and for per-node pools of
+the same devices, the layouts taking turns round by round.
+
+A run publishes the layout's slices, writes the held devices of
+`testbed.fleetfill` as allocated claims, checks that the scheduler
+counts them as taken (a claim for one held server must stay unschedulable),
+then schedules unpinned single-core pods and reads the kube-scheduler's CPU
+time from /proc around them, with a CPU profile of its first seconds.
+"""
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+from kubernetes import client
+
+from benchmarks.report import interleaved
+from benchmarks.scheduler_layouts import (
+    FLEET_LAYOUTS as BUILDERS,
+)
+from benchmarks.scheduler_layouts import (
+    fleet_rack_name,
+    node_pool_slices,
+    rack_nodes,
+    same_device_pool_slices,
+)
+from benchmarks.scheduler_runs import (
+    CREATORS,
+    NS,
+    ProfileRequest,
+    Workload,
+    gone_already,
+    nothing_left,
+    publish,
+    run_pods,
+)
+from driver.devicemodel.naming import server_pool
+from driver.jsontypes import JSON
+from driver.localsim.controlplane.plane import ControlPlane
+from driver.names import DEFAULT_DRIVER_NAME
+from testbed.controlplane import custom, load_claim, pod, unschedulable
+from testbed.fleetfill import RACK_CORES, Held, Where, fleet_fill, held_claims, held_cores
+from testbed.waiting import wait_for
+
+OCCUPANCIES: Final = (0, 50, 90)
+"""Percent of the fleet's cores held before the single-core pods come."""
+SEED: Final = 11
+CHECK: Final = "held-check"
+
+
+def _rack_pools(racks: int, held: Sequence[Held]) -> list[JSON]:
+    return [
+        s for r in range(racks) for s in BUILDERS["rack pools"](rack_nodes(r), fleet_rack_name(r))
+    ]
+
+
+def _node_pools(racks: int, held: Sequence[Held]) -> list[JSON]:
+    """As the controller publishes them: a rack device only on racks nothing is held of."""
+    busy = {h.rack for h in held}
+    return [
+        s
+        for r in range(racks)
+        for s in node_pool_slices(rack_nodes(r), fleet_rack_name(r), advertised=r not in busy)
+    ]
+
+
+def _server_pools(racks: int, held: Sequence[Held]) -> list[JSON]:
+    return [
+        s
+        for r in range(racks)
+        for s in node_pool_slices(rack_nodes(r), fleet_rack_name(r), advertised=False)
+    ]
+
+
+def _per_node(racks: int, held: Sequence[Held]) -> list[JSON]:
+    return [
+        s for r in range(racks) for s in same_device_pool_slices(rack_nodes(r), fleet_rack_name(r))
+    ]
+
+
+def _node(h: Held) -> str:
+    return rack_nodes(h.rack)[h.server]
+
+
+@dataclass(frozen=True)
+class BusyLayout:
+    slices: Callable[[int, Sequence[Held]], list[JSON]]
+    pool_of: Where
+    per_node: bool = False
+
+
+BUSY_LAYOUTS: Final = {
+    "rack pools": BusyLayout(_rack_pools, lambda h: fleet_rack_name(h.rack)),
+    "node pools": BusyLayout(_node_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)),
+    "server pools (no rack device)": BusyLayout(
+        _server_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+    ),
+    "per-node pools (same devices)": BusyLayout(_per_node, _node, per_node=True),
+}
+"""Ours in the chart's default (rack pools) and in the node layout as the
+controller publishes it on a busy fleet, server pools with no rack device at
+all (the fleet default proposed in docs/device-model.md), and the anchor: the
+node layout's devices one pool per node, no counters (the AWS driver's shape)."""
+ANCHOR: Final = "per-node pools (same devices)"
+
+
+def write_held(api: client.ApiClient, claims: Sequence[tuple[JSON, JSON]]) -> float:
+    """Create each claim, then write its allocation; seconds taken. A thread's
+    client of its own, as in run_pods."""
+    local = threading.local()
+
+    def write(item: tuple[JSON, JSON]) -> None:
+        if not hasattr(local, "api"):
+            local.api = client.ApiClient(api.configuration)
+        claim, status = item
+        objects = custom(local.api)
+        created = objects.create_namespaced_custom_object(
+            "resource.k8s.io", "v1", NS, "resourceclaims", claim
+        )
+        created["status"] = status
+        objects.replace_namespaced_custom_object_status(
+            "resource.k8s.io", "v1", NS, "resourceclaims", claim["metadata"]["name"], created
+        )
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(CREATORS) as threads:
+        list(threads.map(write, claims))
+    return time.perf_counter() - t0
+
+
+def check_taken(api: client.ApiClient, held: Sequence[Held], timeout: float = 120) -> str | None:
+    """A claim that fits only a held server must stay unschedulable: the
+    scheduler's message, or None when nothing whole-server is held."""
+    servers = [h for h in held if h.kind == "server"]
+    if not servers:
+        return None
+    target = servers[-1]
+    claim = load_claim("server", CHECK, NS, fleet_rack_name(target.rack))
+    attr = f'device.attributes["{DEFAULT_DRIVER_NAME}"].serverIndex'
+    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"].append(
+        {"cel": {"expression": f"{attr} == {target.server}"}}
+    )
+    custom(api).create_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims", claim
+    )
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(NS, pod(CHECK, NS, [CHECK]))
+    try:
+        message: str = wait_for(
+            "the check pod refused", lambda: unschedulable(api, NS, CHECK), timeout, 0.5
+        )
+        bound = core.read_namespaced_pod(CHECK, NS).spec.node_name
+        if bound:
+            raise AssertionError(f"{CHECK}: bound to {bound}: the held server was not taken")
+        return message
+    finally:
+        gone_already(core.delete_namespaced_pod, CHECK, NS, grace_period_seconds=0)
+        gone_already(
+            custom(api).delete_namespaced_custom_object,
+            "resource.k8s.io",
+            "v1",
+            NS,
+            "resourceclaims",
+            CHECK,
+        )
+
+
+def clear_busy(shared: client.ApiClient) -> None:
+    """Pods one by one (no kubelet confirms a graceful delete), claims and
+    slices by collection, then wait until all are gone."""
+    api = client.ApiClient(shared.configuration)
+    core = client.CoreV1Api(api)
+    for item in core.list_namespaced_pod(NS).items:
+        gone_already(core.delete_namespaced_pod, item.metadata.name, NS, grace_period_seconds=0)
+    wait_for("pods cleared", lambda: not core.list_namespaced_pod(NS, limit=1).items, 600, 0.5)
+    custom(api).delete_collection_namespaced_custom_object(
+        "resource.k8s.io", "v1", NS, "resourceclaims"
+    )
+    custom(api).delete_collection_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")
+    for plural in ("resourceclaims", "resourceslices"):
+        wait_for(f"{plural} cleared", partial(nothing_left, api, plural), 600, 0.5)
+
+
+def singles(i: int) -> tuple[JSON | None, JSON]:
+    name = f"c{i:05d}"
+    return load_claim("core-1", name, NS), pod(name, NS, [name])
+
+
+def probe_pods(racks: int, held: Sequence[Held], wanted: int) -> int:
+    """Single-core pods a run schedules: `wanted`, or half the free cores when fewer."""
+    free = racks * RACK_CORES - held_cores(held)
+    return max(1, min(wanted, free // 2))
+
+
+def busy_run(
+    cp: ControlPlane,
+    api: client.ApiClient,
+    *,
+    racks: int,
+    held: Sequence[Held],
+    layout: str,
+    pods: int,
+    profile: ProfileRequest | None,
+) -> dict[str, Any]:
+    """One layout at one occupancy: publish, hold, check, schedule, clear."""
+    shape = BUSY_LAYOUTS[layout]
+    slices = shape.slices(racks, held)
+    publish(api, slices)
+    try:
+        claims = held_claims(held, shape.pool_of, _node, NS, per_node=shape.per_node)
+        fill_seconds = write_held(api, claims)
+        refused = check_taken(api, held)
+        workload: Workload = singles
+        result = run_pods(cp, api, probe_pods(racks, held, pods), workload, 3600, profile=profile)
+    finally:
+        clear_busy(api)
+    return {
+        **result,
+        "slices": len(slices),
+        "held_claims": len(held),
+        "held_cores": held_cores(held),
+        "fill_seconds": round(fill_seconds, 1),
+        "held_server_refused": refused,
+    }
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """One occupancy of one fleet size: what every layout's runs share."""
+
+    racks: int
+    percent: int
+    held: Sequence[Held]
+    pods: int
+    profiles: tuple[Path, int] | None
+
+
+def _round(
+    cp: ControlPlane, api: client.ApiClient, at: Occupancy, rounds: dict[str, int], layout: str
+) -> dict[str, Any]:
+    """The next round of `layout` at `at`, its profile named after the round."""
+    rounds[layout] = rounds.get(layout, 0) + 1
+    profile = None
+    if at.profiles is not None:
+        slug = "".join(c if c.isalnum() else "-" for c in layout.lower()).strip("-")
+        name = f"busy-racks{at.racks}-{at.percent}pct-{slug}-{rounds[layout]}.pb.gz"
+        profile = ProfileRequest(at.profiles[0] / name, at.profiles[1])
+    return busy_run(
+        cp, api, racks=at.racks, held=at.held, layout=layout, pods=at.pods, profile=profile
+    )
+
+
+def occupancy_runs(
+    cp: ControlPlane,
+    api: client.ApiClient,
+    *,
+    racks: int,
+    occupancies: Sequence[int],
+    layouts: Sequence[str],
+    pods: int,
+    repeats: int,
+    profiles: tuple[Path, int] | None,
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per occupancy, `repeats` interleaved rounds over the layouts, each
+    holding the same devices (one seed per occupancy)."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for percent in occupancies:
+        held = fleet_fill(racks, percent / 100, SEED + percent)
+        at = Occupancy(racks, percent, held, pods, profiles)
+        rounds: dict[str, int] = {}
+        runs = {name: partial(_round, cp, api, at, rounds, name) for name in layouts}
+        out[str(percent)] = interleaved(runs, repeats)
+    return out

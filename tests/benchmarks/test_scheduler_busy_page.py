@@ -1,0 +1,42 @@
+"""The busy-fleet table: ratios to the anchor and to the empty fleet, and the verdicts."""
+
+from typing import Any
+
+from benchmarks.pages.scheduler import BUSY_ANCHOR, occupancy_part
+
+
+def run(ms: float, refused: str | None = "0/36 nodes are available") -> dict[str, Any]:
+    return {
+        "scheduler_cpu_ms_per_pod": ms,
+        "pods_per_second": 1000 / ms,
+        "slices": 72,
+        "pods": 100,
+        "held_server_refused": refused,
+    }
+
+
+def test_ratios_and_misses_follow_the_figures() -> None:
+    occupancy = {
+        "10": {
+            "0": {"server pools": [run(10.0, None)], BUSY_ANCHOR: [run(8.0, None)]},
+            "90": {"server pools": [run(30.0)], BUSY_ANCHOR: [run(10.0)]},
+        }
+    }
+    text = "\n".join(occupancy_part(occupancy))
+    assert "| 10 | 90% | server pools | 72 | 100 | 30.00 | 3.00 | 3.00 |" in text
+    assert "| 10 | 0% | server pools | 72 | 100 | 10.00 | 1.25 | 1.00 |" in text
+    assert "server pools at 10 racks, 90% held: over the anchor" in text
+    assert "server pools at 10 racks: 90% over 0%" in text
+    assert "racks, 0% held" not in text  # 1.25 is within 1.3
+
+
+def test_a_layout_within_every_goal_is_not_listed() -> None:
+    occupancy = {
+        "1": {
+            "0": {"server pools": [run(10.0, None)], BUSY_ANCHOR: [run(9.0, None)]},
+            "90": {"server pools": [run(12.0)], BUSY_ANCHOR: [run(10.0)]},
+        }
+    }
+    text = "\n".join(occupancy_part(occupancy))
+    assert "Every layout meets the first two." in text
+    assert "| 1 | 90% | server pools | 72 | 100 | 12.00 | 1.20 | 1.20 | 83.3 | 1/1 |" in text
