@@ -56,8 +56,12 @@ class WorkQueue:
 
     def idle(self) -> bool:
         """Nothing pending (due now or later) and nothing in progress."""
+        return self.pending() == 0
+
+    def pending(self) -> int:
+        """Keys due now or later, or in progress."""
         with self._cond:
-            return not self._due and not self._active and not self._again
+            return len(self._due.keys() | self._active | self._again.keys())
 
     def close(self) -> None:
         with self._cond:

@@ -16,12 +16,15 @@ def test_work_queue_dedups_serializes_and_requeues() -> None:
     assert q.get(timeout=0.1) == "a"
     q.add("a")  # requested again while in progress: not handed to a second worker
     assert q.get(timeout=0.05) is None
+    assert q.pending() == 2  # "a" in progress and asked again, "b" delayed: two keys
     q.done("a")
     assert q.get(timeout=0.1) == "a"
     q.done("a")
     assert q.get(timeout=1) == "b"
     q.done("b")
     assert q.idle()
+    q.add("c", delay=30)
+    assert q.pending() == 1 and not q.idle()  # a delayed key counts: the work is promised
     got: list[str | None] = []
     waiter = threading.Thread(target=lambda: got.append(q.get()))
     waiter.start()

@@ -83,6 +83,12 @@ class ControllerMetrics:
             "1 while this replica holds the Lease and reconciles, else 0.",
             registry=registry,
         )
+        self.pending_work = Gauge(
+            "trainium_dra_controller_pending_work",
+            "Racks and claims queued (now or after a delay) or being reconciled; 0 once "
+            "the controller has caught up with every change it has seen.",
+            registry=registry,
+        )
         self.reconciles = Counter(
             "trainium_dra_controller_reconciles_total",
             "Rack reconciles, by result: ok, conflict (retried at once) or error (backed off).",

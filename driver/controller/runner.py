@@ -61,6 +61,9 @@ class Controller:
         )
         self.registry = CollectorRegistry()
         self.metrics = ControllerMetrics(self.registry)
+        self.metrics.pending_work.set_function(
+            lambda: self.queue.pending() + self.claim_queue.pending()
+        )
         self.slice_index = SliceIndex(rack_label(flags.driver_name))
         self.reconciler = Reconciler(
             self.objects,

@@ -129,6 +129,8 @@ def test_metrics_match_status_and_follow_the_lease(
             == status["pool"]["slices"]
         )
         assert got[metric_key("trainium_dra_controller_reconciles_total", result="ok")] >= 2
+        # Caught up with a published rack: nothing queued, delayed or in hand.
+        assert got[metric_key("trainium_dra_controller_pending_work")] == 0
         code, details = probe(ports["a"], "/healthz")
         assert (code, details) == (200, {"role": "leader", "problems": []})
 

@@ -35,6 +35,8 @@ class Running:
     """Component -> pid, as `serve` recorded them."""
     scheduler_metrics: str | None = None
     """The kube-scheduler's /metrics URL (HTTPS, the admin token authorizes)."""
+    controller_metrics: str | None = None
+    """The driver's controller's /metrics URL (HTTP, on loopback)."""
 
 
 @contextmanager
@@ -63,5 +65,11 @@ def open_running(paths: ClusterPaths) -> Iterator[Running]:
             PodDaemons(api) if "real_nodes" in data else StandInDaemons(data["metrics"])
         )
         yield Running(
-            paths, spec, api, daemons, data.get("pids", {}), data.get("scheduler_metrics")
+            paths,
+            spec,
+            api,
+            daemons,
+            data.get("pids", {}),
+            data.get("scheduler_metrics"),
+            data.get("controller_metrics"),
         )
