@@ -32,6 +32,7 @@ from driver.devicemodel.awsprofile import chip_name as aws_chip_name
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
 from driver.devicemodel.layout import (
     DEFAULT_OPTIONS,
+    SERVER_POOL_LAYOUTS,
     Layout,
     LayoutOptions,
     PlannedDevice,
@@ -98,7 +99,7 @@ def build_slices(inp: RackInput) -> list[JSON]:
         named = _aws(inp, inp.aws)
     elif inp.mode != "partitioned":
         named = _flat(inp)
-    elif inp.layout.pools == "node":
+    elif inp.layout.pools in SERVER_POOL_LAYOUTS:
         named = _node_pools(inp, build_layout(inp.rack, inp.layout))
     else:
         named = _partitioned(inp, build_layout(inp.rack, inp.layout))
@@ -181,8 +182,11 @@ def _server_device_slices(
 def _rack_device_slice(inp: RackInput, layout: Layout) -> list[NamedSlice]:
     """The rack device, once every server has a node; in the `node` pool
     layout only where binding conditions are kept, as its guard needs them,
-    and only while the rack is advertised (docs/device-model.md)."""
+    and only while the rack is advertised (docs/device-model.md); never in
+    the `server` layout."""
     if len(inp.nodes) != inp.rack.servers or inp.rack_nodes is None:
+        return []
+    if inp.layout.pools == "server":
         return []
     if inp.layout.pools == "node" and not (inp.binding_served and inp.rack_advertised):
         return []
@@ -204,7 +208,8 @@ def _partitioned(inp: RackInput, layout: Layout) -> list[NamedSlice]:
 
 
 def _node_pools(inp: RackInput, layout: Layout) -> list[NamedSlice]:
-    """A pool per server whose slices name their node, then the rack's pool."""
+    """A pool per server whose slices name their node, then the rack's pool
+    (`node` layout only)."""
     out: list[NamedSlice] = []
     for server, node in sorted(inp.nodes.items()):
         pool = server_pool(inp.name, server)

@@ -14,12 +14,14 @@ iff their cores do not overlap.
   spanning groups (a 16-chip server, the whole rack) consumes whole coarse
   counters only.
 
-Two pool layouts share these devices (docs/device-model.md, "Pool layouts"):
+Three pool layouts share these devices (docs/device-model.md, "Pool layouts"):
 `rack` puts the whole rack in one pool, so the rack device consumes every
 coarse counter and the scheduler alone keeps it apart from everything under
 it; `node` gives each server a pool of its own, with coarse sets only where a
 server has several groups, and leaves the rack device consuming nothing: the
-controller keeps it apart from the servers' devices.
+controller keeps it apart from the servers' devices; `server` has the `node`
+layout's server pools and no rack device at all (a whole rack is a gang of
+server claims), so nothing but the counters has to keep devices apart.
 """
 
 import functools
@@ -53,8 +55,11 @@ PARTITION_SIZES: Final = (1, 2, 4)
 
 COARSE_SET_PREFIX: Final = "groups"
 
-POOL_LAYOUTS: Final = ("rack", "node")
-"""`rack`: one pool per rack; `node`: one pool per server plus the rack's own."""
+POOL_LAYOUTS: Final = ("rack", "node", "server")
+"""`rack`: one pool per rack; `node`: one pool per server plus the rack's own;
+`server`: one pool per server, no rack device published."""
+SERVER_POOL_LAYOUTS: Final = ("node", "server")
+"""The layouts whose servers have pools of their own."""
 
 
 @dataclass(frozen=True)

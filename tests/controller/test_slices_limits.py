@@ -26,6 +26,7 @@ MAX_STRING_ATTRIBUTE = 64
 MODES = [
     ("partitioned", "chip", "rack"),
     ("partitioned", "chip", "node"),
+    ("partitioned", "chip", "server"),
     ("flat", "chip", "rack"),
     ("flat", "core", "rack"),
 ]
@@ -77,7 +78,9 @@ def test_every_limit_holds(generation: str, mode: str, flat_device: str, pools: 
         if pool == "r" * 63:
             assert "nodeName" not in spec, "a kubelet deletes the slices named after its node"
         else:
-            assert pools == "node" and "nodeName" in spec, "a server's pool is indexed by its node"
+            assert pools in ("node", "server") and "nodeName" in spec, (
+                "a server's pool is indexed by its node"
+            )
         sets = spec.get("sharedCounters", [])
         assert len(sets) <= MAX_COUNTER_SETS
         for counter_set in sets:
