@@ -7,10 +7,12 @@ AWS Neuron driver's shape) and upstream scheduler_perf's DRA shape as a
 calibration. The slices are published by this script from the controller's
 own builder, so nothing but the scheduler works on the claims. Then: device
 orders of the partitioned layout, how much of a rack random 1/2/4/8-core
-mixes of claims get, and the same mixes asked for as extended resources under
-upstream's default profile and the chart's bin-packing profile.
+mixes of claims get, the same mixes asked for as extended resources under
+upstream's default profile and the chart's bin-packing profile, and busy
+fleets (`benchmarks.scheduler_busy`).
 
 Usage: python -m benchmarks.scheduler [--claims 1152] [--pack-runs 3]
+       python -m benchmarks.scheduler --steps occupancy [--busy-racks 1,10]
 """
 
 import argparse
@@ -315,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         help="occupancy step: percent of the fleet's cores held, comma-separated",
     )
     parser.add_argument(
-        "--busy-racks", default="1,10,100", help="occupancy step: fleet sizes, comma-separated"
+        "--busy-racks",
+        default="1,10",
+        help="occupancy step: fleet sizes, comma-separated (100 racks: a run of its own, "
+        "without rack pools, whose 100-rack pool no run finishes in time)",
     )
     parser.add_argument(
         "--busy-pods", type=int, default=100, help="occupancy step: single-core pods a run"

@@ -9,10 +9,8 @@ then schedules unpinned single-core pods and reads the kube-scheduler's CPU
 time from /proc around them, with a CPU profile of its first seconds.
 """
 
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -29,9 +27,9 @@ from benchmarks.scheduler_layouts import (
     node_pool_slices,
     rack_nodes,
     same_device_pool_slices,
+    server_pool_slices,
 )
 from benchmarks.scheduler_runs import (
-    CREATORS,
     NS,
     ProfileRequest,
     Workload,
@@ -44,7 +42,7 @@ from driver.devicemodel.naming import server_pool
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
-from testbed.controlplane import custom, load_claim, pod, unschedulable
+from testbed.controlplane import custom, load_claim, pod, unschedulable, write_allocated
 from testbed.fleetfill import RACK_CORES, Held, Where, fleet_fill, held_claims, held_cores
 from testbed.waiting import wait_for
 
@@ -71,11 +69,7 @@ def _node_pools(racks: int, held: Sequence[Held]) -> list[JSON]:
 
 
 def _server_pools(racks: int, held: Sequence[Held]) -> list[JSON]:
-    return [
-        s
-        for r in range(racks)
-        for s in node_pool_slices(rack_nodes(r), fleet_rack_name(r), advertised=False)
-    ]
+    return [s for r in range(racks) for s in server_pool_slices(rack_nodes(r), fleet_rack_name(r))]
 
 
 def _per_node(racks: int, held: Sequence[Held]) -> list[JSON]:
@@ -98,39 +92,22 @@ class BusyLayout:
 BUSY_LAYOUTS: Final = {
     "rack pools": BusyLayout(_rack_pools, lambda h: fleet_rack_name(h.rack)),
     "node pools": BusyLayout(_node_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)),
-    "server pools (no rack device)": BusyLayout(
+    "server pools": BusyLayout(
         _server_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)
     ),
     "per-node pools (same devices)": BusyLayout(_per_node, _node, per_node=True),
 }
-"""Ours in the chart's default (rack pools) and in the node layout as the
-controller publishes it on a busy fleet, server pools with no rack device at
-all (the fleet default proposed in docs/device-model.md), and the anchor: the
-node layout's devices one pool per node, no counters (the AWS driver's shape)."""
+"""Ours in the three pool layouts: rack (the chart's default), node as the
+controller publishes it on a busy fleet, server (no rack device at all); and
+the anchor: the node layout's devices one pool per node, no counters (the
+AWS driver's shape)."""
 ANCHOR: Final = "per-node pools (same devices)"
 
 
 def write_held(api: client.ApiClient, claims: Sequence[tuple[JSON, JSON]]) -> float:
-    """Create each claim, then write its allocation; seconds taken. A thread's
-    client of its own, as in run_pods."""
-    local = threading.local()
-
-    def write(item: tuple[JSON, JSON]) -> None:
-        if not hasattr(local, "api"):
-            local.api = client.ApiClient(api.configuration)
-        claim, status = item
-        objects = custom(local.api)
-        created = objects.create_namespaced_custom_object(
-            "resource.k8s.io", "v1", NS, "resourceclaims", claim
-        )
-        created["status"] = status
-        objects.replace_namespaced_custom_object_status(
-            "resource.k8s.io", "v1", NS, "resourceclaims", claim["metadata"]["name"], created
-        )
-
+    """Write the held claims with their allocations; seconds taken."""
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(CREATORS) as threads:
-        list(threads.map(write, claims))
+    write_allocated(api, claims)
     return time.perf_counter() - t0
 
 

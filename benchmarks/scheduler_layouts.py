@@ -123,6 +123,11 @@ def node_pool_slices(
     return build_slices(_rack_input(nodes, "partitioned", "node", name, advertised=advertised))
 
 
+def server_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
+    """The controller's partitioned slices in the `server` pool layout (no rack device)."""
+    return build_slices(_rack_input(nodes, "partitioned", "server", name))
+
+
 def flat_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     """The controller's flat slices of single-core devices: one rack-wide pool."""
     return build_slices(_rack_input(nodes, "flat", name=name))
