@@ -160,16 +160,21 @@ def condition(rack: JSON | None, kind: str) -> JSON | None:
 
 
 def published(api: client.ApiClient, rack: str, slices: int, generation: int | None = None) -> bool:
-    """All `slices` slices exist, at one generation (`generation` when given), and
-    status says Published. Obsolete slices are deleted before the others move to
-    the new generation, so a count alone can still be the old generation."""
+    """All `slices` slices exist, each pool's at one generation (the highest
+    `generation` when given), and status says Published. Obsolete slices are
+    deleted before the others move to the new generation, so a count alone can
+    still be the old generation. Pools move apart: a change in one server's
+    pool (`node`, `server` layouts) leaves the others' generation."""
     items = rack_slices(api, rack)
-    gens = {s["spec"]["pool"]["generation"] for s in items}
+    by_pool: dict[str, set[int]] = {}
+    for s in items:
+        by_pool.setdefault(s["spec"]["pool"]["name"], set()).add(s["spec"]["pool"]["generation"])
+    top = max((g for gens in by_pool.values() for g in gens), default=None)
     ok = condition(get_rack(api, rack), "Published")
     return (
         len(items) == slices
-        and len(gens) == 1
-        and (generation is None or gens == {generation})
+        and all(len(gens) == 1 for gens in by_pool.values())
+        and (generation is None or top == generation)
         and ok is not None
         and ok["status"] == "True"
     )

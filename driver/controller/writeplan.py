@@ -1,6 +1,10 @@
-"""Desired vs existing ResourceSlices of one pool -> the fewest writes.
+"""Desired vs existing ResourceSlices of one rack -> the fewest writes.
 
-Pure. Rules:
+Pure. Each pool of the rack is planned on its own (the `node` and `server`
+layouts have a pool per server): a change in one pool, such as the rack
+device withdrawn from its pool of one, never rewrites the other pools, whose
+every rewrite the scheduler would take in and requeue its pods for. Rules,
+per pool:
 - equal slices (after normalising what the apiserver adds) are not written,
   so a resync with nothing changed makes no write at all;
 - a change confined to one existing slice is one update that keeps the pool
@@ -52,7 +56,29 @@ class Plan:
 
 
 def plan_writes(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | None) -> Plan:
-    """The writes that turn `existing` into `desired` (pool.generation filled in)."""
+    """The writes that turn `existing` into `desired` (pool.generation filled
+    in), pool by pool; the plan's generation is the highest of the pools'.
+    Obsolete slices are deleted first, then updates, then creates, across pools."""
+    pools = dict.fromkeys(_pool(s) for s in [*existing, *desired])
+    plans = [
+        _plan_pool(
+            [s for s in desired if _pool(s) == pool],
+            [s for s in existing if _pool(s) == pool],
+            owner,
+        )
+        for pool in pools
+    ]
+    order = {"delete": 0, "update": 1, "create": 2}
+    writes = sorted((w for p in plans for w in p.writes), key=lambda w: order[w.verb])
+    return Plan(max((p.generation for p in plans), default=0), tuple(writes))
+
+
+def _pool(slice_: JSON) -> str:
+    return str(slice_["spec"]["pool"]["name"])
+
+
+def _plan_pool(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | None) -> Plan:
+    """The writes of one pool."""
     current = {str(s["metadata"]["name"]): s for s in existing}
     generations = {int(s["spec"]["pool"]["generation"]) for s in existing}
     generation = max(generations, default=0)

@@ -5,6 +5,7 @@ from typing import Any
 
 from driver.controller.slices import RackInput, build_slices
 from driver.controller.writeplan import plan_writes
+from driver.devicemodel.layout import LayoutOptions
 from simdevice.topology import rack_spec
 
 OWNER = {
@@ -149,3 +150,38 @@ def test_new_owner_uid_rewrites_the_pool() -> None:
     existing = stored(plan_writes(desired(), [], OWNER).writes)
     plan = plan_writes(desired(), existing, {**OWNER, "uid": "u2"})
     assert plan.generation == 2 and len(plan.writes) == len(existing)
+
+
+def node_pool_rack(advertised: bool) -> list[dict[str, Any]]:
+    rack = rack_spec("trn3-gen2")
+    nodes = {s: f"n{s}" for s in range(rack.servers)}
+    sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
+    return build_slices(
+        RackInput(
+            "r",
+            rack,
+            "partitioned",
+            "chip",
+            nodes,
+            sel,
+            "d.dev",
+            {},
+            True,
+            layout=LayoutOptions("node"),
+            rack_advertised=advertised,
+        )
+    )
+
+
+def test_the_rack_device_leaving_rewrites_no_server_pool() -> None:
+    existing = stored(plan_writes(node_pool_rack(True), [], OWNER).writes)
+    withdrawn = plan_writes(node_pool_rack(False), existing, OWNER)
+    assert [(w.verb, w.name) for w in withdrawn.writes] == [("delete", "r.ultraserver.d.dev")]
+    back = plan_writes(node_pool_rack(True), existing[:-1], OWNER)
+    assert [w.verb for w in back.writes] == ["create"]
+    assert back.writes[0].body is not None
+    assert back.writes[0].body["spec"]["pool"] == {
+        "name": "r",
+        "generation": 1,
+        "resourceSliceCount": 1,
+    }
