@@ -7,10 +7,12 @@
 - resyncs with nothing changed (writes, slice LISTs, time per rack), against
   the upstream controller's sync of unchanged pools, and one rack's change;
 
-each rack count published three times by ours and by upstream in turn. What
-the layouts cost the scheduler is benchmarks/scheduler.py's.
+each rack count published three times by ours and by upstream in turn; then
+a fleet filling up (`benchmarks.controller_busy`): the controller's CPU and
+writes per allocated claim. What the layouts cost the scheduler is
+benchmarks/scheduler.py's.
 
-Usage: python -m benchmarks.controller [--racks 1,10,100] [--noisy]
+Usage: python -m benchmarks.controller [--racks 1,10,100] [--busy-racks 10] [--noisy]
 """
 
 import argparse
@@ -18,6 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
+from benchmarks.controller_busy import BUSY_POOLS, NS, busy_controller
 from benchmarks.publishing import (
     NOOP_RESYNCS,
     RESYNC_SECONDS,
@@ -37,9 +42,17 @@ COMMAND = "make bench-controller"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.controller")
     parser.add_argument("--racks", default="1,10,100", help="rack counts to publish from cold")
+    parser.add_argument(
+        "--busy-racks", type=int, default=10, help="racks the fleet-filling runs fill (0: none)"
+    )
+    parser.add_argument(
+        "--busy-only",
+        action="store_true",
+        help="only the fleet-filling runs, keeping the last run's publishing figures",
+    )
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
-    racks = [int(r) for r in args.racks.split(",")]
+    racks = [int(r) for r in args.racks.split(",")] if not args.busy_only else []
     conditions = Conditions.begin(args.noisy)
     work = Path(tempfile.mkdtemp(prefix="bench-controller-"))
     results: dict[str, Any] = {
@@ -48,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     with ControlPlane.running(work / "cp", storage_only=True) as cp, cp.api_client() as api:
         install(cp)
-        for i in range(max(racks)):
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})
+        for i in range(max([*racks, args.busy_racks])):
             for node in rack_nodes(i):
                 cp.create_node(node)
         for n in racks:
@@ -66,6 +80,21 @@ def main(argv: list[str] | None = None) -> int:
                 point["anchor_runs"].append(publish_anchor(cp, api, n))
                 # Written after every run, so a late failure keeps the early figures.
                 write_results("controller", make_command(COMMAND, argv), results, conditions)
+        if args.busy_racks:
+            results["busy"] = [
+                band
+                for pools in BUSY_POOLS
+                for band in busy_controller(
+                    cp, api, args.busy_racks, pools, work / f"busy-{pools}.log"
+                )
+            ]
+            write_results(
+                "controller",
+                make_command(COMMAND, argv),
+                {"busy": results["busy"]} if args.busy_only else results,
+                conditions,
+                merge=args.busy_only,
+            )
     return 0
 
 

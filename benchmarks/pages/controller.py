@@ -217,5 +217,39 @@ def render(payload: dict[str, Any]) -> str:
             f"new resourceVersion, all in racks: {', '.join(change['racks_written']) or 'none'}.",
         ]
     lines += memory(last)
+    lines += busy_table(payload["results"].get("busy") or [])
     lines.append(single_runs([len(ours_runs(p)) for p in points]))
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def busy_table(bands: list[dict[str, Any]]) -> list[str]:
+    """The controller's CPU and writes per claim as a fleet fills."""
+    if not bands:
+        return []
+    kinds = list(bands[0]["writes_per_claim"])
+    return [
+        "",
+        "### A fleet filling up",
+        "",
+        f"{bands[0]['racks']} racks published by the controller, then claims written",
+        "already allocated (the scheduler benchmark's mix of servers, chips and core",
+        "partitions) in two bands, 0 to 50% and 50 to 90% of the cores, each measured",
+        "until the controller has written nothing for a few seconds: its CPU and its",
+        "writes per claim of the band (slices: rack devices withdrawn or advertised;",
+        "claim status: the fabric of server and rack claims, and the addresses of",
+        "core and chip claims; rack status: the UltraServer's counts).",
+        "",
+        row("pools", "held", "claims", "seconds", "CPU ms/claim", *(f"{k}/claim" for k in kinds)),
+        row(*["---"] * (5 + len(kinds))),
+        *(
+            row(
+                b["pools"],
+                f"{b['held_percent']}%",
+                b["claims"],
+                b["seconds"],
+                b["cpu_ms_per_claim"],
+                *(b["writes_per_claim"][k] for k in kinds),
+            )
+            for b in bands
+        ),
+    ]

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from benchmarks.pages.controller import busy_table
 from benchmarks.pages.scheduler import BUSY_ANCHOR, occupancy_part
 
 
@@ -40,3 +41,19 @@ def test_a_layout_within_every_goal_is_not_listed() -> None:
     text = "\n".join(occupancy_part(occupancy))
     assert "Every layout meets the first two." in text
     assert "| 1 | 90% | server pools | 72 | 100 | 12.00 | 1.20 | 1.20 | 83.3 | 1/1 |" in text
+
+
+def test_the_controller_page_shows_each_band() -> None:
+    band = {
+        "pools": "node",
+        "racks": 10,
+        "held_percent": 50,
+        "claims": 1265,
+        "seconds": 12.5,
+        "cpu_ms_per_claim": 6.9,
+        "writes_per_claim": {"slices": 0.01, "rack status": 0.008, "claim status": 1.0},
+    }
+    lines = busy_table([band, {**band, "held_percent": 90, "cpu_ms_per_claim": 5.7}])
+    assert "| node | 50% | 1265 | 12.5 | 6.9 | 0.01 | 0.008 | 1.0 |" in lines
+    assert "| node | 90% | 1265 | 12.5 | 5.7 | 0.01 | 0.008 | 1.0 |" in lines
+    assert busy_table([]) == []
