@@ -190,12 +190,13 @@ FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
     "node pools (1-core)": lambda nodes, name: build_slices(
         _rack_input(nodes, "partitioned", "node", name, (1,))
     ),
+    "server pools": server_pool_slices,
     "per-node pools": per_node_pool_slices,
     "per-node pools (same devices)": same_device_pool_slices,
 }
-"""The layouts measured at 1, 10 and 100 racks: ours in both pool layouts,
-node pools with single-core partitions only (besides chips and servers), and
-two per-node anchors: the same single cores, and the same devices as the node
+"""The layouts measured at 1, 10 and 100 racks: ours in the three pool
+layouts, node pools with single-core partitions only (besides chips and
+servers), and two per-node anchors: the same single cores, and the same devices as the node
 pools without counters."""
 
 

@@ -187,7 +187,7 @@ def racks_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
         "### Fleet sizes",
         "",
         "Unpinned single-core claims (one pod each) on 1, 10 or 100 Trn3 Gen2 racks, the",
-        "layouts taking turns round by round: ours in both pool layouts, the node pool",
+        "layouts taking turns round by round: our pool layouts, the node pool",
         "layout with single-core partitions only or with a window of one advertised rack",
         "(only the first rack publishes its rack device, as the controller does with",
         "`--advertised-racks 1` while every rack is free), and two per-node anchors (one pool and",
