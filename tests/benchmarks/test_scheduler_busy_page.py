@@ -29,6 +29,10 @@ def test_ratios_and_misses_follow_the_figures() -> None:
     assert "server pools at 10 racks, 90% held: over the anchor" in text
     assert "server pools at 10 racks: 90% over 0%" in text
     assert "racks, 0% held" not in text  # 1.25 is within 1.3
+    assert "server pools at 10 racks, 90% held: 33.3 pods/s" not in text  # above 20
+    slow = {**occupancy["10"]["90"]["server pools"][0], "pods_per_second": 4.0}
+    occupancy["10"]["90"]["server pools"] = [slow]
+    assert "server pools at 10 racks, 90% held: 4.0 pods/s" in "\n".join(occupancy_part(occupancy))
 
 
 def test_a_layout_within_every_goal_is_not_listed() -> None:
@@ -39,7 +43,7 @@ def test_a_layout_within_every_goal_is_not_listed() -> None:
         }
     }
     text = "\n".join(occupancy_part(occupancy))
-    assert "Every layout meets the first two." in text
+    assert "Every layout meets them." in text
     assert "| 1 | 90% | server pools | 72 | 100 | 12.00 | 1.20 | 1.20 | 83.3 | 1/1 |" in text
 
 
