@@ -20,9 +20,7 @@ from kubernetes import client
 
 from benchmarks.report import interleaved
 from benchmarks.scheduler_layouts import (
-    FLEET_LAYOUTS as BUILDERS,
-)
-from benchmarks.scheduler_layouts import (
+    FLEET_LAYOUTS,
     fleet_rack_name,
     node_pool_slices,
     rack_nodes,
@@ -32,7 +30,6 @@ from benchmarks.scheduler_layouts import (
 from benchmarks.scheduler_runs import (
     NS,
     ProfileRequest,
-    Workload,
     gone_already,
     nothing_left,
     publish,
@@ -54,7 +51,9 @@ CHECK: Final = "held-check"
 
 def _rack_pools(racks: int, held: Sequence[Held]) -> list[JSON]:
     return [
-        s for r in range(racks) for s in BUILDERS["rack pools"](rack_nodes(r), fleet_rack_name(r))
+        s
+        for r in range(racks)
+        for s in FLEET_LAYOUTS["rack pools"](rack_nodes(r), fleet_rack_name(r))
     ]
 
 
@@ -101,7 +100,6 @@ BUSY_LAYOUTS: Final = {
 controller publishes it on a busy fleet, server (no rack device at all); and
 the anchor: the node layout's devices one pool per node, no counters (the
 AWS driver's shape)."""
-ANCHOR: Final = "per-node pools (same devices)"
 
 
 def write_held(api: client.ApiClient, claims: Sequence[tuple[JSON, JSON]]) -> float:
@@ -193,14 +191,13 @@ def busy_run(
         claims = held_claims(held, shape.pool_of, _node, NS, per_node=shape.per_node)
         fill_seconds = write_held(api, claims)
         refused = check_taken(api, held)
-        workload: Workload = singles
-        result = run_pods(cp, api, probe_pods(racks, held, pods), workload, 3600, profile=profile)
+        result = run_pods(cp, api, probe_pods(racks, held, pods), singles, 3600, profile=profile)
     finally:
         clear_busy(api)
     return {
         **result,
         "slices": len(slices),
-        "held_claims": len(held),
+        "held_devices": len(held),
         "held_cores": held_cores(held),
         "fill_seconds": round(fill_seconds, 1),
         "held_server_refused": refused,
