@@ -50,6 +50,7 @@ def summarize(run: Replay) -> dict[str, Any]:
         "racks": run.racks,
         "cores": cores,
         "policy": run.policy,
+        "queueing": run.queueing,
         "gangs": run.gangs,
         "jobs": len(run.records),
         "jobs_run": len(ran),
@@ -60,10 +61,12 @@ def summarize(run: Replay) -> dict[str, Any]:
             "p50": percentile(waits, 0.5),
             "p90": percentile(waits, 0.9),
             "p99": percentile(waits, 0.99),
+            "max": max(waits, default=None),
         },
         "completion_time_s": {
             "p50": percentile(completions, 0.5),
             "p90": percentile(completions, 0.9),
+            "max": max(completions, default=None),
         },
         "allocation_rate_while_arriving": time_weighted(
             run.samples, lambda s: s.allocated_cores / cores, only=lambda s: s.time < last

@@ -5,7 +5,7 @@ offset that is a multiple of k, a pod of n chips takes n free chips of one
 server, a server pod a server with every chip free, a rack pod a rack with
 every chip free: the exclusions the device model publishes."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,6 +20,11 @@ class Placement:
     """Cores a pod holds: per (rack, server, chip), the mask of its cores."""
 
     masks: tuple[tuple[tuple[int, int, int], int], ...]
+
+
+def servers_of(placements: Sequence[Placement]) -> list[tuple[int, int]]:
+    """(rack, server) of every server the placements hold cores on."""
+    return sorted({(r, s) for p in placements for (r, s, _), _ in p.masks})
 
 
 class Fleet:

@@ -1,55 +1,104 @@
 """The replay through the real scheduler: a trace's jobs created on a running
-local cluster on a compressed clock, placed by the real kube-scheduler on the
-driver's published devices, each ended by deleting its pods once its pods
-have held their devices for its duration.
+local cluster, placed by the real kube-scheduler on the driver's published
+devices, each ended by deleting its pods once its pods have held their
+devices for its duration.
 
-Simulated time is wall time since the start times the speed-up. A job starts
-when the last of its pods is bound (its claims are allocated then); its
-queueing delay therefore includes the scheduler's own latency, times the
-speed-up. With failures, the replay injects each into the simulated hardware
-of the node it falls on and clears it after the repair time; the driver
-taints the failed devices and Kubernetes evicts the pods on them. A job that
-loses a pod that way is deleted whole and created again, to run from the
-start. Jobs still unbound when nothing has bound for `idle_seconds` and no
-arrival is left are reported as never run."""
+Two clocks. The settle clock (the default) keeps simulated time still while
+the cluster works: at each event time (arrivals, ends, failures, repairs) the
+replay makes its writes, waits until the cluster has settled — every pod it
+wants exists and is bound or reported unschedulable, every pod it deleted is
+gone with its claims, and the scheduler has no pod to try or to bind and has
+stopped moving (`SettleClock`) — then jumps to the next event. Results then
+do not depend on how fast the machine is. The wall clock makes simulated time
+wall time since the start times a speed-up: a replay to watch live, whose
+queueing includes the scheduler's own latency times the speed-up.
+
+A job starts when the last of its pods is bound (its claims are allocated
+then). With failures, the replay injects each into the simulated hardware of
+the node it falls on and clears it after the repair time; the driver taints
+the failed devices and Kubernetes evicts the pods on them. A job that loses a
+pod that way is deleted whole and created again, to run from the start."""
 
 import heapq
+import logging
 import queue
 import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 
 from kubernetes import client
 
 from driver.kubeapi.apiserver import ApiError, ApiServer
 from driver.kubeapi.objects import Objects
-from driver.kubeapi.resources import NAMESPACES
+from driver.kubeapi.resources import CLAIMS, NAMESPACES, SLICES
 from driver.whatif.faults import Failure, Failures
-from driver.whatif.jobobjects import CLAIMS, PodStyle, job_objects, pod_name
+from driver.whatif.figures import percentile
+from driver.whatif.jobobjects import CLAIMS as CLAIM_PODS
+from driver.whatif.jobobjects import PodStyle, job_objects, pod_name
 from driver.whatif.jobs import Job
-from driver.whatif.livefaults import FaultClock, fault_request
+from driver.whatif.livefaults import (
+    FaultAction,
+    FaultClock,
+    claims_on,
+    failed_devices,
+    fault_request,
+)
+from driver.whatif.observe import WorkMetrics, WorkState
 from driver.whatif.podwatch import PodEvent, PodWatch
 from driver.whatif.replay import JobRecord, Replay, Sample
 from driver.whatif.writer import Writer, set_fault
 from simdevice.topology import RackSpec
 
+log = logging.getLogger(__name__)
 USER_AGENT = "trainium-dra-whatif"
 REQUEST_TIMEOUT = 30.0
-
 CREATORS = 4
+POLL = 0.02
+"""Wall seconds between looks at a cluster that has not settled."""
+
+
+@dataclass(frozen=True)
+class WallClock:
+    """Simulated seconds are wall seconds since the start times `speedup`."""
+
+    speedup: float
+    idle_seconds: float = 330.0
+    """After the last arrival, stop when no pod has bound for this long."""
+
+
+@dataclass(frozen=True)
+class SettleClock:
+    """Simulated time jumps from event to event once the cluster has settled.
+    The scheduler's state comes from its /metrics at `metrics_url`, the
+    controller's from its own; while pods wait, both must be idle and read the
+    same twice `quiet` wall seconds apart (no attempt, no event handled in
+    between), as an event not yet received would otherwise look like a
+    decision. A settle longer than `timeout` wall
+    seconds is logged and counted, and the replay goes on."""
+
+    metrics_url: str
+    token: str
+    controller_metrics_url: str | None = None
+    """The driver's controller's /metrics: its pending work counts as unsettled."""
+    quiet: float = 0.1
+    timeout: float = 300.0
 
 
 @dataclass
 class LiveJob:
-    """One job on the wall clock (time.monotonic())."""
+    """One job's runs, in simulated seconds."""
 
     job: Job
     created: float | None = None
+    created_wall: float | None = None
     attempt: int = 0
     """Runs begun again after evictions; names this run's pods."""
-    bound: set[str] = field(default_factory=set)
+    bound: dict[str, str] = field(default_factory=dict)
+    """Pod of this run -> its node."""
     start: float | None = None
+    start_wall: float | None = None
     end: float | None = None
     evicted_runs: list[tuple[float, float]] = field(default_factory=list)
     """(start, eviction) of every run a failure cut short."""
@@ -68,34 +117,47 @@ class FaultTargets:
 
 
 @dataclass(frozen=True)
+class SettleStats:
+    """How the settle clock spent its wall time."""
+
+    events: int
+    """Event times it settled at."""
+    wall_p50: float | None
+    wall_max: float | None
+    timeouts: int
+
+
+@dataclass(frozen=True)
 class LiveResult:
     replay: Replay
-    speedup: float
+    clock: WallClock | SettleClock
     wall_seconds: float
     bind_latency_s: list[float]
     """Wall seconds from a job's creation to its last pod's binding."""
     failures: list[Failure]
     """What was injected, in simulated seconds, for the anchor to replay."""
+    settle: SettleStats | None = None
 
 
 class _LiveRun:
-    """The replay's loop state: `replay_live` drives it."""
+    """The replay's state in simulated seconds, whichever clock drives it."""
 
     def __init__(
         self,
         objects: Objects,
         pool: ThreadPoolExecutor,
         jobs: Sequence[Job],
-        rack: RackSpec,
         *,
         namespace: str,
         driver: str,
-        speedup: float,
         gangs: bool,
         style: PodStyle,
+        servers: Mapping[str, tuple[int, int]],
     ) -> None:
-        self.pool, self.rack, self.namespace, self.driver = pool, rack, namespace, driver
-        self.speedup, self.gangs, self.style = speedup, gangs, style
+        self.objects, self.pool, self.namespace, self.driver = objects, pool, namespace, driver
+        self.gangs, self.style, self.servers = gangs, style, servers
+        self.released: set[int | None] = set()
+        """Racks this event time's deletions gave devices back on (None: unknown)."""
         self.writer = Writer(objects)
         self.live = {j.name: LiveJob(j) for j in sorted(jobs, key=lambda j: (j.arrival, j.name))}
         self.arrivals = list(self.live.values())
@@ -103,20 +165,18 @@ class _LiveRun:
         self.ends: list[tuple[float, str, int]] = []
         self.deleting: set[str] = set()
         """Pods the replay deleted itself: their going is no eviction."""
-        self.t0 = time.monotonic()
-
-    def sim(self, wall: float) -> float:
-        return (wall - self.t0) * self.speedup
-
-    def wall(self, sim: float) -> float:
-        return self.t0 + sim / self.speedup
+        self.writes: list[Future[None]] = []
+        self.deletions = 0
+        """Runs the replay has deleted so far (ended or evicted)."""
+        self.creations = 0
 
     def arrive(self, now: float) -> None:
-        while self.next_arrival < len(self.arrivals) and (
-            self.wall(self.arrivals[self.next_arrival].job.arrival) <= now
+        while (
+            self.next_arrival < len(self.arrivals)
+            and self.arrivals[self.next_arrival].job.arrival <= now
         ):
             entry = self.arrivals[self.next_arrival]
-            entry.created = now
+            entry.created, entry.created_wall = now, time.monotonic()
             self._create(entry)
             self.next_arrival += 1
 
@@ -128,22 +188,21 @@ class _LiveRun:
                 entry.end = now
                 self._delete(entry)
 
-    def see(self, event: PodEvent) -> bool:
-        """Take one pod event; True if a pod was bound."""
+    def see(self, event: PodEvent, now: float) -> bool:
+        """Take one pod event at simulated `now`; True if a pod was bound."""
         entry = self.live[event.job]
         if event.kind == "gone":
             if event.pod in self.deleting:
                 self.deleting.discard(event.pod)
             elif event.pod in entry.pods() and entry.end is None:
-                self._evict(entry, event.wall)
+                self._evict(entry, now)
             return False
         if event.pod not in entry.pods():
             return False
-        entry.bound.add(event.pod)
+        entry.bound[event.pod] = event.node
         if len(entry.bound) == entry.job.pods and entry.start is None:
-            entry.start = event.wall
-            end = event.wall + entry.job.duration / self.speedup
-            heapq.heappush(self.ends, (end, event.job, entry.attempt))
+            entry.start, entry.start_wall = now, event.wall
+            heapq.heappush(self.ends, (now + entry.job.duration, event.job, entry.attempt))
         return True
 
     def _evict(self, entry: LiveJob, now: float) -> None:
@@ -154,7 +213,7 @@ class _LiveRun:
             entry.start = None
         self._delete(entry)
         entry.attempt += 1
-        entry.bound = set()
+        entry.bound = {}
         self._create(entry)
 
     def _create(self, entry: LiveJob) -> None:
@@ -166,28 +225,87 @@ class _LiveRun:
             attempt=entry.attempt,
             style=self.style,
         )
-        self.pool.submit(self.writer.create, objects)
+        self.creations += 1
+        self.writes.append(self.pool.submit(self.writer.create, objects))
 
     def _delete(self, entry: LiveJob) -> None:
         """The pods of the job's current run, and their claims if it made any."""
         pods = entry.pods()
+        self.deletions += 1
+        self.released.update(self._rack_of(node) for node in entry.bound.values())
         self.deleting.update(pods)
         claims = self.style.resource(entry.job) is None
-        self.pool.submit(self.writer.delete, self.namespace, pods, claims)
+        self.writes.append(self.pool.submit(self.writer.delete, self.namespace, pods, claims))
+
+    def writes_done(self, timeout: float | None = None) -> bool:
+        """Wait up to `timeout` for the writes made so far; True when all are done."""
+        pending = wait_futures(self.writes, timeout=timeout).not_done
+        self.writes = list(pending)
+        return not pending
+
+    def wanted(self) -> list[str]:
+        """Pods that should exist now: those of every arrived job not ended."""
+        return [
+            pod
+            for entry in self.arrivals[: self.next_arrival]
+            if entry.end is None
+            for pod in entry.pods()
+        ]
+
+    def _rack_of(self, node: str) -> int | None:
+        where = self.servers.get(node)
+        return None if where is None else where[0]
+
+    def needs_controller(self) -> bool:
+        """Whether the controller's next reconcile may change what the
+        scheduler can place: a rack job waits and a release left a rack with
+        no pod on it, whose rack device the controller advertises again."""
+        if not any(
+            e.start is None and e.job.shape.kind == "rack"
+            for e in self.arrivals[: self.next_arrival]
+        ):
+            return False
+        held = {
+            self._rack_of(node)
+            for e in self.live.values()
+            if e.end is None
+            for node in e.bound.values()
+        }
+        return any(r is None or r not in held for r in self.released)
 
     def running(self) -> int:
         return sum(1 for e in self.live.values() if e.start is not None and e.end is None)
 
+    def started(self) -> int:
+        return sum(1 for e in self.live.values() if e.start is not None)
+
     def arrived_all(self) -> bool:
         return self.next_arrival == len(self.arrivals)
 
-    def next_wake(self, now: float) -> float:
-        wakes = [now + 1.0]
+    def next_event(self) -> float | None:
+        """The next arrival or end, simulated seconds; None if none is left."""
+        times = []
         if not self.arrived_all():
-            wakes.append(self.wall(self.arrivals[self.next_arrival].job.arrival))
+            times.append(self.arrivals[self.next_arrival].job.arrival)
         if self.ends:
-            wakes.append(self.ends[0][0])
-        return min(wakes)
+            times.append(self.ends[0][0])
+        return min(times, default=None)
+
+
+class _Faults:
+    """Sends the fault clock's actions to the simulator-control sockets."""
+
+    def __init__(self, clock: FaultClock, rack: RackSpec, targets: FaultTargets) -> None:
+        self.clock, self.rack, self.targets = clock, rack, targets
+
+    def send(self, action: FaultAction) -> None:
+        r, server, _ = action.failure.chip
+        body = fault_request(action.failure, self.rack, self.targets.nodes[r][server])
+        set_fault(self.targets.sockets[r], body, action.inject)
+
+    def clear_outstanding(self) -> None:
+        for failure in self.clock.outstanding():
+            self.send(FaultAction(failure.time, False, failure))
 
 
 def replay_live(
@@ -198,21 +316,21 @@ def replay_live(
     *,
     namespace: str,
     driver: str,
-    speedup: float,
+    clock: WallClock | SettleClock,
     gangs: bool = True,
-    style: PodStyle = CLAIMS,
-    idle_seconds: float = 330.0,
+    style: PodStyle = CLAIM_PODS,
     failures: Failures | None = None,
     fault_targets: FaultTargets | None = None,
+    servers: Mapping[str, tuple[int, int]] | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> LiveResult:
     """Replay `jobs` (their durations already for `rack`'s generation) on the
     cluster `api` reaches; every object goes into `namespace`, which is
-    created and deleted here. `failures` need `fault_targets`."""
+    created and deleted here. `failures` need `fault_targets`; `servers` maps
+    a node to its (rack, server), to record where each job ran."""
     if failures is not None and fault_targets is None:
         raise ValueError("fault_targets: failures need the simulator-control sockets to send to")
-    apiserver = ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT)
-    objects = Objects(apiserver)
+    objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
     try:
         objects.create(NAMESPACES, {"metadata": {"name": namespace}})
     except ApiError as err:
@@ -222,84 +340,284 @@ def replay_live(
             f"--namespace: {namespace} exists (an earlier replay's, still being deleted?); "
             "wait until it is gone, or name another"
         ) from err
-    pods = PodWatch(apiserver, namespace)
+    pods = PodWatch(objects.server, namespace)
     pods.start()
-    clock = FaultClock(failures) if failures is not None else None
-
-    def send(failure: Failure, inject: bool) -> None:
-        assert fault_targets is not None
-        r, server, _ = failure.chip
-        body = fault_request(failure, rack, fault_targets.nodes[r][server])
-        set_fault(fault_targets.sockets[r], body, inject)
-
+    faults = (
+        _Faults(FaultClock(failures), rack, fault_targets)
+        if failures is not None and fault_targets is not None
+        else None
+    )
+    began = time.monotonic()
+    settle: SettleStats | None = None
     with ThreadPoolExecutor(CREATORS) as pool:
         run = _LiveRun(
             objects,
             pool,
             jobs,
-            rack,
             namespace=namespace,
             driver=driver,
-            speedup=speedup,
             gangs=gangs,
             style=style,
+            servers=servers or {},
         )
-        last_progress = run.t0
-        started = 0
         try:
-            while True:
-                now = time.monotonic()
-                run.arrive(now)
-                run.end_due(now)
-                wake = run.next_wake(now)
-                if clock is not None:
-                    for action in clock.due(run.sim(now)):
-                        pool.submit(send, action.failure, action.inject)
-                    upcoming = clock.next_time()
-                    if upcoming is not None:
-                        wake = min(wake, run.wall(upcoming))
-                if (
-                    run.arrived_all()
-                    and not run.running()
-                    and (
-                        all(e.end is not None for e in run.live.values())
-                        or now - last_progress > idle_seconds
-                    )
-                ):
-                    break
-                try:
-                    event = pods.events.get(timeout=max(0.0, wake - now))
-                except queue.Empty:
-                    continue
-                if run.see(event):
-                    last_progress = event.wall
-                    now_started = sum(1 for e in run.live.values() if e.start is not None)
-                    if now_started // 100 > started // 100:
-                        progress(f"{now_started} of {len(run.live)} jobs running or ended")
-                    started = now_started
+            if isinstance(clock, SettleClock):
+                settle = _settle_loop(run, pods, clock, faults, progress)
+            else:
+                _wall_loop(run, pods, clock, faults, progress)
         finally:
             pods.close()
-            for failure in clock.outstanding() if clock is not None else []:
-                pool.submit(send, failure, False)
-    wall = time.monotonic() - run.t0
+            if faults is not None:
+                faults.clear_outstanding()
+    wall = time.monotonic() - began
     progress(f"deleting namespace {namespace}")
     delete_namespace(objects, namespace)
-    injected = clock.injected if clock is not None else []
+    injected = faults.clock.injected if faults is not None else []
     return LiveResult(
         _as_replay(
             run.live.values(),
-            run.t0,
-            speedup,
             rack,
             racks=racks,
             gangs=gangs,
             failures=len(injected),
+            servers=servers or {},
         ),
-        speedup,
+        clock,
         wall,
-        [e.start - e.created for e in run.live.values() if e.start and e.created],
+        [
+            e.start_wall - e.created_wall
+            for e in run.live.values()
+            if e.start_wall is not None and e.created_wall is not None
+        ],
         list(injected),
+        settle,
     )
+
+
+def _wall_loop(
+    run: _LiveRun,
+    pods: PodWatch,
+    clock: WallClock,
+    faults: _Faults | None,
+    progress: Callable[[str], None],
+) -> None:
+    """Simulated time runs with the wall clock; stop once every job has ended,
+    or when nothing has bound for the clock's idle seconds after the last arrival."""
+    t0 = time.monotonic()
+
+    def sim(wall: float) -> float:
+        return (wall - t0) * clock.speedup
+
+    last_progress = t0
+    started = 0
+    while True:
+        wall_now = time.monotonic()
+        now = sim(wall_now)
+        run.arrive(now)
+        run.end_due(now)
+        wakes = [now + clock.speedup]
+        upcoming = run.next_event()
+        if faults is not None:
+            for action in faults.clock.due(now):
+                run.pool.submit(faults.send, action)
+            fault_next = faults.clock.next_time()
+            if fault_next is not None:
+                wakes.append(fault_next)
+        if upcoming is not None:
+            wakes.append(upcoming)
+        if (
+            run.arrived_all()
+            and not run.running()
+            and (
+                all(e.end is not None for e in run.live.values())
+                or wall_now - last_progress > clock.idle_seconds
+            )
+        ):
+            return
+        try:
+            event = pods.events.get(timeout=max(0.0, (min(wakes) - now) / clock.speedup))
+        except queue.Empty:
+            continue
+        if run.see(event, sim(event.wall)):
+            last_progress = event.wall
+            started = _report(run, started, progress)
+
+
+def _report(run: _LiveRun, started: int, progress: Callable[[str], None]) -> int:
+    now_started = run.started()
+    if now_started // 100 > started // 100:
+        progress(f"{now_started} of {len(run.live)} jobs running or ended")
+    return now_started
+
+
+def _settle_loop(
+    run: _LiveRun,
+    pods: PodWatch,
+    clock: SettleClock,
+    faults: _Faults | None,
+    progress: Callable[[str], None],
+) -> SettleStats:
+    """At each event time: the due events, then wait for the cluster to
+    settle, then on to the next event time; stop when no event is left."""
+    metrics = WorkMetrics(clock.metrics_url, clock.token, clock.controller_metrics_url)
+    spent: list[float] = []
+    timeouts = 0
+    started = 0
+    now = 0.0
+    try:
+        while True:
+            fault_due = faults.clock.due(now) if faults is not None else []
+            began = time.monotonic()
+            run.released.clear()
+            before = Step(metrics.state(), run.creations, run.deletions, bool(fault_due))
+            run.arrive(now)
+            run.end_due(now)
+            if faults is not None and fault_due:
+                _apply_faults(run, faults, fault_due)
+            if not _settle(run, pods, metrics, clock, now=now, before=before):
+                timeouts += 1
+            spent.append(time.monotonic() - began)
+            started = _report(run, started, progress)
+            times = [t for t in (run.next_event(), _next_fault(faults, run)) if t is not None]
+            if not times:
+                return SettleStats(len(spent), percentile(spent, 0.5), max(spent), timeouts)
+            now = max(now, min(times))
+    finally:
+        metrics.close()
+
+
+def _next_fault(faults: _Faults | None, run: _LiveRun) -> float | None:
+    """The next failure or repair while a job runs; once none runs, only the
+    next repair (a fleet that only waits breaks nothing)."""
+    if faults is None:
+        return None
+    return faults.clock.next_time() if run.running() else faults.clock.next_repair()
+
+
+@dataclass(frozen=True)
+class Step:
+    """The cluster and the replay before one event time's writes."""
+
+    state: WorkState
+    creations: int
+    deletions: int
+    faulted: bool
+    """Faults were injected or cleared: the slices change under the scheduler."""
+
+    def wrote(self, run: _LiveRun) -> bool:
+        return self.faulted or (run.creations, run.deletions) != (self.creations, self.deletions)
+
+
+def _settle(
+    run: _LiveRun,
+    pods: PodWatch,
+    metrics: WorkMetrics,
+    clock: SettleClock,
+    *,
+    now: float,
+    before: Step,
+) -> bool:
+    """Take pod events until the cluster has settled; False if it did not
+    within the clock's timeout."""
+    deadline = time.monotonic() + clock.timeout
+    deciders = _Deciders(metrics, clock, before)
+    why = "writes in flight"
+    while time.monotonic() < deadline:
+        _drain(run, pods, now)
+        if not run.writes_done(timeout=POLL):
+            why = "writes in flight"
+            continue
+        view = pods.view(run.wanted(), run.deleting)
+        why = view.unsettled() or ""
+        if not why and view.waiting:
+            why = deciders.moving(run, view.waiting)
+        if not why and pods.events.empty():
+            return True
+        time.sleep(POLL)
+    log.warning("simulated second %.0f: not settled after %.0f s: %s", now, clock.timeout, why)
+    return False
+
+
+class _Deciders:
+    """Whether the scheduler and the driver's controller may still change
+    something for a waiting pod at this event time. Both must have taken up
+    this step's writes (the scheduler has handled events since they began;
+    when a release may let a waiting rack job in, the controller has queued or
+    reconciled work since the namespace showed it, as it moves the rack
+    guard), be idle, and read unchanged across the clock's quiet seconds."""
+
+    CONTROLLER_GRACE = 3.0
+    """Wall seconds after which a controller that took up nothing is taken
+    to have nothing to do: longer than the delay it batches claim changes by."""
+
+    def __init__(self, metrics: WorkMetrics, clock: SettleClock, before: Step) -> None:
+        self.metrics, self.clock, self.before = metrics, clock, before
+        self.shown: tuple[float, WorkState] | None = None
+        """When the namespace first showed this step's writes, and the state then."""
+        self.controller_took = False
+
+    def moving(self, run: _LiveRun, waiting: int) -> str:
+        first = self.metrics.state()
+        if self.shown is None:
+            self.shown = (time.monotonic(), first)
+        if self.before.wrote(run) and first.progress == self.before.state.progress:
+            return "the scheduler has not yet taken up this step's writes"
+        controller = bool(self.clock.controller_metrics_url) and run.needs_controller()
+        if controller:
+            since, shown = self.shown
+            self.controller_took |= (
+                first.controller > 0
+                or first.reconciled > shown.reconciled
+                or time.monotonic() - since > self.CONTROLLER_GRACE
+            )
+            if not self.controller_took:
+                return "the controller has not yet taken up the released claims"
+        if first.busy(controller):
+            return "the scheduler or the controller has work"
+        if first.backoff:
+            # Pods that keep failing cycle through backoff (a gang that does
+            # not fit does): each must have failed again since the namespace
+            # showed this step's writes, and be one of the replay's waiting pods.
+            retried = first.failed - self.shown[1].failed
+            if first.backoff > waiting or retried < first.backoff:
+                return "the scheduler retries pods after a backoff"
+            return ""
+        time.sleep(self.clock.quiet)
+        second = self.metrics.state()
+        if second.progress != first.progress or second.busy(controller) or second.backoff:
+            return "the scheduler or the controller is still moving"
+        return ""
+
+
+def _drain(run: _LiveRun, pods: PodWatch, now: float) -> None:
+    while True:
+        try:
+            event = pods.events.get_nowait()
+        except queue.Empty:
+            return
+        run.see(event, now)
+
+
+def _apply_faults(run: _LiveRun, faults: _Faults, actions: list[FaultAction]) -> None:
+    """Send `actions` and wait until the driver's slices show them and every
+    pod on a newly failed device has been evicted (its claim released)."""
+    before = failed_devices(run.objects.list_all(SLICES), run.driver)
+    for action in actions:
+        faults.send(action)
+    deadline = time.monotonic() + 60.0
+    while time.monotonic() < deadline:
+        failed = failed_devices(run.objects.list_all(SLICES), run.driver)
+        if failed != before:
+            break
+        time.sleep(POLL * 5)
+    else:
+        log.warning("faults %s: the driver's slices did not change within 60 s", actions)
+        return
+    while time.monotonic() < deadline:
+        if not claims_on(run.objects.list_all(CLAIMS), failed):
+            return
+        time.sleep(POLL * 5)
+    log.warning("faults %s: pods on failed devices not evicted within 60 s", actions)
 
 
 def delete_namespace(objects: Objects, namespace: str, timeout: float = 300.0) -> None:
@@ -316,32 +634,40 @@ def delete_namespace(objects: Objects, namespace: str, timeout: float = 300.0) -
 
 def _as_replay(
     entries: Iterable[LiveJob],
-    t0: float,
-    speedup: float,
     rack: RackSpec,
     *,
     racks: int,
     gangs: bool,
     failures: int,
+    servers: Mapping[str, tuple[int, int]],
 ) -> Replay:
-    """The live run in the offline anchor's terms, in simulated seconds."""
+    """The live run in the offline anchor's terms."""
     records: list[JobRecord] = []
     events: list[tuple[float, int, int, int]] = []
-
-    def sim(wall: float) -> float:
-        return (wall - t0) * speedup
-
     for e in entries:
         cores = e.job.cores(rack)
-        start = sim(e.start) if e.start is not None else None
-        end = sim(e.end) if e.end is not None and start is not None else None
-        lost = sum(sim(evicted) - sim(began) for began, evicted in e.evicted_runs) * cores
-        records.append(JobRecord(e.job, start, end, [], len(e.evicted_runs), lost))
+        end = e.end if e.start is not None else None
+        lost = sum(evicted - began for began, evicted in e.evicted_runs) * cores
+        where = sorted({servers[n] for n in e.bound.values() if n in servers})
+        if e.job.shape.kind == "rack":  # its pod runs on one node, its devices span the rack
+            where = [(r, s) for r in sorted({r for r, _ in where}) for s in range(rack.servers)]
+        records.append(
+            JobRecord(
+                e.job,
+                e.start,
+                end,
+                [],
+                len(e.evicted_runs),
+                lost,
+                servers=where,
+                nodes=sorted(set(e.bound.values())),
+            )
+        )
         events.append((e.job.arrival, 0, 1, 0))
         for began, evicted in e.evicted_runs:
-            events += [(sim(began), cores, -1, 1), (sim(evicted), -cores, 1, 2)]
-        if start is not None:
-            events.append((start, cores, -1, 1))
+            events += [(began, cores, -1, 1), (evicted, -cores, 1, 2)]
+        if e.start is not None:
+            events.append((e.start, cores, -1, 1))
         if end is not None:
             events.append((end, -cores, 0, 2))
     samples: list[Sample] = []

@@ -3,6 +3,7 @@ repairs are due by a time, and the simulator-control request each one is.
 Pure: the replay's loop asks and sends."""
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from driver.jsontypes import JSON
@@ -38,6 +39,10 @@ class FaultClock:
             times.append(self._next.time)
         return min(times, default=None)
 
+    def next_repair(self) -> float | None:
+        """When the next repair is due, None if nothing is out of service."""
+        return self._repairs[0][0] if self._repairs else None
+
     def due(self, now: float) -> list[FaultAction]:
         """The injections and repairs due by `now`, in time order."""
         actions = []
@@ -70,3 +75,31 @@ def fault_request(failure: Failure, rack: RackSpec, node: str) -> JSON:
         return {"node": node, "chip": chip, "kind": "ecc-uncorrected-hbm"}
     core = failure.mask.bit_length() - 1
     return {"node": node, "chip": chip, "core": core, "kind": "ecc-uncorrected-sram"}
+
+
+def failed_devices(slices: Iterable[JSON], driver: str) -> frozenset[tuple[str, str]]:
+    """(pool, device) of every device of `driver` tainted NoExecute: those
+    whose pods Kubernetes evicts."""
+    found = set()
+    for s in slices:
+        spec = s["spec"]
+        if spec.get("driver") != driver:
+            continue
+        for device in spec.get("devices") or ():
+            if any(t.get("effect") == "NoExecute" for t in device.get("taints") or ()):
+                found.add((spec["pool"]["name"], device["name"]))
+    return frozenset(found)
+
+
+def claims_on(claims: Iterable[JSON], devices: frozenset[tuple[str, str]]) -> list[str]:
+    """Claims still reserved for a pod while allocated one of `devices`: their
+    pods are yet to be evicted."""
+    found = []
+    for claim in claims:
+        status = claim.get("status") or {}
+        if not status.get("reservedFor"):
+            continue
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
+        if any((r["pool"], r["device"]) in devices for r in results):
+            found.append(claim["metadata"]["name"])
+    return found

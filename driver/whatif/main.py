@@ -1,15 +1,17 @@
 """`trainium-dra whatif`: replay a job trace on simulated racks.
 
     trainium-dra whatif offline [--racks 10] [--jobs 2000] [--mix ...] [--out DIR]
-    trainium-dra whatif live [--minutes 10 | --speedup K] [--jobs ...] [--out DIR]
+    trainium-dra whatif live [--clock settle | --clock wall --minutes 10] [--jobs ...] [--out DIR]
     trainium-dra whatif stats ALIBABA_CSV
 
 `offline` replays the trace with the offline anchor (no API, idealized
-placement) under first fit and best fit. `live` replays it through the real
-kube-scheduler on the running local cluster (`trainium-dra up`), on a
-compressed clock, and the offline anchor beside it. Both write the trace they
-used (trace.csv), every figure (result.json), plots (PNG) and a report
-(report.md) into DIR. `stats` prints what the generator would take from an
+placement) under first fit and best fit, each with backfill and with strict
+FIFO queueing. `live` replays it through the real kube-scheduler on the
+running local cluster (`trainium-dra up`), on a clock that jumps from event to
+event once the cluster has settled (or, with `--clock wall`, a compressed wall
+clock), and the offline anchor beside it. Both write the trace they used
+(trace.csv), every figure and every job's record (result.json), plots (PNG)
+and a report (report.md) into DIR. `stats` prints what the generator would take from an
 Alibaba GPU trace."""
 
 import argparse
@@ -35,13 +37,22 @@ from driver.localsim.state import default_state_dir
 from driver.whatif.faults import HOUR, Failures, FaultRates, RandomFailures, ScriptedFailures
 from driver.whatif.figures import percentile, summarize
 from driver.whatif.fleet import POLICIES
+from driver.whatif.jobdiff import diff
 from driver.whatif.jobobjects import PodStyle
 from driver.whatif.jobs import Job, JobError, check_fits, offered
 from driver.whatif.jobtimes import parse_work, timed_all
-from driver.whatif.live import REQUEST_TIMEOUT, USER_AGENT, FaultTargets, replay_live
+from driver.whatif.live import (
+    REQUEST_TIMEOUT,
+    USER_AGENT,
+    FaultTargets,
+    LiveResult,
+    SettleClock,
+    WallClock,
+    replay_live,
+)
 from driver.whatif.observe import attempts_spent, cpu_seconds, cpu_spent, scheduler_attempts
-from driver.whatif.offline import replay
-from driver.whatif.plots import write_plots
+from driver.whatif.offline import QUEUEING, replay
+from driver.whatif.plots import label, write_plots, write_timelines
 from driver.whatif.replay import Replay
 from driver.whatif.report import markdown
 from driver.whatif.trace import (
@@ -53,6 +64,9 @@ from driver.whatif.trace import (
     write_trace,
 )
 from simdevice.topology import GENERATIONS, PROJECTED_GENERATIONS, RackSpec, rack_spec
+
+CLOCKS = ("settle", "wall")
+SETTLE_TIMEOUT = 300.0
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -117,20 +131,37 @@ def parser() -> argparse.ArgumentParser:
         "--state-dir", type=Path, default=None, help="the local cluster's state directory"
     )
     _source(live)
-    clock = live.add_mutually_exclusive_group()
-    clock.add_argument("--speedup", type=float, help="simulated seconds per wall second")
-    clock.add_argument(
+    live.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="settle",
+        help="settle (default): simulated time stands still while the cluster works and "
+        "jumps to the next event once it has settled, so figures do not depend on the "
+        "machine; wall: simulated time is wall time times a speed-up, to watch a replay live",
+    )
+    speed = live.add_mutually_exclusive_group()
+    speed.add_argument(
+        "--speedup", type=float, help="--clock wall: simulated seconds per wall second"
+    )
+    speed.add_argument(
         "--minutes",
         type=float,
-        default=10.0,
-        help="wall minutes the trace takes if no job waits (sets the speed-up; default 10)",
+        help="--clock wall: wall minutes the trace takes if no job waits (sets the "
+        "speed-up; default 10)",
     )
     live.add_argument(
         "--idle-seconds",
         type=float,
-        default=330.0,
-        help="after the last arrival, stop when no pod has bound for this long (default: "
-        "longer than the 5 minutes the scheduler may leave an unschedulable pod unretried)",
+        help="--clock wall: after the last arrival, stop when no pod has bound for this "
+        "long (default 330: longer than the 5 minutes the scheduler may leave an "
+        "unschedulable pod unretried)",
+    )
+    live.add_argument(
+        "--settle-timeout",
+        type=float,
+        default=SETTLE_TIMEOUT,
+        help="--clock settle: wall seconds to wait for the cluster to settle at one event "
+        "before going on (logged and counted; default 300)",
     )
     live.add_argument("--namespace", default="whatif")
     live.add_argument(
@@ -188,13 +219,29 @@ def anchor_runs(
     gangs: bool,
     failures: Callable[[], Failures],
 ) -> list[Replay]:
-    """The trace under each placement rule; `failures` gives each its own
-    failures, drawn alike."""
+    """The trace under each placement rule and queueing policy; `failures`
+    gives each its own failures, drawn alike."""
     runs = []
     for policy in POLICIES:
-        print(f"{policy}: replaying {len(jobs)} jobs on {racks} racks", flush=True)
-        runs.append(replay(jobs, rack, racks, policy=policy, gangs=gangs, failures=failures()))
+        for queueing in QUEUEING:
+            print(f"{policy} {queueing}: replaying {len(jobs)} jobs on {racks} racks", flush=True)
+            runs.append(
+                replay(
+                    jobs,
+                    rack,
+                    racks,
+                    policy=policy,
+                    gangs=gangs,
+                    queueing=queueing,
+                    failures=failures(),
+                )
+            )
     return runs
+
+
+def job_records(runs: list[Replay]) -> dict[str, list[dict[str, Any]]]:
+    """Every job's record under each replay, by the replay's label."""
+    return {label(run): [r.as_json() for r in run.records] for run in runs}
 
 
 def fault_rates(args: argparse.Namespace) -> FaultRates:
@@ -207,7 +254,7 @@ def write_outputs(out: Path, result: dict[str, Any], runs: list[Replay], title: 
     if importlib.util.find_spec("matplotlib") is None:
         print("no plots: matplotlib is missing (pip install 'trainium-dra[whatif]')", flush=True)
     else:
-        plots = [p.name for p in write_plots(out, runs)]
+        plots = [p.name for p in [*write_plots(out, runs), *write_timelines(out, runs)]]
     (out / "report.md").write_text(markdown(result, title, plots))
     print(f"wrote {out / 'report.md'}", flush=True)
 
@@ -229,6 +276,7 @@ def offline(args: argparse.Namespace) -> int:
         "trace": str(args.out / "trace.csv"),
         "seed": args.seed,
         "runs": [summarize(run) for run in runs],
+        "jobs": job_records(runs),
     }
     write_outputs(args.out, result, runs, "the offline anchor (no API, idealized placement)")
     return 0
@@ -251,14 +299,19 @@ def extended_resources(api: ApiClient, driver: str) -> dict[str, str]:
     return found
 
 
+def bearer_token(api: ApiClient) -> str:
+    """The Authorization header value `api` sends, for the scheduler's /metrics."""
+    key = api.configuration.get_api_key_with_prefix
+    return str(key("BearerToken") or key("authorization") or "")
+
+
 class Observer:
     """The cluster's CPU by process, the scheduler's attempts and the load
     average, from its construction to `done`."""
 
     def __init__(self, pids: Mapping[str, int], metrics: str | None, api: ApiClient) -> None:
         self.pids, self.metrics = {**pids, "whatif": os.getpid()}, metrics
-        key = api.configuration.get_api_key_with_prefix
-        self.token = str(key("BearerToken") or key("authorization") or "")
+        self.token = bearer_token(api)
         self.load = os.getloadavg()[0]
         self.cpu = cpu_seconds(self.pids)
         self.attempts = self._attempts()
@@ -294,8 +347,11 @@ class LiveCluster:
     pids: Mapping[str, int]
     """Its processes by name, to read their CPU time."""
     scheduler_metrics: str | None
+    controller_metrics: str | None
     fault_targets: FaultTargets | None
     """None where failures cannot be injected."""
+    servers: Mapping[str, tuple[int, int]]
+    """Node -> its (rack, server)."""
 
 
 def live(args: argparse.Namespace) -> int:
@@ -311,6 +367,9 @@ def live(args: argparse.Namespace) -> int:
             )
         sockets = [str(cluster.paths.sim_control_socket(r.name)) for r in plans]
         targets = FaultTargets(sockets, [r.node_names() for r in plans])
+        servers = {
+            node: (r, s) for r, plan in enumerate(plans) for s, node in enumerate(plan.node_names())
+        }
         return replay_on(
             LiveCluster(
                 cluster.api,
@@ -320,10 +379,56 @@ def live(args: argparse.Namespace) -> int:
                 cluster.spec.partition_sizes or PARTITION_SIZES,
                 cluster.pids,
                 cluster.scheduler_metrics,
+                cluster.controller_metrics,
                 targets if all(Path(s).exists() for s in sockets) else None,
+                servers,
             ),
             args,
         )
+
+
+def live_clock(
+    args: argparse.Namespace, jobs: list[Job], cluster: LiveCluster
+) -> WallClock | SettleClock:
+    """The clock the flags ask for; a flag of the other clock is refused."""
+    if args.clock == "wall":
+        if args.settle_timeout != SETTLE_TIMEOUT:
+            raise JobError("--settle-timeout: only with --clock settle")
+        speedup = args.speedup or speedup_for(jobs, args.minutes or 10.0)
+        return WallClock(speedup, args.idle_seconds or 330.0)
+    for flag in ("speedup", "minutes", "idle_seconds"):
+        if getattr(args, flag) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise JobError(f"{name}: only with --clock wall (the settle clock has no speed-up)")
+    if cluster.scheduler_metrics is None:
+        raise JobError(
+            "--clock settle reads the scheduler's /metrics, which this cluster does not "
+            "serve; replay with --clock wall"
+        )
+    return SettleClock(
+        cluster.scheduler_metrics,
+        bearer_token(cluster.api),
+        cluster.controller_metrics,
+        timeout=args.settle_timeout,
+    )
+
+
+def clock_fields(got: LiveResult) -> dict[str, Any]:
+    """What result.json says of the clock: its kind, and the speed-up or how
+    the settle clock spent its wall time."""
+    if isinstance(got.clock, WallClock):
+        return {"clock": "wall", "speedup": got.clock.speedup}
+    settle = got.settle
+    assert settle is not None
+    return {
+        "clock": "settle",
+        "settle": {
+            "events": settle.events,
+            "wall_s_p50": settle.wall_p50,
+            "wall_s_max": settle.wall_max,
+            "timeouts": settle.timeouts,
+        },
+    }
 
 
 def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
@@ -339,10 +444,11 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
             "replay without failures here"
         )
     jobs = jobs_of(args, rack, racks, cluster.partition_sizes)
+    clock = live_clock(args, jobs, cluster)
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)
-    speedup = args.speedup or speedup_for(jobs, args.minutes)
-    print(f"replaying {len(jobs)} jobs on {racks} racks at {speedup:g}x", flush=True)
+    pace = "settle clock" if isinstance(clock, SettleClock) else f"{clock.speedup:g}x"
+    print(f"replaying {len(jobs)} jobs on {racks} racks ({pace})", flush=True)
     extended = (
         extended_resources(cluster.api, cluster.driver) if args.requests == "extended" else {}
     )
@@ -354,12 +460,12 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         racks,
         namespace=args.namespace,
         driver=cluster.driver,
-        speedup=speedup,
+        clock=clock,
         gangs=not args.no_gangs,
         style=PodStyle(extended, args.scheduler_name),
-        idle_seconds=args.idle_seconds,
         failures=RandomFailures(rates, rack, racks, args.seed) if failing else None,
         fault_targets=cluster.fault_targets,
+        servers=cluster.servers,
         progress=lambda msg: print(msg, flush=True),
     )
     cost = watch.done()
@@ -374,7 +480,7 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
     runs = [got.replay, *anchor]
     result = {
         "trace": str(args.out / "trace.csv"),
-        "speedup": speedup,
+        **clock_fields(got),
         "wall_seconds": round(got.wall_seconds, 1),
         "bind_latency_wall_s": {
             "p50": percentile(got.bind_latency_s, 0.5),
@@ -382,11 +488,18 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
             "max": max(got.bind_latency_s, default=None),
         },
         "runs": [summarize(run) for run in runs],
+        "diff": [diff(got.replay, a) for a in anchor],
+        "jobs": job_records(runs),
         **cost,
     }
+    how = (
+        "on the settle clock"
+        if isinstance(clock, SettleClock)
+        else f"at {clock.speedup:g} simulated seconds a wall second"
+    )
     title = (
-        f"the real kube-scheduler at {speedup:g} simulated seconds a wall second "
-        f"({got.wall_seconds:,.0f} s of wall time), beside the offline anchor"
+        f"the real kube-scheduler {how} ({got.wall_seconds:,.0f} s of wall time), "
+        "beside the offline anchor"
     )
     write_outputs(args.out, result, runs, title)
     return 0

@@ -2,10 +2,12 @@
 CPU seconds of each of its processes (from /proc, by the pids the local
 cluster recorded) and the kube-scheduler's attempts by result, with the
 seconds they took (its /metrics). They say where the wall time of a replay
-that fell behind went."""
+went. And what the settle clock reads after each event: whether the
+scheduler and the driver's controller still have work (`WorkState`)."""
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -75,3 +77,94 @@ def attempts_spent(
         was = before.get(result, {})
         out[result] = {key: round(value - was.get(key, 0.0), 2) for key, value in now.items()}
     return out
+
+
+PENDING = "scheduler_pending_pods{"
+CACHE = "scheduler_cache_size{"
+PROGRESS = (f"{ATTEMPTS}_total{{", "scheduler_event_handling_duration_seconds_count{")
+CONTROLLER_PENDING = "trainium_dra_controller_pending_work "
+CONTROLLER_RECONCILES = "trainium_dra_controller_reconciles_total{"
+
+
+@dataclass(frozen=True)
+class WorkState:
+    """What the settle clock needs of the cluster's deciders: pods the
+    scheduler has to try now (active queue) or after a backoff, pods it
+    assumed and is still binding, work the driver's controller has queued or
+    in hand, a count that grows with every attempt and every event the
+    scheduler handles, its failed attempts, and the controller's reconciles."""
+
+    active: int
+    backoff: int
+    binding: int
+    controller: int
+    progress: float
+    failed: float
+    reconciled: float = 0.0
+
+    def busy(self, controller: bool) -> bool:
+        """Work in hand for the scheduler, or with `controller` for either."""
+        return bool(self.active or self.binding or (controller and self.controller))
+
+
+def _value(line: str) -> float:
+    return float(line.rsplit(" ", 1)[1])
+
+
+def scheduler_work(text: str) -> WorkState:
+    """From a kube-scheduler /metrics text, by line prefix: the full parser
+    takes tens of milliseconds, and the clock reads this after every event."""
+    queues = {"active": 0, "backoff": 0}
+    binding = 0
+    progress = failed = 0.0
+    for line in text.splitlines():
+        if line.startswith(PENDING):
+            for queue in queues:
+                if f'queue="{queue}"' in line:
+                    queues[queue] += int(_value(line))
+        elif line.startswith(CACHE):
+            if 'type="assumed_pods"' in line:
+                binding += int(_value(line))
+        elif line.startswith(PROGRESS):
+            progress += _value(line)
+            if 'result="unschedulable"' in line:
+                failed += _value(line)
+    return WorkState(queues["active"], queues["backoff"], binding, 0, progress, failed)
+
+
+def controller_work(text: str) -> tuple[int, float]:
+    """The controller's pending work (0 if absent) and its reconciles so far,
+    from its /metrics text."""
+    pending, reconciled = 0, 0.0
+    for line in text.splitlines():
+        if line.startswith(CONTROLLER_PENDING):
+            pending = int(_value(line))
+        elif line.startswith(CONTROLLER_RECONCILES):
+            reconciled += _value(line)
+    return pending, reconciled
+
+
+class WorkMetrics:
+    """Reads the scheduler's /metrics, and the controller's when given, over
+    kept-alive connections."""
+
+    def __init__(self, scheduler: str, token: str, controller: str | None) -> None:
+        self.scheduler, self.controller = scheduler, controller
+        # The local scheduler's certificate is self-signed, and it listens on loopback.
+        self.http = httpx.Client(headers={"Authorization": token}, verify=False, timeout=10.0)
+        self.plain = httpx.Client(timeout=10.0)
+
+    def state(self) -> WorkState:
+        response = self.http.get(self.scheduler)
+        response.raise_for_status()
+        state = scheduler_work(response.text)
+        if self.controller is None:
+            return state
+        answer = self.plain.get(self.controller)
+        answer.raise_for_status()
+        pending, reconciled = controller_work(answer.text)
+        return replace(state, controller=pending, reconciled=reconciled)
+
+    def close(self) -> None:
+        self.http.close()
+        self.plain.close()

@@ -4,29 +4,35 @@ scheduler latency and an idealized placement rule.
 Events are arrivals, completions, failures and repairs. At every event time,
 completions free their cores, repairs return cores to service, failures evict
 the jobs on the failed cores (`driver.whatif.faults`), arrivals join the
-queue, then every waiting job is tried in arrival order, and a job that does
-not fit now does not hold back those behind it (the real scheduler retries
-every pending pod the same way). With gangs a job's pods are placed all or
-none; without, each pod takes its devices as soon as it fits and holds them
-until the job's last pod fits and the job runs."""
+queue, then the waiting jobs are tried in arrival order under one of two
+queueing policies (`QUEUEING`): with `backfill` a job that does not fit now
+does not hold back those behind it (the real scheduler retries every pending
+pod the same way, with no reservation); with `fifo` the first job that does
+not fit stops the pass, so no job overtakes an earlier one. With gangs a
+job's pods are placed all or none; without, each pod takes its devices as
+soon as it fits and holds them until the job's last pod fits and the job
+runs."""
 
 import bisect
 import heapq
 from collections.abc import Sequence
+from typing import Final
 
 from driver.whatif.faults import Failure, Failures
-from driver.whatif.fleet import POLICIES, Fleet, Placement
+from driver.whatif.fleet import POLICIES, Fleet, Placement, servers_of
 from driver.whatif.jobs import Job, check_fits
 from driver.whatif.jobtimes import timed_all
 from driver.whatif.replay import JobRecord, Replay, Sample
 from simdevice.topology import RackSpec
 
+QUEUEING: Final = ("backfill", "fifo")
+
 
 class _Run:
     """One replay's mutable state; `replay` drives it."""
 
-    def __init__(self, fleet: Fleet, policy: str, gangs: bool) -> None:
-        self.fleet, self.policy, self.gangs = fleet, policy, gangs
+    def __init__(self, fleet: Fleet, policy: str, gangs: bool, queueing: str) -> None:
+        self.fleet, self.policy, self.gangs, self.queueing = fleet, policy, gangs, queueing
         self.waiting: list[JobRecord] = []
         self.ends: list[tuple[float, int, JobRecord]] = []
         self.failed: dict[tuple[int, int, int], int] = {}
@@ -74,8 +80,11 @@ class _Run:
             if _try_start(self.fleet, record, self.policy, self.gangs):
                 record.start = now
                 record.end = now + record.job.duration
+                record.servers = servers_of(record.held)
                 heapq.heappush(self.ends, (record.end, id(record), record))
                 self.waiting.remove(record)
+            elif self.queueing == "fifo":
+                return
 
     def sample(self, now: float) -> Sample:
         failed = sum(m.bit_count() for m in self.failed.values())
@@ -96,6 +105,7 @@ def replay(
     *,
     policy: str,
     gangs: bool = True,
+    queueing: str = "backfill",
     failures: Failures | None = None,
 ) -> Replay:
     """Run every job to completion (or to the end of events, for jobs that
@@ -104,9 +114,11 @@ def replay(
     some job runs: a fleet that only waits or drains breaks nothing."""
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
+    if queueing not in QUEUEING:
+        raise ValueError(f"queueing {queueing!r}: choose one of {', '.join(QUEUEING)}")
     for job in jobs:
         check_fits(job, rack, racks)
-    run = _Run(Fleet(rack, racks), policy, gangs)
+    run = _Run(Fleet(rack, racks), policy, gangs, queueing)
     records = sorted((JobRecord(job) for job in timed_all(jobs, rack)), key=JobRecord.order)
     arrivals = list(records)
     samples: list[Sample] = []
@@ -137,7 +149,9 @@ def replay(
         if failures and failure is None and run.ends:
             failure = failures.after(now)
         samples.append(run.sample(now))
-    return Replay(rack, racks, policy, gangs, tuple(records), tuple(samples), run.failures)
+    return Replay(
+        rack, racks, policy, gangs, tuple(records), tuple(samples), run.failures, queueing
+    )
 
 
 def _try_start(fleet: Fleet, record: JobRecord, policy: str, gangs: bool) -> bool:

@@ -1,16 +1,19 @@
-"""What the replay learns of its pods from one informer: when each was first
-seen bound, and when each went away. A pod that goes without the replay
-deleting it was evicted (a failed device's taint does that)."""
+"""What the replay learns of its namespace from two informers: when each pod
+was first seen bound (and where), when each went away, which pods the
+scheduler has reported unschedulable, and which claims still exist. A pod
+that goes without the replay deleting it was evicted (a failed device's taint
+does that). The settle clock reads the rest (`PodWatch.view`)."""
 
 import queue
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
-from driver.kubeapi.resources import PODS, path_of
+from driver.kubeapi.resources import CLAIMS, PODS, path_of
 from driver.whatif.jobobjects import JOB_LABEL
 
 
@@ -21,19 +24,70 @@ class PodEvent:
     kind: Literal["bound", "gone"]
     job: str
     pod: str
+    node: str = ""
+    """Where a bound pod runs."""
+
+
+@dataclass(frozen=True)
+class NamespaceView:
+    """Why the replay's namespace is not yet what the replay wrote, as counts;
+    all zero once it is."""
+
+    missing: int
+    """Pods the replay created that the watch has not seen."""
+    lingering: int
+    """Pods the replay deleted that are still there."""
+    orphan_claims: int
+    """Claims whose pod is gone: their devices are not free yet."""
+    undecided: int
+    """Pods neither bound nor reported unschedulable by the scheduler."""
+    waiting: int
+    """Pods reported unschedulable, not bound."""
+
+    def unsettled(self) -> str | None:
+        counts = {
+            "pods not yet seen": self.missing,
+            "deleted pods still there": self.lingering,
+            "claims of deleted pods": self.orphan_claims,
+            "pods the scheduler has not decided": self.undecided,
+        }
+        found = [f"{n} {what}" for what, n in counts.items() if n]
+        return ", ".join(found) or None
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> bool:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled":
+            return bool(condition.get("status") == "False")
+    return False
+
+
+def _claim_owner(claim: Mapping[str, Any]) -> str:
+    """The pod a replay claim serves: its namesake, or for the claim the
+    scheduler made for a pod's extended resources, its owner."""
+    meta = claim["metadata"]
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "Pod":
+            return str(ref["name"])
+    return str(meta["name"])
 
 
 class PodWatch:
     """Feeds `events` from an informer of the namespace's replay pods, reporting
-    each binding once. After a list (the first, or one after the watch's
-    version expired), a pod it knew that the list lacks went away in between."""
+    each binding once, and keeps the pods' and claims' state for `view`. After
+    a list (the first, or one after the watch's version expired), a pod it
+    knew that the list lacks went away in between."""
 
     def __init__(self, server: ApiServer, namespace: str) -> None:
         self.events: queue.Queue[PodEvent] = queue.Queue()
+        self.lock = threading.Lock()
         self.bound: set[str] = set()
         self.present: dict[str, str] = {}
         """Pod -> its job, for every pod seen and not seen go."""
-        self.informer: Informer[Mapping[str, Any]] = Informer(
+        self.unschedulable: set[str] = set()
+        self.claims: dict[str, str] = {}
+        """Claim -> the pod it serves."""
+        self.pods: Informer[Mapping[str, Any]] = Informer(
             server,
             path_of(PODS, namespace=namespace),
             {"labelSelector": JOB_LABEL},
@@ -41,30 +95,72 @@ class PodWatch:
             on_list=self._listed,
             on_event=lambda kind, pod: self._see(pod, deleted=kind == "DELETED"),
         )
+        self.claim_informer: Informer[Mapping[str, Any]] = Informer(
+            server,
+            path_of(CLAIMS, namespace=namespace),
+            {},
+            lambda claim: claim,
+            on_list=self._claims_listed,
+            on_event=lambda kind, claim: self._claim(claim, deleted=kind == "DELETED"),
+        )
 
     def start(self) -> None:
-        self.informer.start()
+        self.pods.start()
+        self.claim_informer.start()
 
     def close(self) -> None:
-        self.informer.close()
+        self.pods.close()
+        self.claim_informer.close()
+
+    def view(self, wanted: Collection[str], deleted: Collection[str]) -> NamespaceView:
+        """The namespace against what the replay wrote: `wanted` pods exist,
+        `deleted` ones are gone."""
+        with self.lock:
+            seen = [p for p in wanted if p in self.present]
+            return NamespaceView(
+                missing=len(wanted) - len(seen),
+                lingering=sum(1 for p in deleted if p in self.present),
+                orphan_claims=sum(1 for pod in self.claims.values() if pod not in self.present),
+                undecided=sum(
+                    1 for p in seen if p not in self.bound and p not in self.unschedulable
+                ),
+                waiting=sum(1 for p in seen if p not in self.bound and p in self.unschedulable),
+            )
 
     def _listed(self, pods: list[Mapping[str, Any]]) -> None:
         names = {pod["metadata"]["name"] for pod in pods}
-        for name, job in list(self.present.items()):
-            if name not in names:
-                del self.present[name]
-                self.events.put(PodEvent(time.monotonic(), "gone", job, name))
+        with self.lock:
+            for name, job in list(self.present.items()):
+                if name not in names:
+                    del self.present[name]
+                    self.events.put(PodEvent(time.monotonic(), "gone", job, name))
         for pod in pods:
             self._see(pod, deleted=False)
 
     def _see(self, pod: Mapping[str, Any], deleted: bool) -> None:
         meta = pod["metadata"]
         name, job = meta["name"], meta["labels"][JOB_LABEL]
-        if deleted:
-            self.present.pop(name, None)
-            self.events.put(PodEvent(time.monotonic(), "gone", job, name))
-            return
-        self.present[name] = job
-        if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
-            self.bound.add(name)
-            self.events.put(PodEvent(time.monotonic(), "bound", job, name))
+        with self.lock:
+            if deleted:
+                self.present.pop(name, None)
+                self.unschedulable.discard(name)
+                self.events.put(PodEvent(time.monotonic(), "gone", job, name))
+                return
+            self.present[name] = job
+            if _unschedulable(pod):
+                self.unschedulable.add(name)
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and name not in self.bound:
+                self.bound.add(name)
+                self.events.put(PodEvent(time.monotonic(), "bound", job, name, node))
+
+    def _claims_listed(self, claims: list[Mapping[str, Any]]) -> None:
+        with self.lock:
+            self.claims = {c["metadata"]["name"]: _claim_owner(c) for c in claims}
+
+    def _claim(self, claim: Mapping[str, Any], deleted: bool) -> None:
+        with self.lock:
+            if deleted:
+                self.claims.pop(claim["metadata"]["name"], None)
+            else:
+                self.claims[claim["metadata"]["name"]] = _claim_owner(claim)

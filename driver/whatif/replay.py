@@ -2,6 +2,7 @@
 each job's record and the fleet sampled over time."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from driver.whatif.fleet import Placement
 from driver.whatif.jobs import Job
@@ -19,9 +20,28 @@ class JobRecord:
     held: list[Placement] = field(default_factory=list)
     evictions: int = 0
     lost_core_seconds: float = 0.0
+    servers: list[tuple[int, int]] = field(default_factory=list)
+    """(rack, server) of every server its last run held devices on."""
+    nodes: list[str] = field(default_factory=list)
+    """The nodes its pods were bound to; live replays only."""
 
     def order(self) -> tuple[float, str]:
         return self.job.arrival, self.job.name
+
+    def as_json(self) -> dict[str, Any]:
+        """What `result.json` keeps of the job: enough to check its fate by hand."""
+        return {
+            "name": self.job.name,
+            "arrival": self.job.arrival,
+            "pods": self.job.pods,
+            "shape": self.job.shape.label(),
+            "duration": self.job.duration,
+            "start": self.start,
+            "end": self.end,
+            "evictions": self.evictions,
+            "servers": [list(s) for s in self.servers],
+            **({"nodes": self.nodes} if self.nodes else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -45,3 +65,6 @@ class Replay:
     records: tuple[JobRecord, ...]
     samples: tuple[Sample, ...]
     failures: int = 0
+    queueing: str = "backfill"
+    """How waiting jobs are tried: `backfill` (none holds back those behind
+    it, as the real scheduler) or `fifo` (strictly in arrival order)."""

@@ -4,6 +4,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from driver.whatif.jobdiff import CAUSES
+
 
 def seconds(value: float | None) -> str:
     return "" if value is None else f"{value:,.0f}"
@@ -16,19 +18,21 @@ def share(value: float | None) -> str:
 def table(runs: Sequence[dict[str, Any]]) -> str:
     """One row per replay: its placement rule and gangs, then its figures."""
     lines = [
-        "| placement | gangs | jobs run | never ran | makespan (s) "
-        "| queueing p50 / p90 / p99 (s) | completion p50 / p90 (s) "
+        "| placement | queueing | gangs | jobs run | never ran | makespan (s) "
+        "| queueing delay p50 / p90 / p99 / max (s) | completion p50 / p90 / max (s) "
         "| allocation while jobs arrive | allocation while jobs wait "
         "| free cores unusable while jobs wait | failures | evictions | lost core-hours |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in runs:
         q, c = run["queueing_delay_s"], run["completion_time_s"]
+        queueing = "none" if run["policy"] == "kube-scheduler" else run.get("queueing", "backfill")
         lines.append(
-            f"| {run['policy']} | {'on' if run['gangs'] else 'off'} | {run['jobs_run']} "
-            f"| {run['jobs_never_run']} | {seconds(run['makespan_s'])} "
+            f"| {run['policy']} | {queueing} | {'on' if run['gangs'] else 'off'} "
+            f"| {run['jobs_run']} | {run['jobs_never_run']} | {seconds(run['makespan_s'])} "
             f"| {seconds(q['p50'])} / {seconds(q['p90'])} / {seconds(q['p99'])} "
-            f"| {seconds(c['p50'])} / {seconds(c['p90'])} "
+            f"/ {seconds(q.get('max'))} "
+            f"| {seconds(c['p50'])} / {seconds(c['p90'])} / {seconds(c.get('max'))} "
             f"| {share(run['allocation_rate_while_arriving'])} "
             f"| {share(run['allocation_rate_while_waiting'])} "
             f"| {share(run['unusable_free_share_while_waiting'])} "
@@ -43,6 +47,14 @@ def cost(result: dict[str, Any]) -> str:
     if "cpu_seconds_by_process" not in result:
         return ""
     load = result["load_1min"]
+    settle = result.get("settle")
+    clock = (
+        f" The settle clock settled at {settle['events']:,} event times, "
+        f"{settle['wall_s_p50']:.2f} s of wall time each at the median, "
+        f"{settle['wall_s_max']:.1f} s at most; {settle['timeouts']} timed out."
+        if settle
+        else ""
+    )
     cpu = ", ".join(f"{name} {sec:,.0f}" for name, sec in result["cpu_seconds_by_process"].items())
     attempts = ", ".join(
         f"{result_} {a['attempts']:,.0f} ({a['seconds']:,.0f} s)"
@@ -53,8 +65,26 @@ def cost(result: dict[str, Any]) -> str:
         f"{result['wall_seconds']:,.0f} s of wall time on {result['cpus']} CPUs; load average "
         f"(1 minute) {load['before']:g} before the replay, {load['after']:g} after it. "
         f"CPU seconds each process used meanwhile: {cpu}. "
-        f"The scheduler's attempts by result (and the seconds they took): {attempts or 'unread'}.\n"
+        f"The scheduler's attempts by result (and the seconds they took): {attempts or 'unread'}."
+        f"{clock}\n"
     )
+
+
+def diffs(result: dict[str, Any]) -> str:
+    """Where the live replay and each anchor part: counts by cause, and the
+    jobs whose start moved most."""
+    if not result.get("diff"):
+        return ""
+    out = ["\n## Where live and the anchors part\n"]
+    for d in result["diff"]:
+        causes = "; ".join(f"{n} {CAUSES[c]}" for c, n in d["causes"].items()) or "none"
+        out.append(f"- against {d['anchor']}: {d['alike']} of {d['jobs']} jobs alike; {causes}.")
+        for j in d["largest"]:
+            out.append(
+                f"  - `{j['name']}` ({j['shape']}): live {seconds(j['live_start'])}, "
+                f"anchor {seconds(j['anchor_start'])}: {CAUSES[j['cause']]}"
+            )
+    return "\n".join(out) + "\n"
 
 
 def markdown(result: dict[str, Any], title: str, plots: Sequence[str] = ()) -> str:
@@ -67,6 +97,7 @@ def markdown(result: dict[str, Any], title: str, plots: Sequence[str] = ()) -> s
         f"{first['generation']} racks ({first['cores']:,} cores); {title}.\n\n"
         + table(result["runs"])
         + "\n"
+        + diffs(result)
         + cost(result)
         + images
     )

@@ -1,7 +1,9 @@
 """The replay through the real scheduler on a local cluster (one Trn3 Gen1
-rack, node pools): every job of a small trace runs, for its duration, a
-whole-rack job runs alone, after every job under it has ended, and a chip
-that fails under a job evicts it through the driver's taints."""
+rack, node pools): on the settle clock every job of a small trace runs for
+exactly its duration and a trace with a known answer gets it, job by job,
+as the offline anchor does; a whole-rack job runs alone, after every job
+under it has ended; a chip that fails under a job evicts it through the
+driver's taints; the wall clock still replays a trace to watch live."""
 
 import json
 from collections.abc import Iterator
@@ -9,17 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.commands.running import open_running
+from driver.localsim.commands.running import Running, open_running
 from driver.whatif import main as whatif
 from driver.whatif.faults import Failure, ScriptedFailures
 from driver.whatif.jobs import Job, PodShape
-from driver.whatif.live import FaultTargets, replay_live
+from driver.whatif.live import FaultTargets, SettleClock, replay_live
+from driver.whatif.main import bearer_token
+from driver.whatif.offline import QUEUEING, replay
 from simdevice.topology import rack_spec
 from testbed.localcluster import Cluster, running_cluster
 
 pytestmark = pytest.mark.integration
 
-SPEEDUP = 4.0
+GEN1 = rack_spec("trn3-gen1")
 JOBS = [
     Job("a-core", 0, 1, PodShape("cores", 1), 20),
     Job("b-half", 0, 1, PodShape("cores", 4), 20),
@@ -44,21 +48,29 @@ def test_the_command_replays_a_few_dozen_jobs_beside_the_anchor(
 ) -> None:
     out = tmp_path / "out"
     argv = ["live", f"--state-dir={cluster.paths.root}", "--jobs", "30", "--mix", MIX]
-    cap = ["--max-duration-hours", str(60 / 3600), "--load", "1.0", "--minutes", "0.5"]
-    code = whatif.main([*argv, *cap, "--idle-seconds", "60", "--out", str(out)])
+    cap = ["--max-duration-hours", str(60 / 3600), "--load", "1.0"]
+    code = whatif.main([*argv, *cap, "--out", str(out)])
     assert code == 0
     result = json.loads((out / "result.json").read_text())
     live, *anchor = result["runs"]
-    assert live["policy"] == "kube-scheduler" and [r["policy"] for r in anchor] == [
-        "first-fit",
-        "best-fit",
+    assert live["policy"] == "kube-scheduler"
+    assert [(r["policy"], r["queueing"]) for r in anchor] == [
+        (policy, queueing) for policy in ("first-fit", "best-fit") for queueing in QUEUEING
     ]
     assert live["jobs_run"] == 30, live
     assert live["unusable_free_share_while_waiting"] is None
     assert 0 < live["allocation_rate_while_arriving"] <= 1
-    assert result["speedup"] >= 1 and result["wall_seconds"] > 0
+    assert result["clock"] == "settle" and result["settle"]["timeouts"] == 0, result["settle"]
+    assert result["settle"]["events"] >= 2 and result["wall_seconds"] > 0
+    records = result["jobs"]["kube-scheduler, gangs on"]
+    assert len(records) == 30 and all(r["nodes"] and r["servers"] for r in records)
+    assert [d["anchor"] for d in result["diff"]] == [
+        f"{r['policy']} {r['queueing']}" for r in anchor
+    ]
     report = (out / "report.md").read_text()
-    assert "| kube-scheduler | on | 30 | 0 |" in report
+    assert "| kube-scheduler | none | on | 30 | 0 |" in report
+    assert "## Where live and the anchors part" in report
+    assert (out / "timeline-kube-scheduler-gangs-on.png").stat().st_size > 0
     cpu = result["cpu_seconds_by_process"]
     assert cpu["kube-scheduler"] > 0 and cpu["kube-apiserver"] > 0 and cpu["whatif"] > 0, cpu
     scheduled = result["scheduler_attempts"]["scheduled"]
@@ -73,41 +85,72 @@ def test_neuron_style_requests_run_under_the_bin_packing_profile(
     argv = ["live", f"--state-dir={cluster.paths.root}", "--jobs", "8", "--out", str(out)]
     mix = ["--mix", "cores-1=0.4,cores-2=0.3,chips-2=0.3", "--max-duration-hours", str(20 / 3600)]
     style = ["--requests", "extended", "--scheduler-name", "trainium-dra-binpack"]
-    assert whatif.main([*argv, *mix, *style, "--minutes", "0.2", "--idle-seconds", "30"]) == 0
-    [live, *_] = json.loads((out / "result.json").read_text())["runs"]
-    assert live["jobs_run"] == 8, live
+    wall = ["--clock", "wall", "--minutes", "0.2", "--idle-seconds", "30"]
+    assert whatif.main([*argv, *mix, *style, *wall]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["clock"] == "wall" and result["speedup"] >= 1
+    assert result["runs"][0]["jobs_run"] == 8, result["runs"][0]
 
 
-def test_the_live_run_times_each_job_and_keeps_the_rack_alone(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    rack = rack_spec("trn3-gen1")
+def settle_clock(running: Running) -> SettleClock:
+    assert running.scheduler_metrics is not None
+    return SettleClock(
+        running.scheduler_metrics, bearer_token(running.api), running.controller_metrics
+    )
+
+
+def test_the_live_run_times_each_job_and_keeps_the_rack_alone(cluster: Cluster) -> None:
     with open_running(cluster.paths) as running:
         got = replay_live(
             running.api,
             JOBS,
-            rack,
+            GEN1,
             1,
             namespace="whatif-spans",
             driver=running.spec.driver,
-            speedup=SPEEDUP,
-            idle_seconds=60,
+            clock=settle_clock(running),
         )
+    assert got.settle is not None and got.settle.timeouts == 0
     spans: dict[str, tuple[float, float]] = {}
     for r in got.replay.records:
         assert r.start is not None and r.end is not None, f"{r.job.name} never ran"
         spans[r.job.name] = (r.start, r.end)
-    slack = 3 * SPEEDUP  # the replay's loop and the deletion, in simulated seconds
     for job in JOBS:
         start, end = spans[job.name]
         assert start >= job.arrival
-        assert job.duration <= end - start <= job.duration + slack, job.name
+        assert end - start == job.duration, job.name
     rack_start = spans["f-rack"][0]
     assert all(end <= rack_start for name, (_, end) in spans.items() if name != "f-rack")
 
 
+def test_a_trace_with_a_known_answer_gets_it_job_by_job(cluster: Cluster) -> None:
+    """Every chip of the rack taken at 0 for 1,000 s; a whole-rack job arriving
+    at 10 waits for all of them and starts at 1,000: live as in the anchor,
+    under either queueing policy."""
+    chips = [Job(f"chip-{i:02d}", 0, 1, PodShape("chips", 1), 1000) for i in range(GEN1.chips)]
+    jobs = [*chips, Job("rack", 10, 1, PodShape("rack"), 500)]
+    known = {job.name: 0.0 for job in chips} | {"rack": 1000.0}
+    with open_running(cluster.paths) as running:
+        got = replay_live(
+            running.api,
+            jobs,
+            GEN1,
+            1,
+            namespace="whatif-known",
+            driver=running.spec.driver,
+            clock=settle_clock(running),
+            servers={node: (0, s) for s, node in enumerate(running.spec.racks[0].node_names())},
+        )
+    assert {r.job.name: r.start for r in got.replay.records} == known
+    for queueing in QUEUEING:
+        anchor = replay(jobs, GEN1, 1, policy="best-fit", queueing=queueing)
+        assert {r.job.name: r.start for r in anchor.records} == known, queueing
+    [rack] = [r for r in got.replay.records if r.job.name == "rack"]
+    assert rack.end == 1500.0 and len(rack.servers) == GEN1.servers
+
+
 def test_a_failed_chip_evicts_the_rack_job_which_runs_again_once_repaired(cluster: Cluster) -> None:
-    rack = rack_spec("trn3-gen1")
+    rack = GEN1
     job = Job("whole-rack", 0, 1, PodShape("rack"), 80)
     failure, repair = Failure(40.0, (0, 1, 3), 0xFF), 20.0
     with open_running(cluster.paths) as running:
@@ -122,8 +165,7 @@ def test_a_failed_chip_evicts_the_rack_job_which_runs_again_once_repaired(cluste
             1,
             namespace="whatif-faults",
             driver=running.spec.driver,
-            speedup=SPEEDUP,
-            idle_seconds=60,
+            clock=settle_clock(running),
             failures=ScriptedFailures([failure], repair),
             fault_targets=targets,
         )
@@ -132,8 +174,8 @@ def test_a_failed_chip_evicts_the_rack_job_which_runs_again_once_repaired(cluste
     assert record.evictions == 1
     assert record.start is not None and record.end is not None
     # The rack device stays tainted while the chip is out: the second run
-    # binds only after the repair, and runs its whole duration.
-    assert record.start >= failure.time + repair
-    assert job.duration <= record.end - record.start <= job.duration + 3 * SPEEDUP
+    # binds at the repair, and runs its whole duration.
+    assert record.start == failure.time + repair
+    assert record.end - record.start == job.duration
     cores = rack.chips * rack.chip.cores
-    assert cores * 10 <= record.lost_core_seconds <= cores * record.start
+    assert record.lost_core_seconds == cores * failure.time

@@ -127,3 +127,50 @@ def test_fewer_partition_sizes_hold_more_cores_for_the_same_jobs(tmp_path: Path)
         for s in ("1,2,4", "1")
     }
     assert held["1"] > 2 * held["1,2,4"]
+
+
+def test_strict_fifo_holds_small_jobs_behind_a_waiting_rack_job_backfill_lets_them_by() -> None:
+    """Three of four chips busy until 1,000, a rack job at 10, two single
+    cores at 20 for 1,000 s. Backfill lets the cores into the free chip at
+    once, and the rack job waits for them too (1,020); strict FIFO keeps them
+    behind the rack job, which starts as the chips end."""
+    chips = [job(f"chip-{i}", 0, PodShape("chips", 1), 1000) for i in range(3)]
+    rack = job("rack", 10, PodShape("rack"), 500)
+    cores = [job(f"core-{i}", 20, PodShape("cores", 1), 1000) for i in range(2)]
+    fifo = replay([*chips, rack, *cores], TWO_SERVERS, 1, policy="best-fit", queueing="fifo")
+    backfill = replay([*chips, rack, *cores], TWO_SERVERS, 1, policy="best-fit")
+    assert {r.job.name: r.start for r in fifo.records} == {
+        **{c.name: 0 for c in chips},
+        "rack": 1000,
+        "core-0": 1500,
+        "core-1": 1500,
+    }
+    assert {r.job.name: r.start for r in backfill.records} == {
+        **{c.name: 0 for c in chips},
+        "rack": 1020,
+        "core-0": 20,
+        "core-1": 20,
+    }
+    assert fifo.queueing == "fifo" and backfill.queueing == "backfill"
+    with pytest.raises(ValueError, match="queueing 'lifo': choose one of backfill, fifo"):
+        replay(chips, TWO_SERVERS, 1, policy="best-fit", queueing="lifo")
+
+
+def test_each_record_keeps_the_servers_its_job_held_and_the_figures_their_maxima() -> None:
+    jobs = [job("gang", 0, PodShape("server"), 10, pods=2), job("late", 1, PodShape("rack"), 5)]
+    run = replay(jobs, TWO_SERVERS, 1, policy="first-fit")
+    records = {r.job.name: r.as_json() for r in run.records}
+    assert records["gang"]["servers"] == [[0, 0], [0, 1]] and records["gang"]["start"] == 0
+    assert records["late"] == {
+        "name": "late",
+        "arrival": 1,
+        "pods": 1,
+        "shape": "rack",
+        "duration": 5,
+        "start": 10,
+        "end": 15,
+        "evictions": 0,
+        "servers": [[0, 0], [0, 1]],
+    }
+    figures = summarize(run)
+    assert figures["queueing_delay_s"]["max"] == 9 and figures["completion_time_s"]["max"] == 14

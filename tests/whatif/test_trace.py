@@ -147,11 +147,18 @@ def test_the_command_writes_trace_result_and_report(tmp_path: Path) -> None:
     )
     assert code == 0
     result = json.loads((out / "result.json").read_text())
-    assert [r["policy"] for r in result["runs"]] == ["first-fit", "best-fit"]
+    assert [(r["policy"], r["queueing"]) for r in result["runs"]] == [
+        ("first-fit", "backfill"),
+        ("first-fit", "fifo"),
+        ("best-fit", "backfill"),
+        ("best-fit", "fifo"),
+    ]
     assert all(r["jobs"] == r["jobs_run"] == 60 for r in result["runs"])
     assert len(read_trace(out / "trace.csv")) == 60
     report = (out / "report.md").read_text()
-    assert "| first-fit | on | 60 | 0 |" in report and "| best-fit | on | 60 | 0 |" in report
+    assert "| first-fit | backfill | on | 60 | 0 |" in report
+    assert "| best-fit | fifo | on | 60 | 0 |" in report
+    assert len(result["jobs"]["best-fit fifo, gangs on"]) == 60
     for plot in ("allocation", "fragmentation", "queueing", "completion"):
         assert (out / f"{plot}.png").read_bytes().startswith(b"\x89PNG")
         assert f"![{plot}]({plot}.png)" in report
