@@ -140,7 +140,7 @@ WHATIF_RACKS ?= 1
 WHATIF_UP_ARGS ?=
 whatif-live: venv binaries
 	$(WITH_BINARIES) $(VENV)/bin/trainium-dra up --racks $(WHATIF_RACKS) --pools node $(WHATIF_UP_ARGS)
-	$(WITH_BINARIES) $(VENV)/bin/trainium-dra whatif live $(or $(WHATIF_ARGS),--jobs 300 --minutes 5); \
+	$(WITH_BINARIES) $(VENV)/bin/trainium-dra whatif live $(or $(WHATIF_ARGS),--jobs 300); \
 	  status=$$?; $(VENV)/bin/trainium-dra down; exit $$status
 
 # The example of docs/whatif.md: one trace, both placement rules, gangs on and off.

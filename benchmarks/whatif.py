@@ -51,6 +51,9 @@ def run_example(example: dict[str, Any] = EXAMPLE) -> list[dict[str, Any]]:
         for gangs in (True, False)
         for policy in POLICIES
     ]
+    fifo = [
+        summarize(replay(jobs, rack, racks, policy=policy, queueing="fifo")) for policy in POLICIES
+    ]
     failing = [
         summarize(
             replay(
@@ -63,7 +66,7 @@ def run_example(example: dict[str, Any] = EXAMPLE) -> list[dict[str, Any]]:
         )
         for policy in POLICIES
     ]
-    return plain + failing
+    return plain + fifo + failing
 
 
 def main() -> int:

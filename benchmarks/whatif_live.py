@@ -1,9 +1,11 @@
 """The live replays of docs/whatif.md, each through the real kube-scheduler
-on a cluster of its own, brought up and taken down here. Unlike
-`make bench-whatif` their figures depend on the machine: a replay that falls
-behind shows the scheduler's latency as queueing. So each case keeps what
+on a cluster of its own, brought up and taken down here, on the settle clock
+(simulated time jumps from event to event once the cluster has settled), so
+their figures are the scheduler's decisions, not this machine's speed; its
+wall time is what the machine spent. Each case keeps what
 `trainium-dra whatif live` records beside its figures: the load average, each
-process's CPU seconds and the scheduler's attempts by result.
+process's CPU seconds, the scheduler's attempts by result and the settle
+clock's wall time per event.
 
 Cases run with the local cluster (`trainium-dra up`, the kubelet stand-in)
 except `hundred-racks`: 3,600 nodes are more node daemons than this machine
@@ -17,7 +19,9 @@ Usage: python -m benchmarks.whatif_live [--cases ten-racks,policy-claims] [--noi
 
 import argparse
 import json
+import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -33,7 +37,7 @@ from benchmarks.publishing import create_racks, rack_nodes
 from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 from benchmarks.scale import all_ready
 from driver.devicemodel.layout import PARTITION_SIZES
-from driver.localsim.controlplane.plane import ControlPlane
+from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.names import DEFAULT_DRIVER_NAME
 from driver.whatif import main as whatif
 from simdevice.topology import rack_spec
@@ -54,29 +58,37 @@ class Case:
     live: tuple[str, ...]
     """`trainium-dra whatif live` flags."""
     bare_racks: int = 0
+    repeats: int = 1
+    """Replays of the same trace on the same cluster; the last beside a CPU hog."""
 
 
-def _trace(jobs: int, load: float, minutes: float) -> tuple[str, ...]:
+def _trace(jobs: int, load: float) -> tuple[str, ...]:
     return (
-        "--jobs", str(jobs), "--load", str(load), "--mix", MIX,
-        "--max-duration-hours", "1", "--minutes", str(minutes),
+        "--jobs", str(jobs), "--load", str(load), "--mix", MIX, "--max-duration-hours", "1",
     )  # fmt: skip
 
 
 POLICY_UP: Final = ("--racks", "1", "--pools", "node")
-POLICY_TRACE: Final = _trace(300, 0.9, 3)
+POLICY_TRACE: Final = _trace(300, 0.9)
 CASES: Final = {
     "ten-racks": Case(
         "10 Trn3 Gen2 racks (11,520 cores), 2,000 jobs at offered load 0.6",
         ("--racks", "10", "--pools", "node"),
-        _trace(2000, 0.6, 10),
+        _trace(2000, 0.6),
     ),
     "ten-racks-overloaded": Case(
         "10 Trn3 Gen2 racks, 2,000 jobs at offered load 1.2: more work than the racks hold",
         ("--racks", "10", "--pools", "node"),
-        _trace(2000, 1.2, 10),
+        _trace(2000, 1.2),
     ),
     "policy-claims": Case("1 rack, claims, default scheduler", POLICY_UP, POLICY_TRACE),
+    "one-rack-repeat": Case(
+        "1 rack, claims, the same trace three times, the third beside two CPU-bound "
+        "processes: the settle clock's figures must not move",
+        POLICY_UP,
+        POLICY_TRACE,
+        repeats=3,
+    ),
     "policy-no-gangs": Case(
         "1 rack, claims, no PodGroups", POLICY_UP, (*POLICY_TRACE, "--no-gangs")
     ),
@@ -99,45 +111,96 @@ CASES: Final = {
         "100 Trn3 Gen2 racks (115,200 cores, 3,600 nodes), 500 jobs at offered load 0.8, "
         "no kubelets, one advertised rack device",
         (),
-        _trace(500, 0.8, 5),
+        _trace(500, 0.8),
         bare_racks=100,
     ),
 }
 
 
 def run_local(case: Case, work: Path) -> dict[str, Any]:
-    state, out = work / "state", work / "out"
+    state = work / "state"
     subprocess.run([CLI, "up", f"--state-dir={state}", *case.up], check=True)
+    outs = [work / f"out-{i}" for i in range(case.repeats)]
     try:
-        argv = ["live", f"--state-dir={state}", *case.live, "--out", str(out)]
-        if whatif.main(argv) != 0:
-            raise SystemExit(f"whatif {' '.join(argv)} failed")
+        for i, out in enumerate(outs):
+            trace = ["--trace", str(outs[0] / "trace.csv")] if i else list(case.live)
+            argv = ["live", f"--state-dir={state}", *trace, "--out", str(out)]
+            with cpu_hog(on=i > 0 and i == case.repeats - 1):
+                if whatif.main(argv) != 0:
+                    raise SystemExit(f"whatif {' '.join(argv)} failed")
     finally:
         subprocess.run([CLI, "down", f"--state-dir={state}"], check=False)
-    result: dict[str, Any] = json.loads((out / "result.json").read_text())
-    return result
+    results = [json.loads((out / "result.json").read_text()) for out in outs]
+    first: dict[str, Any] = results[0]
+    if case.repeats > 1:
+        first["repeats"] = [
+            repeat_figures(first, r, hog=i == case.repeats - 1) for i, r in enumerate(results)
+        ]
+    return first
 
 
 @contextmanager
-def bare_cluster(racks: int, work: Path) -> Iterator[tuple[ControlPlane, client.ApiClient, int]]:
-    """A control plane, the controller (its pid last) and `racks` Gen2 racks
-    on Nodes no kubelet runs."""
+def cpu_hog(on: bool) -> Iterator[None]:
+    """With `on`, a busy loop on every CPU for the duration."""
+    hogs = (
+        [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 1)
+        ]
+        if on
+        else []
+    )
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def repeat_figures(first: dict[str, Any], again: dict[str, Any], *, hog: bool) -> dict[str, Any]:
+    """One replay of a repeated trace against the first: its live allocation,
+    its wall time and the share of jobs that started at the same simulated time."""
+    starts = {j["name"]: j["start"] for j in first["jobs"]["kube-scheduler, gangs on"]}
+    jobs = again["jobs"]["kube-scheduler, gangs on"]
+    same = sum(1 for j in jobs if j["start"] == starts[j["name"]])
+    return {
+        "hog": hog,
+        "allocation_rate_while_arriving": again["runs"][0]["allocation_rate_while_arriving"],
+        "same_start_share": same / len(jobs),
+        "wall_seconds": again["wall_seconds"],
+        "load_1min_after": again["load_1min"]["after"],
+    }
+
+
+@contextmanager
+def bare_cluster(
+    racks: int, work: Path
+) -> Iterator[tuple[ControlPlane, client.ApiClient, int, str]]:
+    """A control plane, the controller (its pid and metrics URL last) and
+    `racks` Gen2 racks on Nodes no kubelet runs."""
+    port = free_port()
     with ControlPlane.running(work / "cp") as cp, cp.api_client() as api:
         install(cp)
         for i in range(racks):
             for node in rack_nodes(i):
                 cp.create_node(node)
         create_racks(api, racks, pools="node")
-        with controller(cp, work / "controller.log", "--advertised-racks", "1") as proc:
+        address = f"127.0.0.1:{port}"
+        log = work / "controller.log"
+        with controller(cp, log, "--advertised-racks", "1", f"--http-address={address}") as proc:
             wait_for(f"{racks} racks ready", partial(all_ready, api, racks), 3600, 1)
-            yield cp, api, proc.pid
+            yield cp, api, proc.pid, f"http://{address}/metrics"
 
 
 def run_bare(case: Case, work: Path) -> dict[str, Any]:
     out = work / "out"
-    with bare_cluster(case.bare_racks, work) as (cp, api, controller_pid):
+    with bare_cluster(case.bare_racks, work) as (cp, api, controller_pid, controller_metrics):
         pids = {c.name: c.process.pid for c in cp.components} | {"controller": controller_pid}
         metrics = f"https://127.0.0.1:{cp.config.ports.scheduler}/metrics"
+        servers = {
+            node: (r, s) for r in range(case.bare_racks) for s, node in enumerate(rack_nodes(r))
+        }
         cluster = whatif.LiveCluster(
             api,
             rack_spec("trn3-gen2"),
@@ -146,7 +209,9 @@ def run_bare(case: Case, work: Path) -> dict[str, Any]:
             PARTITION_SIZES,
             pids,
             metrics,
+            controller_metrics,
             None,
+            servers,
         )
         args = whatif.parser().parse_args(["live", *case.live, "--out", str(out)])
         whatif.replay_on(cluster, args)
@@ -175,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             run = run_bare if case.bare_racks else run_local
             result = run(case, Path(tmp))
         result.pop("trace", None)
+        result.pop("jobs", None)  # every job's record: in the run's own result.json
         cases[name] = {
             "what": case.what,
             "date": time.strftime("%Y-%m-%d %H:%M"),

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchmarks.pages.common import replace_block, table
+from driver.whatif.jobdiff import CAUSES
 
 TOP_PROCESSES = 5
 
@@ -14,8 +15,34 @@ def _share(value: float | None) -> str:
     return "" if value is None else f"{value:.1%}"
 
 
+def _most(delays: Mapping[str, Any]) -> str:
+    return "" if delays.get("max") is None else f"{delays['max']:,.0f}"
+
+
 def _by_policy(case: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {run["policy"]: run for run in case["runs"]}
+    """Each replay by placement rule; of the anchors, the backfill one (the
+    real scheduler's queueing: no job holds back those behind it)."""
+    return {
+        run["policy"]: run for run in case["runs"] if run.get("queueing", "backfill") == "backfill"
+    }
+
+
+def _clock(case: Mapping[str, Any]) -> str:
+    """The case's clock: the settle clock, or the wall clock's speed-up."""
+    if case.get("clock", "wall") == "settle":
+        return "settle clock"
+    return f"{case['speedup']:,.1f}x"
+
+
+def _diff(case: Mapping[str, Any]) -> str:
+    """Jobs that started alike live and under best fit with backfill, and
+    the largest cause of the rest."""
+    for d in case.get("diff", ()):
+        if d["anchor"] == "best-fit backfill":
+            top = next(iter(d["causes"].items()), None)
+            cause = f"; most: {top[1]:,} {CAUSES[top[0]]}" if top else ""
+            return f"{d['alike']:,} of {d['jobs']:,} alike{cause}"
+    return "not recorded"
 
 
 def _row(name: str, case: Mapping[str, Any]) -> list[object]:
@@ -26,13 +53,14 @@ def _row(name: str, case: Mapping[str, Any]) -> list[object]:
     return [
         f"`{name}`",
         f"{live['jobs_run']:,} / {live['jobs_never_run']:,}",
-        f"{case['wall_seconds']:,.0f} ({case['speedup']:,.1f}x)",
+        f"{case['wall_seconds']:,.0f} ({_clock(case)})",
         f"{_share(live['allocation_rate_while_arriving'])} / "
         f"{_share(first['allocation_rate_while_arriving'])} / "
         f"{_share(best['allocation_rate_while_arriving'])}",
         f"{gap:+.1f}",
-        f"{q_live['p50']:,.0f} / {q_live['p90']:,.0f}",
-        f"{q_best['p50']:,.0f} / {q_best['p90']:,.0f}",
+        f"{q_live['p50']:,.0f} / {q_live['p90']:,.0f} / {_most(q_live)}",
+        f"{q_best['p50']:,.0f} / {q_best['p90']:,.0f} / {_most(q_best)}",
+        _diff(case),
         f"{case['bind_latency_wall_s']['p50']:,.1f}",
         f"{live['evictions']}",
         f"{case['load_1min']['before']:g} \u2192 {case['load_1min']['after']:g}",
@@ -59,6 +87,31 @@ def _cost(name: str, case: Mapping[str, Any], day: str) -> str:
     )
 
 
+def _repeats(name: str, case: Mapping[str, Any]) -> str:
+    """The same trace replayed again on the same cluster: allocation and the
+    share of jobs starting when they did in the first replay."""
+    runs = case["repeats"]
+    allocation = " / ".join(_share(r["allocation_rate_while_arriving"]) for r in runs)
+    same = " / ".join(f"{r['same_start_share']:.0%}" for r in runs[1:])
+    spread = 100 * (
+        max(r["allocation_rate_while_arriving"] for r in runs)
+        - min(r["allocation_rate_while_arriving"] for r in runs)
+    )
+    hog = next((r for r in runs if r["hog"]), None)
+    beside = (
+        f" The last ran beside a busy loop on every CPU (load {hog['load_1min_after']:g} "
+        f"after it) and took {hog['wall_seconds']:,.0f} s of wall time against "
+        f"{runs[0]['wall_seconds']:,.0f} s."
+        if hog
+        else ""
+    )
+    return (
+        f"- `{name}`: the same trace {len(runs)} times on one cluster. Allocation while jobs "
+        f"arrive, live: {allocation} ({spread:.1f} points apart). Jobs that started at the "
+        f"same simulated second as in the first replay: {same}.{beside}"
+    )
+
+
 def render(page: str, payload: Mapping[str, Any]) -> str:
     cases: Mapping[str, Any] = payload["results"]["cases"]
     header = [
@@ -67,8 +120,9 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
         "wall s (speed-up)",
         "allocation while jobs arrive: live / first fit / best fit",
         "live \u2212 best fit (points)",
-        "queueing p50 / p90, live (s)",
-        "queueing p50 / p90, best fit (s)",
+        "queueing p50 / p90 / max, live (s)",
+        "queueing p50 / p90 / max, best fit (s)",
+        "jobs started alike, live and best fit",
         "binding p50, wall s",
         "evictions",
         "load average",
@@ -80,7 +134,10 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             f"results; the last run was `{payload['command']}`) on a machine of "
             f"{payload['machine']['cpus']} CPUs, each case on a cluster of its own. "
             "Queueing and allocation are in simulated time; binding is wall seconds from "
-            "a job's creation to its last pod bound.",
+            "a job's creation to its last pod bound. On the settle clock simulated time "
+            "stands still while the cluster works, so its figures do not depend on this "
+            "machine; on the wall clock (a speed-up) the scheduler's latency shows as "
+            "queueing.",
             "",
             table(header, [_row(name, case) for name, case in cases.items()]),
             "",
@@ -88,6 +145,12 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             "attempts by result, from its /metrics):",
             "",
             *(_cost(name, case, payload["machine"]["date"]) for name, case in cases.items()),
+            *(
+                ["", "Replayed again (the settle clock's reproducibility):", ""]
+                if any("repeats" in case for case in cases.values())
+                else []
+            ),
+            *(_repeats(name, case) for name, case in cases.items() if "repeats" in case),
         ]
     )
     return replace_block(page, "live", body)
