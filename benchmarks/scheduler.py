@@ -29,7 +29,12 @@ import yaml
 from kubernetes import client
 
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, interleaved, write_results
-from benchmarks.scheduler_busy import BUSY_LAYOUTS, OCCUPANCIES, occupancy_runs
+from benchmarks.scheduler_busy import (
+    BUSY_LAYOUTS,
+    OCCUPANCIES,
+    RACK_POOLS_MAX_RACKS,
+    occupancy_runs,
+)
 from benchmarks.scheduler_layouts import (
     CALIBRATION_TEMPLATE,
     DEVICE_ORDERS,
@@ -327,8 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--busy-layouts",
-        default=",".join(BUSY_LAYOUTS),
-        help="occupancy step: layouts, comma-separated",
+        default="",
+        help="occupancy step: layouts, comma-separated (default: all, rack pools only on "
+        f"fleets of up to {RACK_POOLS_MAX_RACKS} rack)",
     )
     parser.add_argument(
         "--busy-profile-seconds",
@@ -455,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
                 cp.delete_node(node)
         if "occupancy" in steps:
             busy_layouts = [x for x in args.busy_layouts.split(",") if x]
+            chosen = bool(busy_layouts)
+            busy_layouts = busy_layouts or list(BUSY_LAYOUTS)
             unknown = sorted(set(busy_layouts) - set(BUSY_LAYOUTS))
             if unknown:
                 parser.error(f"--busy-layouts: unknown {unknown}; valid: {', '.join(BUSY_LAYOUTS)}")
@@ -472,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
                     api,
                     racks=racks,
                     occupancies=[int(x) for x in args.occupancies.split(",") if x],
-                    layouts=busy_layouts,
+                    layouts=busy_layouts if chosen else default_busy_layouts(racks),
                     pods=args.busy_pods,
                     repeats=args.repeats,
                     profiles=busy_profiles,
@@ -498,6 +506,11 @@ def main(argv: list[str] | None = None) -> int:
             layouts["calibration"]["nodes"] = len(calibration)
             save(results, merge, conditions, "calibration", args.out)
     return 0
+
+
+def default_busy_layouts(racks: int) -> list[str]:
+    """Every busy layout, rack pools only where a run ends in minutes."""
+    return [x for x in BUSY_LAYOUTS if x != "rack pools" or racks <= RACK_POOLS_MAX_RACKS]
 
 
 def save(

@@ -326,7 +326,9 @@ def occupancy_part(occupancy: dict[str, dict[str, dict[str, list[dict[str, Any]]
         "held one, so the same cores are taken. The node layout publishes rack devices",
         "as the controller does (only racks nothing is held of); server pools publish",
         "none. `vs anchor` divides each round's scheduler CPU per pod by the anchor's in",
-        "the same round; `vs 0%` divides the layout's median by its own at 0%.",
+        "the same round; `vs 0%` divides the layout's median by its own at 0%. Rack",
+        "pools run on one rack unless asked for (`--busy-layouts`): every node of a",
+        "larger fleet gathers its rack's whole pool for every pod.",
         "",
         row(
             "racks",
