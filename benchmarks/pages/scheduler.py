@@ -346,6 +346,7 @@ def occupancy_part(occupancy: dict[str, dict[str, dict[str, list[dict[str, Any]]
     ]
     verdicts: list[str] = []
     for count, percents in occupancy.items():
+        fleet = f"{count} rack" if count == "1" else f"{count} racks"
         empty = percents.get("0", {})
         top = max(percents, key=int)
         for percent, layouts in percents.items():
@@ -373,13 +374,13 @@ def occupancy_part(occupancy: dict[str, dict[str, dict[str, list[dict[str, Any]]
                 if name == BUSY_ANCHOR:
                     continue
                 if anchor and _median_ratio(runs_, anchor, key) > BUSY_GOALS["vs_anchor"]:
-                    verdicts.append(f"{name} at {count} racks, {percent}% held: over the anchor")
+                    verdicts.append(f"{name} at {fleet}, {percent}% held: over the anchor")
                 pace = median(runs_, "pods_per_second")
                 if count == "10" and percent == top and pace < BUSY_GOALS["pods_per_second"]:
                     verdicts.append(f"{name} at 10 racks, {top}% held: {pace:.1f} pods/s")
                 grew = name in empty and _median_ratio(runs_, empty[name], key)
                 if percent == top and grew and grew > BUSY_GOALS["growth"]:
-                    verdicts.append(f"{name} at {count} racks: {top}% over 0%")
+                    verdicts.append(f"{name} at {fleet}: {top}% over 0%")
     lines += [
         "",
         f"Goals: at every occupancy our layout at most {BUSY_GOALS['vs_anchor']}x the anchor;"
