@@ -5,7 +5,7 @@ resource in its limits instead of a claim of its own."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from driver.jsontypes import JSON
 from driver.whatif.jobs import Job
@@ -43,6 +43,16 @@ CLAIMS: Final = PodStyle()
 def pod_name(job: Job, index: int, attempt: int = 0) -> str:
     """Pod `index` of the job's run `attempt` (above 0 after evictions), and its claim."""
     return f"{job.name}-{index}" if attempt == 0 else f"{job.name}-r{attempt}-{index}"
+
+
+def claim_pod(claim: Mapping[str, Any]) -> str:
+    """The pod a replay claim serves: its namesake, or for the claim the
+    scheduler made for a pod's extended resources, its owner."""
+    meta = claim["metadata"]
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "Pod":
+            return str(ref["name"])
+    return str(meta["name"])
 
 
 def claim(job: Job, index: int, namespace: str, driver: str, attempt: int = 0) -> JSON:

@@ -57,6 +57,8 @@ REQUEST_TIMEOUT = 30.0
 CREATORS = 4
 POLL = 0.02
 """Wall seconds between looks at a cluster that has not settled."""
+TAINTS_SETTLE = 1.0
+"""Wall seconds a fault's taints must stand still before the replay goes on."""
 
 
 @dataclass(frozen=True)
@@ -473,7 +475,7 @@ def _settle_loop(
             run.arrive(now)
             run.end_due(now)
             if faults is not None and fault_due:
-                _apply_faults(run, faults, fault_due)
+                _apply_faults(run, pods, faults, fault_due)
             if not _settle(run, pods, metrics, clock, now=now, before=before):
                 timeouts += 1
             spent.append(time.monotonic() - began)
@@ -576,10 +578,12 @@ class _Deciders:
             return "the scheduler or the controller has work"
         if first.backoff:
             # Pods that keep failing cycle through backoff (a gang that does
-            # not fit does): each must have failed again since the namespace
-            # showed this step's writes, and be one of the replay's waiting pods.
+            # not fit does): each must be one of the replay's waiting pods and
+            # have failed twice since the namespace showed this step's writes,
+            # the second time a backoff (a second or more) after any event
+            # those writes caused had reached the scheduler.
             retried = first.failed - self.shown[1].failed
-            if first.backoff > waiting or retried < first.backoff:
+            if first.backoff > waiting or retried < 2 * first.backoff:
                 return "the scheduler retries pods after a backoff"
             return ""
         time.sleep(self.clock.quiet)
@@ -598,9 +602,11 @@ def _drain(run: _LiveRun, pods: PodWatch, now: float) -> None:
         run.see(event, now)
 
 
-def _apply_faults(run: _LiveRun, faults: _Faults, actions: list[FaultAction]) -> None:
+def _apply_faults(
+    run: _LiveRun, pods: PodWatch, faults: _Faults, actions: list[FaultAction]
+) -> None:
     """Send `actions` and wait until the driver's slices show them and every
-    pod on a newly failed device has been evicted (its claim released)."""
+    pod on a newly failed device has gone (evicted) from the replay's view."""
     before = failed_devices(run.objects.list_all(SLICES), run.driver)
     for action in actions:
         faults.send(action)
@@ -613,10 +619,17 @@ def _apply_faults(run: _LiveRun, faults: _Faults, actions: list[FaultAction]) ->
     else:
         log.warning("faults %s: the driver's slices did not change within 60 s", actions)
         return
+    # The taints spread (a chip's devices, then the server and rack devices
+    # over it): go on until they have stood still a while with no pod left on them.
+    stable_since = time.monotonic()
     while time.monotonic() < deadline:
-        if not claims_on(run.objects.list_all(CLAIMS), failed):
+        victims = claims_on(run.objects.list_all(CLAIMS), failed)
+        if not pods.any_present(victims) and time.monotonic() - stable_since > TAINTS_SETTLE:
             return
         time.sleep(POLL * 5)
+        now_failed = failed_devices(run.objects.list_all(SLICES), run.driver)
+        if now_failed != failed:
+            failed, stable_since = now_failed, time.monotonic()
     log.warning("faults %s: pods on failed devices not evicted within 60 s", actions)
 
 

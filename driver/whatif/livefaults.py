@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from driver.jsontypes import JSON
 from driver.whatif.faults import Failure, Failures
+from driver.whatif.jobobjects import claim_pod
 from simdevice.topology import RackSpec
 
 
@@ -92,8 +93,8 @@ def failed_devices(slices: Iterable[JSON], driver: str) -> frozenset[tuple[str, 
 
 
 def claims_on(claims: Iterable[JSON], devices: frozenset[tuple[str, str]]) -> list[str]:
-    """Claims still reserved for a pod while allocated one of `devices`: their
-    pods are yet to be evicted."""
+    """The pods of claims reserved for a pod while allocated one of `devices`:
+    those Kubernetes is to evict."""
     found = []
     for claim in claims:
         status = claim.get("status") or {}
@@ -101,5 +102,5 @@ def claims_on(claims: Iterable[JSON], devices: frozenset[tuple[str, str]]) -> li
             continue
         results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
         if any((r["pool"], r["device"]) in devices for r in results):
-            found.append(claim["metadata"]["name"])
+            found.append(claim_pod(claim))
     return found

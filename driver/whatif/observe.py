@@ -82,6 +82,10 @@ def attempts_spent(
 PENDING = "scheduler_pending_pods{"
 CACHE = "scheduler_cache_size{"
 PROGRESS = (f"{ATTEMPTS}_total{{", "scheduler_event_handling_duration_seconds_count{")
+IN_FLIGHT = (
+    'scheduler_inflight_events{event="PodPopped"}',
+    'scheduler_goroutines{operation="binding"}',
+)
 CONTROLLER_PENDING = "trainium_dra_controller_pending_work "
 CONTROLLER_RECONCILES = "trainium_dra_controller_reconciles_total{"
 
@@ -89,10 +93,11 @@ CONTROLLER_RECONCILES = "trainium_dra_controller_reconciles_total{"
 @dataclass(frozen=True)
 class WorkState:
     """What the settle clock needs of the cluster's deciders: pods the
-    scheduler has to try now (active queue) or after a backoff, pods it
-    assumed and is still binding, work the driver's controller has queued or
-    in hand, a count that grows with every attempt and every event the
-    scheduler handles, its failed attempts, and the controller's reconciles."""
+    scheduler has to try now (active queue) or after a backoff, pods it has
+    popped and not yet placed or given up, or assumed and is still binding
+    (`binding`), work the driver's controller has queued or in hand, a count
+    that grows with every attempt and every event the scheduler handles, its
+    failed attempts, and the controller's reconciles."""
 
     active: int
     backoff: int
@@ -125,6 +130,8 @@ def scheduler_work(text: str) -> WorkState:
         elif line.startswith(CACHE):
             if 'type="assumed_pods"' in line:
                 binding += int(_value(line))
+        elif line.startswith(IN_FLIGHT):
+            binding += int(_value(line))
         elif line.startswith(PROGRESS):
             progress += _value(line)
             if 'result="unschedulable"' in line:

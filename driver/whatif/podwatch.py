@@ -14,7 +14,7 @@ from typing import Any, Literal
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
 from driver.kubeapi.resources import CLAIMS, PODS, path_of
-from driver.whatif.jobobjects import JOB_LABEL
+from driver.whatif.jobobjects import JOB_LABEL, claim_pod
 
 
 @dataclass(frozen=True)
@@ -60,16 +60,6 @@ def _unschedulable(pod: Mapping[str, Any]) -> bool:
         if condition.get("type") == "PodScheduled":
             return bool(condition.get("status") == "False")
     return False
-
-
-def _claim_owner(claim: Mapping[str, Any]) -> str:
-    """The pod a replay claim serves: its namesake, or for the claim the
-    scheduler made for a pod's extended resources, its owner."""
-    meta = claim["metadata"]
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("kind") == "Pod":
-            return str(ref["name"])
-    return str(meta["name"])
 
 
 class PodWatch:
@@ -127,6 +117,10 @@ class PodWatch:
                 waiting=sum(1 for p in seen if p not in self.bound and p in self.unschedulable),
             )
 
+    def any_present(self, names: Collection[str]) -> bool:
+        with self.lock:
+            return any(name in self.present for name in names)
+
     def _listed(self, pods: list[Mapping[str, Any]]) -> None:
         names = {pod["metadata"]["name"] for pod in pods}
         with self.lock:
@@ -156,11 +150,11 @@ class PodWatch:
 
     def _claims_listed(self, claims: list[Mapping[str, Any]]) -> None:
         with self.lock:
-            self.claims = {c["metadata"]["name"]: _claim_owner(c) for c in claims}
+            self.claims = {c["metadata"]["name"]: claim_pod(c) for c in claims}
 
     def _claim(self, claim: Mapping[str, Any], deleted: bool) -> None:
         with self.lock:
             if deleted:
                 self.claims.pop(claim["metadata"]["name"], None)
             else:
-                self.claims[claim["metadata"]["name"]] = _claim_owner(claim)
+                self.claims[claim["metadata"]["name"]] = claim_pod(claim)
