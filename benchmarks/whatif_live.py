@@ -83,8 +83,8 @@ CASES: Final = {
     ),
     "policy-claims": Case("1 rack, claims, default scheduler", POLICY_UP, POLICY_TRACE),
     "one-rack-repeat": Case(
-        "1 rack, claims, the same 100 jobs three times, the third beside a CPU-bound "
-        "processes: the settle clock's figures must not move",
+        "1 rack, claims, the same 100 jobs three times, the third beside a busy loop on "
+        "every CPU: the settle clock's figures must not move",
         POLICY_UP,
         _trace(100, 0.9),
         repeats=3,
