@@ -15,7 +15,7 @@ from driver.localsim.clusterspec import (
     node_labels,
     ultraserver_object,
 )
-from driver.localsim.commands.flags import parse_sizes
+from driver.localsim.commands.flags import parse_sizes, parse_up
 from driver.localsim.commands.status import ClaimCores, allocation_rows, compact, table
 from driver.localsim.commands.top import parse_metrics, render, shade
 from driver.localsim.controlplane.chart import NAMESPACE, select
@@ -206,6 +206,12 @@ def test_node_pools_reach_the_ultraserver_objects_and_the_saved_state() -> None:
     assert ClusterSpec.from_json(spec.to_json()) == spec
     with pytest.raises(ClusterSpecError, match=r"^--pools: node needs --mode partitioned"):
         ClusterSpec.build(mode="flat", pools="node")
+    # The fleet layout reaches the racks from the command line.
+    flags = parse_up(["--racks", "2", "--pools", "server"])
+    assert {
+        ultraserver_object(r, "partitioned", flags.spec.pools)["spec"]["pools"]
+        for r in flags.spec.racks
+    } == {"server"}
 
 
 def test_partition_sizes_reach_the_ultraserver_objects_and_bad_ones_are_refused() -> None:

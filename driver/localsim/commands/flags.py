@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from driver.devicemodel.awsprofile import AWS_DRIVER, INSTANCE_TYPES, PROFILES
+from driver.devicemodel.layout import POOL_LAYOUTS
 from driver.localsim.clusterspec import (
     ClusterPaths,
     ClusterSpec,
@@ -78,9 +79,10 @@ def parse_up(argv: list[str]) -> UpFlags:
     p.add_argument(
         "--pools",
         default="rack",
-        choices=("rack", "node"),
-        help="partitioned mode's pool layout: one pool a rack (default) or one a server "
-        '(docs/device-model.md, "Pool layouts")',
+        choices=POOL_LAYOUTS,
+        help="partitioned mode's pool layout: one pool a rack (default), one a server plus "
+        "the rack device's (node), or one a server and no rack device (server; "
+        'docs/device-model.md, "Pool layouts")',
     )
     p.add_argument(
         "--partition-sizes",
