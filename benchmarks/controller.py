@@ -16,7 +16,9 @@ Usage: python -m benchmarks.controller [--racks 1,10,100] [--busy-racks 10] [--n
 """
 
 import argparse
+import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,19 +83,30 @@ def main(argv: list[str] | None = None) -> int:
                 # Written after every run, so a late failure keeps the early figures.
                 write_results("controller", make_command(COMMAND, argv), results, conditions)
         if args.busy_racks:
-            results["busy"] = [
+            load_before = os.getloadavg()[0]
+            bands = [
                 band
                 for pools in BUSY_POOLS
                 for band in busy_controller(
                     cp, api, args.busy_racks, pools, work / f"busy-{pools}.log"
                 )
             ]
+            results["busy"] = {
+                "bands": bands,
+                "command": make_command(COMMAND, argv),
+                "date": time.strftime("%Y-%m-%d"),
+                "load_1min": {
+                    "before": round(load_before, 2),
+                    "after": round(os.getloadavg()[0], 2),
+                },
+            }
             write_results(
                 "controller",
                 make_command(COMMAND, argv),
                 {"busy": results["busy"]} if args.busy_only else results,
                 conditions,
                 merge=args.busy_only,
+                keep_header=args.busy_only,
             )
     return 0
 

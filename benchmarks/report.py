@@ -113,12 +113,15 @@ def write_results(
     *,
     merge: bool = False,
     section: str | None = None,
+    keep_header: bool = False,
 ) -> Path:
     """Store `results` as benchmarks/results/<name>.json, then render every page
     from the results files. With `merge`, over the last run's results one level
     deep (a dict is merged key by key), so a run of some steps or cases keeps
     the figures of the others. With `section`, as that section of a file whose
-    sections run apart (chaos): each keeps its own command and load."""
+    sections run apart (chaos): each keeps its own command and load. With
+    `keep_header` (and `merge`), the file keeps the last run's command, machine
+    and load: the results added carry their own."""
     out = RESULTS_DIR / f"{name}.json"
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     if section is not None:
@@ -142,6 +145,11 @@ def write_results(
         "conditions": conditions.end(),
         "results": results,
     }
+    if keep_header and out.exists():
+        last_payload = json.loads(out.read_text())
+        payload.update(
+            {k: last_payload[k] for k in ("command", "machine", "conditions") if k in last_payload}
+        )
     out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     render.write_pages()
     return out

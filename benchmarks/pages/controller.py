@@ -217,16 +217,19 @@ def render(payload: dict[str, Any]) -> str:
             f"new resourceVersion, all in racks: {', '.join(change['racks_written']) or 'none'}.",
         ]
     lines += memory(last)
-    lines += busy_table(payload["results"].get("busy") or [])
+    lines += busy_table(payload["results"].get("busy"))
     lines.append(single_runs([len(ours_runs(p)) for p in points]))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def busy_table(bands: list[dict[str, Any]]) -> list[str]:
-    """The controller's CPU and writes per claim as a fleet fills."""
-    if not bands:
+def busy_table(busy: dict[str, Any] | None) -> list[str]:
+    """The controller's CPU and writes per claim as a fleet fills, with the
+    run that measured them (it may run apart from the rest)."""
+    if not busy:
         return []
+    bands = busy["bands"]
     kinds = list(bands[0]["writes_per_claim"])
+    load = busy["load_1min"]
     return [
         "",
         "### A fleet filling up",
@@ -238,6 +241,8 @@ def busy_table(bands: list[dict[str, Any]]) -> list[str]:
         "writes per claim of the band (slices: rack devices withdrawn or advertised;",
         "claim status: the fabric of server and rack claims, and the addresses of",
         "core and chip claims; rack status: the UltraServer's counts).",
+        f"Command: `{busy['command']}` — {busy['date']}; 1-minute load average "
+        f"{load['before']:g} before and {load['after']:g} after it.",
         "",
         row("pools", "held", "claims", "seconds", "CPU ms/claim", *(f"{k}/claim" for k in kinds)),
         row(*["---"] * (5 + len(kinds))),
