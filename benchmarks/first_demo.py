@@ -14,17 +14,15 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.paths import ROOT
-from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
+from benchmarks.report import Conditions, LoadSampler, add_noisy_flag, make_command, write_results
 
 USER = "tdra-newcomer"
 HOME = Path("/home/a-newcomer-whose-home-directory-has-a-long-name")
-LOAD_INTERVAL = 10.0
 UP_LINE = re.compile(r"up in (\d+)s")
 
 
@@ -87,27 +85,6 @@ def create_user() -> Path:
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], check=True)
     subprocess.run(["chown", "-R", f"{USER}:{USER}", str(clone)], check=True)
     return clone
-
-
-class LoadSampler:
-    """The 1-minute load average every LOAD_INTERVAL seconds while the run lasts."""
-
-    def __init__(self) -> None:
-        self.samples: list[float] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        while not self.stop.wait(LOAD_INTERVAL):
-            self.samples.append(round(os.getloadavg()[0], 2))
-
-    def __enter__(self) -> "LoadSampler":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        self.thread.join()
 
 
 def measure(log: Path) -> dict[str, Any]:

@@ -8,21 +8,26 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from benchmarks import render
 from benchmarks.paths import RESULTS_DIR
+from driver.localsim.controlplane.binaries import k8s_version
 
 REPEATS: Final = 3
 """Interleaved repetitions behind every timed figure; the page shows their median
 and their spread."""
 
 T = TypeVar("T")
+LOAD_INTERVAL: Final = 10.0
+"""Seconds between samples of the load average during a run."""
 
 
 def machine() -> dict[str, Any]:
@@ -59,28 +64,63 @@ def admit(load: float, cpus: int, noisy: bool) -> bool:
     return True
 
 
+class LoadSampler:
+    """The 1-minute load average every LOAD_INTERVAL seconds while the run
+    lasts: a quiet start says nothing about a long run."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.wait(LOAD_INTERVAL):
+            self.samples.append(round(os.getloadavg()[0], 2))
+
+    def __enter__(self) -> "LoadSampler":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 @dataclass
 class Conditions:
-    """The machine's CPU count and 1-minute load average around one run."""
+    """The machine's CPU count and 1-minute load average around one run (and
+    sampled during it), and the Kubernetes release it ran on."""
 
     cpus: int
     load_before: float
     noisy: bool
+    kubernetes: str | None
+    sampler: LoadSampler = field(default_factory=LoadSampler)
     load_after: float | None = None
 
     @classmethod
-    def begin(cls, noisy: bool) -> "Conditions":
+    def begin(cls, noisy: bool, kubernetes: bool = True) -> "Conditions":
         """Read the load before the run; refuse to start on a busy machine
-        unless `noisy` (the `--noisy` flag) says to go on and mark the results."""
+        unless `noisy` (the `--noisy` flag) says to go on and mark the results.
+        `kubernetes`: False for a run that starts no Kubernetes component."""
         cpus, load = os.cpu_count() or 1, os.getloadavg()[0]
-        return cls(cpus, load, admit(load, cpus, noisy))
+        found = cls(cpus, load, admit(load, cpus, noisy), k8s_version() if kubernetes else None)
+        found.sampler.thread.start()
+        return found
 
     def end(self) -> dict[str, Any]:
         """The conditions as the results file records them, load read now."""
         self.load_after = os.getloadavg()[0]
+        during = self.sampler.samples
         return {
             "cpus": self.cpus,
+            "kubernetes_version": self.kubernetes,
             "load_1min_before": round(self.load_before, 2),
+            "load_1min_during": {
+                "samples": len(during),
+                "max": max(during, default=None),
+                "mean": round(statistics.fmean(during), 2) if during else None,
+            },
             "load_1min_after": round(self.load_after, 2),
             "noisy": self.noisy,
         }

@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.sim")
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
-    conditions = Conditions.begin(args.noisy)
+    conditions = Conditions.begin(args.noisy, kubernetes=False)
     print(write_results("sim", COMMAND, measure(), conditions))
     return 0
 

@@ -70,7 +70,7 @@ def run_example(example: dict[str, Any] = EXAMPLE) -> list[dict[str, Any]]:
 
 
 def main() -> int:
-    conditions = Conditions.begin(noisy=True)  # no timing: the load cannot change a figure
+    conditions = Conditions.begin(noisy=True, kubernetes=False)  # no timing, no cluster
     results = {"example": EXAMPLE, "faults": asdict(EXAMPLE_FAULTS), "runs": run_example()}
     write_results("whatif", COMMAND, results, conditions)
     return 0

@@ -57,7 +57,18 @@ def test_the_controller_page_shows_each_band() -> None:
         "cpu_ms_per_claim": 6.9,
         "writes_per_claim": {"slices": 0.01, "rack status": 0.008, "claim status": 1.0},
     }
-    lines = busy_table([band, {**band, "held_percent": 90, "cpu_ms_per_claim": 5.7}])
+    busy = {
+        "bands": [band, {**band, "held_percent": 90, "cpu_ms_per_claim": 5.7}],
+        "command": "make bench-controller BENCH_ARGS=--busy-only",
+        "date": "2026-12-05",
+        "load_1min": {"before": 0.5, "after": 2.25},
+    }
+    lines = busy_table(busy)
     assert "| node | 50% | 1265 | 12.5 | 6.9 | 0.01 | 0.008 | 1.0 |" in lines
     assert "| node | 90% | 1265 | 12.5 | 5.7 | 0.01 | 0.008 | 1.0 |" in lines
-    assert busy_table([]) == []
+    # Its own run, apart from the publishing figures above it.
+    assert (
+        "Command: `make bench-controller BENCH_ARGS=--busy-only` — 2026-12-05; 1-minute load "
+        "average 0.5 before and 2.25 after it." in lines
+    )
+    assert busy_table(None) == []
