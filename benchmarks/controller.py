@@ -16,7 +16,6 @@ Usage: python -m benchmarks.controller [--racks 1,10,100] [--busy-racks 10] [--n
 """
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -83,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
                 # Written after every run, so a late failure keeps the early figures.
                 write_results("controller", make_command(COMMAND, argv), results, conditions)
         if args.busy_racks:
-            load_before = os.getloadavg()[0]
             bands = [
                 band
                 for pools in BUSY_POOLS
@@ -95,10 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bands": bands,
                 "command": make_command(COMMAND, argv),
                 "date": time.strftime("%Y-%m-%d"),
-                "load_1min": {
-                    "before": round(load_before, 2),
-                    "after": round(os.getloadavg()[0], 2),
-                },
+                "conditions": conditions.end(),
             }
             write_results(
                 "controller",

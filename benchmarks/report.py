@@ -116,7 +116,7 @@ class Conditions:
             "cpus": self.cpus,
             "kubernetes_version": self.kubernetes,
             "load_1min_before": round(self.load_before, 2),
-            "load_1min_during": {
+            "load_during_1min": {
                 "samples": len(during),
                 "max": max(during, default=None),
                 "mean": round(statistics.fmean(during), 2) if during else None,
@@ -187,9 +187,11 @@ def write_results(
     }
     if keep_header and out.exists():
         last_payload = json.loads(out.read_text())
-        payload.update(
-            {k: last_payload[k] for k in ("command", "machine", "conditions") if k in last_payload}
-        )
+        for key in ("command", "machine", "conditions"):
+            if key in last_payload:
+                payload[key] = last_payload[key]
+            else:
+                payload.pop(key)
     out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     render.write_pages()
     return out

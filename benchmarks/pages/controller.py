@@ -229,7 +229,7 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
         return []
     bands = busy["bands"]
     kinds = list(bands[0]["writes_per_claim"])
-    load = busy["load_1min"]
+    load = busy["conditions"]
     return [
         "",
         "### A fleet filling up",
@@ -242,7 +242,7 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
         "claim status: the fabric of server and rack claims, and the addresses of",
         "core and chip claims; rack status: the UltraServer's counts).",
         f"Command: `{busy['command']}` — {busy['date']}; 1-minute load average "
-        f"{load['before']:g} before and {load['after']:g} after it.",
+        f"{load['load_1min_before']:g} before and {load['load_1min_after']:g} after it.",
         "",
         row("pools", "held", "claims", "seconds", "CPU ms/claim", *(f"{k}/claim" for k in kinds)),
         row(*["---"] * (5 + len(kinds))),

@@ -117,7 +117,7 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
     header = [
         "case",
         "jobs run / never ran",
-        "wall s (speed-up)",
+        "wall s (clock)",
         "allocation while jobs arrive: live / first fit / best fit",
         "live \u2212 best fit (points)",
         "queueing p50 / p90 / max, live (s)",

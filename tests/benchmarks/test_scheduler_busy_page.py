@@ -61,7 +61,7 @@ def test_the_controller_page_shows_each_band() -> None:
         "bands": [band, {**band, "held_percent": 90, "cpu_ms_per_claim": 5.7}],
         "command": "make bench-controller BENCH_ARGS=--busy-only",
         "date": "2026-12-05",
-        "load_1min": {"before": 0.5, "after": 2.25},
+        "conditions": {"load_1min_before": 0.5, "load_1min_after": 2.25},
     }
     lines = busy_table(busy)
     assert "| node | 50% | 1265 | 12.5 | 6.9 | 0.01 | 0.008 | 1.0 |" in lines
