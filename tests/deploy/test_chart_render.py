@@ -267,7 +267,12 @@ def test_driver_name_everywhere(case: Case) -> None:
         if "extendedResourceName" in c["spec"]
     }
     names = values_of(case)["extendedResources"]
-    wanted = {f"neuroncore.{driver}": names["core"], f"chip.{driver}": names["chip"]}
+    wanted = {
+        f"neuroncore.{driver}": names["core"],
+        f"chip.{driver}": names["chip"],
+        f"server.{driver}": names.get("server", ""),
+        f"ultraserver.{driver}": names.get("ultraserver", ""),
+    }
     assert extended == {name: value for name, value in wanted.items() if value}
     args = [
         a
@@ -425,3 +430,15 @@ def test_the_scheduler_profile_scores_the_extended_resources_it_names() -> None:
     resources = only_cores[0]["pluginConfig"][0]["args"]["scoringStrategy"]["resources"]
     assert [r["name"] for r in resources] == ["aws.amazon.com/neuroncore"]
     assert chart_profiles(render(DEFAULTS, "--set=schedulerProfile.name=")) == []
+    whole = by_kind(
+        render(
+            DEFAULTS,
+            "--set=extendedResources.server=trainium.sim.dev/server",
+            "--set=extendedResources.ultraserver=trainium.sim.dev/ultraserver",
+        ),
+        "DeviceClass",
+    )
+    assert {c["spec"].get("extendedResourceName") for c in whole} - carried == {
+        "trainium.sim.dev/server",
+        "trainium.sim.dev/ultraserver",
+    }
