@@ -4,7 +4,8 @@ two fleets at that time. A later start with enough cores free is
 fragmentation (where the scheduler put earlier pods left no piece of the
 shape the job asks for); with too few free it is a fuller fleet (earlier jobs
 ran differently). An earlier start is the anchor's strict FIFO holding the job
-behind an earlier one, or the anchor's own placement or fullness. Pure: the
+behind an earlier one, its Kueue-like queue not admitting it yet, or the
+anchor's own placement or fullness. Pure: the
 replays in, a summary out."""
 
 import bisect
@@ -17,10 +18,18 @@ from driver.whatif.replay import JobRecord, Replay
 SAME: Final = 1.0
 """Simulated seconds within which two starts are the same."""
 SHOWN: Final = 10
+HELD_BY: Final = {
+    "fifo": "earlier-fifo",
+    "kueue-strict": "earlier-queue",
+    "kueue-best-effort": "earlier-queue",
+}
+"""The anchor's queueing -> what held a job the live replay started earlier."""
 CAUSES: Final = {
     "later-fragmented": "started later: enough cores were free, not in the shape it asks for",
     "later-fuller": "started later: earlier jobs held the cores it needed",
     "earlier-fifo": "started earlier: the anchor's strict FIFO held it behind an earlier job",
+    "earlier-queue": "started earlier: the anchor's quota had not admitted it (an earlier job "
+    "at the head, or admitted jobs holding the count)",
     "earlier-fragmented": "started earlier: the anchor's placement left no piece of its shape",
     "earlier-fuller": "started earlier: the anchor's earlier jobs held the cores it needed",
     "spread": "same start, on more servers than the anchor used",
@@ -64,7 +73,7 @@ class _Free:
 
 
 def _cause(
-    live: JobRecord, anchor: JobRecord, free: tuple[_Free, _Free], fifo: bool, cores: int
+    live: JobRecord, anchor: JobRecord, free: tuple[_Free, _Free], queueing: str, cores: int
 ) -> str | None:
     live_free, anchor_free = free
     if live.start is None or anchor.start is None:
@@ -76,7 +85,7 @@ def _cause(
     if live.start < anchor.start - SAME:
         if anchor_free.at(live.start) < cores:
             return "earlier-fuller"
-        return "earlier-fifo" if fifo else "earlier-fragmented"
+        return HELD_BY.get(queueing, "earlier-fragmented")
     if live.servers and anchor.servers and len(live.servers) > len(anchor.servers):
         return "spread"
     return None
@@ -90,7 +99,7 @@ def diff(live: Replay, anchor: Replay) -> dict[str, Any]:
     found: list[JobDiff] = []
     for mine in live.records:
         other = theirs[mine.job.name]
-        cause = _cause(mine, other, free, anchor.queueing == "fifo", mine.job.cores(live.rack))
+        cause = _cause(mine, other, free, anchor.queueing, mine.job.cores(live.rack))
         if cause is not None:
             found.append(
                 JobDiff(mine.job.name, mine.job.shape.label(), mine.start, other.start, cause)

@@ -1,7 +1,9 @@
 """The Kubernetes objects of one job: a ResourceClaim and a Pod per pod, and
 for a gang a PodGroup that makes the scheduler bind all of its pods or none.
 Asked as Neuron-style requests, a pod of cores or chips names an extended
-resource in its limits instead of a claim of its own."""
+resource in its limits instead of a claim of its own. Put through Kueue, a
+pod carries its LocalQueue and a gang is one Kueue pod group, so Kueue
+admits the job whole."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +20,9 @@ DEVICE_CLASSES: Final = {
 }
 """Shape kind -> the chart's DeviceClass prefix (`<prefix>.<driver>`)."""
 JOB_LABEL: Final = "whatif.trainium.sim.dev/job"
+QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
+GROUP_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
 IMAGE: Final = "registry.invalid/trainium-whatif:none"
 """Never pulled: the pods hold their devices and the replay ends them."""
 
@@ -25,15 +30,22 @@ IMAGE: Final = "registry.invalid/trainium-whatif:none"
 @dataclass(frozen=True)
 class PodStyle:
     """How the replay's pods ask: `extended` maps a shape kind (`cores`,
-    `chips`) to the extended resource its DeviceClass carries, for pods that
-    ask that way; `scheduler` is the profile that places them (None: the
-    default scheduler)."""
+    `chips`, and through Kueue `server` and `rack`) to the extended resource
+    its pods name, `amounts` a kind to how much of it a pod asks when not its
+    shape's count (a server's chips); `scheduler` is the profile that places
+    them (None: the default scheduler); `queue` the Kueue LocalQueue they
+    wait in (None: straight to the scheduler)."""
 
     extended: Mapping[str, str] = field(default_factory=dict)
+    amounts: Mapping[str, int] = field(default_factory=dict)
     scheduler: str | None = None
+    queue: str | None = None
 
     def resource(self, job: Job) -> str | None:
         return self.extended.get(job.shape.kind)
+
+    def amount(self, job: Job) -> int:
+        return self.amounts.get(job.shape.kind, job.shape.count)
 
 
 CLAIMS: Final = PodStyle()
@@ -82,8 +94,9 @@ def pod(
     extended = style.resource(job)
     container: JSON = {"name": "main", "image": IMAGE}
     spec: JSON = {"containers": [container], "terminationGracePeriodSeconds": 0}
+    meta: JSON = {"name": name, "namespace": namespace, "labels": {JOB_LABEL: job.name}}
     if extended:
-        container["resources"] = {"limits": {extended: str(job.shape.count)}}
+        container["resources"] = {"limits": {extended: str(style.amount(job))}}
     else:
         container["resources"] = {"claims": [{"name": "d"}]}
         spec["resourceClaims"] = [{"name": "d", "resourceClaimName": name}]
@@ -91,12 +104,13 @@ def pod(
         spec["schedulerName"] = style.scheduler
     if gang:
         spec["schedulingGroup"] = {"podGroupName": job.name}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {JOB_LABEL: job.name}},
-        "spec": spec,
-    }
+    if style.queue:
+        meta["labels"][QUEUE_LABEL] = style.queue
+        if job.pods > 1:
+            # Kueue's group is one run's pods: a run after an eviction is a new workload.
+            meta["labels"][GROUP_LABEL] = pod_name(job, 0, attempt).removesuffix("-0")
+            meta["annotations"] = {GROUP_COUNT: str(job.pods)}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def pod_group(job: Job, namespace: str) -> JSON:

@@ -6,7 +6,7 @@
 
 `offline` replays the trace with the offline anchor (no API, idealized
 placement) under first fit and best fit, each with backfill and with strict
-FIFO queueing. `live` replays it through the real kube-scheduler on the
+FIFO queueing (with `--with-kueue`, also behind a Kueue-like quota). `live` replays it through the real kube-scheduler on the
 running local cluster (`trainium-dra up`), on a clock that jumps from event to
 event once the cluster has settled (or, with `--clock wall`, a compressed wall
 clock), and the offline anchor beside it. Both write the trace they used
@@ -19,7 +19,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from driver.whatif.live import (
     replay_live,
 )
 from driver.whatif.observe import attempts_spent, cpu_seconds, cpu_spent, scheduler_attempts
-from driver.whatif.offline import QUEUEING, replay
+from driver.whatif.offline import KUEUE_QUEUEING, QUEUEING, replay
 from driver.whatif.plots import label, write_plots, write_timelines
 from driver.whatif.replay import Replay
 from driver.whatif.report import markdown
@@ -119,6 +119,12 @@ def parser() -> argparse.ArgumentParser:
         help="the racks' generation; trn4-whatif is Trainium4 from announced figures only",
     )
     off.add_argument("--racks", type=int, default=10)
+    off.add_argument(
+        "--with-kueue",
+        action="store_true",
+        help="also replay with a quota in front of placement, as Kueue admits: "
+        "kueue-strict (StrictFIFO) and kueue-best-effort (BestEffortFIFO)",
+    )
     off.add_argument(
         "--partition-sizes",
         default=None,
@@ -218,12 +224,13 @@ def anchor_runs(
     *,
     gangs: bool,
     failures: Callable[[], Failures],
+    queueings: Sequence[str] = QUEUEING,
 ) -> list[Replay]:
     """The trace under each placement rule and queueing policy; `failures`
     gives each its own failures, drawn alike."""
     runs = []
     for policy in POLICIES:
-        for queueing in QUEUEING:
+        for queueing in queueings:
             print(f"{policy} {queueing}: replaying {len(jobs)} jobs on {racks} racks", flush=True)
             runs.append(
                 replay(
@@ -271,6 +278,7 @@ def offline(args: argparse.Namespace) -> int:
         args.racks,
         gangs=not args.no_gangs,
         failures=lambda: RandomFailures(rates, rack, args.racks, args.seed),
+        queueings=QUEUEING + KUEUE_QUEUEING if args.with_kueue else QUEUEING,
     )
     result = {
         "trace": str(args.out / "trace.csv"),
@@ -462,7 +470,7 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         driver=cluster.driver,
         clock=clock,
         gangs=not args.no_gangs,
-        style=PodStyle(extended, args.scheduler_name),
+        style=PodStyle(extended, scheduler=args.scheduler_name),
         failures=RandomFailures(rates, rack, racks, args.seed) if failing else None,
         fault_targets=cluster.fault_targets,
         servers=cluster.servers,

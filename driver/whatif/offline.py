@@ -26,6 +26,8 @@ from driver.whatif.replay import JobRecord, Replay, Sample
 from simdevice.topology import RackSpec
 
 QUEUEING: Final = ("backfill", "fifo")
+KUEUE_QUEUEING: Final = ("kueue-strict", "kueue-best-effort")
+"""Quota admission before placement, for the replays that go through Kueue."""
 
 
 class _Run:
@@ -38,6 +40,9 @@ class _Run:
         self.failed: dict[tuple[int, int, int], int] = {}
         self.repairs: list[tuple[float, tuple[int, int, int], int]] = []
         self.failures = 0
+        self.quota = fleet.cores if queueing in KUEUE_QUEUEING else None
+        self.admitted: set[int] = set()
+        """Jobs (by id) holding quota: admitted and not yet ended or evicted."""
 
     def finish(self, record: JobRecord) -> None:
         for placement in record.held:
@@ -73,10 +78,31 @@ class _Run:
             heapq.heapify(self.ends)
             record.start = record.end = None
             bisect.insort(self.waiting, record, key=JobRecord.order)
+        self.admitted.discard(id(record))
         self.finish(record)
 
+    def admit(self) -> None:
+        """Admit waiting jobs in arrival order while the quota covers them."""
+        assert self.quota is not None
+        rack = self.fleet.rack
+        used = sum(r.job.cores(rack) for r in self.waiting if id(r) in self.admitted)
+        used += sum(r.job.cores(rack) for _, _, r in self.ends)
+        for record in self.waiting:
+            if id(record) in self.admitted:
+                continue
+            need = record.job.cores(rack)
+            if used + need <= self.quota:
+                self.admitted.add(id(record))
+                used += need
+            elif self.queueing == "kueue-strict":
+                return
+
     def schedule(self, now: float) -> None:
+        if self.quota is not None:
+            self.admit()
         for record in list(self.waiting):
+            if self.quota is not None and id(record) not in self.admitted:
+                continue
             if _try_start(self.fleet, record, self.policy, self.gangs):
                 record.start = now
                 record.end = now + record.job.duration
@@ -114,8 +140,9 @@ def replay(
     some job runs: a fleet that only waits or drains breaks nothing."""
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
-    if queueing not in QUEUEING:
-        raise ValueError(f"queueing {queueing!r}: choose one of {', '.join(QUEUEING)}")
+    if queueing not in QUEUEING + KUEUE_QUEUEING:
+        choices = ", ".join(QUEUEING + KUEUE_QUEUEING)
+        raise ValueError(f"queueing {queueing!r}: choose one of {choices}")
     for job in jobs:
         check_fits(job, rack, racks)
     run = _Run(Fleet(rack, racks), policy, gangs, queueing)

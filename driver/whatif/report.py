@@ -26,7 +26,9 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
     ]
     for run in runs:
         q, c = run["queueing_delay_s"], run["completion_time_s"]
-        queueing = "none" if run["policy"] == "kube-scheduler" else run.get("queueing", "backfill")
+        queueing = run.get("queueing", "backfill")
+        if run["policy"] == "kube-scheduler" and not queueing.startswith("kueue"):
+            queueing = "none"
         lines.append(
             f"| {run['policy']} | {queueing} | {'on' if run['gangs'] else 'off'} "
             f"| {run['jobs_run']} | {run['jobs_never_run']} | {seconds(run['makespan_s'])} "

@@ -73,7 +73,8 @@ def test_a_run_after_an_eviction_has_new_names_and_keeps_the_pod_group() -> None
 
 def test_neuron_style_pods_ask_for_extended_resources_and_no_claim() -> None:
     style = PodStyle(
-        {"cores": "aws.amazon.com/neuroncore", "chips": "aws.amazon.com/neuron"}, "binpack"
+        {"cores": "aws.amazon.com/neuroncore", "chips": "aws.amazon.com/neuron"},
+        scheduler="binpack",
     )
     [core] = job_objects(Job("c", 0, 1, PodShape("cores", 2), 1), "ns", DRIVER, True, style=style)
     assert core["kind"] == "Pod" and "resourceClaims" not in core["spec"]
@@ -88,3 +89,31 @@ def test_neuron_style_pods_ask_for_extended_resources_and_no_claim() -> None:
         Job("s", 0, 1, PodShape("server"), 1), "ns", DRIVER, True, style=style
     )
     assert claim["kind"] == "ResourceClaim" and pod["spec"]["schedulerName"] == "binpack"
+
+
+def test_through_kueue_a_pod_names_its_queue_and_a_gang_is_one_pod_group_per_run() -> None:
+    style = PodStyle(
+        {"server": "aws.amazon.com/neuron", "rack": "trainium.sim.dev/ultraserver"},
+        amounts={"server": 4},
+        queue="whatif",
+    )
+    gang = job_objects(Job("g", 0, 2, PodShape("server"), 1), "ns", DRIVER, True, style=style)
+    pods = [o for o in gang if o["kind"] == "Pod"]
+    assert [o["kind"] for o in gang] == ["PodGroup", "Pod", "Pod"]
+    assert {p["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] for p in pods} == {"whatif"}
+    assert {p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] for p in pods} == {"g"}
+    assert {p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] for p in pods} == {
+        "2"
+    }
+    assert pods[0]["spec"]["containers"][0]["resources"] == {
+        "limits": {"aws.amazon.com/neuron": "4"}
+    }
+    again = job_objects(
+        Job("g", 0, 2, PodShape("server"), 1), "ns", DRIVER, True, attempt=1, style=style
+    )
+    assert {p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] for p in again} == {"g-r1"}
+    [rack] = job_objects(Job("r", 0, 1, PodShape("rack"), 1), "ns", DRIVER, True, style=style)
+    assert "kueue.x-k8s.io/pod-group-name" not in rack["metadata"]["labels"]
+    assert rack["spec"]["containers"][0]["resources"]["limits"] == {
+        "trainium.sim.dev/ultraserver": "1"
+    }

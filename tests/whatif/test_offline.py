@@ -152,8 +152,59 @@ def test_strict_fifo_holds_small_jobs_behind_a_waiting_rack_job_backfill_lets_th
         "core-1": 20,
     }
     assert fifo.queueing == "fifo" and backfill.queueing == "backfill"
-    with pytest.raises(ValueError, match="queueing 'lifo': choose one of backfill, fifo"):
+    with pytest.raises(
+        ValueError, match="queueing 'lifo': choose one of backfill, fifo, kueue-strict"
+    ):
         replay(chips, TWO_SERVERS, 1, policy="best-fit", queueing="lifo")
+
+
+def test_kueue_admits_by_count_so_an_admitted_job_without_room_holds_its_quota() -> None:
+    """Four chips busy at 0, one on each server ending at 100: at 150 a server
+    job fits the quota (16 of 32 cores free) but no server is free. Without a
+    quota a chip job at 200 takes a free chip at once; under either Kueue
+    policy the server job holds the quota it cannot use yet, so the chip job
+    waits until the long chips end at 1,000, like strict FIFO."""
+    chips = [job(f"c{i}", 0, PodShape("chips", 1), 100 if i in (0, 3) else 1000) for i in range(4)]
+    jobs = [
+        *chips,
+        job("server", 150, PodShape("server"), 500),
+        job("chip", 200, PodShape("chips", 1), 300),
+    ]
+    starts = {
+        q: {
+            r.job.name: r.start
+            for r in replay(jobs, TWO_SERVERS, 1, policy="best-fit", queueing=q).records
+        }
+        for q in ("backfill", "kueue-strict", "kueue-best-effort")
+    }
+    held = {r.job.name: r.servers for r in replay(jobs, TWO_SERVERS, 1, policy="best-fit").records}
+    assert held["c0"] != held["c3"], "the short chips sit on different servers"
+    assert starts["backfill"]["chip"] == 200
+    assert starts["kueue-strict"]["chip"] == starts["kueue-best-effort"]["chip"] == 1000
+    assert {q: s["server"] for q, s in starts.items()} == dict.fromkeys(starts, 1000)
+
+
+def test_kueue_strict_stops_admission_at_the_first_job_best_effort_passes_it_over() -> None:
+    """The rack job of the strict-FIFO test: 24 of 32 cores busy, it needs 32.
+    StrictFIFO admits nothing behind it; BestEffortFIFO admits the two cores
+    (26 of 32), which then delay the rack job as backfill does."""
+    chips = [job(f"chip-{i}", 0, PodShape("chips", 1), 1000) for i in range(3)]
+    rack = job("rack", 10, PodShape("rack"), 500)
+    cores = [job(f"core-{i}", 20, PodShape("cores", 1), 1000) for i in range(2)]
+    starts = {
+        q: {
+            r.job.name: r.start
+            for r in replay(
+                [*chips, rack, *cores], TWO_SERVERS, 1, policy="best-fit", queueing=q
+            ).records
+        }
+        for q in ("kueue-strict", "kueue-best-effort")
+    }
+    assert (starts["kueue-strict"]["rack"], starts["kueue-strict"]["core-0"]) == (1000, 1500)
+    assert (starts["kueue-best-effort"]["rack"], starts["kueue-best-effort"]["core-0"]) == (
+        1020,
+        20,
+    )
 
 
 def test_each_record_keeps_the_servers_its_job_held_and_the_figures_their_maxima() -> None:
