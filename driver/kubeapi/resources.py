@@ -24,6 +24,7 @@ NODES: Final = Resource("", "v1", "nodes")
 PODS: Final = Resource("", "v1", "pods")
 EVENTS: Final = Resource("", "v1", "events")
 NAMESPACES: Final = Resource("", "v1", "namespaces")
+CRDS: Final = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 
 
 def path_of(res: Resource, name: str | None = None, namespace: str | None = None) -> str:

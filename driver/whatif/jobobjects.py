@@ -31,21 +31,16 @@ IMAGE: Final = "registry.invalid/trainium-whatif:none"
 class PodStyle:
     """How the replay's pods ask: `extended` maps a shape kind (`cores`,
     `chips`, and through Kueue `server` and `rack`) to the extended resource
-    its pods name, `amounts` a kind to how much of it a pod asks when not its
-    shape's count (a server's chips); `scheduler` is the profile that places
-    them (None: the default scheduler); `queue` the Kueue LocalQueue they
-    wait in (None: straight to the scheduler)."""
+    its pods name, as many as the shape's count; `scheduler` is the profile
+    that places them (None: the default scheduler); `queue` the Kueue
+    LocalQueue they wait in (None: straight to the scheduler)."""
 
     extended: Mapping[str, str] = field(default_factory=dict)
-    amounts: Mapping[str, int] = field(default_factory=dict)
     scheduler: str | None = None
     queue: str | None = None
 
     def resource(self, job: Job) -> str | None:
         return self.extended.get(job.shape.kind)
-
-    def amount(self, job: Job) -> int:
-        return self.amounts.get(job.shape.kind, job.shape.count)
 
 
 CLAIMS: Final = PodStyle()
@@ -96,7 +91,7 @@ def pod(
     spec: JSON = {"containers": [container], "terminationGracePeriodSeconds": 0}
     meta: JSON = {"name": name, "namespace": namespace, "labels": {JOB_LABEL: job.name}}
     if extended:
-        container["resources"] = {"limits": {extended: str(style.amount(job))}}
+        container["resources"] = {"limits": {extended: str(job.shape.count)}}
     else:
         container["resources"] = {"claims": [{"name": "d"}]}
         spec["resourceClaims"] = [{"name": "d", "resourceClaimName": name}]

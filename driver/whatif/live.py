@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from kubernetes import client
@@ -38,6 +39,8 @@ from driver.whatif.figures import percentile
 from driver.whatif.jobobjects import CLAIMS as CLAIM_PODS
 from driver.whatif.jobobjects import PodStyle, job_objects, pod_name
 from driver.whatif.jobs import Job
+from driver.whatif.kueue import KueueQueue
+from driver.whatif.kueuewatch import KueueWatch, through_kueue
 from driver.whatif.livefaults import (
     FaultAction,
     FaultClock,
@@ -324,12 +327,14 @@ def replay_live(
     failures: Failures | None = None,
     fault_targets: FaultTargets | None = None,
     servers: Mapping[str, tuple[int, int]] | None = None,
+    kueue: KueueQueue | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> LiveResult:
     """Replay `jobs` (their durations already for `rack`'s generation) on the
     cluster `api` reaches; every object goes into `namespace`, which is
     created and deleted here. `failures` need `fault_targets`; `servers` maps
-    a node to its (rack, server), to record where each job ran."""
+    a node to its (rack, server), to record where each job ran; with `kueue`
+    every job waits in that queue (`style` must name its LocalQueue)."""
     if failures is not None and fault_targets is None:
         raise ValueError("fault_targets: failures need the simulator-control sockets to send to")
     objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
@@ -343,37 +348,39 @@ def replay_live(
             "wait until it is gone, or name another"
         ) from err
     pods = PodWatch(objects.server, namespace)
-    pods.start()
     faults = (
         _Faults(FaultClock(failures), rack, fault_targets)
         if failures is not None and fault_targets is not None
         else None
     )
-    began = time.monotonic()
     settle: SettleStats | None = None
-    with ThreadPoolExecutor(CREATORS) as pool:
-        run = _LiveRun(
-            objects,
-            pool,
-            jobs,
-            namespace=namespace,
-            driver=driver,
-            gangs=gangs,
-            style=style,
-            servers=servers or {},
-        )
-        try:
-            if isinstance(clock, SettleClock):
-                settle = _settle_loop(run, pods, clock, faults, progress)
-            else:
-                _wall_loop(run, pods, clock, faults, progress)
-        finally:
-            pods.close()
-            if faults is not None:
-                faults.clear_outstanding()
-    wall = time.monotonic() - began
-    progress(f"deleting namespace {namespace}")
-    delete_namespace(objects, namespace)
+    with ExitStack() as stack:
+        watch = stack.enter_context(through_kueue(objects, kueue, namespace)) if kueue else None
+        pods.start()
+        began = time.monotonic()
+        with ThreadPoolExecutor(CREATORS) as pool:
+            run = _LiveRun(
+                objects,
+                pool,
+                jobs,
+                namespace=namespace,
+                driver=driver,
+                gangs=gangs,
+                style=style,
+                servers=servers or {},
+            )
+            try:
+                if isinstance(clock, SettleClock):
+                    settle = _settle_loop(run, pods, clock, faults, progress, kueue=watch)
+                else:
+                    _wall_loop(run, pods, clock, faults, progress)
+            finally:
+                pods.close()
+                if faults is not None:
+                    faults.clear_outstanding()
+        wall = time.monotonic() - began
+        progress(f"deleting namespace {namespace}")
+        delete_namespace(objects, namespace)
     injected = faults.clock.injected if faults is not None else []
     return LiveResult(
         _as_replay(
@@ -383,6 +390,7 @@ def replay_live(
             gangs=gangs,
             failures=len(injected),
             servers=servers or {},
+            queueing=kueue.queueing if kueue else "backfill",
         ),
         clock,
         wall,
@@ -458,6 +466,8 @@ def _settle_loop(
     clock: SettleClock,
     faults: _Faults | None,
     progress: Callable[[str], None],
+    *,
+    kueue: KueueWatch | None,
 ) -> SettleStats:
     """At each event time: the due events, then wait for the cluster to
     settle, then on to the next event time; stop when no event is left."""
@@ -476,7 +486,7 @@ def _settle_loop(
             run.end_due(now)
             if faults is not None and fault_due:
                 _apply_faults(run, pods, faults, fault_due)
-            if not _settle(run, pods, metrics, clock, now=now, before=before):
+            if not _settle(run, pods, metrics, clock, kueue, now=now, before=before):
                 timeouts += 1
             spent.append(time.monotonic() - began)
             started = _report(run, started, progress)
@@ -515,6 +525,7 @@ def _settle(
     pods: PodWatch,
     metrics: WorkMetrics,
     clock: SettleClock,
+    kueue: KueueWatch | None,
     *,
     now: float,
     before: Step,
@@ -531,6 +542,8 @@ def _settle(
             continue
         view = pods.view(run.wanted(), run.deleting)
         why = view.unsettled() or ""
+        if not why and view.queued and kueue is not None:
+            why = kueue.why(*pods.queued_and_present()) or ""
         if not why and view.waiting:
             why = deciders.moving(run, view.waiting)
         if not why and pods.events.empty():
@@ -653,6 +666,7 @@ def _as_replay(
     gangs: bool,
     failures: int,
     servers: Mapping[str, tuple[int, int]],
+    queueing: str,
 ) -> Replay:
     """The live run in the offline anchor's terms."""
     records: list[JobRecord] = []
@@ -689,4 +703,6 @@ def _as_replay(
         held += cores
         waiting += queued
         samples.append(Sample(when, held, waiting, None))
-    return Replay(rack, racks, "kube-scheduler", gangs, tuple(records), tuple(samples), failures)
+    return Replay(
+        rack, racks, "kube-scheduler", gangs, tuple(records), tuple(samples), failures, queueing
+    )

@@ -6,13 +6,14 @@
 
 `offline` replays the trace with the offline anchor (no API, idealized
 placement) under first fit and best fit, each with backfill and with strict
-FIFO queueing (with `--with-kueue`, also behind a Kueue-like quota). `live` replays it through the real kube-scheduler on the
-running local cluster (`trainium-dra up`), on a clock that jumps from event to
-event once the cluster has settled (or, with `--clock wall`, a compressed wall
-clock), and the offline anchor beside it. Both write the trace they used
-(trace.csv), every figure and every job's record (result.json), plots (PNG)
-and a report (report.md) into DIR. `stats` prints what the generator would take from an
-Alibaba GPU trace."""
+FIFO queueing (with `--with-kueue`, also behind a Kueue-like quota). `live`
+replays it through the real kube-scheduler on the running local cluster
+(`trainium-dra up`; with `--kueue`, every job waits in a Kueue queue first),
+on a clock that jumps from event to event once the cluster has settled (or,
+with `--clock wall`, a compressed wall clock), and the offline anchor beside
+it. Both write the trace they used (trace.csv), every figure and every job's
+record (result.json), plots (PNG) and a report (report.md) into DIR. `stats`
+prints what the generator would take from an Alibaba GPU trace."""
 
 import argparse
 import importlib.util
@@ -22,14 +23,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kubernetes.client import ApiClient
 
 from driver.devicemodel.layout import PARTITION_SIZES
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.objects import Objects
-from driver.kubeapi.resources import DEVICE_CLASSES
+from driver.kubeapi.resources import CRDS, DEVICE_CLASSES
 from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.commands.flags import parse_sizes
 from driver.localsim.commands.running import NotRunningError, open_running
@@ -39,8 +40,11 @@ from driver.whatif.figures import percentile, summarize
 from driver.whatif.fleet import POLICIES
 from driver.whatif.jobdiff import diff
 from driver.whatif.jobobjects import PodStyle
-from driver.whatif.jobs import Job, JobError, check_fits, offered
+from driver.whatif.jobs import KINDS, Job, JobError, check_fits, offered
 from driver.whatif.jobtimes import parse_work, timed_all
+from driver.whatif.kueue import CLUSTER_QUEUES, KueueQueue
+from driver.whatif.kueue import NAME as KUEUE_NAME
+from driver.whatif.kueue import STRATEGIES as KUEUE_STRATEGIES
 from driver.whatif.live import (
     REQUEST_TIMEOUT,
     USER_AGENT,
@@ -173,9 +177,18 @@ def parser() -> argparse.ArgumentParser:
     live.add_argument(
         "--requests",
         choices=("claims", "extended"),
-        default="claims",
-        help="how pods of cores and chips ask: a ResourceClaim each (default), or the "
-        "extended resources of the chart's DeviceClasses, as for the Neuron device plugin",
+        default=None,
+        help="how pods of cores and chips ask: a ResourceClaim each (default without "
+        "--kueue), or the extended resources of the chart's DeviceClasses, as for the Neuron "
+        "device plugin (with --kueue, pods of every kind ask that way)",
+    )
+    live.add_argument(
+        "--kueue",
+        choices=tuple(KUEUE_STRATEGIES),
+        default=None,
+        help="put every job through Kueue first, in a ClusterQueue whose quota is the "
+        "fleet's cores, queueing strict (StrictFIFO) or best-effort (BestEffortFIFO); the "
+        "cluster must run it (`trainium-dra up --with-kueue`; docs/queues.md)",
     )
     live.add_argument(
         "--scheduler-name",
@@ -290,21 +303,43 @@ def offline(args: argparse.Namespace) -> int:
     return 0
 
 
-def extended_resources(api: ApiClient, driver: str) -> dict[str, str]:
+EXTENDED_CLASSES: Final = {
+    "cores": ("neuroncore", "core"),
+    "chips": ("chip", "chip"),
+    "server": ("server", "server"),
+    "rack": ("ultraserver", "ultraserver"),
+}
+"""Shape kind -> (DeviceClass prefix, the chart's `extendedResources` key)."""
+
+
+def extended_resources(api: ApiClient, driver: str, kinds: Sequence[str]) -> dict[str, str]:
     """Shape kind -> the extended resource its DeviceClass carries, as the
     chart installed them (`extendedResources` in its values)."""
     found = {}
     objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
-    for kind, device_class in (("cores", f"neuroncore.{driver}"), ("chips", f"chip.{driver}")):
+    for kind in kinds:
+        prefix, value = EXTENDED_CLASSES[kind]
+        device_class = f"{prefix}.{driver}"
         obj = objects.get(DEVICE_CLASSES, device_class) or {"spec": {}}
         name = obj["spec"].get("extendedResourceName")
         if not name:
             raise JobError(
-                f"--requests extended: DeviceClass {device_class} has no extendedResourceName; "
-                "install the chart with extendedResources set, or ask with --requests claims"
+                f"DeviceClass {device_class} has no extendedResourceName: install the chart "
+                f"with extendedResources.{value} set (`trainium-dra up --with-kueue` sets every "
+                "one), or ask with --requests claims and no --kueue"
             )
         found[kind] = name
     return found
+
+
+def kueue_queue(api: ApiClient, strategy: str, core_resource: str, cores: int) -> KueueQueue:
+    """The replay's queue, once Kueue is known to run on the cluster."""
+    objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
+    if objects.get(CRDS, f"{CLUSTER_QUEUES.plural}.{CLUSTER_QUEUES.group}") is None:
+        raise JobError(
+            "--kueue: this cluster does not run Kueue; start it with `trainium-dra up --with-kueue`"
+        )
+    return KueueQueue(strategy, core_resource, cores)
 
 
 def bearer_token(api: ApiClient) -> str:
@@ -457,8 +492,20 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
     write_trace(args.out / "trace.csv", jobs)
     pace = "settle clock" if isinstance(clock, SettleClock) else f"{clock.speedup:g}x"
     print(f"replaying {len(jobs)} jobs on {racks} racks ({pace})", flush=True)
+    requests = args.requests or ("extended" if args.kueue else "claims")
+    if args.kueue and requests == "claims":
+        raise JobError(
+            "--kueue with --requests claims: Kueue counts what pods request, not claims by "
+            "name; leave --requests out (pods then ask by extended resource name)"
+        )
+    kinds = KINDS if args.kueue else ("cores", "chips")
     extended = (
-        extended_resources(cluster.api, cluster.driver) if args.requests == "extended" else {}
+        extended_resources(cluster.api, cluster.driver, kinds) if requests == "extended" else {}
+    )
+    queue = (
+        kueue_queue(cluster.api, args.kueue, extended["cores"], racks * rack.cores)
+        if args.kueue
+        else None
     )
     watch = Observer(cluster.pids, cluster.scheduler_metrics, cluster.api)
     got = replay_live(
@@ -470,7 +517,10 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         driver=cluster.driver,
         clock=clock,
         gangs=not args.no_gangs,
-        style=PodStyle(extended, scheduler=args.scheduler_name),
+        style=PodStyle(
+            extended, scheduler=args.scheduler_name, queue=KUEUE_NAME if queue else None
+        ),
+        kueue=queue,
         failures=RandomFailures(rates, rack, racks, args.seed) if failing else None,
         fault_targets=cluster.fault_targets,
         servers=cluster.servers,
@@ -484,6 +534,7 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         racks,
         gangs=not args.no_gangs,
         failures=lambda: ScriptedFailures(got.failures, repair),
+        queueings=QUEUEING + KUEUE_QUEUEING if queue else QUEUEING,
     )
     runs = [got.replay, *anchor]
     result = {

@@ -15,6 +15,7 @@ from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
 from driver.kubeapi.resources import CLAIMS, PODS, path_of
 from driver.whatif.jobobjects import JOB_LABEL, claim_pod
+from driver.whatif.kueuewatch import gated
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class NamespaceView:
     """Pods neither bound nor reported unschedulable by the scheduler."""
     waiting: int
     """Pods reported unschedulable, not bound."""
+    queued: int = 0
+    """Pods Kueue holds back (its scheduling gate): the scheduler does not try them."""
 
     def unsettled(self) -> str | None:
         counts = {
@@ -56,9 +59,11 @@ class NamespaceView:
 
 
 def _unschedulable(pod: Mapping[str, Any]) -> bool:
+    """The scheduler tried the pod and found no room (a gated pod was not tried)."""
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodScheduled":
-            return bool(condition.get("status") == "False")
+            tried = condition.get("reason") != "SchedulingGated"
+            return bool(tried and condition.get("status") == "False")
     return False
 
 
@@ -75,6 +80,8 @@ class PodWatch:
         self.present: dict[str, str] = {}
         """Pod -> its job, for every pod seen and not seen go."""
         self.unschedulable: set[str] = set()
+        self.gated: set[str] = set()
+        """Pods Kueue holds back."""
         self.claims: dict[str, str] = {}
         """Claim -> the pod it serves."""
         self.pods: Informer[Mapping[str, Any]] = Informer(
@@ -112,10 +119,18 @@ class PodWatch:
                 lingering=sum(1 for p in deleted if p in self.present),
                 orphan_claims=sum(1 for pod in self.claims.values() if pod not in self.present),
                 undecided=sum(
-                    1 for p in seen if p not in self.bound and p not in self.unschedulable
+                    1
+                    for p in seen
+                    if p not in self.bound and p not in self.unschedulable and p not in self.gated
                 ),
                 waiting=sum(1 for p in seen if p not in self.bound and p in self.unschedulable),
+                queued=sum(1 for p in seen if p in self.gated),
             )
+
+    def queued_and_present(self) -> tuple[set[str], set[str]]:
+        """The pods Kueue holds back, and every pod present."""
+        with self.lock:
+            return set(self.gated), set(self.present)
 
     def any_present(self, names: Collection[str]) -> bool:
         with self.lock:
@@ -127,6 +142,7 @@ class PodWatch:
             for name, job in list(self.present.items()):
                 if name not in names:
                     del self.present[name]
+                    self.gated.discard(name)
                     self.events.put(PodEvent(time.monotonic(), "gone", job, name))
         for pod in pods:
             self._see(pod, deleted=False)
@@ -138,9 +154,14 @@ class PodWatch:
             if deleted:
                 self.present.pop(name, None)
                 self.unschedulable.discard(name)
+                self.gated.discard(name)
                 self.events.put(PodEvent(time.monotonic(), "gone", job, name))
                 return
             self.present[name] = job
+            if gated(pod):
+                self.gated.add(name)
+            else:
+                self.gated.discard(name)
             if _unschedulable(pod):
                 self.unschedulable.add(name)
             node = (pod.get("spec") or {}).get("nodeName")

@@ -93,8 +93,7 @@ def test_neuron_style_pods_ask_for_extended_resources_and_no_claim() -> None:
 
 def test_through_kueue_a_pod_names_its_queue_and_a_gang_is_one_pod_group_per_run() -> None:
     style = PodStyle(
-        {"server": "aws.amazon.com/neuron", "rack": "trainium.sim.dev/ultraserver"},
-        amounts={"server": 4},
+        {"server": "trainium.sim.dev/server", "rack": "trainium.sim.dev/ultraserver"},
         queue="whatif",
     )
     gang = job_objects(Job("g", 0, 2, PodShape("server"), 1), "ns", DRIVER, True, style=style)
@@ -106,7 +105,7 @@ def test_through_kueue_a_pod_names_its_queue_and_a_gang_is_one_pod_group_per_run
         "2"
     }
     assert pods[0]["spec"]["containers"][0]["resources"] == {
-        "limits": {"aws.amazon.com/neuron": "4"}
+        "limits": {"trainium.sim.dev/server": "1"}
     }
     again = job_objects(
         Job("g", 0, 2, PodShape("server"), 1), "ns", DRIVER, True, attempt=1, style=style

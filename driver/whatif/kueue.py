@@ -1,0 +1,88 @@
+"""The Kueue objects a replay through Kueue brings and takes away: a
+ResourceFlavor, a ClusterQueue whose quota is the fleet's cores and whose
+queueing strategy is the replay's, and the LocalQueue its pods name. Quota is
+counted in cores: Kueue's resource transformations (set where Kueue runs)
+turn a chip, a server and an UltraServer asked by extended resource name into
+their cores, so one count covers every job. Pure: objects out."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from driver.jsontypes import JSON
+from driver.kubeapi.resources import Resource
+
+API: Final = "kueue.x-k8s.io/v1beta2"
+CLUSTER_QUEUES: Final = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+LOCAL_QUEUES: Final = Resource("kueue.x-k8s.io", "v1beta2", "localqueues")
+FLAVORS: Final = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors")
+WORKLOADS: Final = Resource("kueue.x-k8s.io", "v1beta2", "workloads")
+STRATEGIES: Final = {"strict": "StrictFIFO", "best-effort": "BestEffortFIFO"}
+"""`--kueue` value -> the ClusterQueue's queueingStrategy."""
+QUEUEING: Final = {"strict": "kueue-strict", "best-effort": "kueue-best-effort"}
+"""`--kueue` value -> the offline anchor's matching queueing."""
+NAME: Final = "whatif"
+"""The replay's flavor, ClusterQueue and LocalQueue."""
+
+
+@dataclass(frozen=True)
+class KueueQueue:
+    """The queue a replay puts every job through: `strategy` a key of
+    STRATEGIES, quota `cores` of `core_resource`."""
+
+    strategy: str
+    core_resource: str
+    cores: int
+
+    @property
+    def queueing(self) -> str:
+        return QUEUEING[self.strategy]
+
+    def objects(self, namespace: str) -> list[JSON]:
+        return queue_objects(self.strategy, namespace, self.core_resource, self.cores)
+
+
+def transformations(cores: Mapping[str, int], core_resource: str) -> list[JSON]:
+    """Kueue's `resources.transformations`: each extended resource in `cores`
+    (name -> cores one unit holds) replaced by that many `core_resource`."""
+    return [
+        {"input": name, "strategy": "Replace", "outputs": {core_resource: str(n)}}
+        for name, n in sorted(cores.items())
+        if name != core_resource
+    ]
+
+
+def queue_objects(strategy: str, namespace: str, core_resource: str, cores: int) -> list[JSON]:
+    """In creation order: flavor, ClusterQueue (only `namespace` may use it)
+    and LocalQueue."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"--kueue {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    return [
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": NAME}},
+        {
+            "apiVersion": API,
+            "kind": "ClusterQueue",
+            "metadata": {"name": NAME},
+            "spec": {
+                "queueingStrategy": STRATEGIES[strategy],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": [core_resource],
+                        "flavors": [
+                            {
+                                "name": NAME,
+                                "resources": [{"name": core_resource, "nominalQuota": str(cores)}],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": API,
+            "kind": "LocalQueue",
+            "metadata": {"name": NAME, "namespace": namespace},
+            "spec": {"clusterQueue": NAME},
+        },
+    ]

@@ -1,0 +1,141 @@
+"""Whether Kueue has decided what it will for the replay's pods, read from an
+informer of the namespace's Workloads. Kueue has settled when every pod it
+gates belongs to a Workload it has not admitted (an admitted one's pods are
+ungated next), no admitted Workload is left whose pods are all gone (its
+quota is not free until Kueue finishes it), and all of this has stood still
+for a quiet spell: a StrictFIFO head is retried without end, so Kueue's own
+attempt counters never stand still and cannot tell."""
+
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.informer import Informer
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import path_of
+from driver.whatif.kueue import CLUSTER_QUEUES, FLAVORS, LOCAL_QUEUES, NAME, WORKLOADS, KueueQueue
+
+GATE: Final = "kueue.x-k8s.io/admission"
+"""The scheduling gate Kueue holds a pod back with until it admits it."""
+GONE_TIMEOUT: Final = 120.0
+QUIET: Final = 0.5
+"""Wall seconds Kueue's decisions must stand still: many of its cycles."""
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    pods: frozenset[str]
+    """The pods it owns."""
+    admitted: bool
+    finished: bool
+
+
+def workload_state(obj: Mapping[str, Any]) -> WorkloadState:
+    meta, status = obj["metadata"], obj.get("status") or {}
+    conditions = {c["type"]: c["status"] == "True" for c in status.get("conditions") or ()}
+    return WorkloadState(
+        frozenset(r["name"] for r in meta.get("ownerReferences") or () if r.get("kind") == "Pod"),
+        conditions.get("Admitted", False),
+        conditions.get("Finished", False),
+    )
+
+
+def gated(pod: Mapping[str, Any]) -> bool:
+    return any(g.get("name") == GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+
+
+def unsettled(
+    workloads: Mapping[str, WorkloadState], queued: Collection[str], present: Collection[str]
+) -> str | None:
+    """Why Kueue may still change something for the `queued` pods (those it
+    gates), given the pods `present`; None once it will not."""
+    owner = {pod: name for name, w in workloads.items() for pod in w.pods}
+    found = {
+        "pods with no Workload yet": sum(1 for p in queued if p not in owner),
+        "gated pods of admitted Workloads": sum(
+            1 for p in queued if p in owner and workloads[owner[p]].admitted
+        ),
+        "admitted Workloads whose pods are gone": sum(
+            1
+            for w in workloads.values()
+            if w.admitted and not w.finished and w.pods and not w.pods & set(present)
+        ),
+    }
+    return ", ".join(f"{n} {what}" for what, n in found.items() if n) or None
+
+
+class KueueWatch:
+    """The namespace's Workloads, and since when Kueue's decisions have stood still."""
+
+    def __init__(self, server: ApiServer, namespace: str) -> None:
+        self.lock = threading.Lock()
+        self.workloads: dict[str, WorkloadState] = {}
+        self.changed = time.monotonic()
+        self.informer: Informer[Mapping[str, Any]] = Informer(
+            server,
+            path_of(WORKLOADS, namespace=namespace),
+            {},
+            lambda obj: obj,
+            on_list=self._listed,
+            on_event=self._event,
+        )
+
+    def start(self) -> None:
+        self.informer.start()
+
+    def close(self) -> None:
+        self.informer.close()
+
+    def why(self, queued: Collection[str], present: Collection[str]) -> str | None:
+        with self.lock:
+            why = unsettled(self.workloads, queued, present)
+            if why is None and time.monotonic() - self.changed < QUIET:
+                why = "Kueue decided something a moment ago"
+            return why
+
+    def _listed(self, objs: list[Mapping[str, Any]]) -> None:
+        with self.lock:
+            self.workloads = {o["metadata"]["name"]: workload_state(o) for o in objs}
+            self.changed = time.monotonic()
+
+    def _event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        with self.lock:
+            before = self.workloads.get(name)
+            if kind == "DELETED":
+                self.workloads.pop(name, None)
+            else:
+                self.workloads[name] = workload_state(obj)
+            if self.workloads.get(name) != before:
+                self.changed = time.monotonic()
+
+
+@contextmanager
+def through_kueue(objects: Objects, queue: KueueQueue, namespace: str) -> Iterator[KueueWatch]:
+    """The replay's queue in `namespace` (which exists), watched while the
+    replay runs; the ClusterQueue and flavor are deleted after (the
+    LocalQueue goes with the namespace)."""
+    kinds = {"ResourceFlavor": FLAVORS, "ClusterQueue": CLUSTER_QUEUES, "LocalQueue": LOCAL_QUEUES}
+    for obj in queue.objects(namespace):
+        objects.create(kinds[obj["kind"]], obj, namespace=obj["metadata"].get("namespace"))
+    watch = KueueWatch(objects.server, namespace)
+    watch.start()
+    try:
+        yield watch
+    finally:
+        watch.close()
+        objects.delete(LOCAL_QUEUES, NAME, namespace=namespace)
+        for res in (CLUSTER_QUEUES, FLAVORS):
+            objects.delete(res, NAME)
+        deadline = time.monotonic() + GONE_TIMEOUT
+        while objects.get(CLUSTER_QUEUES, NAME) or objects.get(FLAVORS, NAME):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"ClusterQueue/ResourceFlavor {NAME}: still there {GONE_TIMEOUT:.0f} s "
+                    "after their deletion (Kueue keeps them while a Workload uses them)"
+                )
+            time.sleep(0.2)

@@ -1,0 +1,88 @@
+"""The what-if's Kueue objects and when it takes Kueue to have settled."""
+
+import pytest
+
+from driver.whatif.kueue import KueueQueue, queue_objects, transformations
+from driver.whatif.kueuewatch import WorkloadState, gated, unsettled, workload_state
+
+
+def test_the_replay_queue_counts_the_fleet_in_cores_for_its_namespace_only() -> None:
+    flavor, cq, lq = KueueQueue("strict", "aws.amazon.com/neuroncore", 1152).objects("whatif")
+    assert flavor["kind"] == "ResourceFlavor"
+    assert cq["spec"]["queueingStrategy"] == "StrictFIFO"
+    assert cq["spec"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "whatif"}
+    }
+    [group] = cq["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["aws.amazon.com/neuroncore"]
+    assert group["flavors"][0]["resources"] == [
+        {"name": "aws.amazon.com/neuroncore", "nominalQuota": "1152"}
+    ]
+    assert (lq["metadata"]["namespace"], lq["spec"]["clusterQueue"]) == (
+        "whatif",
+        cq["metadata"]["name"],
+    )
+    best = queue_objects("best-effort", "ns", "r", 1)[1]
+    assert best["spec"]["queueingStrategy"] == "BestEffortFIFO"
+    with pytest.raises(ValueError, match="--kueue 'lifo': choose one of strict, best-effort"):
+        queue_objects("lifo", "ns", "r", 1)
+
+
+def test_chips_servers_and_racks_turn_into_their_cores() -> None:
+    found = transformations(
+        {"aws.amazon.com/neuroncore": 1, "aws.amazon.com/neuron": 8, "trainium.sim.dev/server": 32},
+        "aws.amazon.com/neuroncore",
+    )
+    assert found == [
+        {
+            "input": "aws.amazon.com/neuron",
+            "strategy": "Replace",
+            "outputs": {"aws.amazon.com/neuroncore": "8"},
+        },
+        {
+            "input": "trainium.sim.dev/server",
+            "strategy": "Replace",
+            "outputs": {"aws.amazon.com/neuroncore": "32"},
+        },
+    ]
+
+
+def workload(pods: set[str], *, admitted: bool = False, finished: bool = False) -> WorkloadState:
+    return WorkloadState(frozenset(pods), admitted, finished)
+
+
+def test_kueue_has_settled_only_when_every_gated_pod_waits_in_an_unadmitted_workload() -> None:
+    pending = {"a": workload({"a-0", "a-1"}), "b": workload({"b-0"}, admitted=True)}
+    assert unsettled(pending, {"a-0", "a-1"}, {"a-0", "a-1", "b-0"}) is None
+    assert unsettled(pending, {"a-0", "a-1", "c-0"}, {"a-0", "a-1", "c-0", "b-0"}) == (
+        "1 pods with no Workload yet"
+    )
+    assert unsettled(pending, {"b-0"}, {"b-0"}) == "1 gated pods of admitted Workloads"
+    gone = {"b": workload({"b-0"}, admitted=True)}
+    assert unsettled(gone, set(), set()) == "1 admitted Workloads whose pods are gone"
+    assert unsettled({"b": workload({"b-0"}, admitted=True, finished=True)}, set(), set()) is None
+
+
+def test_a_workload_is_read_from_its_owners_and_conditions() -> None:
+    obj = {
+        "metadata": {
+            "name": "pod-a",
+            "ownerReferences": [
+                {"kind": "Pod", "name": "a-0"},
+                {"kind": "Pod", "name": "a-1"},
+                {"kind": "Job", "name": "x"},
+            ],
+        },
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True"},
+                {"type": "Admitted", "status": "True"},
+                {"type": "Finished", "status": "False"},
+            ]
+        },
+    }
+    assert workload_state(obj) == workload({"a-0", "a-1"}, admitted=True)
+    assert workload_state({"metadata": {"name": "w"}}) == workload(set())
+    assert gated({"spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}})
+    assert not gated({"spec": {"schedulingGates": [{"name": "other"}]}})
+    assert not gated({"spec": {}})
