@@ -63,14 +63,22 @@ class Case:
     """Replays of the same trace on the same cluster; the last beside a CPU hog."""
 
 
-def _trace(jobs: int, load: float) -> tuple[str, ...]:
+POLICY_MIX: Final = "cores-2=0.3,cores-4=0.3,chips-1=0.18,serverx4=0.2,rack=0.02"
+"""Partitions of two and four cores beside chips, four-server gangs and a few
+whole racks: a rack job waits for the rack to empty, gangs of servers for
+whole servers, so where each policy puts the small jobs shows."""
+
+
+def _trace(jobs: int, load: float, mix: str = MIX) -> tuple[str, ...]:
     return (
-        "--jobs", str(jobs), "--load", str(load), "--mix", MIX, "--max-duration-hours", "1",
+        "--jobs", str(jobs), "--load", str(load), "--mix", mix, "--max-duration-hours", "1",
     )  # fmt: skip
 
 
 POLICY_UP: Final = ("--racks", "1", "--pools", "node")
-POLICY_TRACE: Final = _trace(300, 0.9)
+POLICY_TRACE: Final = _trace(150, 1.3, POLICY_MIX)
+"""More work than the rack holds: the queue never empties, and policies part."""
+KUEUE_UP: Final = (*POLICY_UP, "--with-kueue")
 CASES: Final = {
     "ten-racks": Case(
         "10 Trn3 Gen2 racks (11,520 cores), 2,000 jobs at offered load 0.6",
@@ -108,6 +116,16 @@ CASES: Final = {
         (*POLICY_UP, "--partition-sizes", "1,2"),
         POLICY_TRACE,
     ),
+    "kueue-strict": Case(
+        "1 rack, every job through Kueue (StrictFIFO), Neuron-style requests",
+        KUEUE_UP,
+        (*POLICY_TRACE, "--kueue", "strict"),
+    ),
+    "kueue-best-effort": Case(
+        "1 rack, every job through Kueue (BestEffortFIFO), Neuron-style requests",
+        KUEUE_UP,
+        (*POLICY_TRACE, "--kueue", "best-effort"),
+    ),
     "hundred-racks": Case(
         "100 Trn3 Gen2 racks (115,200 cores, 3,600 nodes), 500 jobs at offered load 0.8, "
         "no kubelets, one advertised rack device",
@@ -138,6 +156,30 @@ def run_local(case: Case, work: Path) -> dict[str, Any]:
             repeat_figures(first, r, hog=i == case.repeats - 1) for i, r in enumerate(results)
         ]
     return first
+
+
+def waits_by_shape(jobs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each replay's queueing by job shape (whole racks starve where small
+    jobs overtake them). Every job's own record stays in the run's
+    result.json only."""
+    found: dict[str, dict[str, Any]] = {}
+    for replay, records in jobs.items():
+        shapes: dict[str, list[dict[str, Any]]] = {}
+        for job in records:
+            shapes.setdefault(job["shape"], []).append(job)
+        found[replay] = {shape: _waits(group) for shape, group in sorted(shapes.items())}
+    return found
+
+
+def _waits(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Jobs, those never run, mean and max wait in simulated seconds."""
+    waits = [j["start"] - j["arrival"] for j in jobs if j["start"] is not None]
+    return {
+        "jobs": len(jobs),
+        "never_ran": len(jobs) - len(waits),
+        "wait_mean_s": sum(waits) / len(waits) if waits else None,
+        "wait_max_s": max(waits, default=None),
+    }
 
 
 def _same_start(a: float | None, b: float | None) -> bool:
@@ -248,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             run = run_bare if case.bare_racks else run_local
             result = run(case, Path(tmp))
         result.pop("trace", None)
-        result.pop("jobs", None)  # every job's record: in the run's own result.json
+        result["by_shape"] = waits_by_shape(result.pop("jobs"))
         cases[name] = {
             "what": case.what,
             "date": time.strftime("%Y-%m-%d %H:%M"),

@@ -19,11 +19,19 @@ def _most(delays: Mapping[str, Any]) -> str:
     return "" if delays.get("max") is None else f"{delays['max']:,.0f}"
 
 
+def _queueing(case: Mapping[str, Any]) -> str:
+    """The live replay's queueing: Kueue's, or backfill (the bare scheduler
+    holds no job back behind another)."""
+    live = next(run for run in case["runs"] if run["policy"] == "kube-scheduler")
+    return str(live.get("queueing", "backfill"))
+
+
 def _by_policy(case: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """Each replay by placement rule; of the anchors, the backfill one (the
-    real scheduler's queueing: no job holds back those behind it)."""
+    """Each replay by placement rule; of the anchors, the one queueing as the
+    live replay did."""
+    queueing = _queueing(case)
     return {
-        run["policy"]: run for run in case["runs"] if run.get("queueing", "backfill") == "backfill"
+        run["policy"]: run for run in case["runs"] if run.get("queueing", "backfill") == queueing
     }
 
 
@@ -38,7 +46,7 @@ def _diff(case: Mapping[str, Any]) -> str:
     """Jobs that started alike live and under best fit with backfill, and
     the largest cause of the rest."""
     for d in case.get("diff", ()):
-        if d["anchor"] == "best-fit backfill":
+        if d["anchor"] == f"best-fit {_queueing(case)}":
             top = next(iter(d["causes"].items()), None)
             cause = f"; most: {top[1]:,} {CAUSES[top[0]]}" if top else ""
             return f"{d['alike']:,} of {d['jobs']:,} alike{cause}"
@@ -64,6 +72,59 @@ def _row(name: str, case: Mapping[str, Any]) -> list[object]:
         f"{case['bind_latency_wall_s']['p50']:,.1f}",
         f"{live['evictions']}",
         f"{case['load_1min']['before']:g} \u2192 {case['load_1min']['after']:g}",
+    ]
+
+
+def _wait(shape: Mapping[str, Any] | None) -> str:
+    if shape is None:
+        return ""
+    mean, most = shape["wait_mean_s"], shape["wait_max_s"]
+    waited = "" if mean is None else f"{mean:,.0f} / {most:,.0f}"
+    never = f" ({shape['never_ran']} never ran)" if shape["never_ran"] else ""
+    return f"{waited}{never}"
+
+
+def _parting(name: str, case: Mapping[str, Any]) -> list[object]:
+    """One case of the policy trace: its live figures and how long its
+    largest jobs waited."""
+    live = _by_policy(case)["kube-scheduler"]
+    q = live["queueing_delay_s"]
+    shapes = case["by_shape"]["kube-scheduler, gangs " + ("on" if live["gangs"] else "off")]
+    return [
+        f"`{name}`",
+        case["what"],
+        _share(live["allocation_rate_while_arriving"]),
+        _share(live["allocation_rate_while_waiting"]),
+        f"{q['p50']:,.0f} / {q['p90']:,.0f} / {_most(q)}",
+        f"{live['makespan_s']:,.0f}",
+        _wait(shapes.get("rack")),
+        _wait(shapes.get("server")),
+    ]
+
+
+def _policies(cases: Mapping[str, Any]) -> list[str]:
+    """The cases that kept each shape's waits (one trace, one rack, each
+    policy), side by side; empty if none did."""
+    rows = [_parting(name, case) for name, case in cases.items() if "by_shape" in case]
+    if not rows:
+        return []
+    header = [
+        "case",
+        "policy",
+        "allocation while jobs arrive",
+        "allocation while jobs wait",
+        "queueing p50 / p90 / max (s)",
+        "makespan (s)",
+        "whole-rack jobs: wait mean / max (s)",
+        "four-server gangs: wait mean / max (s)",
+    ]
+    return [
+        "",
+        "Where the policies part: the same trace on one rack (more work than the rack "
+        "holds, so a queue always waits), live, each under one policy; waits in "
+        "simulated seconds, by the shape of the job:",
+        "",
+        table(header, rows),
     ]
 
 
@@ -151,6 +212,7 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
                 else []
             ),
             *(_repeats(name, case) for name, case in cases.items() if "repeats" in case),
+            *_policies(cases),
         ]
     )
     return replace_block(page, "live", body)

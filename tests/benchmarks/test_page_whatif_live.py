@@ -105,3 +105,42 @@ def test_a_repeated_trace_shows_how_far_its_replays_part() -> None:
     assert "Allocation while jobs arrive, live: 40.0% / 40.5% / 39.5% (1.0 points apart)" in page
     assert "same simulated second as in the first replay: 97% / 95%." in page
     assert "(load 4.25 after it) and took 500 s of wall time against 300 s." in page
+
+
+def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_policies_part() -> (
+    None
+):
+    live = {
+        **run("kube-scheduler", 0.5, 100),
+        "queueing": "kueue-strict",
+        "gangs": True,
+        "allocation_rate_while_waiting": 0.7,
+        "makespan_s": 9000.0,
+    }
+    live["queueing_delay_s"]["max"] = 4000
+    strict = {**run("best-fit", 0.55, 50), "queueing": "kueue-strict"}
+    backfill = {**run("best-fit", 0.9, 0), "queueing": "backfill"}
+    first = {**run("first-fit", 0.54, 50), "queueing": "kueue-strict"}
+    waits = {
+        "rack": {"jobs": 3, "never_ran": 1, "wait_mean_s": 1500.0, "wait_max_s": 2500.0},
+        "server": {"jobs": 5, "never_ran": 0, "wait_mean_s": 10.0, "wait_max_s": 30.0},
+    }
+    case = {
+        **CASE,
+        "what": "1 rack through Kueue",
+        "clock": "settle",
+        "runs": [live, first, backfill, strict],
+        "by_shape": {"kube-scheduler, gangs on": waits},
+    }
+    payload = {
+        "command": "make x",
+        "machine": {"cpus": 2, "date": "d"},
+        "results": {"cases": {"k": case, "c": CASE}},
+    }
+    page = whatif_live.render(PAGE, payload)
+    assert "| `k` | 30 / 1 | 200 (settle clock) | 50.0% / 54.0% / 55.0% | -5.0 |" in page
+    assert (
+        "| `k` | 1 rack through Kueue | 50.0% | 70.0% | 100 / 200 / 4,000 | 9,000 "
+        "| 1,500 / 2,500 (1 never ran) | 10 / 30 |" in page
+    )
+    assert "| `c` | 1 rack, a test |" not in page, "a case without waits by shape is no policy row"
