@@ -488,10 +488,6 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         )
     jobs = jobs_of(args, rack, racks, cluster.partition_sizes)
     clock = live_clock(args, jobs, cluster)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_trace(args.out / "trace.csv", jobs)
-    pace = "settle clock" if isinstance(clock, SettleClock) else f"{clock.speedup:g}x"
-    print(f"replaying {len(jobs)} jobs on {racks} racks ({pace})", flush=True)
     requests = args.requests or ("extended" if args.kueue else "claims")
     if args.kueue and requests == "claims":
         raise JobError(
@@ -507,6 +503,10 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         if args.kueue
         else None
     )
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_trace(args.out / "trace.csv", jobs)
+    pace = "settle clock" if isinstance(clock, SettleClock) else f"{clock.speedup:g}x"
+    print(f"replaying {len(jobs)} jobs on {racks} racks ({pace})", flush=True)
     watch = Observer(cluster.pids, cluster.scheduler_metrics, cluster.api)
     got = replay_live(
         cluster.api,
