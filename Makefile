@@ -16,7 +16,7 @@ PREVIOUS_BIN_DIR_FILE := build/bin-dir-previous
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries control-plane-binaries node-packages dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo validate-sim chaos clean
+.PHONY: venv binaries control-plane-binaries kueue node-packages dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -45,6 +45,11 @@ binaries:
 control-plane-binaries:
 	@mkdir -p build
 	BINARIES=control-plane hack/build-binaries.sh > $(BIN_DIR_FILE)
+
+# Kueue's manager and the CRDs and webhooks of its module, for `trainium-dra up
+# --with-kueue` (docs/queues.md); `make binaries` builds it too.
+kueue:
+	hack/kueue/build.sh
 
 # The Debian packages the real-node cluster calls (runc, iptables, ...), for the
 # targets that start real nodes; `make demo` needs none of them.
@@ -94,7 +99,7 @@ test-previous: venv node-packages image
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
-demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries)
+demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries) $(if $(findstring --with-kueue,$(DEMO_ARGS)),kueue)
 	$(WITH_BINARIES) $(PY) -m driver.localsim.commands.demo $(DEMO_ARGS)
 
 # The same with real kubelets, containerd and the chart installed by helm

@@ -12,6 +12,7 @@
 # agent (hack/kube-network-policies/build.sh) in
 # node/kube-network-policies-<version>/; runc and iptables come from Debian's
 # packages (hack/node-packages.sh, for the targets that start real nodes).
+# Kueue's manager and manifests (hack/kueue/build.sh) in kueue-<version>/.
 #   BINARIES     control-plane: only what the local cluster of `make demo` runs
 #                (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 #                helm); all (the default): everything above
@@ -113,4 +114,5 @@ build_tool_dir containerd github.com/containerd/containerd/v2 \
   "-X github.com/containerd/containerd/v2/version.Version=$containerd_version"
 build_tool_dir cni github.com/containernetworking/plugins ""
 "$here/kube-network-policies/build.sh"
+"$here/kueue/build.sh" > /dev/null
 echo "$out"
