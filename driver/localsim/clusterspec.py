@@ -330,6 +330,7 @@ STATE_ENTRIES = (
     "real-nodes-values.yaml",
     "sa",
     "prometheus",
+    "kueue",
 )
 """Everything `serve` creates under the state directory; `down` removes exactly these."""
 

@@ -8,6 +8,7 @@ CA; the other two serve self-signed loopback certs). A real-node cluster's
 jobs and credentials are in realnodes/prometheus.py and prometheus_access.py.
 """
 
+import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +30,7 @@ PROMETHEUS_VERSION = "v0.316.0"
 RULES_DIR = Path(__file__).resolve().parents[2] / "charts" / "trainium-dra" / "rules"
 NODE_JOB = "trainium-dra-node"
 CONTROLLER_JOB = "trainium-dra-controller"
+KUEUE_JOB = "kueue"
 START_TIMEOUT = 60.0
 
 
@@ -48,6 +50,8 @@ class Targets:
     ca_file: Path | None = None
     token_file: Path | None = None
     controller: str | None = None
+    kueue: str | None = None
+    """Kueue's manager (`up --with-kueue`): HTTPS with a cert of the cluster CA."""
 
     @classmethod
     def of_control_plane(
@@ -119,6 +123,7 @@ def prometheus_config(
         ("kube-apiserver", targets.apiserver, False),
         ("kube-controller-manager", targets.controller_manager, True),
         ("kube-scheduler", targets.scheduler, True),
+        (KUEUE_JOB, targets.kueue, False),
     )
     for job, address, self_signed in secure:
         if address is None:
@@ -231,17 +236,22 @@ def start_prometheus(
 
 
 def start_for_cluster(
-    state_dir: Path, plane: ControlPlane, daemon_ports: Mapping[str, int], controller_port: int
+    state_dir: Path,
+    plane: ControlPlane,
+    daemon_ports: Mapping[str, int],
+    controller_port: int,
+    kueue: str | None = None,
 ) -> PrometheusProcess:
     """The local cluster's Prometheus (`trainium-dra up --with-prometheus`):
     every rack's node daemon (rack name -> its --http-address port), the
-    controller and the control plane, data under `state_dir`/prometheus."""
+    controller, the control plane and Kueue's manager at `kueue` (`host:port`)
+    if it runs, data under `state_dir`/prometheus."""
     workdir = state_dir / "prometheus"
     daemons = {rack: f"127.0.0.1:{port}" for rack, port in daemon_ports.items()}
     targets = Targets.of_control_plane(
         plane, daemons, workdir / "token", controller=f"127.0.0.1:{controller_port}"
     )
-    return start_prometheus(workdir, targets)
+    return start_prometheus(workdir, dataclasses.replace(targets, kueue=kueue))
 
 
 def substitute(expr: str, variables: Mapping[str, str]) -> str:

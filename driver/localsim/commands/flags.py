@@ -52,6 +52,7 @@ class UpFlags:
     foreground: bool
     with_prometheus: bool = False
     real_nodes: bool = False
+    with_kueue: bool = False
 
 
 def parse_up(argv: list[str]) -> UpFlags:
@@ -121,6 +122,13 @@ def parse_up(argv: list[str]) -> UpFlags:
         "(see docs/observability.md)",
     )
     p.add_argument(
+        "--with-kueue",
+        action="store_true",
+        help="also run Kueue's manager in front of the scheduler, with a ClusterQueue and "
+        "a LocalQueue in namespace default whose quotas are the cluster's cores and chips "
+        "(`make kueue` builds it; see docs/queues.md)",
+    )
+    p.add_argument(
         "--real-nodes",
         action="store_true",
         help="run a real kubelet, containerd and kube-proxy per node in its own network and "
@@ -136,6 +144,13 @@ def parse_up(argv: list[str]) -> UpFlags:
     driver = args.driver_name or (AWS_DRIVER if args.profile == "aws" else DEFAULT_DRIVER_NAME)
     if args.real_nodes and os.geteuid() != 0:
         p.error("--real-nodes: needs root (network and mount namespaces, cgroups); run as root")
+    if args.with_kueue and args.real_nodes:
+        p.error("--with-kueue: runs beside the kubelet stand-ins only; leave out --real-nodes")
+    if args.with_kueue and args.profile == "aws":
+        p.error(
+            "--with-kueue: the aws profile's DeviceClasses name no extended resources to "
+            "set quotas in; leave out --profile aws"
+        )
     try:
         spec = ClusterSpec.build(
             args.racks,
@@ -150,7 +165,14 @@ def parse_up(argv: list[str]) -> UpFlags:
         )
     except ClusterSpecError as err:
         p.error(str(err))
-    return UpFlags(_layout(args), spec, args.foreground, args.with_prometheus, args.real_nodes)
+    return UpFlags(
+        _layout(args),
+        spec,
+        args.foreground,
+        args.with_prometheus,
+        args.real_nodes,
+        args.with_kueue,
+    )
 
 
 def parse_down(argv: list[str]) -> ClusterPaths:

@@ -11,6 +11,7 @@ from driver.localsim.commands.flags import parse_up
 from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
 from driver.localsim.controlplane.children import trainium_dra_argv
 from driver.localsim.images import ImageMissingError
+from driver.localsim.kueue.install import KueueInstall
 from driver.localsim.realnodes.serve import serve_real_nodes
 from driver.localsim.standin.serve import serve
 from driver.localsim.state import (
@@ -104,7 +105,9 @@ def main(argv: list[str]) -> int:
         if flags.foreground and flags.real_nodes:
             return serve_real_nodes(flags.paths, flags.spec, flags.with_prometheus)
         if flags.foreground:
-            return serve(flags.paths, flags.spec, flags.with_prometheus)
+            return serve(flags.paths, flags.spec, flags.with_prometheus, flags.with_kueue)
+        if flags.with_kueue:
+            KueueInstall.locate()
         return start_background(argv, flags.paths, flags.spec)
     except (BinariesMissingError, ImageMissingError, RuntimeError) as error:
         print(f"trainium-dra up: {error}", file=sys.stderr)

@@ -36,6 +36,7 @@ from driver.localsim.controlplane.binaries import Binaries
 from driver.localsim.controlplane.chart import NAMESPACE
 from driver.localsim.controlplane.children import Child, trainium_dra_argv
 from driver.localsim.controlplane.plane import ControlPlane, ControlPlaneError, free_port
+from driver.localsim.kueue.manager import start_kueue
 from driver.localsim.prometheus import start_for_cluster
 from driver.localsim.serving import Progress, serve_cluster
 from driver.localsim.standin.kubelet import KubeletStandIn
@@ -83,6 +84,8 @@ class StandInCluster:
         self.rendered: chart.Rendered | None = None
         self.bound_nodes: dict[str, str] = {}  # node -> UID of the Node its token is bound to
         self.tokens_checked = 0.0
+        self.beside: dict[str, Child] = {}  # started after it (Kueue, Prometheus), recorded too
+        self.beside_urls: dict[str, str] = {}
 
     def _start_child(self, name: str, args: list[str]) -> Child:
         child = Child.start(name, trainium_dra_argv(args), self.paths.logs / f"{name}.log")
@@ -93,6 +96,7 @@ class StandInCluster:
     def _record(self) -> None:
         pids = {c.name: c.process.pid for c in self.plane.components}
         pids.update({name: c.process.pid for name, c in self.children.items()})
+        pids.update({name: c.process.pid for name, c in self.beside.items()})
         pids["serve"] = os.getpid()
         write_cluster(
             self.paths,
@@ -109,8 +113,16 @@ class StandInCluster:
                     for rack in self.spec.racks
                 },
                 "pids": pids,
+                **self.beside_urls,
             },
         )
+
+    def record_beside(self, child: Child, **urls: str) -> None:
+        """Record a process started beside the cluster, so `down` finds it after
+        a crash, and where it serves (cluster.json keys)."""
+        self.beside[child.name] = child
+        self.beside_urls.update(urls)
+        self._record()
 
     def start(self, progress: Callable[[str], None]) -> None:
         binaries = self.plane.binaries or Binaries.locate()
@@ -280,18 +292,32 @@ def slice_count(api: client.ApiClient, driver: str, rack: str) -> int:
     return len(slices.items)
 
 
-def serve(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False) -> int:
+def serve(
+    paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False, with_kueue: bool = False
+) -> int:
     """Start everything, report ready, run until signalled, stop everything."""
     progress = Progress()
 
     def when_started(
         cluster: StandInCluster, plane: ControlPlane, extras: contextlib.ExitStack
     ) -> str:
+        kueue = None
+        if with_kueue:
+            applied = cluster.rendered.applied if cluster.rendered else []
+            classes = [o for o in applied if o["kind"] == "DeviceClass"]
+            kueue = start_kueue(paths, plane, spec, classes, progress)
+            extras.callback(kueue.stop)
+            cluster.record_beside(kueue.child, kueue_metrics=f"https://{kueue.metrics_address}")
         if with_prometheus:
             prometheus = start_for_cluster(
-                paths.root, plane, cluster.ports, cluster.controller_port
+                paths.root,
+                plane,
+                cluster.ports,
+                cluster.controller_port,
+                kueue=kueue.metrics_address if kueue else None,
             )
             extras.callback(prometheus.stop)
+            cluster.record_beside(prometheus.child, prometheus=prometheus.url)
             progress(f"prometheus: {prometheus.url}")
         return f"{spec.node_count()} nodes in {len(spec.racks)} racks"
 

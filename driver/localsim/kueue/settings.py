@@ -1,0 +1,82 @@
+"""Kueue's configuration file for the local cluster, as a pure function of
+its loopback ports and the DeviceClasses that name extended resources."""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NAMESPACE = "kueue-system"
+"""Kueue's own namespace; its pod webhooks skip it, as they skip kube-system."""
+
+FRAMEWORKS = ("batch/job", "pod")
+"""Jobs (suspended until admitted) and plain pods (gated until admitted)."""
+
+FEATURE_GATES: Mapping[str, bool] = {
+    # Counts the devices of a pod's ResourceClaimTemplates against quota
+    # (alpha in 0.17: `exactly` requests of a mapped DeviceClass only).
+    "DynamicResourceAllocation": True,
+    # The on-demand visibility API is an aggregated apiserver with its own
+    # certificates; the local cluster serves none.
+    "VisibilityOnDemand": False,
+}
+
+CLIENT_QPS = 500
+"""As the local scheduler's: the apiserver serves this cluster alone."""
+
+
+@dataclass(frozen=True)
+class KueuePorts:
+    webhook: int
+    metrics: int
+    health: int
+
+
+def device_class_mappings(device_classes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One mapping per DeviceClass that carries an extended resource name:
+    a claim for N devices of the class counts N of that resource, the same
+    quota a pod asking for the resource in its limits draws on."""
+    by_resource: dict[str, list[str]] = {}
+    for device_class in device_classes:
+        resource = (device_class.get("spec") or {}).get("extendedResourceName")
+        if resource:
+            by_resource.setdefault(resource, []).append(device_class["metadata"]["name"])
+    return [
+        {"name": resource, "deviceClassNames": sorted(names)}
+        for resource, names in sorted(by_resource.items())
+    ]
+
+
+def configuration(
+    ports: KueuePorts, cert_dir: Path, mappings: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The `config.kueue.x-k8s.io/v1beta2` Configuration: everything on
+    127.0.0.1, one replica (no leader election), certificates the cluster's
+    CA issued in `cert_dir` rather than Kueue's own."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.health}"},
+        "metrics": {
+            "bindAddress": f"127.0.0.1:{ports.metrics}",
+            "enableClusterQueueResources": True,
+        },
+        "webhook": {"host": "127.0.0.1", "port": ports.webhook, "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_QPS},
+        "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": ["kube-system", NAMESPACE],
+                }
+            ]
+        },
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+        "featureGates": dict(FEATURE_GATES),
+        "resources": {"deviceClassMappings": mappings},
+    }

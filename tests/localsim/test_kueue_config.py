@@ -1,0 +1,201 @@
+"""Unit tests of `up --with-kueue`'s pure parts: the Kueue configuration, the
+default queues for a cluster spec, the webhook and CRD rewrites, the flag."""
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from driver.localsim.clusterspec import ClusterSpec
+from driver.localsim.commands.flags import parse_up
+from driver.localsim.kueue.install import KUEUE_VERSION, KueueInstall, KueueMissingError
+from driver.localsim.kueue.queues import (
+    CLUSTER_QUEUE,
+    LOCAL_QUEUE,
+    LOCAL_QUEUE_NAMESPACE,
+    QueueSpecError,
+    queue_objects,
+    quotas,
+    scale_quantity,
+)
+from driver.localsim.kueue.settings import KueuePorts, configuration, device_class_mappings
+from driver.localsim.kueue.webhooks import local_webhook_configuration, with_conversion
+from driver.localsim.prometheus import KUEUE_JOB, Targets, prometheus_config
+from testbed.gomodules import HACK, required_version
+
+DRIVER = "trainium.sim.dev"
+
+
+def device_class(name: str, resource: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selectors": []}
+    if resource:
+        spec["extendedResourceName"] = resource
+    return {"kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+CLASSES = [
+    device_class(f"core.{DRIVER}"),
+    device_class(f"neuroncore.{DRIVER}", "aws.amazon.com/neuroncore"),
+    device_class(f"chip.{DRIVER}", "aws.amazon.com/neuron"),
+    device_class(f"server.{DRIVER}"),
+]
+
+
+def test_version_matches_the_go_module() -> None:
+    assert required_version(HACK / "kueue", "sigs.k8s.io/kueue") == KUEUE_VERSION
+
+
+def test_a_missing_build_names_the_make_target(tmp_path: Path) -> None:
+    with pytest.raises(KueueMissingError, match=r"make kueue"):
+        KueueInstall.locate(tmp_path)
+
+
+def test_only_classes_with_an_extended_resource_are_mapped() -> None:
+    assert device_class_mappings(CLASSES) == [
+        {"name": "aws.amazon.com/neuron", "deviceClassNames": [f"chip.{DRIVER}"]},
+        {"name": "aws.amazon.com/neuroncore", "deviceClassNames": [f"neuroncore.{DRIVER}"]},
+    ]
+
+
+def test_configuration_serves_on_loopback_with_the_given_certificates() -> None:
+    mappings = device_class_mappings(CLASSES)
+    config = configuration(KueuePorts(9443, 8443, 8081), Path("/state/kueue/certs"), mappings)
+    assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": "/state/kueue/certs"}
+    assert config["metrics"]["bindAddress"] == "127.0.0.1:8443"
+    assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:8081"
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["featureGates"]["DynamicResourceAllocation"] is True
+    assert config["resources"]["deviceClassMappings"] == mappings
+    assert set(config["integrations"]["frameworks"]) == {"batch/job", "pod"}
+
+
+def test_quotas_are_the_whole_rack() -> None:
+    spec = ClusterSpec.build(1, "trn3-gen2")
+    assert quotas(spec, device_class_mappings(CLASSES), DRIVER) == {
+        "aws.amazon.com/neuroncore": "1152",
+        "aws.amazon.com/neuron": "144",
+        "cpu": "2304",
+        "memory": "18432Gi",
+    }
+
+
+def test_quotas_count_only_the_nodes_a_partial_rack_has() -> None:
+    spec = ClusterSpec.build(2, "trn3-gen2", nodes_per_rack=4)
+    classes = [*CLASSES, device_class(f"ultraserver.{DRIVER}", "trainium.sim.dev/ultraserver")]
+    found = quotas(spec, device_class_mappings(classes), DRIVER)
+    assert found["aws.amazon.com/neuroncore"] == str(2 * 4 * 4 * 8)
+    assert found["aws.amazon.com/neuron"] == str(2 * 4 * 4)
+    assert found["trainium.sim.dev/ultraserver"] == "0"
+
+
+def test_an_extended_resource_on_a_partition_class_is_refused() -> None:
+    classes = [device_class(f"core.{DRIVER}", "example.com/partition")]
+    with pytest.raises(QueueSpecError, match=r"'core'.*extendedResources"):
+        quotas(ClusterSpec.build(1, "trn3-gen2"), device_class_mappings(classes), DRIVER)
+
+
+def test_scale_quantity() -> None:
+    assert scale_quantity("512Gi", 3) == "1536Gi"
+    with pytest.raises(QueueSpecError, match="whole number"):
+        scale_quantity("0.5", 2)
+
+
+def test_queue_objects_cover_every_quota_in_one_flavor() -> None:
+    flavor, cluster_queue, local_queue = queue_objects({"cpu": "64", "aws.amazon.com/neuron": "4"})
+    group = cluster_queue["spec"]["resourceGroups"][0]
+    assert group["coveredResources"] == ["aws.amazon.com/neuron", "cpu"]
+    assert group["flavors"][0]["name"] == flavor["metadata"]["name"]
+    assert group["flavors"][0]["resources"][1] == {"name": "cpu", "nominalQuota": "64"}
+    assert cluster_queue["spec"]["namespaceSelector"] == {}
+    assert cluster_queue["metadata"]["name"] == CLUSTER_QUEUE
+    assert local_queue["metadata"] == {"name": LOCAL_QUEUE, "namespace": LOCAL_QUEUE_NAMESPACE}
+    assert local_queue["spec"] == {"clusterQueue": CLUSTER_QUEUE}
+
+
+def hook(name: str, path: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clientConfig": {
+            "service": {"name": "webhook-service", "namespace": "system", "path": path}
+        },
+        "failurePolicy": "Fail",
+    }
+
+
+MUTATING: dict[str, Any] = {
+    "kind": "MutatingWebhookConfiguration",
+    "metadata": {"name": "mutating-webhook-configuration"},
+    "webhooks": [hook("mpod.kb.io", "/mutate--v1-pod"), hook("mjob.kb.io", "/mutate-batch-v1-job")],
+}
+SELECTOR = {"matchExpressions": [{"key": "k", "operator": "NotIn", "values": ["kube-system"]}]}
+
+
+def test_webhooks_call_the_manager_on_loopback_with_the_patches() -> None:
+    patch = {
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "mutating-webhook-configuration"},
+        "webhooks": [{"name": "mpod.kb.io", "namespaceSelector": SELECTOR}],
+    }
+    local = local_webhook_configuration(MUTATING, [patch], "https://127.0.0.1:9443", b"PEM")
+    assert local["metadata"] == {"name": "kueue-mutating-webhook-configuration"}
+    pod, job = local["webhooks"]
+    assert pod["clientConfig"] == {
+        "url": "https://127.0.0.1:9443/mutate--v1-pod",
+        "caBundle": base64.b64encode(b"PEM").decode(),
+    }
+    assert pod["namespaceSelector"] == SELECTOR
+    assert "namespaceSelector" not in job
+    assert MUTATING["webhooks"][0]["clientConfig"]["service"]  # the input is left alone
+
+
+def test_a_patch_for_a_webhook_the_configuration_lacks_is_an_error() -> None:
+    patch = {**MUTATING, "webhooks": [{"name": "mnothing.kb.io", "namespaceSelector": SELECTOR}]}
+    with pytest.raises(ValueError, match=r"mnothing\.kb\.io"):
+        local_webhook_configuration(MUTATING, [patch], "https://127.0.0.1:1", b"")
+
+
+def test_conversion_goes_to_the_manager() -> None:
+    crd = {"kind": "CustomResourceDefinition", "metadata": {"name": "x"}, "spec": {}}
+    patch = {
+        "spec": {
+            "conversion": {
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {"service": {"name": "s", "path": "/convert"}},
+                    "conversionReviewVersions": ["v1"],
+                },
+            }
+        }
+    }
+    converted = with_conversion(crd, patch, "https://127.0.0.1:9443", b"PEM")
+    webhook = converted["spec"]["conversion"]["webhook"]
+    assert webhook["clientConfig"]["url"] == "https://127.0.0.1:9443/convert"
+    assert webhook["conversionReviewVersions"] == ["v1"]
+    assert crd["spec"] == {}
+
+
+def test_with_kueue_flag() -> None:
+    assert parse_up(["--with-kueue"]).with_kueue
+    assert not parse_up([]).with_kueue
+
+
+def test_with_kueue_refuses_the_aws_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_up(["--with-kueue", "--profile", "aws"])
+    assert "--with-kueue: the aws profile" in capsys.readouterr().err
+
+
+def test_prometheus_scrapes_kueue_over_https_with_the_cluster_ca(tmp_path: Path) -> None:
+    targets = Targets(
+        {},
+        apiserver="127.0.0.1:6443",
+        ca_file=tmp_path / "ca.crt",
+        token_file=tmp_path / "token",
+        kueue="127.0.0.1:8443",
+    )
+    jobs = {j["job_name"]: j for j in prometheus_config(targets)["scrape_configs"]}
+    assert jobs[KUEUE_JOB]["static_configs"] == [{"targets": ["127.0.0.1:8443"]}]
+    assert jobs[KUEUE_JOB]["scheme"] == "https"
+    assert jobs[KUEUE_JOB]["tls_config"] == {"ca_file": str(tmp_path / "ca.crt")}
+    assert jobs[KUEUE_JOB]["authorization"] == {"credentials_file": str(tmp_path / "token")}
