@@ -203,6 +203,8 @@ def test_every_dashboard_query_returns_data(
     for path in DASHBOARDS:
         document = json.loads(path.read_text())
         queries += [*variable_queries(document), *dashboard_queries(document)]
+    # Kueue's panel has data only beside Kueue: tests/e2e/test_kueue.py checks it there.
+    queries = [q for q in queries if "kueue_" not in q.expr]
     assert len(queries) > 30
     detail_node = workload["pair"].node  # finished jobs: execution latency exists there
     values = {
