@@ -22,6 +22,12 @@ POD_COUNTS = re.compile(
 RACK_CHIPS = re.compile(rf'("chips": ){WRITTEN_FOR.chips}\b')
 """A workload annotation spread over every chip of the rack."""
 
+RACK_QUOTA = re.compile(rf"^(\s*nominalQuota: ){WRITTEN_FOR.chips}$", re.M)
+"""A Kueue queue holding every chip of the rack (kueue-rack-gang, kueue-priority)."""
+
+SERVER_CHIPS = re.compile(rf"^(\s*aws\.amazon\.com/neuron: ){WRITTEN_FOR.chips_per_server}$", re.M)
+"""A pod asking for all chips of a server by extended resource."""
+
 SERVER_INDEX = re.compile(r"(serverIndex == )(\d+)")
 DEVICE_NAME = re.compile(r"^(\s*device: server)(\d\d)", re.M)
 
@@ -35,5 +41,7 @@ def for_rack(text: str, rack: RackSpec) -> str:
     """The manifest `text` with its rack-sized counts and server indexes fitted to `rack`."""
     text = POD_COUNTS.sub(lambda m: f"{m[1]}{rack.servers}", text)
     text = RACK_CHIPS.sub(lambda m: f"{m[1]}{rack.chips}", text)
+    text = RACK_QUOTA.sub(lambda m: f"{m[1]}{rack.chips}", text)
+    text = SERVER_CHIPS.sub(lambda m: f"{m[1]}{rack.chips_per_server}", text)
     text = SERVER_INDEX.sub(lambda m: f"{m[1]}{server_on(rack, int(m[2]))}", text)
     return DEVICE_NAME.sub(lambda m: f"{m[1]}{server_on(rack, int(m[2])):02d}", text)
