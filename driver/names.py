@@ -14,6 +14,14 @@ API_VERSION: Final = "v1alpha1"
 DEVICE_KINDS: Final = ("core", "chip", "server", "ultraserver")
 """Device kinds published per rack, smallest first."""
 
+WHOLE_BY_NAME: Final = {
+    "extendedResources.server": "trainium.sim.dev/server",
+    "extendedResources.ultraserver": "trainium.sim.dev/ultraserver",
+}
+"""Chart values naming a whole server and a whole UltraServer as extended
+resources, which the local cluster sets when Kueue runs: Kueue counts what
+pods request, and a claim by name is no request."""
+
 
 def rack_label(driver: str) -> str:
     """The label on every ResourceSlice of a rack; its value is the UltraServer's name."""

@@ -2,6 +2,7 @@
 default queues for a cluster spec, the webhook and CRD rewrites, the flag."""
 
 import base64
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,17 @@ from driver.localsim.kueue.queues import (
     LOCAL_QUEUE,
     LOCAL_QUEUE_NAMESPACE,
     QueueSpecError,
+    in_cores,
     queue_objects,
     quotas,
     scale_quantity,
 )
-from driver.localsim.kueue.settings import KueuePorts, configuration, device_class_mappings
+from driver.localsim.kueue.settings import (
+    KueuePorts,
+    configuration,
+    device_class_mappings,
+    transformations,
+)
 from driver.localsim.kueue.webhooks import local_webhook_configuration, with_conversion
 from driver.localsim.prometheus import KUEUE_JOB, Targets, prometheus_config
 from testbed.gomodules import HACK, required_version
@@ -178,6 +185,50 @@ def test_conversion_goes_to_the_manager() -> None:
 def test_with_kueue_flag() -> None:
     assert parse_up(["--with-kueue"]).with_kueue
     assert not parse_up([]).with_kueue
+
+
+def test_kueue_quota_cores_counts_chips_servers_and_racks_as_their_cores() -> None:
+    classes = [
+        *CLASSES[:3],
+        device_class(f"server.{DRIVER}", "trainium.sim.dev/server"),
+        device_class(f"ultraserver.{DRIVER}", "trainium.sim.dev/ultraserver"),
+    ]
+    mappings = device_class_mappings(classes)
+    core, cores = in_cores(ClusterSpec.build(1, "trn3-gen2"), mappings, DRIVER)
+    assert core == "aws.amazon.com/neuroncore"
+    assert cores == {
+        "aws.amazon.com/neuroncore": 1,
+        "aws.amazon.com/neuron": 8,
+        "trainium.sim.dev/server": 32,
+        "trainium.sim.dev/ultraserver": 1152,
+    }
+    found = transformations(cores, core)
+    assert [t["input"] for t in found] == [
+        "aws.amazon.com/neuron",
+        "trainium.sim.dev/server",
+        "trainium.sim.dev/ultraserver",
+    ]
+    assert found[2] == {
+        "input": "trainium.sim.dev/ultraserver",
+        "strategy": "Replace",
+        "outputs": {"aws.amazon.com/neuroncore": "1152"},
+    }
+    config = configuration(KueuePorts(1, 2, 3), Path("/c"), [], found)
+    assert config["resources"] == {"deviceClassMappings": [], "transformations": found}
+    two = ClusterSpec.build(2, "trn3-gen2")
+    mixed = replace(two, racks=(two.racks[0], replace(two.racks[1], generation="trn3-gen1")))
+    with pytest.raises(QueueSpecError, match="--kueue-quota cores: the racks are of generations"):
+        in_cores(mixed, mappings, DRIVER)
+    with pytest.raises(QueueSpecError, match="no DeviceClass of single cores"):
+        in_cores(ClusterSpec.build(1, "trn3-gen2"), mappings[:1], DRIVER)
+
+
+def test_kueue_quota_needs_with_kueue(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_up(["--with-kueue", "--kueue-quota", "cores"]).kueue_quota == "cores"
+    assert parse_up(["--with-kueue"]).kueue_quota == "devices"
+    with pytest.raises(SystemExit):
+        parse_up(["--kueue-quota", "cores"])
+    assert "--kueue-quota: only with --with-kueue" in capsys.readouterr().err
 
 
 def test_with_kueue_refuses_the_aws_profile(capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,7 @@ from driver.localsim.clusterspec import (
     ClusterSpecError,
     check_partition_sizes,
 )
+from driver.localsim.kueue.settings import QUOTA_MODES as KUEUE_QUOTAS
 from driver.localsim.state import STATE_DIR_ENV, default_state_dir
 from driver.names import DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS
@@ -53,6 +54,7 @@ class UpFlags:
     with_prometheus: bool = False
     real_nodes: bool = False
     with_kueue: bool = False
+    kueue_quota: str = "devices"
 
 
 def parse_up(argv: list[str]) -> UpFlags:
@@ -129,6 +131,15 @@ def parse_up(argv: list[str]) -> UpFlags:
         "(`make kueue` builds it; see docs/queues.md)",
     )
     p.add_argument(
+        "--kueue-quota",
+        default=None,
+        choices=KUEUE_QUOTAS,
+        help="with --with-kueue, how its default ClusterQueue counts: devices (default: each "
+        "extended resource against its own quota, claims from templates too) or cores "
+        "(a chip, a server and an UltraServer asked by name count as their cores, against "
+        "one quota of the cluster's cores; claims are not counted)",
+    )
+    p.add_argument(
         "--real-nodes",
         action="store_true",
         help="run a real kubelet, containerd and kube-proxy per node in its own network and "
@@ -144,6 +155,8 @@ def parse_up(argv: list[str]) -> UpFlags:
     driver = args.driver_name or (AWS_DRIVER if args.profile == "aws" else DEFAULT_DRIVER_NAME)
     if args.real_nodes and os.geteuid() != 0:
         p.error("--real-nodes: needs root (network and mount namespaces, cgroups); run as root")
+    if args.kueue_quota and not args.with_kueue:
+        p.error("--kueue-quota: only with --with-kueue")
     if args.with_kueue and args.real_nodes:
         p.error("--with-kueue: runs beside the kubelet stand-ins only; leave out --real-nodes")
     if args.with_kueue and args.profile == "aws":
@@ -172,6 +185,7 @@ def parse_up(argv: list[str]) -> UpFlags:
         args.with_prometheus,
         args.real_nodes,
         args.with_kueue,
+        args.kueue_quota or "devices",
     )
 
 

@@ -105,7 +105,13 @@ def main(argv: list[str]) -> int:
         if flags.foreground and flags.real_nodes:
             return serve_real_nodes(flags.paths, flags.spec, flags.with_prometheus)
         if flags.foreground:
-            return serve(flags.paths, flags.spec, flags.with_prometheus, flags.with_kueue)
+            return serve(
+                flags.paths,
+                flags.spec,
+                flags.with_prometheus,
+                flags.with_kueue,
+                flags.kueue_quota,
+            )
         if flags.with_kueue:
             KueueInstall.locate()
         return start_background(argv, flags.paths, flags.spec)

@@ -7,7 +7,7 @@ cluster runs the controller and node daemons as processes instead.
 """
 
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,14 @@ def helm_binary(binaries: Binaries) -> Path:
     return found[-1]
 
 
-def render(helm: Path, driver: str, chart: Path = CHART_DIR, profile: str = "trainium") -> str:
+def render(
+    helm: Path,
+    driver: str,
+    chart: Path = CHART_DIR,
+    profile: str = "trainium",
+    values: Mapping[str, str] | None = None,
+) -> str:
+    """The chart's objects as YAML; `values` are more `--set` values (key -> value)."""
     result = subprocess.run(
         [
             str(helm),
@@ -62,6 +69,7 @@ def render(helm: Path, driver: str, chart: Path = CHART_DIR, profile: str = "tra
             f"--namespace={NAMESPACE}",
             f"--set=driverName={driver}",
             f"--set=profile={profile}",
+            *(f"--set={key}={value}" for key, value in sorted((values or {}).items())),
         ],
         capture_output=True,
         text=True,
@@ -87,10 +95,15 @@ def select(documents: Iterable[Any]) -> Rendered:
 
 
 def install(
-    binaries: Binaries, kubeconfig: Path, driver: str, profile: str = "trainium"
+    binaries: Binaries,
+    kubeconfig: Path,
+    driver: str,
+    profile: str = "trainium",
+    values: Mapping[str, str] | None = None,
 ) -> Rendered:
     """Render the chart and apply it; CRDs are Established before anything else is applied."""
-    rendered = select(yaml.safe_load_all(render(helm_binary(binaries), driver, profile=profile)))
+    text = render(helm_binary(binaries), driver, profile=profile, values=values)
+    rendered = select(yaml.safe_load_all(text))
     kubectl = [str(binaries.kubectl), f"--kubeconfig={kubeconfig}"]
     crds = [o for o in rendered.applied if o["kind"] == "CustomResourceDefinition"]
     rest = [o for o in rendered.applied if o["kind"] != "CustomResourceDefinition"]

@@ -21,8 +21,13 @@ from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.localsim.kueue import manifests
 from driver.localsim.kueue.install import KueueInstall
 from driver.localsim.kueue.privateetc import private_etc
-from driver.localsim.kueue.queues import CLUSTER_QUEUE, queue_objects, quotas
-from driver.localsim.kueue.settings import KueuePorts, configuration, device_class_mappings
+from driver.localsim.kueue.queues import CLUSTER_QUEUE, in_cores, queue_objects, quotas
+from driver.localsim.kueue.settings import (
+    KueuePorts,
+    configuration,
+    device_class_mappings,
+    transformations,
+)
 
 STATE_ENTRY = "kueue"
 """Kueue's directory in the state directory: config, certificates."""
@@ -104,6 +109,8 @@ def start_kueue(
     spec: ClusterSpec,
     device_classes: list[dict[str, Any]],
     progress: Callable[[str], None],
+    *,
+    quota_mode: str = "devices",
 ) -> KueueProcess:
     """Start Kueue on `plane` and install the default queues, whose device
     quotas are the extended resources `device_classes` name; returns once the
@@ -117,8 +124,13 @@ def start_kueue(
     )
     ports = KueuePorts(webhook=free_port(), metrics=free_port(), health=free_port())
     mappings = device_class_mappings(device_classes)
+    counted, config = mappings, configuration(ports, cert_dir, mappings)
+    if quota_mode == "cores":
+        core, cores = in_cores(spec, mappings, spec.driver)
+        counted = [m for m in mappings if m["name"] == core]
+        config = configuration(ports, cert_dir, [], transformations(cores, core))
     config_file = workdir / "config.yaml"
-    config_file.write_text(yaml.safe_dump(configuration(ports, cert_dir, mappings)))
+    config_file.write_text(yaml.safe_dump(config))
     base_url = f"https://127.0.0.1:{ports.webhook}"
     ca_pem = certs.ca_cert.read_bytes()
     binaries = plane.binaries or Binaries.locate()
@@ -135,7 +147,7 @@ def start_kueue(
     try:
         _ready(child, ports.health)
         _apply(kubectl, manifests.webhook_configurations(install, base_url, ca_pem))
-        quota = quotas(spec, mappings, spec.driver)
+        quota = quotas(spec, counted, spec.driver)
         _apply(kubectl, queue_objects(quota))
         active = ["wait", "--for=condition=Active", "--timeout=60s"]
         run([*kubectl, *active, f"clusterqueue/{CLUSTER_QUEUE}"])

@@ -44,6 +44,49 @@ def devices_of(kind: str, rack: RackPlan) -> int:
     return counts[kind]
 
 
+def cores_per_device(kind: str, generation: str) -> int:
+    """The cores one device of `kind` holds on racks of `generation`."""
+    spec = rack_spec(generation)
+    per_kind = {
+        "neuroncore": 1,
+        "chip": spec.chip.cores,
+        "server": spec.chips_per_server * spec.chip.cores,
+        "ultraserver": spec.cores,
+    }
+    if kind not in per_kind:
+        raise QueueSpecError(
+            f"DeviceClass kind {kind!r}: its devices hold no whole number of cores to count"
+        )
+    return per_kind[kind]
+
+
+def in_cores(
+    spec: ClusterSpec, mappings: list[dict[str, Any]], driver: str
+) -> tuple[str, dict[str, int]]:
+    """For `--kueue-quota cores`: the single core's extended resource, and
+    every mapped resource -> the cores one unit of it holds."""
+    generations = {rack.generation for rack in spec.racks}
+    if len(generations) != 1:
+        raise QueueSpecError(
+            "--kueue-quota cores: the racks are of generations "
+            f"{', '.join(sorted(generations))}, whose servers hold different cores; "
+            "use racks of one generation or --kueue-quota devices"
+        )
+    [generation] = generations
+    cores: dict[str, int] = {}
+    for mapping in mappings:
+        for device_class in mapping["deviceClassNames"]:
+            kind = device_class.removesuffix(f".{driver}")
+            cores[mapping["name"]] = cores_per_device(kind, generation)
+    single = [name for name, n in cores.items() if n == 1]
+    if len(single) != 1:
+        raise QueueSpecError(
+            "--kueue-quota cores: no DeviceClass of single cores names an extended resource "
+            "to count in; set the chart value extendedResources.core"
+        )
+    return single[0], cores
+
+
 def scale_quantity(quantity: str, times: int) -> str:
     """`512Gi` x 36 -> `18432Gi`: a whole-number quantity with its suffix."""
     match = re.fullmatch(r"(\d+)([A-Za-z]*)", quantity)

@@ -21,6 +21,9 @@ FEATURE_GATES: Mapping[str, bool] = {
     "VisibilityOnDemand": False,
 }
 
+QUOTA_MODES = ("devices", "cores")
+"""How the default ClusterQueue counts (`trainium-dra up --kueue-quota`)."""
+
 CLIENT_QPS = 500
 """As the local scheduler's: the apiserver serves this cluster alone."""
 
@@ -47,8 +50,22 @@ def device_class_mappings(device_classes: Iterable[Mapping[str, Any]]) -> list[d
     ]
 
 
+def transformations(cores: Mapping[str, int], core_resource: str) -> list[dict[str, Any]]:
+    """Kueue's `resources.transformations`: each extended resource in `cores`
+    (name -> the cores one unit holds) replaced by that many `core_resource`,
+    so one quota of cores covers chips, servers and UltraServers alike."""
+    return [
+        {"input": name, "strategy": "Replace", "outputs": {core_resource: str(n)}}
+        for name, n in sorted(cores.items())
+        if name != core_resource
+    ]
+
+
 def configuration(
-    ports: KueuePorts, cert_dir: Path, mappings: list[dict[str, Any]]
+    ports: KueuePorts,
+    cert_dir: Path,
+    mappings: list[dict[str, Any]],
+    transforms: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The `config.kueue.x-k8s.io/v1beta2` Configuration: everything on
     127.0.0.1, one replica (no leader election), certificates the cluster's
@@ -78,5 +95,5 @@ def configuration(
         },
         "integrations": {"frameworks": list(FRAMEWORKS)},
         "featureGates": dict(FEATURE_GATES),
-        "resources": {"deviceClassMappings": mappings},
+        "resources": {"deviceClassMappings": mappings, "transformations": transforms or []},
     }

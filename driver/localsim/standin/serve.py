@@ -11,7 +11,7 @@ import contextlib
 import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,7 +42,7 @@ from driver.localsim.serving import Progress, serve_cluster
 from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.localsim.standin.podsync import PodSync
 from driver.localsim.state import write_cluster
-from driver.names import API_GROUP, API_VERSION, rack_label
+from driver.names import API_GROUP, API_VERSION, WHOLE_BY_NAME, rack_label
 
 READY_TIMEOUT = 120.0
 NODE_WRITERS = 8
@@ -72,10 +72,17 @@ def http_ok(url: str) -> bool:
 class StandInCluster:
     """The processes and objects of one running local cluster."""
 
-    def __init__(self, paths: ClusterPaths, spec: ClusterSpec, plane: ControlPlane) -> None:
+    def __init__(
+        self,
+        paths: ClusterPaths,
+        spec: ClusterSpec,
+        plane: ControlPlane,
+        chart_values: Mapping[str, str] | None = None,
+    ) -> None:
         self.paths = paths
         self.spec = spec
         self.plane = plane
+        self.chart_values = chart_values or {}
         self.children: dict[str, Child] = {}
         self.ports = {rack.name: free_port() for rack in spec.racks}
         self.controller_port = free_port()
@@ -128,7 +135,7 @@ class StandInCluster:
         binaries = self.plane.binaries or Binaries.locate()
         progress("installing CRDs, DeviceClasses and RBAC from charts/trainium-dra (helm template)")
         rendered = chart.install(
-            binaries, self.paths.kubeconfig, self.spec.driver, self.spec.profile
+            binaries, self.paths.kubeconfig, self.spec.driver, self.spec.profile, self.chart_values
         )
         kinds = sorted({o["kind"] for o in rendered.applied})
         progress(f"  applied {len(rendered.applied)} objects: {', '.join(kinds)}")
@@ -293,7 +300,11 @@ def slice_count(api: client.ApiClient, driver: str, rack: str) -> int:
 
 
 def serve(
-    paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False, with_kueue: bool = False
+    paths: ClusterPaths,
+    spec: ClusterSpec,
+    with_prometheus: bool = False,
+    with_kueue: bool = False,
+    kueue_quota: str = "devices",
 ) -> int:
     """Start everything, report ready, run until signalled, stop everything."""
     progress = Progress()
@@ -305,7 +316,7 @@ def serve(
         if with_kueue:
             applied = cluster.rendered.applied if cluster.rendered else []
             classes = [o for o in applied if o["kind"] == "DeviceClass"]
-            kueue = start_kueue(paths, plane, spec, classes, progress)
+            kueue = start_kueue(paths, plane, spec, classes, progress, quota_mode=kueue_quota)
             extras.callback(kueue.stop)
             cluster.record_beside(kueue.child, kueue_metrics=f"https://{kueue.metrics_address}")
         if with_prometheus:
@@ -325,6 +336,6 @@ def serve(
         paths,
         progress,
         lambda: ControlPlane.running(paths.root, on_progress=progress),
-        lambda plane: StandInCluster(paths, spec, plane),
+        lambda plane: StandInCluster(paths, spec, plane, WHOLE_BY_NAME if with_kueue else None),
         when_started,
     )
