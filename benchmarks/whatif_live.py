@@ -78,7 +78,7 @@ def _trace(jobs: int, load: float, mix: str = MIX) -> tuple[str, ...]:
 POLICY_UP: Final = ("--racks", "1", "--pools", "node")
 POLICY_TRACE: Final = _trace(150, 1.3, POLICY_MIX)
 """More work than the rack holds: the queue never empties, and policies part."""
-KUEUE_UP: Final = (*POLICY_UP, "--with-kueue")
+KUEUE_UP: Final = (*POLICY_UP, "--with-kueue", "--kueue-quota", "cores")
 CASES: Final = {
     "ten-racks": Case(
         "10 Trn3 Gen2 racks (11,520 cores), 2,000 jobs at offered load 0.6",

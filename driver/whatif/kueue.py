@@ -1,11 +1,11 @@
 """The Kueue objects a replay through Kueue brings and takes away: a
 ResourceFlavor, a ClusterQueue whose quota is the fleet's cores and whose
 queueing strategy is the replay's, and the LocalQueue its pods name. Quota is
-counted in cores: Kueue's resource transformations (set where Kueue runs)
-turn a chip, a server and an UltraServer asked by extended resource name into
-their cores, so one count covers every job. Pure: objects out."""
+counted in cores: the cluster's Kueue counts a chip, a server and an
+UltraServer asked by extended resource name as their cores (`trainium-dra up
+--with-kueue --kueue-quota cores`), so one count covers every job. Pure:
+objects out."""
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -40,16 +40,6 @@ class KueueQueue:
 
     def objects(self, namespace: str) -> list[JSON]:
         return queue_objects(self.strategy, namespace, self.core_resource, self.cores)
-
-
-def transformations(cores: Mapping[str, int], core_resource: str) -> list[JSON]:
-    """Kueue's `resources.transformations`: each extended resource in `cores`
-    (name -> cores one unit holds) replaced by that many `core_resource`."""
-    return [
-        {"input": name, "strategy": "Replace", "outputs": {core_resource: str(n)}}
-        for name, n in sorted(cores.items())
-        if name != core_resource
-    ]
 
 
 def queue_objects(strategy: str, namespace: str, core_resource: str, cores: int) -> list[JSON]:

@@ -570,6 +570,9 @@ class _Deciders:
         self.shown: tuple[float, WorkState] | None = None
         """When the namespace first showed this step's writes, and the state then."""
         self.controller_took = False
+        self.reconciles: tuple[float, float, float] | None = None
+        """The controller's reconcile count, the scheduler's progress and the
+        time when that count was first seen to grow in this step."""
 
     def moving(self, run: _LiveRun, waiting: int) -> str:
         first = self.metrics.state()
@@ -587,6 +590,8 @@ class _Deciders:
             )
             if not self.controller_took:
                 return "the controller has not yet taken up the released claims"
+            if self._controller_writes_unseen(first):
+                return "the scheduler has not yet taken up the controller's writes"
         if first.busy(controller):
             return "the scheduler or the controller has work"
         if first.backoff:
@@ -604,6 +609,18 @@ class _Deciders:
         if second.progress != first.progress or second.busy(controller) or second.backoff:
             return "the scheduler or the controller is still moving"
         return ""
+
+    def _controller_writes_unseen(self, state: WorkState) -> bool:
+        """The controller reconciled in this step (it may have advertised a
+        rack device again) and the scheduler has handled nothing since, for
+        less than the grace a reconcile that wrote nothing is given."""
+        assert self.shown is not None
+        if state.reconciled <= self.shown[1].reconciled:
+            return False
+        if self.reconciles is None or self.reconciles[0] != state.reconciled:
+            self.reconciles = (state.reconciled, state.progress, time.monotonic())
+        _, progress, since = self.reconciles
+        return state.progress == progress and time.monotonic() - since < self.CONTROLLER_GRACE
 
 
 def _drain(run: _LiveRun, pods: PodWatch, now: float) -> None:

@@ -34,6 +34,7 @@ from driver.kubeapi.resources import CRDS, DEVICE_CLASSES
 from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.commands.flags import parse_sizes
 from driver.localsim.commands.running import NotRunningError, open_running
+from driver.localsim.kueue.queues import CLUSTER_QUEUE as DEFAULT_CLUSTER_QUEUE
 from driver.localsim.state import default_state_dir
 from driver.whatif.faults import HOUR, Failures, FaultRates, RandomFailures, ScriptedFailures
 from driver.whatif.figures import percentile, summarize
@@ -332,14 +333,29 @@ def extended_resources(api: ApiClient, driver: str, kinds: Sequence[str]) -> dic
     return found
 
 
-def kueue_queue(api: ApiClient, strategy: str, core_resource: str, cores: int) -> KueueQueue:
-    """The replay's queue, once Kueue is known to run on the cluster."""
+def kueue_queue(
+    api: ApiClient, strategy: str, extended: Mapping[str, str], cores: int
+) -> KueueQueue:
+    """The replay's queue, once Kueue is known to run on the cluster and to
+    count every job in cores (its default ClusterQueue then covers no other
+    Trainium resource)."""
     objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
+    start = "start the cluster with `trainium-dra up --with-kueue --kueue-quota cores`"
     if objects.get(CRDS, f"{CLUSTER_QUEUES.plural}.{CLUSTER_QUEUES.group}") is None:
+        raise JobError(f"--kueue: this cluster does not run Kueue; {start}")
+    default = objects.get(CLUSTER_QUEUES, DEFAULT_CLUSTER_QUEUE) or {"spec": {}}
+    covered = {
+        name
+        for group in default["spec"].get("resourceGroups") or ()
+        for name in group["coveredResources"]
+    }
+    apart = sorted(covered & (set(extended.values()) - {extended["cores"]}))
+    if apart:
         raise JobError(
-            "--kueue: this cluster does not run Kueue; start it with `trainium-dra up --with-kueue`"
+            f"--kueue: this cluster's Kueue counts {', '.join(apart)} apart from cores, so a "
+            f"quota of cores would not cover them; {start}"
         )
-    return KueueQueue(strategy, core_resource, cores)
+    return KueueQueue(strategy, extended["cores"], cores)
 
 
 def bearer_token(api: ApiClient) -> str:
@@ -499,9 +515,7 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         extended_resources(cluster.api, cluster.driver, kinds) if requests == "extended" else {}
     )
     queue = (
-        kueue_queue(cluster.api, args.kueue, extended["cores"], racks * rack.cores)
-        if args.kueue
-        else None
+        kueue_queue(cluster.api, args.kueue, extended, racks * rack.cores) if args.kueue else None
     )
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from driver.whatif.kueue import KueueQueue, queue_objects, transformations
+from driver.whatif.kueue import KueueQueue, queue_objects
 from driver.whatif.kueuewatch import WorkloadState, gated, unsettled, workload_state
 
 
@@ -26,25 +26,6 @@ def test_the_replay_queue_counts_the_fleet_in_cores_for_its_namespace_only() -> 
     assert best["spec"]["queueingStrategy"] == "BestEffortFIFO"
     with pytest.raises(ValueError, match="--kueue 'lifo': choose one of strict, best-effort"):
         queue_objects("lifo", "ns", "r", 1)
-
-
-def test_chips_servers_and_racks_turn_into_their_cores() -> None:
-    found = transformations(
-        {"aws.amazon.com/neuroncore": 1, "aws.amazon.com/neuron": 8, "trainium.sim.dev/server": 32},
-        "aws.amazon.com/neuroncore",
-    )
-    assert found == [
-        {
-            "input": "aws.amazon.com/neuron",
-            "strategy": "Replace",
-            "outputs": {"aws.amazon.com/neuroncore": "8"},
-        },
-        {
-            "input": "trainium.sim.dev/server",
-            "strategy": "Replace",
-            "outputs": {"aws.amazon.com/neuroncore": "32"},
-        },
-    ]
 
 
 def workload(pods: set[str], *, admitted: bool = False, finished: bool = False) -> WorkloadState:

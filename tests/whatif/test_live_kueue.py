@@ -1,10 +1,10 @@
-"""The replay through Kueue on a local cluster running it (one Trn3 Gen1
-rack, 128 cores): a trace with a known answer under each queueing strategy,
-live job by job as in the offline anchor that queues alike.
+"""The replay through Kueue on a local cluster running it, counting in cores
+(one Trn3 Gen1 rack): a trace with a known answer under each queueing
+strategy, live job by job as in the offline anchor that queues alike.
 
-Fifteen of the sixteen chips are taken at 0 for 1,000 s; a whole-rack job
-arrives at 10 and needs all 128 cores of quota; eight single cores arrive at
-20 for 100 s, which the one free chip holds. StrictFIFO admits nothing
+All chips but one are taken at 0 for 1,000 s; a whole-rack job arrives at 10
+and needs all the rack's cores of quota; eight single cores arrive at 20 for
+100 s, which the one free chip holds. StrictFIFO admits nothing
 behind the waiting rack job, so the cores start when it has ended (1,500);
 BestEffortFIFO passes it over and admits them at once (20), and the rack
 job starts at 1,000 either way."""
@@ -35,7 +35,9 @@ KNOWN = {
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with running_cluster("--generation", "trn3-gen1", "--pools", "node", "--with-kueue") as running:
+    with running_cluster(
+        "--generation", "trn3-gen1", "--pools", "node", "--with-kueue", "--kueue-quota", "cores"
+    ) as running:
         yield running
 
 
