@@ -240,7 +240,10 @@ class _LiveRun:
         self.released.update(self._rack_of(node) for node in entry.bound.values())
         self.deleting.update(pods)
         claims = self.style.resource(entry.job) is None
-        self.writes.append(self.pool.submit(self.writer.delete, self.namespace, pods, claims))
+        grouped = bool(self.style.queue) and entry.job.pods > 1
+        self.writes.append(
+            self.pool.submit(self.writer.delete, self.namespace, pods, claims, release=grouped)
+        )
 
     def writes_done(self, timeout: float | None = None) -> bool:
         """Wait up to `timeout` for the writes made so far; True when all are done."""

@@ -12,10 +12,11 @@ import httpx
 from driver.jsontypes import JSON
 from driver.kubeapi.apiserver import ApiError, ApiUnreachableError
 from driver.kubeapi.objects import Objects
-from driver.kubeapi.resources import CLAIMS, PODS, Resource
+from driver.kubeapi.resources import CLAIMS, PODS, Resource, path_of
 
 log = logging.getLogger(__name__)
 FAULTS_PATH = "/sim/v1/faults"
+MERGE_PATCH = "application/merge-patch+json"
 PLURALS = {"Pod": "pods", "ResourceClaim": "resourceclaims", "PodGroup": "podgroups"}
 
 
@@ -55,12 +56,26 @@ class Writer:
             call = partial(self.objects.create, resource_of(obj), obj, meta["namespace"])
             self._retry(f"create {obj['kind']} {meta['name']}", call)
 
-    def delete(self, namespace: str, pods: Iterable[str], claims: bool = True) -> None:
+    def delete(
+        self, namespace: str, pods: Iterable[str], claims: bool = True, *, release: bool = False
+    ) -> None:
         """Pods (at once: the kubelet unprepares) and, with `claims`, their
-        claims, named alike."""
+        claims, named alike. With `release`, also the finalizers on the pods:
+        Kueue keeps a deleted pod group's pods until they have run to
+        completion, which the replay's pods never do."""
         for name in pods:
             pod = partial(self.objects.delete, PODS, name, namespace=namespace, grace_seconds=0)
             self._retry(f"delete pod {namespace}/{name}", pod)
+            if release:
+                path = path_of(PODS, name, namespace)
+                drop = partial(
+                    self.objects.server.call,
+                    "PATCH",
+                    path,
+                    body={"metadata": {"finalizers": None}},
+                    content_type=MERGE_PATCH,
+                )
+                self._retry(f"release pod {namespace}/{name}", drop)
             if claims:
                 claim = partial(self.objects.delete, CLAIMS, name, namespace=namespace)
                 self._retry(f"delete claim {namespace}/{name}", claim)
