@@ -125,6 +125,65 @@ def test_default_queue_holds_the_whole_rack_and_admits_a_job(cluster: Cluster) -
         assert admitted(cluster, LOCAL_QUEUE_NAMESPACE) == {ONE_CHIP["metadata"]["name"]}
 
 
+def delete_plain_pod(cluster: Cluster, namespace: str, name: str) -> None:
+    """Delete a plain pod Kueue manages. Kueue keeps its finalizer until the
+    pod reports a terminal phase, which the kubelet stand-in does not write
+    before it removes a deleted pod: the finalizer goes by hand, as
+    docs/queues.md says."""
+    cluster.kubectl("delete", "pod", name, "-n", namespace, "--wait=false", check=False)
+    patch = '[{"op": "remove", "path": "/metadata/finalizers"}]'
+    cluster.kubectl("patch", "pod", name, "-n", namespace, "--type=json", "-p", patch, check=False)
+    wait_for(f"pod {namespace}/{name} gone", lambda: cluster.pod(namespace, name) is None)
+
+
+def group_pod(name: str) -> JSON:
+    """One pod of the plain-pod group `pair` (two pods), a chip each."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": LOCAL_QUEUE_NAMESPACE,
+            "labels": {
+                "kueue.x-k8s.io/queue-name": LOCAL_QUEUE,
+                "kueue.x-k8s.io/pod-group-name": "pair",
+            },
+            "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "localhost/trainium-dra/driver:dev",
+                    "resources": {"limits": {"aws.amazon.com/neuron": 1}},
+                }
+            ],
+        },
+    }
+
+
+def test_a_pod_group_is_admitted_once_all_its_pods_exist(cluster: Cluster) -> None:
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(group_pod("pair-0")))
+    try:
+        deadline = time.monotonic() + QUIET
+        while time.monotonic() < deadline:
+            pod = cluster.pod(LOCAL_QUEUE_NAMESPACE, "pair-0")
+            assert pod is not None
+            assert {"name": "kueue.x-k8s.io/admission"} in pod["spec"]["schedulingGates"], pod
+            time.sleep(0.5)
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(group_pod("pair-1")))
+        for name in ("pair-0", "pair-1"):
+            pod = cluster.running(LOCAL_QUEUE_NAMESPACE, name)
+            assert len(results(device_claim(cluster, pod))) == 1
+        group = workloads(cluster, LOCAL_QUEUE_NAMESPACE)
+        assert group["pair-0"]["metadata"]["name"] == group["pair-1"]["metadata"]["name"]
+        assert is_true(group["pair-0"], "Admitted")
+    finally:
+        for name in ("pair-0", "pair-1"):
+            delete_plain_pod(cluster, LOCAL_QUEUE_NAMESPACE, name)
+
+
 def test_team_quota_admits_jobs_up_to_its_cores(cluster: Cluster) -> None:
     files = ("kueue-team-quota/team-quota.yaml",)
     namespace = "example-kueue-team"
@@ -239,7 +298,6 @@ def test_a_team_borrows_and_the_lender_reclaims(cluster: Cluster) -> None:
 
 REFUSED = {
     "first-available": "FirstAvailable device selection is not supported",
-    "whole-server": "DeviceClass server.trainium.sim.dev is not mapped in DRA configuration",
     "named-claim": "DynamicResourceAllocation feature does not support use of resource claims",
 }
 
