@@ -298,6 +298,7 @@ def test_a_team_borrows_and_the_lender_reclaims(cluster: Cluster) -> None:
 
 REFUSED = {
     "first-available": "FirstAvailable device selection is not supported",
+    "partition": "DeviceClass core.trainium.sim.dev is not mapped in DRA configuration",
     "named-claim": "DynamicResourceAllocation feature does not support use of resource claims",
 }
 
