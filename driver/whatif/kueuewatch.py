@@ -3,7 +3,7 @@ informer of the namespace's Workloads. Kueue has settled when every pod it
 gates belongs to a Workload it has not admitted (an admitted one's pods are
 ungated next), no admitted Workload is left whose pods are all gone (its
 quota is not free until Kueue finishes it), and all of this has stood still
-for a quiet spell: a StrictFIFO head is retried without end, so Kueue's own
+for a quiet spell (QUIET): a StrictFIFO head is retried without end, so Kueue's own
 attempt counters never stand still and cannot tell."""
 
 import threading
@@ -22,8 +22,10 @@ from driver.whatif.kueue import CLUSTER_QUEUES, FLAVORS, LOCAL_QUEUES, NAME, WOR
 GATE: Final = "kueue.x-k8s.io/admission"
 """The scheduling gate Kueue holds a pod back with until it admits it."""
 GONE_TIMEOUT: Final = 120.0
-QUIET: Final = 0.5
-"""Wall seconds Kueue's decisions must stand still: many of its cycles."""
+QUIET: Final = 1.5
+"""Wall seconds Kueue's decisions must stand still: longer than the second
+Kueue 0.17 batches the requeue of inadmissible workloads by after quota
+frees (BestEffortFIFO waits that long before trying them again)."""
 
 
 @dataclass(frozen=True)

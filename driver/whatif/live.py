@@ -176,6 +176,15 @@ class _LiveRun:
         self.creations = 0
 
     def arrive(self, now: float) -> None:
+        due = (
+            self.next_arrival < len(self.arrivals)
+            and self.arrivals[self.next_arrival].job.arrival <= now
+        )
+        if due and self.style.queue and self.next_arrival:
+            # Kueue orders its queue by creation time, which the apiserver
+            # keeps to the second: jobs arriving later must be created in a
+            # later wall second than every job before them.
+            time.sleep(1.0 - time.time() % 1.0 + 0.01)
         while (
             self.next_arrival < len(self.arrivals)
             and self.arrivals[self.next_arrival].job.arrival <= now
@@ -545,6 +554,8 @@ def _settle(
             continue
         view = pods.view(run.wanted(), run.deleting)
         why = view.unsettled() or ""
+        if not why:
+            deciders.showing()
         if not why and view.queued and kueue is not None:
             why = kueue.why(*pods.queued_and_present()) or ""
         if not why and view.waiting:
@@ -564,9 +575,11 @@ class _Deciders:
     reconciled work since the namespace showed it, as it moves the rack
     guard), be idle, and read unchanged across the clock's quiet seconds."""
 
-    CONTROLLER_GRACE = 3.0
+    CONTROLLER_GRACE = 10.0
     """Wall seconds after which a controller that took up nothing is taken
-    to have nothing to do: longer than the delay it batches claim changes by."""
+    to have nothing to do: longer than the delay it batches claim changes by,
+    and than the seconds it took to advertise a rack again after some
+    seventy claims in it went at once."""
 
     def __init__(self, metrics: WorkMetrics, clock: SettleClock, before: Step) -> None:
         self.metrics, self.clock, self.before = metrics, clock, before
@@ -577,10 +590,16 @@ class _Deciders:
         """The controller's reconcile count, the scheduler's progress and the
         time when that count was first seen to grow in this step."""
 
+    def showing(self) -> None:
+        """The namespace shows this step's writes (pods and claims deleted
+        are gone): what the deciders do from now on is their answer to them."""
+        if self.shown is None:
+            self.shown = (time.monotonic(), self.metrics.state())
+
     def moving(self, run: _LiveRun, waiting: int) -> str:
         first = self.metrics.state()
-        if self.shown is None:
-            self.shown = (time.monotonic(), first)
+        self.showing()
+        assert self.shown is not None
         if self.before.wrote(run) and first.progress == self.before.state.progress:
             return "the scheduler has not yet taken up this step's writes"
         controller = bool(self.clock.controller_metrics_url) and run.needs_controller()
