@@ -1,7 +1,8 @@
 """Every benchmark page, rendered from benchmarks/results/*.json alone:
 docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
 generated blocks of docs/simulator.md, docs/whatif.md (its example and its
-live replays) and README.md (the first `make demo`'s time).
+live replays), docs/queues.md (what Kueue's policies cost) and README.md (the
+first `make demo`'s time).
 
 Usage: python -m benchmarks.render (`make pages`)
 """
@@ -51,6 +52,8 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
             text = whatif.render(text, found["whatif"])
         if "whatif-live" in found:
             text = whatif_live.render(text, found["whatif-live"])
+            queues = docs / "queues.md"
+            out[queues] = whatif_live.queues(queues.read_text(), found["whatif-live"])
         out[page] = text
     if "sim-validation" in found:
         page = docs / "simulator.md"

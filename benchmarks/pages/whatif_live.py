@@ -1,6 +1,7 @@
 """docs/whatif.md's block of live replays, from benchmarks/results/whatif-live.json:
 each case's figures beside the offline anchor's for the same trace, and the
-measurements that say where a replay's wall time went."""
+measurements that say where a replay's wall time went; and docs/queues.md's
+block of what putting jobs through Kueue costs, from the same cases."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -216,3 +217,49 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
         ]
     )
     return replace_block(page, "live", body)
+
+
+KUEUE_CASES = ("policy-extended", "kueue-strict", "kueue-best-effort")
+"""The same trace and pods, straight to the scheduler and through Kueue."""
+
+
+def queues(page: str, payload: Mapping[str, Any]) -> str:
+    """docs/queues.md's block: the policy trace with Neuron-style requests,
+    bare and through each of Kueue's queueing strategies, live, with the
+    anchor that queues alike beside each."""
+    cases: Mapping[str, Any] = payload["results"]["cases"]
+    found = [n for n in KUEUE_CASES if n in cases and "by_shape" in cases[n]]
+    if not found:
+        body = (
+            "Not measured yet: `make bench-whatif-live BENCH_ARGS=--cases "
+            f"{','.join(KUEUE_CASES)}` measures it."
+        )
+        return replace_block(page, "kueue", body)
+    header = [
+        "case",
+        "policy",
+        "allocation while jobs arrive",
+        "allocation while jobs wait",
+        "queueing p50 / p90 / max (s)",
+        "makespan (s)",
+        "whole-rack jobs: wait mean / max (s)",
+        "four-server gangs: wait mean / max (s)",
+        "jobs started alike with the anchor queueing alike",
+    ]
+    rows = [[*_parting(n, cases[n]), _diff(cases[n])] for n in found]
+    dates = sorted({cases[n]["date"] for n in found})
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    names = ", ".join(f"`{n}`" for n in found)
+    body = "\n".join(
+        [
+            "From benchmarks/results/whatif-live.json (`make bench-whatif-live`, cases "
+            f"{names}, run {when}): one rack, the same trace of "
+            "partitions, chips, four-server gangs and whole racks, more work than the rack "
+            "holds; pods ask by extended resource name; the settle clock, so waits are "
+            "simulated seconds. The anchor is best fit under the same queueing: backfill for "
+            "the bare scheduler, Kueue's quota rule for the others.",
+            "",
+            table(header, rows),
+        ]
+    )
+    return replace_block(page, "kueue", body)

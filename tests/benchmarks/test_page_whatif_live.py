@@ -144,3 +144,33 @@ def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_pol
         "| 1,500 / 2,500 (1 never ran) | 10 / 30 |" in page
     )
     assert "| `c` | 1 rack, a test |" not in page, "a case without waits by shape is no policy row"
+
+
+def test_the_queues_page_shows_the_kueue_cases_beside_the_bare_scheduler() -> None:
+    live = {
+        **run("kube-scheduler", 0.5, 100),
+        "queueing": "kueue-strict",
+        "gangs": True,
+        "allocation_rate_while_waiting": 0.7,
+        "makespan_s": 9000.0,
+    }
+    live["queueing_delay_s"]["max"] = 4000
+    strict = {**run("best-fit", 0.55, 50), "queueing": "kueue-strict"}
+    waits = {"rack": {"jobs": 3, "never_ran": 0, "wait_mean_s": 1500.0, "wait_max_s": 2500.0}}
+    case = {
+        **CASE,
+        "what": "through Kueue",
+        "runs": [live, {**run("first-fit", 0.5, 0), "queueing": "kueue-strict"}, strict],
+        "by_shape": {"kube-scheduler, gangs on": waits},
+        "diff": [{"anchor": "best-fit kueue-strict", "jobs": 31, "alike": 30, "causes": {}}],
+    }
+    payload = {"command": "make x", "machine": {"cpus": 2, "date": "d"}}
+    page = "a\n<!-- kueue:start -->\nold\n<!-- kueue:end -->\nb\n"
+    shown = whatif_live.queues(page, {**payload, "results": {"cases": {"kueue-strict": case}}})
+    assert "\nold\n" not in shown and "cases `kueue-strict`, run 2026-12-05 00:20" in shown
+    assert (
+        "| `kueue-strict` | through Kueue | 50.0% | 70.0% | 100 / 200 / 4,000 | 9,000 "
+        "| 1,500 / 2,500 |  | 30 of 31 alike |" in shown
+    )
+    empty = whatif_live.queues(page, {**payload, "results": {"cases": {"c": CASE}}})
+    assert "Not measured yet: `make bench-whatif-live BENCH_ARGS=--cases" in empty

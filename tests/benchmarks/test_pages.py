@@ -11,7 +11,7 @@ from benchmarks.paths import DOCS
 
 FOUND = render.results()
 RENDERED = render.pages(FOUND)
-PAGES = ("benchmarks.md", "reliability.md", "scale.md", "simulator.md", "whatif.md")
+PAGES = ("benchmarks.md", "reliability.md", "scale.md", "simulator.md", "whatif.md", "queues.md")
 FIX = "run `make pages` (python -m benchmarks.render) and commit the result"
 
 
