@@ -12,7 +12,8 @@ except `hundred-racks`: 3,600 nodes are more node daemons than this machine
 holds, so it runs the control plane, the controller (one advertised rack
 device) and Nodes nothing runs pods on. The replay only needs pods bound.
 
-Results merge case by case into benchmarks/results/whatif-live.json.
+Results merge case by case into benchmarks/results/whatif-live.json, each
+written as soon as its case ends.
 
 Usage: python -m benchmarks.whatif_live [--cases ten-racks,policy-claims] [--noisy]
 """
@@ -299,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             "live": list(case.live),
             **result,
         }
-    write_results(NAME, command, {"cases": cases}, conditions, merge=True)
+        # Each case as it ends: a run of several long cases stopped midway keeps those done.
+        write_results(NAME, command, {"cases": {name: cases[name]}}, conditions, merge=True)
     return 0
 
 
