@@ -231,8 +231,8 @@ def queues(page: str, payload: Mapping[str, Any]) -> str:
     found = [n for n in KUEUE_CASES if n in cases and "by_shape" in cases[n]]
     if not found:
         body = (
-            "Not measured yet: `make bench-whatif-live BENCH_ARGS=--cases "
-            f"{','.join(KUEUE_CASES)}` measures it."
+            "Not measured yet: `make bench-whatif-live BENCH_ARGS='--cases "
+            f"{','.join(KUEUE_CASES)}'` measures it."
         )
         return replace_block(page, "kueue", body)
     header = [

@@ -173,4 +173,4 @@ def test_the_queues_page_shows_the_kueue_cases_beside_the_bare_scheduler() -> No
         "| 1,500 / 2,500 |  | 30 of 31 alike |" in shown
     )
     empty = whatif_live.queues(page, {**payload, "results": {"cases": {"c": CASE}}})
-    assert "Not measured yet: `make bench-whatif-live BENCH_ARGS=--cases" in empty
+    assert "Not measured yet: `make bench-whatif-live BENCH_ARGS='--cases" in empty
