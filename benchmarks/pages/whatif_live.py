@@ -85,6 +85,19 @@ def _wait(shape: Mapping[str, Any] | None) -> str:
     return f"{waited}{never}"
 
 
+PARTING = [
+    "case",
+    "policy",
+    "allocation while jobs arrive",
+    "allocation while jobs wait",
+    "queueing p50 / p90 / max (s)",
+    "makespan (s)",
+    "whole-rack jobs: wait mean / max (s)",
+    "four-server gangs: wait mean / max (s)",
+]
+"""The columns `_parting` fills."""
+
+
 def _parting(name: str, case: Mapping[str, Any]) -> list[object]:
     """One case of the policy trace: its live figures and how long its
     largest jobs waited."""
@@ -109,23 +122,13 @@ def _policies(cases: Mapping[str, Any]) -> list[str]:
     rows = [_parting(name, case) for name, case in cases.items() if "by_shape" in case]
     if not rows:
         return []
-    header = [
-        "case",
-        "policy",
-        "allocation while jobs arrive",
-        "allocation while jobs wait",
-        "queueing p50 / p90 / max (s)",
-        "makespan (s)",
-        "whole-rack jobs: wait mean / max (s)",
-        "four-server gangs: wait mean / max (s)",
-    ]
     return [
         "",
         "Where the policies part: the same trace on one rack (more work than the rack "
         "holds, so a queue always waits), live, each under one policy; waits in "
         "simulated seconds, by the shape of the job:",
         "",
-        table(header, rows),
+        table(PARTING, rows),
     ]
 
 
@@ -235,17 +238,7 @@ def queues(page: str, payload: Mapping[str, Any]) -> str:
             f"{','.join(KUEUE_CASES)}'` measures it."
         )
         return replace_block(page, "kueue", body)
-    header = [
-        "case",
-        "policy",
-        "allocation while jobs arrive",
-        "allocation while jobs wait",
-        "queueing p50 / p90 / max (s)",
-        "makespan (s)",
-        "whole-rack jobs: wait mean / max (s)",
-        "four-server gangs: wait mean / max (s)",
-        "jobs started alike with the anchor queueing alike",
-    ]
+    header = [*PARTING, "jobs started alike with the anchor queueing alike"]
     rows = [[*_parting(n, cases[n]), _diff(cases[n])] for n in found]
     dates = sorted({cases[n]["date"] for n in found})
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"

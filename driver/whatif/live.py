@@ -175,20 +175,19 @@ class _LiveRun:
         """Runs the replay has deleted so far (ended or evicted)."""
         self.creations = 0
 
-    def arrive(self, now: float) -> None:
-        due = (
+    def _due(self, now: float) -> bool:
+        return (
             self.next_arrival < len(self.arrivals)
             and self.arrivals[self.next_arrival].job.arrival <= now
         )
-        if due and self.style.queue and self.next_arrival:
+
+    def arrive(self, now: float) -> None:
+        if self._due(now) and self.style.queue and self.next_arrival:
             # Kueue orders its queue by creation time, which the apiserver
             # keeps to the second: jobs arriving later must be created in a
             # later wall second than every job before them.
             time.sleep(1.0 - time.time() % 1.0 + 0.01)
-        while (
-            self.next_arrival < len(self.arrivals)
-            and self.arrivals[self.next_arrival].job.arrival <= now
-        ):
+        while self._due(now):
             entry = self.arrivals[self.next_arrival]
             entry.created, entry.created_wall = now, time.monotonic()
             self._create(entry)

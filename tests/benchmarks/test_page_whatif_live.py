@@ -107,9 +107,8 @@ def test_a_repeated_trace_shows_how_far_its_replays_part() -> None:
     assert "(load 4.25 after it) and took 500 s of wall time against 300 s." in page
 
 
-def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_policies_part() -> (
-    None
-):
+def kueue_runs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """A live replay through Kueue StrictFIFO and its best-fit anchor alike."""
     live = {
         **run("kube-scheduler", 0.5, 100),
         "queueing": "kueue-strict",
@@ -118,7 +117,13 @@ def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_pol
         "makespan_s": 9000.0,
     }
     live["queueing_delay_s"]["max"] = 4000
-    strict = {**run("best-fit", 0.55, 50), "queueing": "kueue-strict"}
+    return live, {**run("best-fit", 0.55, 50), "queueing": "kueue-strict"}
+
+
+def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_policies_part() -> (
+    None
+):
+    live, strict = kueue_runs()
     backfill = {**run("best-fit", 0.9, 0), "queueing": "backfill"}
     first = {**run("first-fit", 0.54, 50), "queueing": "kueue-strict"}
     waits = {
@@ -147,15 +152,7 @@ def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_pol
 
 
 def test_the_queues_page_shows_the_kueue_cases_beside_the_bare_scheduler() -> None:
-    live = {
-        **run("kube-scheduler", 0.5, 100),
-        "queueing": "kueue-strict",
-        "gangs": True,
-        "allocation_rate_while_waiting": 0.7,
-        "makespan_s": 9000.0,
-    }
-    live["queueing_delay_s"]["max"] = 4000
-    strict = {**run("best-fit", 0.55, 50), "queueing": "kueue-strict"}
+    live, strict = kueue_runs()
     waits = {"rack": {"jobs": 3, "never_ran": 0, "wait_mean_s": 1500.0, "wait_max_s": 2500.0}}
     case = {
         **CASE,

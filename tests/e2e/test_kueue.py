@@ -72,6 +72,12 @@ def pending_reason(cluster: Cluster, namespace: str, name: str) -> JSON:
     return wait_for(f"{namespace}/{name} pending with a reason", probe)
 
 
+CHIP_CONTAINER: JSON = {
+    "name": "main",
+    "image": "localhost/trainium-dra/driver:dev",
+    "resources": {"limits": {"aws.amazon.com/neuron": 1}},
+}
+"""One chip by extended resource name, as the Job and the pod group below ask."""
 ONE_CHIP: JSON = {
     "apiVersion": "batch/v1",
     "kind": "Job",
@@ -84,13 +90,7 @@ ONE_CHIP: JSON = {
         "template": {
             "spec": {
                 "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": "localhost/trainium-dra/driver:dev",
-                        "resources": {"limits": {"aws.amazon.com/neuron": 1}},
-                    }
-                ],
+                "containers": [CHIP_CONTAINER],
             }
         }
     },
@@ -152,13 +152,7 @@ def group_pod(name: str) -> JSON:
         },
         "spec": {
             "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "localhost/trainium-dra/driver:dev",
-                    "resources": {"limits": {"aws.amazon.com/neuron": 1}},
-                }
-            ],
+            "containers": [CHIP_CONTAINER],
         },
     }
 
