@@ -222,7 +222,7 @@ KIND_NODE_IMAGE_FILE := build/kind-node-image
 KIND_ENV = PATH=$$(cat $(KIND_BIN_DIR_FILE)):$$PATH KIND_EXPERIMENTAL_PROVIDER=$(KIND_PROVIDER) \
   CONTAINERS_CONF=$(CURDIR)/hack/kind/containers.conf KIND_PROVIDER=$(KIND_PROVIDER) KIND=$(KIND) KUBECTL=$(KUBECTL)
 
-.PHONY: docker-image kind-tools kind-node-image kind-up kind-load kind-install kind-demo kind-down kind-e2e
+.PHONY: docker-image kind-tools kind-node-image kind-up kind-load kind-install kind-demo kind-kueue kind-down kind-e2e
 
 # The driver image with docker, for a registry or engine of your own
 # (`make image` builds the same image with buildah; kind-load uses that one).
@@ -262,6 +262,10 @@ kind-demo: kind-tools
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) wait pod --all --for=condition=PodScheduled --timeout=120s
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get resourceclaims -o jsonpath='{range .items[*]}{.metadata.name}{":"}{range .status.allocation.devices.results[*]} {.pool}/{.device}{end}{"\n"}{end}'
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get pods -o wide
+
+# Kueue from its own chart, with its manager's image built here (docs/kind.md).
+kind-kueue: kind-tools
+	$(KIND_ENV) hack/kind/kueue.sh $(KIND_CLUSTER)
 
 kind-down: kind-tools
 	$(KIND_ENV) hack/kind/down.sh $(KIND_CLUSTER)

@@ -187,8 +187,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--entrypoint", type=json.loads, default=[], help="JSON list")
     parser.add_argument("--cmd", type=json.loads, default=[], help="JSON list")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--user", default="", help="UID[:GID] the image runs as")
     args = parser.parse_args(argv)
-    config = Config(entrypoint=args.entrypoint, cmd=args.cmd, env=args.env)
+    config = Config(entrypoint=args.entrypoint, cmd=args.cmd, env=args.env, user=args.user)
     if args.layer_tar:
         with args.layer_tar.open("rb") as layer:
             digest = write(args.out, args.ref, layer, config)

@@ -6,9 +6,10 @@
 # prepared by the node daemon under a worker's kubelet (its pod prints the
 # environment the CDI spec gave it and runs a job through the daemon's
 # workload API), pods on the two workers reaching each other over the pod
-# network, then `make kind-down` leaving no container, volume or network
-# behind. The cluster is deleted on failure too; exits non-zero on any
-# failure. Prints how long each step took. Run by `make kind-e2e` (which sets
+# network, Kueue from its chart queueing and admitting Jobs
+# (hack/kind/check-kueue.sh), then `make kind-down` leaving no container,
+# volume or network behind. The cluster is deleted on failure too; exits
+# non-zero on any failure. Prints how long each step took. Run by `make kind-e2e` (which sets
 # the environment).
 #   KIND_CLUSTER  the cluster's name (default: trainium-dra)
 set -euo pipefail
@@ -45,6 +46,7 @@ on_exit() {
       "${kubectl[@]}" get pods -A -o wide >&2 || true
       "${kubectl[@]}" -n "$namespace" describe pods >&2 || true
       "${kubectl[@]}" -n trainium-dra logs ds/trainium-dra-node --tail 50 >&2 || true
+      "${kubectl[@]}" -n kueue-system logs deploy/kueue-controller-manager --tail 50 >&2 || true
     fi
     make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster" || true
   fi
@@ -82,6 +84,11 @@ started=$SECONDS
 "$root/hack/kind/check-rack.sh" "$cluster"
 "$root/hack/kind/check-pod-network.sh" "$cluster"
 timings+=("checks $((SECONDS - started))")
+
+step kind-kueue
+started=$SECONDS
+"$root/hack/kind/check-kueue.sh" "$cluster"
+timings+=("kueue-example $((SECONDS - started))")
 
 started=$SECONDS
 make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster"

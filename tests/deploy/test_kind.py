@@ -28,7 +28,15 @@ from driver.names import device_class_name
 from tests.deploy.chart import CHART, fresh_namespace, kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
-KIND_TARGETS = ("kind-node-image", "kind-up", "kind-load", "kind-install", "kind-demo", "kind-down")
+KIND_TARGETS = (
+    "kind-node-image",
+    "kind-up",
+    "kind-load",
+    "kind-install",
+    "kind-demo",
+    "kind-kueue",
+    "kind-down",
+)
 """docs/kind.md's steps, in its order."""
 KIND = ROOT / "deploy" / "kind"
 NODE = ROOT / "hack" / "kind" / "node"
