@@ -30,7 +30,8 @@ from tests.docrefs import (
     release_forms,
     slug,
 )
-from tests.externalprograms import table_after
+from tests.externalprograms import code_names, table_after
+from tests.test_boundaries import ALLOWED
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted(
@@ -382,3 +383,25 @@ def test_the_reader_finds_lists_of_controllers() -> None:
             {"resourceclaim-controller", "device-taint-eviction-controller", "job-controller"}
         ),
     ]
+
+
+# --- the architecture page's import table ---------------------------------------
+
+
+def module_of(span: str) -> str:
+    """`driver/kubeapi/` -> `driver.kubeapi`; `driver/mainwait.py` -> `driver.mainwait`."""
+    return span.removesuffix("/").removesuffix(".py").replace("/", ".")
+
+
+def test_the_architecture_page_holds_the_boundaries_table() -> None:
+    """docs/architecture.md's "Who owns what": each row's imports cell names
+    (as code spans) exactly what tests/test_boundaries.py's ALLOWED lets the
+    row's packages import; a cell without any names nothing."""
+    rows = table_after((ROOT / "docs/architecture.md").read_text(), "## Who owns what")
+    documented = {
+        module_of(package): {module_of(name) for name in code_names(imports_cell)}
+        for packages, _, imports_cell in rows
+        for package in code_names(packages)
+        if module_of(package) in ALLOWED
+    }
+    assert documented == {package: set(allowed) for package, allowed in ALLOWED.items()}
