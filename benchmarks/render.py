@@ -2,7 +2,7 @@
 docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
 generated blocks of docs/simulator.md, docs/whatif.md (its example and its
 live replays), docs/queues.md (what Kueue's policies cost) and README.md (the
-first `make demo`'s time).
+time, memory and disk of the first `make demo` and `make test`).
 
 Usage: python -m benchmarks.render (`make pages`)
 """
@@ -58,9 +58,8 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
     if "sim-validation" in found:
         page = docs / "simulator.md"
         out[page] = simulator.render(page.read_text(), found["sim-validation"])
-    if "first-demo" in found:
-        page = docs.parent / "README.md"
-        out[page] = readme.render(page.read_text(), found["first-demo"])
+    readme_page = docs.parent / "README.md"
+    out[readme_page] = readme.render(readme_page.read_text(), found)
     return out
 
 
