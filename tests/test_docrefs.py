@@ -166,19 +166,7 @@ def test_the_parser_of_a_command_is_caught_before_it_runs(
 # --- links to headings ----------------------------------------------------------
 
 
-README_REWRITE = pytest.mark.xfail(
-    strict=True,
-    reason="README.md is being rewritten on another branch, which owns its link to "
-    "device-model.md#pool-layouts-rack-and-node (the heading is now "
-    "'Pool layouts: rack, node and server'); drop this mark once that lands",
-)
-LINKING_DOCS = [
-    pytest.param(doc, id=doc_id(doc), marks=[README_REWRITE] if doc == ROOT / "README.md" else [])
-    for doc in DOCS
-]
-
-
-@pytest.mark.parametrize("doc", LINKING_DOCS)
+@pytest.mark.parametrize("doc", DOCS, ids=doc_id)
 def test_linked_headings_exist(doc: Path) -> None:
     missing: set[str] = set()
     for path, fragment in references(doc.read_text()).anchors:
