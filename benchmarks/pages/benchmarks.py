@@ -16,6 +16,9 @@ SECTIONS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
     "scheduler": scheduler.render,
 }
 """Results file (benchmarks/results/<name>.json) -> its section's body."""
+HEAD_NOTES: Final = {"scheduler": scheduler.HEAD_NOTE}
+"""What a section's head says instead of its file's conditions, where its parts
+ran apart and each says its own."""
 
 HOW: Final = """# Benchmarks
 
@@ -30,10 +33,15 @@ page and the plots of docs/scale.md from the committed results and fails when a
 committed one differs (the plots come out byte for byte the same with the
 plotting library the lock file pins).
 
-Each benchmark records the machine's CPU count and 1-minute load average before
-and after its run, and refuses to start when the load exceeds the CPU count
-unless given `--noisy` (`BENCH_ARGS=--noisy` through make); its section then
-says loudly that the run was noisy. Where a figure is timed over repeated runs
+Each benchmark records the machine's CPU count, the Kubernetes release, the
+commit it ran from (and whether tracked files had uncommitted changes), and the
+1-minute load average before its run, sampled during it and after it. It
+refuses to start when the load exceeds the CPU count unless given `--noisy`
+(`BENCH_ARGS=--noisy` through make). A run whose load exceeded the CPU count at
+any reading, before, during or after, is noisy, however quiet its start
+(benchmarks/conditions.py decides, for the results file and the page alike), and
+its section says so loudly; what an older results file did not record, its
+section says was not recorded. Where a figure is timed over repeated runs
 (taken in turn, interleaved with what it is compared with), a table gives the
 median with the range of the runs in brackets; a section whose figures come
 from a single run each, as older results do, says so. A tail quantile over
@@ -49,5 +57,6 @@ def document(results: Mapping[str, dict[str, Any]]) -> str:
     for name, body in SECTIONS.items():
         if name in results:
             payload = results[name]
-            parts.append(f"{section_head(name, payload)}\n\n{body(payload).strip()}\n")
+            head = section_head(name, payload, HEAD_NOTES.get(name))
+            parts.append(f"{head}\n\n{body(payload).strip()}\n")
     return "\n".join(parts)

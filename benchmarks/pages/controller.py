@@ -5,7 +5,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.pages.common import median, row, single_runs, spread, values
+from benchmarks.pages.common import conditions_note, median, row, single_runs, spread, values
 
 MIB = 2**20
 
@@ -229,7 +229,6 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
         return []
     bands = busy["bands"]
     kinds = list(bands[0]["writes_per_claim"])
-    load = busy["conditions"]
     return [
         "",
         "### A fleet filling up",
@@ -241,8 +240,9 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
         "writes per claim of the band (slices: rack devices withdrawn or advertised;",
         "claim status: the fabric of server and rack claims, and the addresses of",
         "core and chip claims; rack status: the UltraServer's counts).",
-        f"Command: `{busy['command']}` — {busy['date']}; 1-minute load average "
-        f"{load['load_1min_before']:g} before and {load['load_1min_after']:g} after it.",
+        f"Command: `{busy['command']}` — {busy['date']}.",
+        "",
+        conditions_note(busy["conditions"]),
         "",
         row("pools", "held", "claims", "seconds", "CPU ms/claim", *(f"{k}/claim" for k in kinds)),
         row(*["---"] * (5 + len(kinds))),

@@ -4,10 +4,12 @@ from benchmarks/results/first-demo.json (`make bench-first-demo`)."""
 from collections.abc import Mapping
 from typing import Any
 
-from benchmarks.pages.common import replace_block
+from benchmarks.conditions import is_noisy
+from benchmarks.pages.common import loads_text, replace_block
 
 
 def first_demo(payload: Mapping[str, Any]) -> str:
+    """The figure, with the load it ran under from the demo's own samples."""
     r, m, c = payload["results"], payload["machine"], payload["conditions"]
     if not r["ran_the_demo_job"]:
         return (
@@ -15,7 +17,12 @@ def first_demo(payload: Mapping[str, Any]) -> str:
             f"(`make demo` exit code {r['exit_code']}): no first-run time is known."
         )
     during = r["load_during_1min"]
-    peak = f", up to {max(during):.1f} during it (the builds' own)" if during else ""
+    loads = {**c, "load_during_1min": {"samples": len(during), "max": max(during, default=None)}}
+    load = f"1-minute load average {loads_text(loads)}"
+    if is_noisy(loads):
+        load += (
+            f": **a noisy run**, above the {m['cpus']} CPUs, so the time includes waiting for them"
+        )
     minutes = r["make_demo_seconds"] / 60
     return (
         f"The first `make demo` on a fresh machine took **{minutes:.0f} minutes** "
@@ -25,7 +32,7 @@ def first_demo(payload: Mapping[str, Any]) -> str:
         f"{r['cluster_up_seconds']} s. Later runs reuse the builds. Measured by "
         f"`{payload['command']}` on {m['date']} at commit {r['git_commit'][:10]}: "
         f"a new non-root user whose home is `{r['home']}`, empty caches, {m['cpus']} CPUs; "
-        f"1-minute load {c['load_1min_before']:.1f} before{peak}."
+        f"{load}."
     )
 
 

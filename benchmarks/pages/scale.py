@@ -9,7 +9,7 @@ measured at fewer is shown as measured and not projected."""
 from typing import Any, Final
 
 from benchmarks.pages import storage
-from benchmarks.pages.common import load_conditions, load_note, median, run_line
+from benchmarks.pages.common import conditions_note, load_conditions, median, run_line
 from benchmarks.pages.controller import ours_runs
 from benchmarks.pages.scheduler import FLEET_ANCHORS, pairwise_ratios
 from benchmarks.scalefit import (
@@ -103,7 +103,7 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
         "",
         f"Publishing, from benchmarks/results/controller.json. {run_line(controller)}",
         "",
-        load_note(load_conditions(controller), controller.get("unrecorded_load", "")),
+        conditions_note(load_conditions(controller)),
     ]
     if scale is not None and scale["results"].get("scheduler"):
         out += [
@@ -111,7 +111,7 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
             f"The scheduler at several rack counts, from benchmarks/results/scale.json. "
             f"{run_line(scale)}",
             "",
-            load_note(load_conditions(scale), scale.get("unrecorded_load", "")),
+            conditions_note(load_conditions(scale)),
         ]
     return out
 
