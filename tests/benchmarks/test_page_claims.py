@@ -1,14 +1,16 @@
 """The pages claim only what their data supports: projections need three rack
 counts and show each point's offset, a peak is the largest reading, a
 withdrawn anchor is not shown, histogram quantiles inside one bucket get no
-ratio, and a handful of packing runs gives no worst share."""
+ratio, a handful of packing runs gives no worst share, and a what-if column
+that tells no rule from another is left out."""
 
 import math
 from typing import Any
 
 from benchmarks.kubelet_histograms import Histogram, bucket_of, summary_ms
-from benchmarks.pages import controller, realnodes, realrack, scale, scheduler
+from benchmarks.pages import controller, realnodes, realrack, scale, scheduler, whatif
 from benchmarks.scalefit import fit
+from driver.whatif.report import MAKESPAN, table
 
 MIB = 2**20
 
@@ -211,3 +213,39 @@ def test_the_real_rack_gang_says_when_its_pods_ran_and_their_jobs_started() -> N
     text = realrack.gang_text(failed)
     assert "did not all run: 3 of 36 pods running" in text
     assert "2 pods: `error=workload API 422: workload.hidden`" in text
+
+
+def whatif_run(queueing: str, makespan: float, evictions: int = 0) -> dict[str, Any]:
+    return {
+        "policy": "best-fit",
+        "queueing": queueing,
+        "gangs": True,
+        "jobs_run": 10,
+        "jobs_never_run": 0,
+        "makespan_s": makespan,
+        "queueing_delay_s": {"p50": 0.0, "p90": 1.0, "p99": 2.0, "max": 3.0},
+        "completion_time_s": {"p50": 5.0, "p90": 6.0, "max": 7.0},
+        "allocation_rate_while_arriving": 0.8,
+        "allocation_rate_while_waiting": 0.7,
+        "unusable_free_share_while_waiting": 0.1,
+        "failures": evictions,
+        "evictions": evictions,
+        "lost_core_hours": 1.5 * evictions,
+    }
+
+
+def test_a_makespan_alike_in_every_row_of_its_queueing_is_left_out_and_said() -> None:
+    runs = [whatif_run("backfill", 100.2), whatif_run("backfill", 99.9), whatif_run("fifo", 140)]
+    alike = whatif.alike_makespans(runs)
+    assert alike == {"backfill": 100, "fifo": 140}
+    assert "(backfill 100 s, fifo 140 s)" in whatif.makespan_note(alike)
+    assert "makespan" not in table(runs, leave_out=(MAKESPAN,))
+    assert whatif.alike_makespans([*runs, whatif_run("fifo", 150)]) == {}
+
+
+def test_allocation_says_it_counts_evicted_attempts() -> None:
+    assert "evicted attempts included" in table([whatif_run("backfill", 1)]).splitlines()[0]
+    assert whatif.evictions_note([whatif_run("backfill", 1)]) == ""
+    assert "allocation rises with failures" in whatif.evictions_note(
+        [whatif_run("backfill", 1, evictions=2)]
+    )
