@@ -43,8 +43,8 @@ any reading, before, during or after, is noisy, however quiet its start
 its section says so loudly; what an older results file did not record, its
 section says was not recorded. Where a figure is timed over repeated runs
 (taken in turn, interleaved with what it is compared with), a table gives the
-median with the range of the runs in brackets; a section whose figures come
-from a single run each, as older results do, says so. A tail quantile over
+median with the range of the runs in brackets; under a table whose figures come
+from a single run, as older results do, a line says so. A tail quantile over
 fewer than 100 samples is called max. Ratios compare against a baseline
 measured in the same run, so they travel between machines better than the
 absolute figures.

@@ -37,13 +37,16 @@ def spread(values: Sequence[float], fmt: str = "{:,.2f}") -> str:
     return f"{fmt.format(mid)} ({fmt.format(min(values))}\u2013{fmt.format(max(values))})"
 
 
-def single_runs(counts: Sequence[int]) -> str:
-    """A sentence for tables whose figures come from one run each."""
-    if counts and max(counts) == 1:
-        return (
-            "\nEvery figure above comes from a single run: these results predate repeated runs.\n"
-        )
-    return ""
+def single_runs(counts: Sequence[int]) -> list[str]:
+    """The lines under a table that say which of its figures come from a
+    single run, given the runs behind each row: a figure with a range is a
+    median, one without is the only run (rows of no run do not count)."""
+    counts = [n for n in counts if n]
+    if not counts or min(counts) > 1:
+        return []
+    if max(counts) == 1:
+        return ["", "Every figure of this table comes from a single run."]
+    return ["", "A figure without a range in brackets comes from a single run."]
 
 
 def values(runs: Sequence[Mapping[str, Any]], key: str) -> list[float]:

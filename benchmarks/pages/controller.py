@@ -192,6 +192,7 @@ def render(payload: dict[str, Any]) -> str:
         "with the range in brackets:",
         "",
         *publish_table(points),
+        *single_runs([len(ours_runs(p)) for p in points] + [len(anchor_runs(p)) for p in points]),
     ]
     if any(r.get("noop_resync") for p in points for r in ours_runs(p)):
         lines += [
@@ -204,6 +205,7 @@ def render(payload: dict[str, Any]) -> str:
             "apiserver column counts slice LISTs and slice/UltraServer writes it served:",
             "",
             *noop_table(points),
+            *single_runs([len(ours_runs(p)) for p in points]),
         ]
     last = points[-1]
     change = last.get("one_rack_change")
@@ -218,7 +220,6 @@ def render(payload: dict[str, Any]) -> str:
         ]
     lines += memory(last)
     lines += busy_table(payload["results"].get("busy"))
-    lines.append(single_runs([len(ours_runs(p)) for p in points]))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -257,4 +258,5 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
             )
             for b in bands
         ),
+        *single_runs([1] * len(bands)),
     ]

@@ -91,6 +91,7 @@ def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
                 "/".join(str(d["bound"]) for d in done),
             )
         )
+    lines += single_runs([len(runs(x)) for x in layouts.values()])
     if "partitioned" in layouts and "flat" in layouts:
         p, f = layouts["partitioned"], layouts["flat"]
         lines += [
@@ -137,6 +138,7 @@ def orders_part(orders: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
         ),
         row(*["---"] * 5),
     ]
+    counted: list[int] = []
     for name, o in orders.items():
         s, d = o.get("single_core") or layouts.get("partitioned"), o["decreasing"]
         if s is None:
@@ -151,7 +153,8 @@ def orders_part(orders: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
                 f"{d['allocated_cores']}/{d['cores_requested']}",
             )
         )
-    return lines
+        counted.append(len(done))
+    return lines + single_runs(counted)
 
 
 def packing_part(packing: list[dict[str, Any]], goal: float) -> list[str]:
@@ -473,5 +476,4 @@ def render(payload: dict[str, Any]) -> str:
         occupancy = r["occupancy"]
         lines += occupancy_part(occupancy) + step_note(r, "occupancy")
         lines += occupancy_profile(occupancy)
-    lines.append(single_runs([len(runs(x)) for x in layouts.values()]))
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -11,6 +11,7 @@ from benchmarks.pages.common import (
     conditions_note,
     load_conditions,
     provenance,
+    single_runs,
     spread,
     tail_name,
 )
@@ -93,6 +94,16 @@ def test_the_median_run_keeps_every_run_beside_it() -> None:
 def test_spread_is_the_median_and_the_range() -> None:
     assert spread([3.0, 1.0, 2.5]) == "2.50 (1.00\u20133.00)"
     assert spread([4.0]) == "4.00"
+
+
+def test_a_table_says_which_of_its_figures_are_single_runs() -> None:
+    assert single_runs([3, 3]) == []
+    assert single_runs([1, 1, 0]) == ["", "Every figure of this table comes from a single run."]
+    assert single_runs([3, 1]) == [
+        "",
+        "A figure without a range in brackets comes from a single run.",
+    ]
+    assert single_runs([]) == []
 
 
 def test_a_tail_of_fewer_than_100_samples_is_the_max() -> None:
