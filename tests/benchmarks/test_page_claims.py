@@ -1,6 +1,6 @@
 """The pages claim only what their data supports: projections need three rack
 counts and show each point's offset, a peak is the largest reading, a
-withdrawn anchor is not shown, histogram quantiles inside one bucket get no
+withdrawn anchor is not shown, histogram quantiles get their bucket and no
 ratio, a handful of packing runs gives no worst share, and a what-if column
 that tells no rule from another is left out."""
 
@@ -117,11 +117,19 @@ def test_repeated_runs_show_median_and_range() -> None:
     assert "| 6.50 (6.00\u20137.50) | 2.10 (2.00\u20132.20) | 3.10x |" in table
 
 
-def test_quantiles_in_one_bucket_get_the_bucket_and_no_ratio() -> None:
+def test_histogram_quantiles_give_their_buckets_and_no_ratio() -> None:
     ours = {"p50": 50.0, "p99": 99.0, "p50_bucket": [0.0, 100.0], "p99_bucket": [0.0, 100.0]}
     go = {"p50": 50.0, "p99": 198.0, "p50_bucket": [0.0, 100.0], "p99_bucket": [100.0, 250.0]}
-    assert realnodes.quantile_cells(ours, go, "p50") == "≤ 100 | ≤ 100 | — (same bucket)"
-    assert realnodes.quantile_cells(ours, go, "p99") == "≤ 100 | 100 to 250 | 0.50x"
+    assert realnodes.bucket_cell(ours, go, "p50") == "≤ 100 / ≤ 100"
+    assert realnodes.bucket_cell(ours, go, "p99") == "≤ 100 / 100 to 250"
+
+
+def test_calls_above_the_lowest_bucket_are_counted_not_interpolated() -> None:
+    ours = {"count": 300.0, "in_lowest_bucket": 296 / 300, "lowest_bucket_ms": 100.0}
+    go = {"count": 300.0, "in_lowest_bucket": 1.0, "lowest_bucket_ms": 100.0}
+    assert realnodes.over_lowest(ours, go) == "4 / 0 (> 100 ms)"
+    finer = {**go, "lowest_bucket_ms": 0.5, "in_lowest_bucket": 0.0}
+    assert realnodes.over_lowest(ours, finer) == "4 (> 100 ms) / 300 (> 0.5 ms)"
 
 
 def test_the_real_node_mean_ratio_is_taken_round_by_round_and_its_median_decides() -> None:
