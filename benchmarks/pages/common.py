@@ -28,6 +28,19 @@ def tail_name(samples: float) -> str:
     return "p99" if samples >= TAIL_MIN_SAMPLES else "max"
 
 
+SI_PREFIXES: Final = ((1e9, " G"), (1e6, " M"), (1e3, " k"))
+
+
+def scaled(value: float) -> str:
+    """`value` to three significant figures under the SI prefix that keeps it
+    from 1 to 999 (18.75 -> `18.8`, 27,471 -> `27.5 k`, 5.4e6 -> `5.40 M`): a
+    small rate in a large unit would read 0.0."""
+    for factor, prefix in SI_PREFIXES:
+        if abs(value) >= 0.9995 * factor:
+            return f"{value / factor:#.3g}".rstrip(".") + prefix
+    return f"{value:#.3g}".rstrip(".")
+
+
 def spread(values: Sequence[float], fmt: str = "{:,.2f}") -> str:
     """The median of repeated runs with their range beside it; a single run's
     figure alone (the page says where figures come from one run)."""

@@ -11,6 +11,7 @@ from benchmarks.pages.common import (
     conditions_note,
     load_conditions,
     provenance,
+    scaled,
     single_runs,
     spread,
     tail_name,
@@ -89,6 +90,23 @@ def test_the_median_run_keeps_every_run_beside_it() -> None:
     assert middle["wall_s"] == 2.0 and middle["cpu_s"] == 0.7
     assert middle["wall_s_runs"] == [3.0, 1.0, 2.0]
     assert middle["cpu_s_runs"] == [1.0, 0.5, 0.7]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (18.75452233803927, "18.8"),
+        (0.5, "0.500"),
+        (999.4, "999"),
+        (999.6, "1.00 k"),
+        (36047.5, "36.0 k"),
+        (465696.4, "466 k"),
+        (5397274.6, "5.40 M"),
+        (3.47e9, "3.47 G"),
+    ],
+)
+def test_a_figure_keeps_three_digits_under_its_prefix(value: float, shown: str) -> None:
+    assert scaled(value) == shown
 
 
 def test_spread_is_the_median_and_the_range() -> None:
