@@ -52,7 +52,8 @@ def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> str:
 def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
     lines = [
         f"The real kube-scheduler, {r['claims']} claims of one device each (one pod per",
-        "claim), from the first create to the last pod bound. `algorithm` is the",
+        "claim), from the first create to the last pod bound: `seconds`, and per pod",
+        "`wall ms/pod`, which hold creating the claims and pods too. `algorithm` is the",
         f"scheduler's own `{ALGORITHM}` per pod: the wall time it spent",
         "deciding, without the API writes and queueing around it. `scheduler CPU` is",
         "the CPU time the kube-scheduler process used per pod: other work on the",
@@ -69,7 +70,7 @@ def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
             "slices",
             "devices",
             "seconds",
-            "ms/pod",
+            "wall ms/pod",
             "pods/s",
             "algorithm ms/pod",
             "scheduler CPU ms/pod",

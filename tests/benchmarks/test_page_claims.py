@@ -55,20 +55,51 @@ def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
         "machine": {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"},
         "results": {
             "scheduler": [
-                {"racks": 1, "ms_per_claim": 409.4},
-                {"racks": 10, "ms_per_claim": 2454.5},
+                {"racks": 1, "claims": 64, "ms_per_claim": 409.4},
+                {"racks": 10, "claims": 64, "ms_per_claim": 2454.5},
             ]
         },
     }
     page = scale.document(controller_payload(points), scale_run, None)
     assert (
-        "Scheduler time per single-core claim (ms): 1 rack: 409.40, 10 racks: 2,454.50; "
-        "not projected" in page
+        "Scheduler wall time per single-core claim, first created to last bound (ms): "
+        "1 rack: 409.40, 10 racks: 2,454.50; not projected" in page
     )
+    assert "It holds 1 and 10 racks, 64 single-core claims at each, one run each;" in page
+    assert "measures 1, 10 and 100 racks unless" in page
     assert "Too few rack counts to project" in page
+    assert page.count("409") == 1, "the scheduler's figure is stated once"
     assert "pods a second" not in page
-    assert "| Scheduler time per single-core claim" not in page
+    assert "| Scheduler wall time per single-core claim" not in page
     assert "| Cold publish, controller start to every rack Ready (seconds) |" in page
+
+
+def test_the_etcd_fill_point_is_stated_once_from_the_compacted_measurement() -> None:
+    points = [
+        publish_point(
+            n, 5.0 + n, 200 * MIB, storage={"etcd_db_bytes": n * MIB, "slice_json_bytes": n * MIB}
+        )
+        for n in (1, 10, 100)
+    ]
+    stored = {
+        "command": "make bench-storage",
+        "machine": {"cpus": 2, "date": "2026-12-04", "python": "3.11.7"},
+        "results": {
+            "racks": 10,
+            "runs": {
+                "rack pools": [
+                    {
+                        "slices_per_rack": 42,
+                        "slice_json_bytes_per_rack": 1.8 * MIB,
+                        "etcd_bytes_per_rack": 1.3 * MIB,
+                    }
+                ]
+            },
+        },
+    }
+    page = scale.document(controller_payload(points), None, None, stored)
+    assert "fills at" not in page
+    assert "| rack pools | 42 | 1.800 | 1.300 | 1,575 | 6,302 | no |" in page
 
 
 def test_the_largest_reading_is_the_peak() -> None:
