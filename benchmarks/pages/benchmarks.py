@@ -25,7 +25,8 @@ HOW: Final = """# Benchmarks
 ## How pages are made
 
 Every figure on this page, on docs/reliability.md and docs/scale.md, and in the
-generated tables of docs/simulator.md is rendered by `make pages`
+generated blocks of docs/simulator.md, docs/device-model.md, docs/whatif.md,
+docs/queues.md and README.md is rendered by `make pages`
 (`python -m benchmarks.render`) from the committed results in
 `benchmarks/results/*.json` alone. A benchmark only measures, writes its results
 file and renders the pages again; `tests/benchmarks/test_pages.py` renders every

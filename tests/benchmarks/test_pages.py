@@ -11,7 +11,15 @@ from benchmarks.paths import DOCS
 
 FOUND = render.results()
 RENDERED = render.pages(FOUND)
-PAGES = ("benchmarks.md", "reliability.md", "scale.md", "simulator.md", "whatif.md", "queues.md")
+PAGES = (
+    "benchmarks.md",
+    "reliability.md",
+    "scale.md",
+    "simulator.md",
+    "device-model.md",
+    "whatif.md",
+    "queues.md",
+)
 FIX = "run `make pages` (python -m benchmarks.render) and commit the result"
 
 
@@ -64,3 +72,11 @@ def test_readme_first_run_figure_is_rendered_from_its_results() -> None:
     changed = copy.deepcopy(FOUND)
     changed["first-demo"]["results"]["make_demo_seconds"] += 120.0
     assert render.pages(changed)[readme] != RENDERED[readme]
+
+
+def test_a_changed_fleet_run_changes_the_device_model_page() -> None:
+    page = DOCS / "device-model.md"
+    changed = copy.deepcopy(FOUND)
+    for run in changed["scheduler"]["results"]["racks"]["10"]["node pools"]:
+        run["profile"]["parts_cum_percent"]["node selectors"] += 10.0
+    assert render.pages(changed)[page] != RENDERED[page]
