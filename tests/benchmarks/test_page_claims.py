@@ -212,6 +212,8 @@ def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None
     fill = {
         "cores": 1152,
         "batch": 36,
+        "budget_s": 480.0,
+        "memory_floor_mib": 2048,
         "available_before_mib": 20000.0,
         "stopped": "the host's available memory fell below 2048 MiB",
         "steps": [
@@ -228,6 +230,7 @@ def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None
     assert "fell by 720 MiB, 10.0 MiB per pod" in text
     assert "load average after each batch, on 2 CPUs: 30, 96." in text
     assert "stopped because the host's available memory fell below 2048 MiB" in text
+    assert "no batch started after 480 s, none below 2,048 MiB of available memory" in text
     assert realrack.fill_text({**fill, "steps": [], "stopped": "x"}) == (
         "No pod of the fill ran: x."
     )
