@@ -56,7 +56,7 @@ def admit(load: float, cpus: int, noisy: bool) -> None:
     """Refuse to start at a 1-minute load above the CPU count (more runnable
     work than CPUs: timings would measure the queue) unless `noisy` (the
     `--noisy` flag) says to go on; the page then marks the run as noisy."""
-    if load > cpus and not noisy:
+    if is_noisy({"cpus": cpus, "load_1min_before": load}) and not noisy:
         raise SystemExit(
             f"load average {load:.1f} exceeds the {cpus} CPUs: figures measured now "
             "would be noise. Wait for a quiet machine, or pass --noisy (BENCH_ARGS=--noisy "
