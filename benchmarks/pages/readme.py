@@ -8,7 +8,8 @@ names the command that writes it."""
 from collections.abc import Mapping
 from typing import Any
 
-from benchmarks.pages.common import replace_block
+from benchmarks.conditions import is_noisy
+from benchmarks.pages.common import loads_text, replace_block
 
 DISK_PARTS = {
     "checkout": "the checkout with its `.venv`",
@@ -40,6 +41,7 @@ def disk(sizes: Mapping[str, int]) -> str:
 
 
 def first_demo(payload: Mapping[str, Any] | None) -> str:
+    """The figure, with the load it ran under from the demo's own samples."""
     if payload is None:
         return not_measured(
             "The time, memory and disk of the first `make demo`", "make bench-first-demo"
@@ -51,7 +53,12 @@ def first_demo(payload: Mapping[str, Any] | None) -> str:
             f"(`make demo` exit code {r['exit_code']}): no first-run time is known."
         )
     during = r["load_during_1min"]
-    peak = f", up to {max(during):.1f} during it (the builds' own)" if during else ""
+    loads = {**c, "load_during_1min": {"samples": len(during), "max": max(during, default=None)}}
+    load = f"1-minute load average {loads_text(loads)}"
+    if is_noisy(loads):
+        load += (
+            f": **a noisy run**, above the {m['cpus']} CPUs, so the time includes waiting for them"
+        )
     minutes = r["make_demo_seconds"] / 60
     if "disk_after_mib" in r:
         needs = f" Its {memory(r)}; afterwards the new user's {disk(r['disk_after_mib'])}."
@@ -67,7 +74,7 @@ def first_demo(payload: Mapping[str, Any] | None) -> str:
         f"{r['cluster_up_seconds']} s. Later runs reuse the builds.{needs} Measured by "
         f"`{payload['command']}` on {m['date']} at commit {r['git_commit'][:10]}: "
         f"a new non-root user whose home is `{r['home']}`, empty caches, {m['cpus']} CPUs; "
-        f"1-minute load {c['load_1min_before']:.1f} before{peak}."
+        f"{load}."
     )
 
 
@@ -91,9 +98,13 @@ def first_test(payload: Mapping[str, Any] | None) -> str:
     release = c["kubernetes_version"]
     verdict = "passed" if r["passed"] else f"**failed** (exit code {r['exit_code']})"
     summaries = "; ".join(f"`{s}`" for s in r["pytest_summaries"]) or "none"
-    during = c["load_during_1min"]["max"]
-    load = f"{c['load_1min_before']:.1f} before, up to {during:.1f} during, " if during else ""
-    noisy = " A noisy run: the load exceeded the CPUs when it began." if c["noisy"] else ""
+    load = f"1-minute load average {loads_text(c)}"
+    noisy = (
+        f" **A noisy run**: the load exceeded the {m['cpus']} CPUs at some reading "
+        "(the run's own builds and clusters count too)."
+        if is_noisy(c)
+        else ""
+    )
     return (
         f"The first `make test` in a fresh clone took **{r['make_test_seconds'] / 60:.0f} "
         f"minutes** ({r['make_test_seconds']:,.0f} s) and {verdict}, with {caches(r, release)}. "
@@ -102,7 +113,7 @@ def first_test(payload: Mapping[str, Any] | None) -> str:
         f"afterwards the checkout and the caches took {disk(r['disk_after_mib'])}, "
         f"{gib(sum(r['disk_before_mib'].values()))} before it. Measured by "
         f"`{payload['command']}` on {m['date']} at commit {r['git_commit'][:10]} as root, "
-        f"{m['cpus']} CPUs; 1-minute load {load}{c['load_1min_after']:.1f} after.{noisy}"
+        f"{m['cpus']} CPUs; {load}.{noisy}"
     )
 
 

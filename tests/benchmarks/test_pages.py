@@ -12,7 +12,15 @@ from benchmarks.paths import DOCS
 
 FOUND = render.results()
 RENDERED = render.pages(FOUND)
-PAGES = ("benchmarks.md", "reliability.md", "scale.md", "simulator.md", "whatif.md", "queues.md")
+PAGES = (
+    "benchmarks.md",
+    "reliability.md",
+    "scale.md",
+    "simulator.md",
+    "device-model.md",
+    "whatif.md",
+    "queues.md",
+)
 FIX = "run `make pages` (python -m benchmarks.render) and commit the result"
 
 
@@ -146,3 +154,11 @@ def test_readme_renders_the_first_demos_memory_and_disk_once_recorded() -> None:
     block = readme_block(changed, "first-demo")
     assert "memory in use on the machine peaked at 9.0 GiB" in block
     assert "the new user's 13.2 GiB of disk" in block
+
+
+def test_a_changed_fleet_run_changes_the_device_model_page() -> None:
+    page = DOCS / "device-model.md"
+    changed = copy.deepcopy(FOUND)
+    for run in changed["scheduler"]["results"]["racks"]["10"]["node pools"]:
+        run["profile"]["parts_cum_percent"]["node selectors"] += 10.0
+    assert render.pages(changed)[page] != RENDERED[page]
