@@ -81,12 +81,13 @@ lint: venv
 unit: venv promtool
 	$(PY) -m pytest -m "not integration"
 
-# The tests, the examples and real nodes again on the previous Kubernetes
-# release, then the kind path of docs/kind.md end to end (podman here).
-test: venv lint binaries node-packages image
+# The tests, then the examples and real nodes again on the previous
+# Kubernetes release beside the kind path of docs/kind.md end to end (podman
+# here): both mostly wait on their clusters, so they share the two CPUs; each
+# one's output is printed whole when it ends.
+test: venv lint binaries node-packages image kind-tools
 	$(WITH_BINARIES) $(PY) -m pytest
-	$(MAKE) test-previous
-	$(MAKE) kind-e2e
+	$(MAKE) -j2 --output-sync=target test-previous kind-e2e
 
 # The example tests, the real-node tests and the release table's check on
 # K8S_PREVIOUS, whose binaries are built once into their own cache directory.
