@@ -16,7 +16,7 @@ PREVIOUS_BIN_DIR_FILE := build/bin-dir-previous
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 
-.PHONY: venv binaries control-plane-binaries kueue node-packages dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo validate-sim chaos clean
+.PHONY: venv binaries control-plane-binaries promtool kueue node-packages dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -46,6 +46,11 @@ control-plane-binaries:
 	@mkdir -p build
 	BINARIES=control-plane hack/build-binaries.sh > $(BIN_DIR_FILE)
 
+# Only what the unit tests run: promtool, for the chart's Prometheus rules and
+# the generated Prometheus configurations; no Kubernetes build.
+promtool:
+	BINARIES=promtool hack/build-binaries.sh > /dev/null
+
 # Kueue's manager and the CRDs and webhooks of its module, for `trainium-dra up
 # --with-kueue` (docs/queues.md); `make binaries` builds it too.
 kueue:
@@ -73,15 +78,16 @@ lint: venv
 	$(VENV)/bin/mypy
 
 # Unit tests only: no control plane needed.
-unit: venv
+unit: venv promtool
 	$(PY) -m pytest -m "not integration"
 
-# The tests, the examples and real nodes again on the previous Kubernetes
-# release, then the kind path of docs/kind.md end to end (podman here).
-test: venv lint binaries node-packages image
+# The tests, then the examples and real nodes again on the previous
+# Kubernetes release beside the kind path of docs/kind.md end to end (podman
+# here): both mostly wait on their clusters, so they share the two CPUs; each
+# one's output is printed whole when it ends.
+test: venv lint binaries node-packages image kind-tools
 	$(WITH_BINARIES) $(PY) -m pytest
-	$(MAKE) test-previous
-	$(MAKE) kind-e2e
+	$(MAKE) -j2 --output-sync=target test-previous kind-e2e
 
 # The example tests, the real-node tests and the release table's check on
 # K8S_PREVIOUS, whose binaries are built once into their own cache directory.
@@ -197,6 +203,12 @@ chaos: venv binaries node-packages image
 # path, empty caches, a clone of HEAD), timed into the README.
 bench-first-demo: venv
 	$(PY) -m benchmarks.first_demo $(BENCH_ARGS)
+
+# A newcomer's first `make test` (root, as CI): `.ci/run` in a clone of HEAD in
+# a temporary directory, on this machine's caches as they are (the results
+# say warm or cold), timed into the README with its memory and disk.
+bench-first-test: venv
+	$(PY) -m benchmarks.first_test $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -4,8 +4,10 @@ A fresh non-root user whose home directory has a long path (every cache and
 the cluster's state go under it), empty caches (Go modules and builds, the
 upstream binaries, uv, the virtualenv), a clone of this repository's HEAD in
 that home: `make demo` as that user, then `make demo-stop`, then the user and
-its home are removed. Needs root, to create and remove the user. The README's
-first-run figure is rendered from benchmarks/results/first-demo.json.
+its home are removed. Needs root, to create and remove the user. Besides the
+time it records the machine's memory in use during the run and the disk the
+checkout and the caches took after it. The README's first-run figures are
+rendered from benchmarks/results/first-demo.json.
 """
 
 import argparse
@@ -18,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.firstrun import MemorySampler, disk_mib, first_run_dirs
 from benchmarks.paths import ROOT
 from benchmarks.report import Conditions, LoadSampler, add_noisy_flag, make_command, write_results
 
@@ -94,9 +97,10 @@ def measure(log: Path) -> dict[str, Any]:
     clone = create_user()
     print(f"bench-first-demo: `make demo` as {USER} (home {HOME}), log {log}", flush=True)
     try:
-        with LoadSampler() as load:
+        with LoadSampler() as load, MemorySampler() as memory:
             code, seconds = as_user(["make", "demo"], clone, log)
         stop_code, _ = as_user(["make", "demo-stop"], clone, log)
+        disk = disk_mib(first_run_dirs(user_env(), clone))
     finally:
         remove_user()
     text = log.read_text(errors="replace")
@@ -112,6 +116,8 @@ def measure(log: Path) -> dict[str, Any]:
         "make_demo_seconds": round(seconds, 1),
         "cluster_up_seconds": int(up.group(1)) if up else None,
         "load_during_1min": load.samples,
+        **memory.results(),
+        "disk_after_mib": disk,
     }
 
 

@@ -30,7 +30,7 @@ from kubernetes import client
 
 from benchmarks import realnodes
 from benchmarks.kubelet_histograms import summary_ms
-from benchmarks.report import Conditions, add_noisy_flag, write_results
+from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 from driver.jsontypes import JSON
 from driver.localsim.images import pause_image
 from driver.localsim.realnodes import cgroups
@@ -432,7 +432,7 @@ def main(argv: list[str] | None = None) -> None:
             "available_before_start_mib": available_before,
             **measure(real_cluster(cluster), args.batch, args.memory_floor_mib, args.fill_seconds),
         }
-    print(write_results("realrack", COMMAND, results, conditions))
+    print(write_results("realrack", make_command(COMMAND, argv), results, conditions))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Every benchmark page, rendered from benchmarks/results/*.json alone:
 docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
-generated blocks of docs/simulator.md, docs/whatif.md (its example and its
-live replays), docs/queues.md (what Kueue's policies cost) and README.md (the
-first `make demo`'s time).
+generated blocks of docs/simulator.md, docs/device-model.md (what the node pool
+layout costs the scheduler), docs/whatif.md (its example and its live
+replays), docs/queues.md (what Kueue's policies cost) and README.md (the
+time, memory and disk of the first `make demo` and `make test`).
 
 Usage: python -m benchmarks.render (`make pages`)
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 from benchmarks.pages import (
     benchmarks,
+    devicemodel,
     readme,
     reliability,
     scale,
@@ -55,12 +57,14 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
             queues = docs / "queues.md"
             out[queues] = whatif_live.queues(queues.read_text(), found["whatif-live"])
         out[page] = text
+    if "scheduler" in found:
+        page = docs / "device-model.md"
+        out[page] = devicemodel.render(page.read_text(), found["scheduler"])
     if "sim-validation" in found:
         page = docs / "simulator.md"
         out[page] = simulator.render(page.read_text(), found["sim-validation"])
-    if "first-demo" in found:
-        page = docs.parent / "README.md"
-        out[page] = readme.render(page.read_text(), found["first-demo"])
+    readme_page = docs.parent / "README.md"
+    out[readme_page] = readme.render(readme_page.read_text(), found)
     return out
 
 

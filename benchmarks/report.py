@@ -1,7 +1,8 @@
-"""What every benchmark shares on the measuring side: the machine and its load
-around the run, the refusal to measure on a busy machine, interleaved
-repetitions, and writing the results file, after which the pages are rendered
-from the results files alone (benchmarks/render.py)."""
+"""What every benchmark shares on the measuring side: the machine, its load
+around the run and the commit and release it ran, the refusal to measure on a
+busy machine, interleaved repetitions, and writing the results file, after
+which the pages are rendered from the results files alone
+(benchmarks/render.py)."""
 
 import argparse
 import json
@@ -9,6 +10,7 @@ import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -18,7 +20,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from benchmarks import render
-from benchmarks.paths import RESULTS_DIR
+from benchmarks.conditions import is_noisy
+from benchmarks.paths import RESULTS_DIR, ROOT
 from driver.localsim.controlplane.binaries import k8s_version
 
 REPEATS: Final = 3
@@ -49,19 +52,30 @@ def add_noisy_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def admit(load: float, cpus: int, noisy: bool) -> bool:
-    """Whether a run starting at this 1-minute load is noisy (more runnable work
-    than CPUs: its timings would measure the queue). A noisy run is refused
-    unless `noisy` (the `--noisy` flag) says to go on and mark the results."""
-    if load <= cpus:
-        return False
-    if not noisy:
+def admit(load: float, cpus: int, noisy: bool) -> None:
+    """Refuse to start at a 1-minute load above the CPU count (more runnable
+    work than CPUs: timings would measure the queue) unless `noisy` (the
+    `--noisy` flag) says to go on; the page then marks the run as noisy."""
+    if is_noisy({"cpus": cpus, "load_1min_before": load}) and not noisy:
         raise SystemExit(
             f"load average {load:.1f} exceeds the {cpus} CPUs: figures measured now "
             "would be noise. Wait for a quiet machine, or pass --noisy (BENCH_ARGS=--noisy "
             "through make) to measure anyway with the page marking the run as noisy."
         )
-    return True
+
+
+def git_state() -> dict[str, Any]:
+    """The commit checked out, and whether tracked files differed from it:
+    which code a run measured."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    return {
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 class LoadSampler:
@@ -89,41 +103,44 @@ class LoadSampler:
 @dataclass
 class Conditions:
     """The machine's CPU count and 1-minute load average around one run (and
-    sampled during it), and the Kubernetes release it ran on."""
+    sampled during it), the Kubernetes release it ran on and the commit it
+    ran from."""
 
     cpus: int
     load_before: float
-    noisy: bool
     kubernetes: str | None
+    git: dict[str, Any]
     sampler: LoadSampler = field(default_factory=LoadSampler)
-    load_after: float | None = None
 
     @classmethod
     def begin(cls, noisy: bool, kubernetes: bool = True) -> "Conditions":
-        """Read the load before the run; refuse to start on a busy machine
-        unless `noisy` (the `--noisy` flag) says to go on and mark the results.
+        """Read the load and the checkout before the run (a run that writes its
+        results as it goes changes the tree itself); refuse to start on a busy
+        machine unless `noisy` (the `--noisy` flag) says to go on.
         `kubernetes`: False for a run that starts no Kubernetes component."""
         cpus, load = os.cpu_count() or 1, os.getloadavg()[0]
-        found = cls(cpus, load, admit(load, cpus, noisy), k8s_version() if kubernetes else None)
+        admit(load, cpus, noisy)
+        found = cls(cpus, load, k8s_version() if kubernetes else None, git_state())
         found.sampler.thread.start()
         return found
 
     def end(self) -> dict[str, Any]:
-        """The conditions as the results file records them, load read now."""
-        self.load_after = os.getloadavg()[0]
+        """The conditions as the results file records them, load read now,
+        with whether they make the run noisy."""
         during = self.sampler.samples
-        return {
+        recorded: dict[str, Any] = {
             "cpus": self.cpus,
             "kubernetes_version": self.kubernetes,
+            **self.git,
             "load_1min_before": round(self.load_before, 2),
             "load_during_1min": {
                 "samples": len(during),
                 "max": max(during, default=None),
                 "mean": round(statistics.fmean(during), 2) if during else None,
             },
-            "load_1min_after": round(self.load_after, 2),
-            "noisy": self.noisy,
+            "load_1min_after": round(os.getloadavg()[0], 2),
         }
+        return {**recorded, "noisy": is_noisy(recorded)}
 
 
 def interleaved(runs: Mapping[str, Callable[[], T]], repeats: int = REPEATS) -> dict[str, list[T]]:

@@ -1,15 +1,18 @@
 """Toward a million accelerators: the scheduler's time per single-core claim
-with 1, 10 and 100 Trn3 Gen2 racks published (`--measure-scheduler`), into
+with 1, 10 and 100 Trn3 Gen2 racks published (`--measure-scheduler`; other
+counts with `--scheduler-racks`), into
 benchmarks/results/scale.json; docs/scale.md and its plots are rendered from
 that and the publishing benchmark's results (`make bench-controller`) by
 benchmarks/pages/scale.py. Without `--measure-scheduler` the pages are only
 rendered again.
 
-Usage: python -m benchmarks.scale [--measure-scheduler] [--claims 64] [--noisy]
+Usage: python -m benchmarks.scale [--measure-scheduler] [--scheduler-racks 1,10,100]
+       [--claims 64] [--noisy]
 """
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from functools import partial
@@ -20,7 +23,8 @@ from kubernetes import client
 
 from benchmarks import render
 from benchmarks.publishing import create_racks, rack_nodes, ready_racks, remove_published
-from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
+from benchmarks.report import REPEATS, Conditions, add_noisy_flag, make_command, write_results
+from benchmarks.scalefit import SCHEDULER_RACKS
 from driver.localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import controller, custom, install, load_claim, pod
 from testbed.waiting import wait_for
@@ -99,7 +103,7 @@ def clear(api: client.ApiClient) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.scale")
     parser.add_argument("--measure-scheduler", action="store_true")
-    parser.add_argument("--scheduler-racks", default="1,10,100")
+    parser.add_argument("--scheduler-racks", default=",".join(map(str, SCHEDULER_RACKS)))
     parser.add_argument("--claims", type=int, default=64, help="single-core claims per point")
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
@@ -109,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     conditions = Conditions.begin(args.noisy)
     racks = [int(r) for r in args.scheduler_racks.split(",")]
     results = {"scheduler": measure_scheduler(racks, args.claims)}
-    print(write_results("scale", COMMAND, results, conditions))
+    # The make target passes --measure-scheduler itself; the command names what was added.
+    given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--measure-scheduler"]
+    print(write_results("scale", make_command(COMMAND, given), results, conditions))
     return 0
 
 

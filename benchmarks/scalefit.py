@@ -9,6 +9,9 @@ from typing import Final
 PROJECTION_MIN_POINTS: Final = 3
 """Fewer rack counts than this fit a line exactly whatever the cost does, so
 they project nothing."""
+SCHEDULER_RACKS: Final = (1, 10, 100)
+"""The rack counts `make bench-scale` measures the scheduler at unless told
+otherwise: as many as a projection needs."""
 CHIPS_PER_GEN2_RACK: Final = 144
 MILLION_CHIP_RACKS: Final = 6944
 """Trn3 Gen2 racks for one million chips (6,944 x 144 = 999,936)."""

@@ -5,7 +5,9 @@ their figures are the scheduler's decisions, not this machine's speed; its
 wall time is what the machine spent. Each case keeps what
 `trainium-dra whatif live` records beside its figures: the load average, each
 process's CPU seconds, the scheduler's attempts by result and the settle
-clock's wall time per event.
+clock's wall time per event; and the conditions every benchmark records
+(release, commit, load sampled during the case), which say whether it was
+noisy.
 
 Cases run with the local cluster (`trainium-dra up`, the kubelet stand-in)
 except `hundred-racks`: 3,600 nodes are more node daemons than this machine
@@ -287,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         case = CASES[name]
         print(f"== {name}: {case.what}", flush=True)
+        # Admitted once above; each case keeps its own readings, as they merge apart.
+        own = Conditions.begin(noisy=True)
         with tempfile.TemporaryDirectory(prefix=f"whatif-{name}-") as tmp:
             run = run_bare if case.bare_racks else run_local
             result = run(case, Path(tmp))
@@ -299,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             "up": list(case.up),
             "live": list(case.live),
             **result,
+            "conditions": own.end(),
         }
         # Each case as it ends: a run of several long cases stopped midway keeps those done.
         write_results(NAME, command, {"cases": {name: cases[name]}}, conditions, merge=True)

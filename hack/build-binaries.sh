@@ -15,7 +15,8 @@
 # Kueue's manager and manifests (hack/kueue/build.sh) in kueue-<version>/.
 #   BINARIES     control-plane: only what the local cluster of `make demo` runs
 #                (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-#                helm); all (the default): everything above
+#                helm); promtool: only what the unit tests run (`make unit`);
+#                all (the default): everything above
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
@@ -65,11 +66,13 @@ build_etcd() {
   mv "$bin.tmp" "$bin"
 }
 
-# Builds each `tool` of the module in hack/$1 as <name>-<version of $2>.
+# Builds each `tool` of the module in hack/$1 as <name>-<version of $2>, or
+# only the one named by $4.
 build_tools() {
   local module=$here/$1 version cmd bin
   version=$(pinned "$2" "$module/go.mod")
   for cmd in $(go mod edit -json "$module/go.mod" | python3 -c 'import json, sys; print(" ".join(t["Path"] for t in json.load(sys.stdin)["Tool"]))'); do
+    [ -z "${4:-}" ] || [ "$(basename "$cmd")" = "$4" ] || continue
     bin="$out/$(basename "$cmd")-$version"
     [ -x "$bin" ] && continue
     reuse "$bin" && continue
@@ -94,6 +97,22 @@ build_tool_dir() {
   done
 }
 
+# Prometheus and promtool (or only the tool $1 names); Prometheus 3.x.y is
+# published as the Go module version v0.3xx.y.
+build_prometheus() {
+  local module release
+  module=$(pinned github.com/prometheus/prometheus "$here/prometheus/go.mod")
+  release=$(echo "$module" | sed -E 's/^v0\.3([0-9]{2})\.([0-9]+)$/3.\1.\2/; s/\.0([0-9])\./.\1./')
+  build_tools prometheus github.com/prometheus/prometheus \
+    "-X github.com/prometheus/common/version.Version=$release" "${1:-}"
+}
+
+if [ "${BINARIES:-all}" = promtool ]; then
+  build_prometheus promtool
+  echo "$out"
+  exit 0
+fi
+
 k8s_commands="kube-apiserver kube-controller-manager kube-scheduler"
 [ "${BINARIES:-all}" = control-plane ] || k8s_commands+=" kubelet kube-proxy"
 
@@ -104,11 +123,7 @@ if [ "${BINARIES:-all}" = control-plane ]; then
   echo "$out"
   exit 0
 fi
-# Prometheus 3.x.y is published as the Go module version v0.3xx.y.
-prometheus_module=$(pinned github.com/prometheus/prometheus "$here/prometheus/go.mod")
-prometheus_release=$(echo "$prometheus_module" | sed -E 's/^v0\.3([0-9]{2})\.([0-9]+)$/3.\1.\2/; s/\.0([0-9])\./.\1./')
-build_tools prometheus github.com/prometheus/prometheus \
-  "-X github.com/prometheus/common/version.Version=$prometheus_release"
+build_prometheus
 containerd_version=$(pinned github.com/containerd/containerd/v2 "$here/containerd/go.mod")
 build_tool_dir containerd github.com/containerd/containerd/v2 \
   "-X github.com/containerd/containerd/v2/version.Version=$containerd_version"

@@ -16,13 +16,17 @@ SECTIONS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
     "scheduler": scheduler.render,
 }
 """Results file (benchmarks/results/<name>.json) -> its section's body."""
+HEAD_NOTES: Final = {"scheduler": scheduler.HEAD_NOTE}
+"""What a section's head says instead of its file's conditions, where its parts
+ran apart and each says its own."""
 
 HOW: Final = """# Benchmarks
 
 ## How pages are made
 
 Every figure on this page, on docs/reliability.md and docs/scale.md, and in the
-generated tables of docs/simulator.md is rendered by `make pages`
+generated blocks of docs/simulator.md, docs/device-model.md, docs/whatif.md,
+docs/queues.md and README.md is rendered by `make pages`
 (`python -m benchmarks.render`) from the committed results in
 `benchmarks/results/*.json` alone. A benchmark only measures, writes its results
 file and renders the pages again; `tests/benchmarks/test_pages.py` renders every
@@ -30,13 +34,18 @@ page and the plots of docs/scale.md from the committed results and fails when a
 committed one differs (the plots come out byte for byte the same with the
 plotting library the lock file pins).
 
-Each benchmark records the machine's CPU count and 1-minute load average before
-and after its run, and refuses to start when the load exceeds the CPU count
-unless given `--noisy` (`BENCH_ARGS=--noisy` through make); its section then
-says loudly that the run was noisy. Where a figure is timed over repeated runs
+Each benchmark records the machine's CPU count, the Kubernetes release, the
+commit it ran from (and whether tracked files had uncommitted changes), and the
+1-minute load average before its run, sampled during it and after it. It
+refuses to start when the load exceeds the CPU count unless given `--noisy`
+(`BENCH_ARGS=--noisy` through make). A run whose load exceeded the CPU count at
+any reading, before, during or after, is noisy, however quiet its start
+(benchmarks/conditions.py decides, for the results file and the page alike), and
+its section says so loudly; what an older results file did not record, its
+section says was not recorded. Where a figure is timed over repeated runs
 (taken in turn, interleaved with what it is compared with), a table gives the
-median with the range of the runs in brackets; a section whose figures come
-from a single run each, as older results do, says so. A tail quantile over
+median with the range of the runs in brackets; under a table whose figures come
+from a single run, as older results do, a line says so. A tail quantile over
 fewer than 100 samples is called max. Ratios compare against a baseline
 measured in the same run, so they travel between machines better than the
 absolute figures.
@@ -49,5 +58,6 @@ def document(results: Mapping[str, dict[str, Any]]) -> str:
     for name, body in SECTIONS.items():
         if name in results:
             payload = results[name]
-            parts.append(f"{section_head(name, payload)}\n\n{body(payload).strip()}\n")
+            head = section_head(name, payload, HEAD_NOTES.get(name))
+            parts.append(f"{head}\n\n{body(payload).strip()}\n")
     return "\n".join(parts)

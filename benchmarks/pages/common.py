@@ -1,11 +1,13 @@
 """Pieces every page shares: tables, a median with its spread, what a tail
 quantile may be called, and the line under each section's title that says how
-and under which load its figures were measured."""
+and under which conditions its figures were measured."""
 
 import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
+
+from benchmarks.conditions import is_noisy
 
 PROFILE_ROWS: Final = 15
 """Functions a profile's table shows, by share."""
@@ -26,6 +28,19 @@ def tail_name(samples: float) -> str:
     return "p99" if samples >= TAIL_MIN_SAMPLES else "max"
 
 
+SI_PREFIXES: Final = ((1e9, " G"), (1e6, " M"), (1e3, " k"))
+
+
+def scaled(value: float) -> str:
+    """`value` to three significant figures under the SI prefix that keeps it
+    from 1 to 999 (18.75 -> `18.8`, 27,471 -> `27.5 k`, 5.4e6 -> `5.40 M`): a
+    small rate in a large unit would read 0.0."""
+    for factor, prefix in SI_PREFIXES:
+        if abs(value) >= 0.9995 * factor:
+            return f"{value / factor:#.3g}".rstrip(".") + prefix
+    return f"{value:#.3g}".rstrip(".")
+
+
 def spread(values: Sequence[float], fmt: str = "{:,.2f}") -> str:
     """The median of repeated runs with their range beside it; a single run's
     figure alone (the page says where figures come from one run)."""
@@ -35,13 +50,16 @@ def spread(values: Sequence[float], fmt: str = "{:,.2f}") -> str:
     return f"{fmt.format(mid)} ({fmt.format(min(values))}\u2013{fmt.format(max(values))})"
 
 
-def single_runs(counts: Sequence[int]) -> str:
-    """A sentence for tables whose figures come from one run each."""
-    if counts and max(counts) == 1:
-        return (
-            "\nEvery figure above comes from a single run: these results predate repeated runs.\n"
-        )
-    return ""
+def single_runs(counts: Sequence[int]) -> list[str]:
+    """The lines under a table that say which of its figures come from a
+    single run, given the runs behind each row: a figure with a range is a
+    median, one without is the only run (rows of no run do not count)."""
+    counts = [n for n in counts if n]
+    if not counts or min(counts) > 1:
+        return []
+    if max(counts) == 1:
+        return ["", "Every figure of this table comes from a single run."]
+    return ["", "A figure without a range in brackets comes from a single run."]
 
 
 def values(runs: Sequence[Mapping[str, Any]], key: str) -> list[float]:
@@ -53,42 +71,77 @@ def median(runs: Sequence[Mapping[str, Any]], key: str) -> float:
 
 
 def load_conditions(payload: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The run's CPU count and load, as the shared code records them (or as the
-    simulator benchmark recorded them itself before it did)."""
+    """The run's conditions as the shared code records them (or the load the
+    simulator benchmark recorded itself before it did); None where the run
+    recorded none."""
     if "conditions" in payload:
         conditions: dict[str, Any] = payload["conditions"]
         return conditions
     old = (payload.get("results") or {}).get("load_average_1min")
     if old:
-        cpus = payload["machine"]["cpus"]
         return {
-            "cpus": cpus,
+            "cpus": payload["machine"]["cpus"],
+            "kubernetes_version": None,  # the simulator benchmark starts no Kubernetes component
             "load_1min_before": old["before"],
             "load_1min_after": old["after"],
-            "noisy": old["before"] > cpus,
         }
     return None
 
 
-def load_note(conditions: Mapping[str, Any] | None, unrecorded: str = "") -> str:
-    """A quiet run's load in a line; a noisy one, or one whose load nobody
-    recorded, as a warning nobody can miss."""
-    if conditions is None:
-        extra = f" {unrecorded}" if unrecorded else ""
-        return (
-            "> **Load not recorded.** The benchmark did not record the machine's load "
-            f"for this run.{extra}"
-        )
+NOT_RECORDED: Final = (
+    "> **Conditions not recorded.** This run predates the record of the machine's load, "
+    "the Kubernetes release and the commit: nothing says what else ran beside it, nor "
+    "what it ran on."
+)
+
+
+def loads_text(conditions: Mapping[str, Any]) -> str:
+    """The run's 1-minute load readings in a phrase, saying where it was not
+    sampled during the run."""
     before, after = conditions["load_1min_before"], conditions["load_1min_after"]
-    cpus = conditions["cpus"]
-    if conditions["noisy"]:
+    during = conditions.get("load_during_1min") or {}
+    if during.get("samples"):
         return (
-            f"> **NOISY RUN.** The 1-minute load average was {before:.1f} before and "
-            f"{after:.1f} after the run on {cpus} CPUs: other work outnumbered the CPUs, "
-            "so every time below is stretched by it. Run again on a quiet machine before "
+            f"{before:.1f} before, up to {during['max']:.1f} during ({during['samples']} "
+            f"samples) and {after:.1f} after the run"
+        )
+    return f"{before:.1f} before and {after:.1f} after the run, not sampled during it"
+
+
+def provenance(conditions: Mapping[str, Any]) -> str:
+    """The Kubernetes release and the commit the run recorded, or that it did
+    not record them (a run that starts no Kubernetes component records None)."""
+    parts = []
+    if "kubernetes_version" not in conditions:
+        parts.append("Kubernetes release not recorded")
+    elif conditions["kubernetes_version"]:
+        parts.append(f"Kubernetes {conditions['kubernetes_version']}")
+    if "git_commit" not in conditions:
+        parts.append("commit not recorded")
+    else:
+        dirty = ", with uncommitted changes" if conditions.get("git_dirty") else ""
+        parts.append(f"commit {conditions['git_commit'][:10]}{dirty}")
+    text = "; ".join(parts)
+    return f"{text[0].upper()}{text[1:]}."
+
+
+def conditions_note(conditions: Mapping[str, Any] | None) -> str:
+    """A run's load, release and commit: a quiet run's plainly, a noisy one's
+    (benchmarks/conditions.py decides) or one that recorded none as a warning
+    nobody can miss."""
+    if conditions is None:
+        return NOT_RECORDED
+    cpus = conditions["cpus"]
+    if is_noisy(conditions):
+        load = (
+            f"> **NOISY RUN.** The 1-minute load average exceeded the {cpus} CPUs: "
+            f"{loads_text(conditions)}. Runnable work outnumbered the CPUs, so every time this "
+            "run measured includes waiting for one. Run again on a quiet machine before "
             "comparing."
         )
-    return f"1-minute load average {before:.1f} before and {after:.1f} after the run, {cpus} CPUs."
+    else:
+        load = f"1-minute load average {loads_text(conditions)}, {cpus} CPUs."
+    return f"{load}\n\n{provenance(conditions)}"
 
 
 def run_line(payload: Mapping[str, Any]) -> str:
@@ -97,16 +150,12 @@ def run_line(payload: Mapping[str, Any]) -> str:
     return f"Command: `{payload['command']}` — {m['date']}, {m['cpus']} CPUs, Python {m['python']}."
 
 
-def section_head(title: str, payload: Mapping[str, Any]) -> str:
-    """A section's title, the command that made it and the load it ran under."""
-    conditions = load_conditions(payload)
-    return "\n\n".join(
-        [
-            f"## {title}",
-            run_line(payload),
-            load_note(conditions, payload.get("unrecorded_load", "")),
-        ]
-    )
+def section_head(title: str, payload: Mapping[str, Any], note: str | None = None) -> str:
+    """A section's title, the command that made it and the conditions it ran
+    under (`note` where the file's own conditions do not cover the section)."""
+    if note is None:
+        note = conditions_note(load_conditions(payload))
+    return "\n\n".join([f"## {title}", run_line(payload), note])
 
 
 def replace_block(page: str, name: str, body: str) -> str:

@@ -5,7 +5,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.pages.common import median, row, single_runs, spread, values
+from benchmarks.pages.common import conditions_note, median, row, single_runs, spread, values
 
 MIB = 2**20
 
@@ -192,6 +192,7 @@ def render(payload: dict[str, Any]) -> str:
         "with the range in brackets:",
         "",
         *publish_table(points),
+        *single_runs([len(ours_runs(p)) for p in points] + [len(anchor_runs(p)) for p in points]),
     ]
     if any(r.get("noop_resync") for p in points for r in ours_runs(p)):
         lines += [
@@ -204,6 +205,7 @@ def render(payload: dict[str, Any]) -> str:
             "apiserver column counts slice LISTs and slice/UltraServer writes it served:",
             "",
             *noop_table(points),
+            *single_runs([len(ours_runs(p)) for p in points]),
         ]
     last = points[-1]
     change = last.get("one_rack_change")
@@ -218,7 +220,6 @@ def render(payload: dict[str, Any]) -> str:
         ]
     lines += memory(last)
     lines += busy_table(payload["results"].get("busy"))
-    lines.append(single_runs([len(ours_runs(p)) for p in points]))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -229,7 +230,6 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
         return []
     bands = busy["bands"]
     kinds = list(bands[0]["writes_per_claim"])
-    load = busy["conditions"]
     return [
         "",
         "### A fleet filling up",
@@ -241,8 +241,9 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
         "writes per claim of the band (slices: rack devices withdrawn or advertised;",
         "claim status: the fabric of server and rack claims, and the addresses of",
         "core and chip claims; rack status: the UltraServer's counts).",
-        f"Command: `{busy['command']}` — {busy['date']}; 1-minute load average "
-        f"{load['load_1min_before']:g} before and {load['load_1min_after']:g} after it.",
+        f"Command: `{busy['command']}` — {busy['date']}.",
+        "",
+        conditions_note(busy["conditions"]),
         "",
         row("pools", "held", "claims", "seconds", "CPU ms/claim", *(f"{k}/claim" for k in kinds)),
         row(*["---"] * (5 + len(kinds))),
@@ -257,4 +258,5 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
             )
             for b in bands
         ),
+        *single_runs([1] * len(bands)),
     ]

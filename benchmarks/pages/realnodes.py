@@ -30,12 +30,20 @@ def bound(b: tuple[float, float]) -> str:
     return f"≤ {high:g}" if low == 0 else f"{low:g} to {high:g}"
 
 
-def quantile_cells(ours: dict[str, Any], go: dict[str, Any], q: str) -> str:
-    """Both sides' buckets, and a ratio only where they differ (inside one
-    bucket the interpolated figures are equal by construction)."""
-    ours_b, go_b = bucket(ours, q), bucket(go, q)
-    ratio = "— (same bucket)" if ours_b == go_b else f"{ours[q] / go[q]:.2f}x" if go[q] else "n/a"
-    return f"{bound(ours_b)} | {bound(go_b)} | {ratio}"
+def bucket_cell(ours: dict[str, Any], go: dict[str, Any], q: str) -> str:
+    """Both sides' buckets for a quantile and no ratio: inside a bucket the
+    histogram interpolates, and a ratio of two interpolations measures nothing."""
+    return f"{bound(bucket(ours, q))} / {bound(bucket(go, q))}"
+
+
+def over_lowest(ours: dict[str, Any], go: dict[str, Any]) -> str:
+    """Each side's calls above its lowest bucket's bound: counts the histogram
+    knows exactly."""
+    over = [side["count"] * (1 - side["in_lowest_bucket"]) for side in (ours, go)]
+    bounds = [f"> {side['lowest_bucket_ms']:g} ms" for side in (ours, go)]
+    if bounds[0] == bounds[1]:
+        return f"{over[0]:.0f} / {over[1]:.0f} ({bounds[0]})"
+    return f"{over[0]:.0f} ({bounds[0]}) / {over[1]:.0f} ({bounds[1]})"
 
 
 def means(rounds: list[dict[str, Any]], metric: str, call: str) -> list[float]:
@@ -60,34 +68,35 @@ def table(r: dict[str, Any]) -> str:
     tail = tail_name(calls)
     rows = [
         "| kubelet metric | call | calls ours | calls Go | mean ms ours | mean ms Go "
-        "| ours/Go mean | goal ≤ 1.0x | p50 ms ours | p50 ms Go | ours/Go p50 "
-        f"| {tail} ms ours | {tail} ms Go | ours/Go {tail} |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| ours/Go mean | goal ≤ 1.0x | p50 bucket ms, ours / Go "
+        f"| {tail} bucket ms, ours / Go | calls above the lowest bucket, ours / Go |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for metric, key in METRICS:
         for call in ours[key]:
             ratios = mean_ratios(r, key, call)
+            o, g = ours[key][call], go[key][call]
             rows.append(
-                f"| `{metric}` | {call} | {ours[key][call]['count']:.0f} "
-                f"| {go[key][call]['count']:.0f} "
+                f"| `{metric}` | {call} | {o['count']:.0f} | {g['count']:.0f} "
                 f"| {spread(means(r['rounds']['ours'], key, call), '{:.1f}')} "
                 f"| {spread(means(r['rounds']['go'], key, call), '{:.1f}')} "
                 f"| {spread(ratios, '{:.2f}x')} | {goal(ratios)} "
-                f"| {quantile_cells(ours[key][call], go[key][call], 'p50')} "
-                f"| {quantile_cells(ours[key][call], go[key][call], 'p99')} |"
+                f"| {bucket_cell(o, g, 'p50')} | {bucket_cell(o, g, 'p99')} "
+                f"| {over_lowest(o, g)} |"
             )
     return "\n".join(rows)
 
 
 def inside_table(r: dict[str, Any]) -> str:
-    """Each plugin's own mean per claim, its tail from its own histogram, and
-    the kubelet's gRPC mean around it minus the own mean: the time spent
-    outside the plugin's handler."""
+    """Each plugin's own mean per claim, the bucket of its tail in its own
+    histogram (the two plugins' buckets differ), and the kubelet's gRPC mean
+    around it minus the own mean: the time spent outside the plugin's handler."""
     ours, go = r["pooled"]["ours"], r["pooled"]["go"]
+    tail = tail_name(min(side[OWN][call]["count"] for side in (ours, go) for call in ours[OWN]))
     rows = [
         "| call | own mean ms ours | own mean ms Go | ours/Go own mean | goal ≤ 1.0x "
-        "| own p99 ms ours | own p99 ms Go | ours/Go own p99 | outside ms ours | outside ms Go |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| own {tail} bucket ms, ours / Go | outside ms ours | outside ms Go |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for call in ours[OWN]:
         ratios = mean_ratios(r, OWN, call)
@@ -100,7 +109,7 @@ def inside_table(r: dict[str, Any]) -> str:
             f"| {call} | {spread(means(r['rounds']['ours'], OWN, call), '{:.2f}')} "
             f"| {spread(means(r['rounds']['go'], OWN, call), '{:.2f}')} "
             f"| {spread(ratios, '{:.2f}x')} | {goal(ratios)} "
-            f"| {quantile_cells(ours[OWN][call], go[OWN][call], 'p99')} "
+            f"| {bucket_cell(ours[OWN][call], go[OWN][call], 'p99')} "
             f"| {outside[0]:.1f} | {outside[1]:.1f} |"
         )
     return "\n".join(rows)
@@ -167,10 +176,12 @@ nodes; each phase is the difference of its two scrapes.
 pod, is not, which is why a phase runs one plugin's pods only. The mean (the
 histogram's `_sum` over its `_count`) is exact: the mean columns give the median of the
 {rounds} rounds with their range, and the ratio is taken round by round. The quantile
-columns pool every round's calls, and a histogram knows a quantile only to its bucket:
+columns pool every round's calls, and a histogram knows a quantile only to its bucket, so
+they give the bucket and no ratio: inside a bucket the figure is interpolated, and
 {100 * lowest_bucket_share(ours_pooled):.0f} % of our calls in the table and
 {100 * lowest_bucket_share(go_pooled):.0f} % of the Go plugin's fall in the kubelet's lowest
-bucket (0 to {lowest:.0f} ms), so no ratio is given where both plugins' quantiles share one.
+bucket (0 to {lowest:.0f} ms). What the histogram counts exactly is the last column: the
+calls above that bucket's bound.
 
 {table(r)}
 
@@ -180,9 +191,9 @@ Inside the plugins: each one's own latency histogram per claim, read in its pods
 with buckets every 0.5 to 10 ms below 100 ms so its tail can be read; the Go plugin's
 (`dra_example_driver_prepare_claim_duration_seconds` and the unprepare one) starts after
 its kubelet-plugin library has fetched the claim, so its GET counts as outside, and its
-buckets are its own (the tail cells show them). One claim per call here, so per claim is
-per call; outside is the kubelet's gRPC mean minus the plugin's own mean (medians of the
-rounds).
+buckets are its own (the tail cells show them, and no ratio, as for the kubelet's). One
+claim per call here, so per claim is per call; outside is the kubelet's gRPC mean minus
+the plugin's own mean (medians of the rounds).
 
 {inside_table(r)}
 

@@ -3,7 +3,7 @@ every figure on the page comes from that file."""
 
 from typing import Any
 
-from benchmarks.pages.common import load_note, table, tail_name
+from benchmarks.pages.common import conditions_note, table, tail_name
 
 FULL_CASES = 10_000
 """The cases per edge the fuzz section aims at."""
@@ -301,7 +301,7 @@ SECTIONS = {
 
 
 def render(data: dict[str, Any]) -> str:
-    """The whole page; each section says the load it ran under."""
+    """The whole page; each section says the conditions it ran under."""
     m = data["machine"]
     parts = [
         INTRO,
@@ -312,5 +312,5 @@ def render(data: dict[str, Any]) -> str:
     for name, write in SECTIONS.items():
         if name in data.get("results", {}):
             parts.append(write(data["results"][name], data["commands"][name]))
-            parts.append(load_note(conditions.get(name)) + "\n")
+            parts.append(conditions_note(conditions.get(name)) + "\n")
     return "\n".join(parts)

@@ -9,13 +9,14 @@ measured at fewer is shown as measured and not projected."""
 from typing import Any, Final
 
 from benchmarks.pages import storage
-from benchmarks.pages.common import load_conditions, load_note, median, run_line
+from benchmarks.pages.common import conditions_note, load_conditions, median, run_line
 from benchmarks.pages.controller import ours_runs
 from benchmarks.pages.scheduler import FLEET_ANCHORS, pairwise_ratios
 from benchmarks.scalefit import (
     CHIPS_PER_GEN2_RACK,
     MILLION_CHIP_RACKS,
     PROJECTION_MIN_POINTS,
+    SCHEDULER_RACKS,
     Line,
     fit,
 )
@@ -36,7 +37,10 @@ TITLES: Final = {
         "Controller time for a no-op resync of every rack, one worker",
         "seconds",
     ),
-    "scheduler_ms_per_claim": ("Scheduler time per single-core claim", "ms"),
+    "scheduler_ms_per_claim": (
+        "Scheduler wall time per single-core claim, first created to last bound",
+        "ms",
+    ),
 }
 
 
@@ -103,17 +107,36 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
         "",
         f"Publishing, from benchmarks/results/controller.json. {run_line(controller)}",
         "",
-        load_note(load_conditions(controller), controller.get("unrecorded_load", "")),
+        conditions_note(load_conditions(controller)),
     ]
     if scale is not None and scale["results"].get("scheduler"):
         out += [
             "",
-            f"The scheduler at several rack counts, from benchmarks/results/scale.json. "
-            f"{run_line(scale)}",
+            f"The scheduler, from benchmarks/results/scale.json. {run_line(scale)} "
+            f"{scale_points(scale['results']['scheduler'])}",
             "",
-            load_note(load_conditions(scale), scale.get("unrecorded_load", "")),
+            conditions_note(load_conditions(scale)),
         ]
     return out
+
+
+def scale_points(points: list[dict[str, Any]]) -> str:
+    """Which rack counts the scheduler's results hold and how each was taken,
+    beside the counts the command measures unless told otherwise."""
+    runs = {len(p.get("seconds_runs") or [p]) for p in points}
+    taken = (
+        "one run each"
+        if runs == {1}
+        else f"the median of {spoken([str(n) for n in sorted(runs)])} runs each"
+    )
+    claims = spoken([f"{n:,}" for n in sorted({p["claims"] for p in points})])
+    racks = spoken([f"{p['racks']:g}" for p in points])
+    return (
+        f"It holds {racks} racks, {claims} single-core "
+        f"claims at each, {taken}; `make bench-scale` measures "
+        f"{spoken([str(n) for n in SCHEDULER_RACKS])} racks unless `--scheduler-racks` "
+        "says otherwise."
+    )
 
 
 def document(
@@ -203,21 +226,20 @@ def breaks(at: dict[str, float], slice_bytes: float) -> list[str]:
     slices = at.get("slice_mib", 0.0) * 2**20
     if etcd:
         out += [
-            "**etcd's size.** The projected database is "
-            f"{etcd / 2**30:,.1f} GiB, against etcd's default quota of "
-            f"{ETCD_QUOTA_DEFAULT / 2**30:.0f} GiB",
-            f"and the {ETCD_QUOTA_MAX_SUGGESTED / 2**30:.0f} GiB its documentation suggests "
-            f"as the most; the default fills at about "
-            f"{ETCD_QUOTA_DEFAULT / (etcd / MILLION_CHIP_RACKS):,.0f} racks. "
-            "Single objects are far from",
-            "etcd's 1.5 MiB request limit (one slice holds at most 64 devices with counters).",
+            "**etcd's size.** The projected database file right after a cold publish (its",
+            f"history not compacted yet) is {etcd / 2**30:,.1f} GiB, against etcd's default "
+            f"quota of {ETCD_QUOTA_DEFAULT / 2**30:.0f} GiB and the",
+            f"{ETCD_QUOTA_MAX_SUGGESTED / 2**30:.0f} GiB its documentation suggests as the "
+            "most. How many racks each quota holds is",
+            'measured once, with the history compacted, per layout: the section below, "What',
+            "one rack stores in etcd, by layout\". Single objects are far from etcd's 1.5 MiB",
+            "request limit (one slice holds at most 64 devices with counters).",
             "Design answer: publish less per device. Most of a slice is attributes that",
             "repeat on every device of a rack (generation, core version, rack id, switch",
             "layers); moving rack-wide facts to the DeviceClass or a per-rack object and",
             "publishing partitions only at the sizes a site actually requests (not every",
             "1/2/4/8-core split) shrinks the pool several times; beyond that, a dedicated",
-            'etcd for `resource.k8s.io` (`--etcd-servers-overrides`). The section "What one',
-            'rack stores in etcd, by layout" below measures a rack inside etcd per layout.',
+            "etcd for `resource.k8s.io` (`--etcd-servers-overrides`).",
             "",
         ]
     if slices:
@@ -282,40 +304,38 @@ def node_layout_part(scheduler: dict[str, Any] | None) -> list[str]:
     ]
 
 
+OTHER_SCHEDULER_MEASURES: Final = [
+    "docs/benchmarks.md measures the same cost in two other ways, each named with",
+    "what it counts: the wall time per pod of filling one whole rack (its first",
+    'table) and the scheduler process\'s own CPU time per pod ("Fleet sizes", "Busy',
+    'fleets"), which other work on the machine hardly stretches.',
+    "",
+]
+
+
 def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> list[str]:
-    """The scheduler's cost per claim as measured; it is projected with the other
-    figures once it has enough rack counts."""
-    if measured is not None:
-        pts = measured.points
-        first, last = pts[0], pts[-1]
-        growth = (
-            f" ({last[1] / first[1]:,.1f}x for {last[0] / first[0]:g}x the racks)"
-            if len(pts) > 1 and first[1]
-            else ""
+    """What the scheduler's wall time per claim says across rack counts (its
+    points are stated once, in the list above), and where the other measures
+    of the same cost are."""
+    if measured is None:
+        head = (
+            "**Scheduler per-pod cost.** Not measured at several rack counts "
+            "(`make bench-scale`), so not projected."
         )
-        return [
-            "**Scheduler per-pod cost.** Measured at "
+    else:
+        pts = measured.points
+        (x0, y0), (x1, y1) = pts[0], pts[-1]
+        growth = (
+            f" It grew {y1 / y0:,.1f}x for {x1 / x0:g}x the racks." if len(pts) > 1 and y0 else ""
+        )
+        head = (
+            "**Scheduler per-pod cost.** The list above gives it at "
             + spoken([f"{x:g}" for x, _ in pts])
-            + " racks: "
-            + spoken([f"{y:,.0f} ms" for _, y in pts])
-            + f" a single-core claim{growth}. Too few rack counts to project to 6,944 racks.",
-            *DESIGN_SCHEDULER,
-            *node_layout_part(scheduler),
-        ]
-    if scheduler is None:
-        return []
-    single = (scheduler["results"].get("layouts") or {}).get("partitioned")
-    if not single:
-        return []
-    runs = single.get("runs") or [single]
-    return [
-        "**Scheduler per-pod cost.** Measured on one rack only (`make bench-scheduler`:",
-        f"{runs[0]['pods']} single-core claims, {median(runs, 'ms_per_pod'):,.0f} ms a claim, "
-        f"{median(runs, 'scheduler_cpu_ms_per_pod'):,.0f} ms of scheduler CPU, partitioned "
-        "layout); how it grows with the racks is not measured, so it is not projected.",
-        *DESIGN_SCHEDULER,
-        *node_layout_part(scheduler),
-    ]
+            + " racks as a wall time: from the first claim created to the last pod bound, "
+            "divided by the claims, so it also holds creating them and whatever else ran on "
+            f"the machine's CPUs.{growth} Too few rack counts to project to 6,944 racks."
+        )
+    return [head, *DESIGN_SCHEDULER, *OTHER_SCHEDULER_MEASURES, *node_layout_part(scheduler)]
 
 
 def spoken(items: list[str]) -> str:

@@ -4,7 +4,7 @@ kube-scheduler, device orders, and random-mix packing."""
 
 from typing import Any, Final
 
-from benchmarks.pages.common import median, row, single_runs, spread, values
+from benchmarks.pages.common import conditions_note, median, row, single_runs, spread, values
 
 ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds"
 LAYOUT_NAMES = {
@@ -27,6 +27,18 @@ WORST_SHARE_MIN_RUNS: Final = 10
 about the allocator: the page then shows each run and no worst case."""
 
 
+HEAD_NOTE: Final = (
+    "The steps below (`--steps`) may come from different runs, and the file keeps each "
+    "step's conditions: each part says those of the run that measured it."
+)
+"""The section's head: the file's own conditions are only its last run's."""
+
+
+def step_note(r: dict[str, Any], step: str) -> list[str]:
+    """The conditions of the run that measured `step`."""
+    return ["", conditions_note((r.get("loads") or {}).get(step))]
+
+
 def runs(layout: dict[str, Any]) -> list[dict[str, Any]]:
     """A layout's repeated runs (older results kept one, flat)."""
     out: list[dict[str, Any]] = layout.get("runs") or [layout]
@@ -40,7 +52,8 @@ def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> str:
 def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
     lines = [
         f"The real kube-scheduler, {r['claims']} claims of one device each (one pod per",
-        "claim), from the first create to the last pod bound. `algorithm` is the",
+        "claim), from the first create to the last pod bound: `seconds`, and per pod",
+        "`wall ms/pod`, which hold creating the claims and pods too. `algorithm` is the",
         f"scheduler's own `{ALGORITHM}` per pod: the wall time it spent",
         "deciding, without the API writes and queueing around it. `scheduler CPU` is",
         "the CPU time the kube-scheduler process used per pod: other work on the",
@@ -57,7 +70,7 @@ def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
             "slices",
             "devices",
             "seconds",
-            "ms/pod",
+            "wall ms/pod",
             "pods/s",
             "algorithm ms/pod",
             "scheduler CPU ms/pod",
@@ -79,6 +92,7 @@ def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
                 "/".join(str(d["bound"]) for d in done),
             )
         )
+    lines += single_runs([len(runs(x)) for x in layouts.values()])
     if "partitioned" in layouts and "flat" in layouts:
         p, f = layouts["partitioned"], layouts["flat"]
         lines += [
@@ -87,6 +101,7 @@ def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
             f" scheduler CPU, {ratio(p, f, 'algorithm_ms_per_pod')}x in the scheduling"
             f" algorithm, {ratio(p, f, 'seconds')}x end to end (goal <= 1.3x).",
         ]
+    lines += step_note(r, "layouts")
     if "calibration" in layouts:
         c = layouts["calibration"]
         quoted = "; ".join(
@@ -103,6 +118,7 @@ def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
             "its apiserver, etcd and this client share the machine's CPUs with other work, so",
             "the comparison gives the order of magnitude, not a ratio.",
             f"Here: **{spread(values(runs(c), 'pods_per_second'))} pods/s**.",
+            *step_note(r, "calibration"),
         ]
     return lines
 
@@ -123,6 +139,7 @@ def orders_part(orders: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
         ),
         row(*["---"] * 5),
     ]
+    counted: list[int] = []
     for name, o in orders.items():
         s, d = o.get("single_core") or layouts.get("partitioned"), o["decreasing"]
         if s is None:
@@ -137,7 +154,8 @@ def orders_part(orders: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
                 f"{d['allocated_cores']}/{d['cores_requested']}",
             )
         )
-    return lines
+        counted.append(len(done))
+    return lines + single_runs(counted)
 
 
 def packing_part(packing: list[dict[str, Any]], goal: float) -> list[str]:
@@ -233,7 +251,7 @@ def racks_part(racks: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
         "",
         f"Goal: scheduler CPU per pod at most {FLEET_GOAL}x per-node pools of the same devices.",
     ]
-    return lines + profile_part(racks)
+    return lines
 
 
 def profile_part(
@@ -301,11 +319,15 @@ BUSY_GOALS: Final = {"vs_anchor": 1.3, "growth": 1.5, "pods_per_second": 20.0}
 occupancy over the cost at 0%; single-core pods/s at 10 racks, highest occupancy."""
 
 
+Occupancy = dict[str, dict[str, dict[str, list[dict[str, Any]]]]]
+"""Runs by racks, held percent and layout."""
+
+
 def _median_ratio(runs_: list[dict[str, Any]], base: list[dict[str, Any]], key: str) -> float:
     return median(runs_, key) / median(base, key)
 
 
-def occupancy_part(occupancy: dict[str, dict[str, dict[str, list[dict[str, Any]]]]]) -> list[str]:
+def occupancy_part(occupancy: Occupancy) -> list[str]:
     """Scheduler CPU per pod on a busy fleet, our layouts beside the anchor."""
     key = "scheduler_cpu_ms_per_pod"
     lines = [
@@ -389,12 +411,17 @@ def occupancy_part(occupancy: dict[str, dict[str, dict[str, list[dict[str, Any]]
         " single-core pods/s.",
         "Missed: " + "; ".join(verdicts) + "." if verdicts else "Every layout meets them.",
     ]
+    return lines
+
+
+def occupancy_profile(occupancy: Occupancy) -> list[str]:
+    """Where the scheduler's CPU went on the busy fleets, by fleet and occupancy."""
     flat = {
         f"{count} @ {percent}%": layouts
         for count, percents in occupancy.items()
         for percent, layouts in percents.items()
     }
-    return lines + profile_part(flat, "racks @ held")
+    return profile_part(flat, "racks @ held")
 
 
 def binpack_part(runs: list[dict[str, Any]], goal: float) -> list[str]:
@@ -439,25 +466,15 @@ def render(payload: dict[str, Any]) -> str:
     layouts = r.get("layouts") or {}
     lines: list[str] = layouts_part(r, layouts) if layouts else []
     if r.get("orders"):
-        lines += orders_part(r["orders"], layouts)
+        lines += orders_part(r["orders"], layouts) + step_note(r, "orders")
     if r.get("packing"):
-        lines += packing_part(r["packing"], r["packing_goal"])
+        lines += packing_part(r["packing"], r["packing_goal"]) + step_note(r, "packing")
     if r.get("binpack"):
-        lines += binpack_part(r["binpack"], r["packing_goal"])
+        lines += binpack_part(r["binpack"], r["packing_goal"]) + step_note(r, "binpack")
     if r.get("racks"):
-        lines += racks_part(r["racks"])
+        lines += racks_part(r["racks"]) + step_note(r, "racks") + profile_part(r["racks"])
     if r.get("occupancy"):
-        lines += occupancy_part(r["occupancy"])
-    if r.get("loads"):
-        lines += [
-            "",
-            "1-minute load average before and after each step (steps may come from",
-            "different runs): "
-            + ", ".join(
-                f"{step} {c['load_1min_before']} and {c['load_1min_after']}"
-                for step, c in sorted(r["loads"].items())
-            )
-            + ".",
-        ]
-    lines.append(single_runs([len(runs(x)) for x in layouts.values()]))
+        occupancy = r["occupancy"]
+        lines += occupancy_part(occupancy) + step_note(r, "occupancy")
+        lines += occupancy_profile(occupancy)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from benchmarks.pages.common import spread
+from benchmarks.pages.common import scaled, spread
 
 COLD_HEADER = (
     "| path | distinct programs timed | instructions timed | wall | CPU "
@@ -22,7 +22,7 @@ def cold_row(name: str, row: dict[str, Any]) -> str:
     return (
         f"| {name} | {row['programs']} | {row['instructions_timed']:,} | "
         f"{seconds(row, 'wall_s')} | {seconds(row, 'cpu_s')} | "
-        f"{row['instr_per_s'] / 1e6:.2f} M/s | "
+        f"{scaled(row['instr_per_s'])}/s | "
         f"{row['step_s'] * 1e3:.2f} ms | **{row['ratio']:.3f}** | {row['ratio_cpu']:.3f} |"
     )
 
@@ -48,13 +48,13 @@ def render(payload: dict[str, Any]) -> str:
     per_step = results["bookkeeping"]["step_per_job"]
     no_reuse_ratio = results["rack_no_reuse_projected_ratio"]
     kernels = "\n".join(
-        f"| {name} | {k['instructions']:,} | {k['timing_instr_per_s'] / 1e6:.2f} M/s | "
-        f"{k['build_instr_per_s'] / 1e6:.2f} M/s |"
+        f"| {name} | {k['instructions']:,} | {scaled(k['timing_instr_per_s'])}/s | "
+        f"{scaled(k['build_instr_per_s'])}/s |"
         for name, k in timing["per_kernel"].items()
     )
     total = (
-        f"| **all** | | **{timing['instr_per_s'] / 1e6:.2f} M/s** | "
-        f"{timing['build_instr_per_s'] / 1e6:.2f} M/s |"
+        f"| **all** | | **{scaled(timing['instr_per_s'])}/s** | "
+        f"{scaled(timing['build_instr_per_s'])}/s |"
     )
     cold_rows = "\n".join(
         (
@@ -97,10 +97,10 @@ gradient all-reduce over 144 chips); each core runs
 Goal, a rack step at >= 1x real time with every distinct program timed by the
 exact model: **{goal}**: {exact["ratio"]:.3f}x real time by the wall clock,
 {exact["ratio_cpu"]:.3f}x by the process's CPU time
-({exact["instr_per_cpu_s"] / 1e6:.2f} M instructions timed per CPU second). To
+({scaled(exact["instr_per_cpu_s"])} instructions timed per CPU second). To
 keep up, the exact path would have to build and play
 {exact["instructions_timed"]:,} instructions in {exact["step_s"] * 1e3:.1f} ms,
-{exact["instructions_timed"] / exact["step_s"] / 1e6:.1f} M/s.
+{scaled(exact["instructions_timed"] / exact["step_s"])}/s.
 
 Reuse factor: **{c["cores_per_timed_program"]} cores share each timed program**
 (data parallel on identical cores: every core runs the same programs). Within
@@ -131,9 +131,9 @@ descriptor conversion is counted; {how_timed(repeats, "kernels")}):
 {total}
 
 Baseline: a bare Python loop (one float add + one append per item) runs
-{base / 1e6:.1f} M items/s here, so timing one instruction costs
+{scaled(base)} items/s here, so timing one instruction costs
 {base / timing["instr_per_s"]:.1f} such loop steps. The numpy data path
-(numerics on request) runs {data_path / 1e3:.1f} k instructions/s.
+(numerics on request) runs {scaled(data_path)} instructions/s.
 
 What the fast path trades: cores of one job finish together (no per-core
 jitter), a step's phases run back to back without overlap between layers, and

@@ -4,7 +4,7 @@ and partition sizes, from benchmarks/results/storage.json."""
 import statistics
 from typing import Any, Final
 
-from benchmarks.pages.common import load_conditions, load_note, run_line, spread, table
+from benchmarks.pages.common import conditions_note, load_conditions, run_line, spread, table
 from benchmarks.scalefit import MILLION_CHIP_RACKS
 
 MIB: Final = 2**20
@@ -46,7 +46,7 @@ def section(storage: dict[str, Any]) -> list[str]:
         "",
         f"From benchmarks/results/storage.json. {run_line(storage)}",
         "",
-        load_note(load_conditions(storage), storage.get("unrecorded_load", "")),
+        conditions_note(load_conditions(storage)),
         "",
         f"{results['racks']} Trn3 Gen2 racks published by the controller, per layout; etcd's",
         "history compacted and its file defragmented before and after, and the bytes it has",

@@ -6,6 +6,7 @@ block of what putting jobs through Kueue costs, from the same cases."""
 from collections.abc import Mapping
 from typing import Any
 
+from benchmarks.conditions import is_noisy
 from benchmarks.pages.common import replace_block, table
 from driver.whatif.jobdiff import CAUSES
 
@@ -54,6 +55,22 @@ def _diff(case: Mapping[str, Any]) -> str:
     return "not recorded"
 
 
+def _load(case: Mapping[str, Any]) -> str:
+    """The case's load before, at most during (where sampled) and after, marked
+    noisy where any reading exceeded the CPUs (cases recorded before the shared
+    conditions keep the replay's own before and after)."""
+    load = case["load_1min"]
+    conditions = case.get("conditions") or {
+        "cpus": case["cpus"],
+        "load_1min_before": load["before"],
+        "load_1min_after": load["after"],
+    }
+    during = (conditions.get("load_during_1min") or {}).get("max")
+    peak = f" \u2192 up to {during:g}" if during is not None else ""
+    text = f"{conditions['load_1min_before']:g}{peak} \u2192 {conditions['load_1min_after']:g}"
+    return f"**noisy**: {text}" if is_noisy(conditions) else text
+
+
 def _row(name: str, case: Mapping[str, Any]) -> list[object]:
     runs = _by_policy(case)
     live, first, best = runs["kube-scheduler"], runs["first-fit"], runs["best-fit"]
@@ -72,7 +89,7 @@ def _row(name: str, case: Mapping[str, Any]) -> list[object]:
         _diff(case),
         f"{case['bind_latency_wall_s']['p50']:,.1f}",
         f"{live['evictions']}",
-        f"{case['load_1min']['before']:g} \u2192 {case['load_1min']['after']:g}",
+        _load(case),
     ]
 
 
@@ -202,7 +219,9 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             "a job's creation to its last pod bound. On the settle clock simulated time "
             "stands still while the cluster works, so its figures do not depend on this "
             "machine; on the wall clock (a speed-up) the scheduler's latency shows as "
-            "queueing.",
+            "queueing. A case whose 1-minute load exceeded the CPU count at any reading is "
+            "marked noisy: its wall times, and on the wall clock its figures, include waiting "
+            "for a CPU.",
             "",
             table(header, [_row(name, case) for name, case in cases.items()]),
             "",

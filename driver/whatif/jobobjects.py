@@ -2,8 +2,8 @@
 for a gang a PodGroup that makes the scheduler bind all of its pods or none.
 Asked as Neuron-style requests, a pod of cores or chips names an extended
 resource in its limits instead of a claim of its own. Put through Kueue, a
-pod carries its LocalQueue and a gang is one Kueue pod group, so Kueue
-admits the job whole."""
+pod carries its LocalQueue (and its job's WorkloadPriorityClass, if any) and
+a gang is one Kueue pod group, so Kueue admits the job whole."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from driver.jsontypes import JSON
 from driver.whatif.jobs import Job
+from driver.whatif.kueue import PRIORITY_LABEL, priority_class_name
 
 DEVICE_CLASSES: Final = {
     "cores": "core",
@@ -101,6 +102,8 @@ def pod(
         spec["schedulingGroup"] = {"podGroupName": job.name}
     if style.queue:
         meta["labels"][QUEUE_LABEL] = style.queue
+        if job.priority:
+            meta["labels"][PRIORITY_LABEL] = priority_class_name(job.priority)
         if job.pods > 1:
             # Kueue's group is one run's pods: a run after an eviction is a new workload.
             meta["labels"][GROUP_LABEL] = pod_name(job, 0, attempt).removesuffix("-0")

@@ -57,7 +57,9 @@ class Job:
     """`pods` pods of `shape` arriving at `arrival` seconds and running
     `duration` seconds once all of them hold their devices; with `work`, the
     duration is what that workload takes on the replayed generation
-    (`driver.whatif.jobtimes`)."""
+    (`driver.whatif.jobtimes`). `priority` orders the queue of the replays
+    through Kueue (higher first, as a WorkloadPriorityClass of that value);
+    the bare scheduler and its anchors ignore it."""
 
     name: str
     arrival: float
@@ -65,6 +67,7 @@ class Job:
     shape: PodShape
     duration: float
     work: Workload | None = None
+    priority: int = 0
 
     def cores(self, rack: RackSpec) -> int:
         return self.pods * self.shape.cores(rack)

@@ -17,7 +17,16 @@ from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import path_of
-from driver.whatif.kueue import CLUSTER_QUEUES, FLAVORS, LOCAL_QUEUES, NAME, WORKLOADS, KueueQueue
+from driver.whatif.kueue import (
+    CLUSTER_QUEUES,
+    FLAVORS,
+    LOCAL_QUEUES,
+    NAME,
+    PRIORITY_CLASSES,
+    WORKLOADS,
+    KueueQueue,
+    priority_class_name,
+)
 
 GATE: Final = "kueue.x-k8s.io/admission"
 """The scheduling gate Kueue holds a pod back with until it admits it."""
@@ -119,9 +128,14 @@ class KueueWatch:
 @contextmanager
 def through_kueue(objects: Objects, queue: KueueQueue, namespace: str) -> Iterator[KueueWatch]:
     """The replay's queue in `namespace` (which exists), watched while the
-    replay runs; the ClusterQueue and flavor are deleted after (the
-    LocalQueue goes with the namespace)."""
-    kinds = {"ResourceFlavor": FLAVORS, "ClusterQueue": CLUSTER_QUEUES, "LocalQueue": LOCAL_QUEUES}
+    replay runs; the ClusterQueue, flavor and priority classes are deleted
+    after (the LocalQueue goes with the namespace)."""
+    kinds = {
+        "WorkloadPriorityClass": PRIORITY_CLASSES,
+        "ResourceFlavor": FLAVORS,
+        "ClusterQueue": CLUSTER_QUEUES,
+        "LocalQueue": LOCAL_QUEUES,
+    }
     for obj in queue.objects(namespace):
         objects.create(kinds[obj["kind"]], obj, namespace=obj["metadata"].get("namespace"))
     watch = KueueWatch(objects.server, namespace)
@@ -133,6 +147,8 @@ def through_kueue(objects: Objects, queue: KueueQueue, namespace: str) -> Iterat
         objects.delete(LOCAL_QUEUES, NAME, namespace=namespace)
         for res in (CLUSTER_QUEUES, FLAVORS):
             objects.delete(res, NAME)
+        for priority in queue.priorities:
+            objects.delete(PRIORITY_CLASSES, priority_class_name(priority))
         deadline = time.monotonic() + GONE_TIMEOUT
         while objects.get(CLUSTER_QUEUES, NAME) or objects.get(FLAVORS, NAME):
             if time.monotonic() > deadline:

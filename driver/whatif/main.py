@@ -86,6 +86,18 @@ def parse_mix(text: str) -> dict[str, float]:
     return mix
 
 
+def parse_priorities(text: str) -> dict[str, int]:
+    """`rack=10,serverx4=5` -> {label: priority}."""
+    found = {}
+    for part in filter(None, text.split(",")):
+        label, _, value = part.partition("=")
+        try:
+            found[label.strip()] = int(value)
+        except ValueError as err:
+            raise JobError(f"--priority {part!r}: write KIND=INTEGER, e.g. rack=10") from err
+    return found
+
+
 def _source(p: argparse.ArgumentParser) -> None:
     """Where the jobs come from, and the output directory: shared by offline and live."""
     source = p.add_mutually_exclusive_group()
@@ -97,6 +109,12 @@ def _source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--load", type=float, default=0.9, help="offered load of generated jobs")
     p.add_argument("--mix", default="", help="job kinds and weights, e.g. cores-1=0.6,serverx4=0.1")
+    p.add_argument(
+        "--priority",
+        default="",
+        help="priorities of generated job kinds, e.g. rack=10 (others 0); they order the "
+        "queue of replays through Kueue",
+    )
     p.add_argument(
         "--work",
         default="",
@@ -216,7 +234,14 @@ def jobs_of(
     else:
         work = parse_work(args.work) if args.work else None
         cap = args.max_duration_hours * 3600 if args.max_duration_hours else None
-        spec = TraceSpec(args.jobs, args.load, mix=parse_mix(args.mix), work=work, max_duration=cap)
+        spec = TraceSpec(
+            args.jobs,
+            args.load,
+            mix=parse_mix(args.mix),
+            work=work,
+            max_duration=cap,
+            priorities=parse_priorities(args.priority),
+        )
         jobs = generate(spec, rack, racks, args.seed)
     for job in jobs:
         check_fits(job, rack, racks)
@@ -334,11 +359,11 @@ def extended_resources(api: ApiClient, driver: str, kinds: Sequence[str]) -> dic
 
 
 def kueue_queue(
-    api: ApiClient, strategy: str, extended: Mapping[str, str], cores: int
+    api: ApiClient, strategy: str, extended: Mapping[str, str], cores: int, jobs: Sequence[Job]
 ) -> KueueQueue:
-    """The replay's queue, once Kueue is known to run on the cluster and to
-    count every job in cores (its default ClusterQueue then covers no other
-    Trainium resource)."""
+    """The replay's queue for `jobs`, once Kueue is known to run on the
+    cluster and to count every job in cores (its default ClusterQueue then
+    covers no other Trainium resource)."""
     objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
     start = "start the cluster with `trainium-dra up --with-kueue --kueue-quota cores`"
     if objects.get(CRDS, f"{CLUSTER_QUEUES.plural}.{CLUSTER_QUEUES.group}") is None:
@@ -355,7 +380,8 @@ def kueue_queue(
             f"--kueue: this cluster's Kueue counts {', '.join(apart)} apart from cores, so a "
             f"quota of cores would not cover them; {start}"
         )
-    return KueueQueue(strategy, extended["cores"], cores)
+    priorities = frozenset(j.priority for j in jobs if j.priority)
+    return KueueQueue(strategy, extended["cores"], cores, priorities)
 
 
 def bearer_token(api: ApiClient) -> str:
@@ -515,7 +541,9 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         extended_resources(cluster.api, cluster.driver, kinds) if requests == "extended" else {}
     )
     queue = (
-        kueue_queue(cluster.api, args.kueue, extended, racks * rack.cores) if args.kueue else None
+        kueue_queue(cluster.api, args.kueue, extended, racks * rack.cores, jobs)
+        if args.kueue
+        else None
     )
     args.out.mkdir(parents=True, exist_ok=True)
     write_trace(args.out / "trace.csv", jobs)

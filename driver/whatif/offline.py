@@ -82,12 +82,13 @@ class _Run:
         self.finish(record)
 
     def admit(self) -> None:
-        """Admit waiting jobs in arrival order while the quota covers them."""
+        """Admit waiting jobs while the quota covers them, as Kueue orders its
+        queue: higher priority first, then arrival."""
         assert self.quota is not None
         rack = self.fleet.rack
         used = sum(r.job.cores(rack) for r in self.waiting if id(r) in self.admitted)
         used += sum(r.job.cores(rack) for _, _, r in self.ends)
-        for record in self.waiting:
+        for record in sorted(self.waiting, key=lambda r: -r.job.priority):
             if id(record) in self.admitted:
                 continue
             need = record.job.cores(rack)

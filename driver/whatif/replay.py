@@ -36,6 +36,7 @@ class JobRecord:
             "pods": self.job.pods,
             "shape": self.job.shape.label(),
             "duration": self.job.duration,
+            "priority": self.job.priority,
             "start": self.start,
             "end": self.end,
             "evictions": self.evictions,

@@ -1,8 +1,8 @@
 """The markdown report of a what-if run, from its result alone."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from driver.whatif.jobdiff import CAUSES
 
@@ -15,31 +15,59 @@ def share(value: float | None) -> str:
     return "" if value is None else f"{value:.1%}"
 
 
-def table(runs: Sequence[dict[str, Any]]) -> str:
-    """One row per replay: its placement rule and gangs, then its figures."""
+def _queueing(run: dict[str, Any]) -> str:
+    """The replay's queueing; none for the bare scheduler, which holds no job back."""
+    queueing = str(run.get("queueing", "backfill"))
+    if run["policy"] == "kube-scheduler" and not queueing.startswith("kueue"):
+        return "none"
+    return queueing
+
+
+def _seconds_of(figures: dict[str, Any], *keys: str) -> str:
+    return " / ".join(seconds(figures.get(key)) for key in keys)
+
+
+MAKESPAN: Final = "makespan (s)"
+COLUMNS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
+    "placement": lambda run: str(run["policy"]),
+    "queueing": _queueing,
+    "gangs": lambda run: "on" if run["gangs"] else "off",
+    "jobs run": lambda run: str(run["jobs_run"]),
+    "never ran": lambda run: str(run["jobs_never_run"]),
+    MAKESPAN: lambda run: seconds(run["makespan_s"]),
+    "queueing delay p50 / p90 / p99 / max (s)": lambda run: _seconds_of(
+        run["queueing_delay_s"], "p50", "p90", "p99", "max"
+    ),
+    "completion p50 / p90 / max (s)": lambda run: _seconds_of(
+        run["completion_time_s"], "p50", "p90", "max"
+    ),
+    "allocation while jobs arrive, evicted attempts included": lambda run: share(
+        run["allocation_rate_while_arriving"]
+    ),
+    "allocation while jobs wait, evicted attempts included": lambda run: share(
+        run["allocation_rate_while_waiting"]
+    ),
+    "free cores unusable while jobs wait": lambda run: share(
+        run["unusable_free_share_while_waiting"]
+    ),
+    "failures": lambda run: str(run["failures"]),
+    "evictions": lambda run: str(run["evictions"]),
+    "lost core-hours": lambda run: f"{run['lost_core_hours']:,.1f}",
+}
+"""Each column's header and its cell for one replay. Allocation counts every
+held core, so the cores an attempt held before a failure evicted it count
+although its work is lost and runs again."""
+
+
+def table(runs: Sequence[dict[str, Any]], leave_out: Collection[str] = ()) -> str:
+    """One row per replay: its placement rule and gangs, then its figures,
+    without the columns `leave_out` names."""
+    columns = {header: cell for header, cell in COLUMNS.items() if header not in leave_out}
     lines = [
-        "| placement | queueing | gangs | jobs run | never ran | makespan (s) "
-        "| queueing delay p50 / p90 / p99 / max (s) | completion p50 / p90 / max (s) "
-        "| allocation while jobs arrive | allocation while jobs wait "
-        "| free cores unusable while jobs wait | failures | evictions | lost core-hours |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join("---" for _ in columns) + " |",
     ]
-    for run in runs:
-        q, c = run["queueing_delay_s"], run["completion_time_s"]
-        queueing = run.get("queueing", "backfill")
-        if run["policy"] == "kube-scheduler" and not queueing.startswith("kueue"):
-            queueing = "none"
-        lines.append(
-            f"| {run['policy']} | {queueing} | {'on' if run['gangs'] else 'off'} "
-            f"| {run['jobs_run']} | {run['jobs_never_run']} | {seconds(run['makespan_s'])} "
-            f"| {seconds(q['p50'])} / {seconds(q['p90'])} / {seconds(q['p99'])} "
-            f"/ {seconds(q.get('max'))} "
-            f"| {seconds(c['p50'])} / {seconds(c['p90'])} / {seconds(c.get('max'))} "
-            f"| {share(run['allocation_rate_while_arriving'])} "
-            f"| {share(run['allocation_rate_while_waiting'])} "
-            f"| {share(run['unusable_free_share_while_waiting'])} "
-            f"| {run['failures']} | {run['evictions']} | {run['lost_core_hours']:,.1f} |"
-        )
+    lines += ["| " + " | ".join(cell(run) for cell in columns.values()) + " |" for run in runs]
     return "\n".join(lines)
 
 

@@ -2,10 +2,12 @@
 generator with stated distributions, and the statistics the generator's
 defaults come from.
 
-Our CSV has one row per job: `name,arrival_s,pods,shape,duration_s,work`, shape
-as `PodShape.label` writes it (`cores-2`, `chips-1`, `server`, `rack`), and
+Our CSV has one row per job: `name,arrival_s,pods,shape,duration_s,work,priority`,
+shape as `PodShape.label` writes it (`cores-2`, `chips-1`, `server`, `rack`),
 `work` empty or the JSON spec of the workload the job computes, whose run time
-on the replayed generation replaces `duration_s` (`driver.whatif.jobtimes`).
+on the replayed generation replaces `duration_s` (`driver.whatif.jobtimes`),
+and `priority` an integer (empty or absent: 0) that orders the queue of a
+replay through Kueue.
 
 Alibaba's cluster-trace-gpu-v2023 (github.com/alibaba/clusterdata, the trace
 of the ATC'23 paper "Beware of Fragmentation") lists one task per row:
@@ -34,7 +36,7 @@ from simdevice.topology import RackSpec
 from simdevice.workloads import Workload
 
 FIELDS: Final = ("name", "arrival_s", "pods", "shape", "duration_s")
-OPTIONAL_FIELDS: Final = ("work",)
+OPTIONAL_FIELDS: Final = ("work", "priority")
 ALIBABA_FIELDS: Final = ("name", "num_gpu", "gpu_milli", "creation_time", "scheduled_time")
 HOURS: Final = 24
 
@@ -50,7 +52,15 @@ def write_trace(path: Path, jobs: Iterable[Job]) -> None:
         for j in jobs:
             work = work_text(j.work) if j.work else ""
             writer.writerow(
-                [j.name, f"{j.arrival:.3f}", j.pods, j.shape.label(), f"{j.duration:.3f}", work]
+                [
+                    j.name,
+                    f"{j.arrival:.3f}",
+                    j.pods,
+                    j.shape.label(),
+                    f"{j.duration:.3f}",
+                    work,
+                    j.priority,
+                ]
             )
 
 
@@ -70,7 +80,7 @@ def read_trace(path: Path) -> list[Job]:
         jobs = []
         for line, row in enumerate(reader, start=2):
             try:
-                work = row.get("work")
+                work, priority = row.get("work"), row.get("priority")
                 jobs.append(
                     Job(
                         row["name"],
@@ -79,6 +89,7 @@ def read_trace(path: Path) -> list[Job]:
                         parse_shape(row["shape"]),
                         float(row["duration_s"]),
                         parse_work(work) if work else None,
+                        int(priority) if priority else 0,
                     )
                 )
             except (ValueError, JobError) as err:
@@ -233,6 +244,8 @@ class TraceSpec:
     max_duration: float | None = None
     """Seconds a drawn duration is cut to, if any: the log-normal's tail runs
     for days, longer than a compressed live replay can wait."""
+    priorities: Mapping[str, int] = field(default_factory=dict)
+    """Job kind (a label of the mix) -> its jobs' priority; others get 0."""
 
 
 def lognormal_mean(mu: float, sigma: float, cap: float | None) -> float:
@@ -255,6 +268,12 @@ def generate(spec: TraceSpec, rack: RackSpec, racks: int, seed: int) -> list[Job
         raise JobError("max_duration must be above 0 seconds")
     mix = dict(spec.mix or spec.stats.mix)
     kinds = {label: parse_label(label) for label in mix}
+    unknown = set(spec.priorities) - set(mix)
+    if unknown:
+        raise JobError(
+            f"priority for {', '.join(sorted(unknown))}: no such kind in the mix "
+            f"({', '.join(mix)}); name a kind the mix has"
+        )
     rng = random.Random(seed)
     labels = list(mix)
     weights = [mix[k] for k in labels]
@@ -280,6 +299,7 @@ def generate(spec: TraceSpec, rack: RackSpec, racks: int, seed: int) -> list[Job
         duration = rng.lognormvariate(mu, sigma)
         if spec.max_duration is not None:
             duration = min(duration, spec.max_duration)
-        job = Job(f"job-{len(jobs):05d}", now, pods, shape, duration)
+        priority = spec.priorities.get(label, 0)
+        job = Job(f"job-{len(jobs):05d}", now, pods, shape, duration, priority=priority)
         jobs.append(with_work(job, spec.work, rack) if spec.work else job)
     return jobs

@@ -2,7 +2,8 @@
 # Builds hack/slice-anchor/main.go against the upstream ResourceSlice
 # controller (k8s.io/dynamic-resource-allocation) in a temporary module, into
 # the cache outside the repo; a binary already there is kept.
-#   DRA_VERSION         module version (default v0.36.3, the cluster's minor)
+#   DRA_VERSION         module version (default v0.36.3: the previous release, the
+#                       one the controller benchmark's anchor was last measured on)
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 # Prints the binary's path.
 set -euo pipefail

@@ -1,16 +1,28 @@
-"""What every benchmark shares before and around its run: the load check,
-interleaved repetitions, and how the page shows load, spread and tails."""
+"""What every benchmark shares before and around its run: the load check, the
+rule that calls a run noisy, interleaved repetitions, and how the page shows
+conditions, spread and tails."""
+
+from typing import Any, Final
 
 import pytest
 
-from benchmarks.pages.common import load_conditions, load_note, spread, tail_name
+from benchmarks.conditions import is_noisy, load_readings
+from benchmarks.pages.common import (
+    conditions_note,
+    load_conditions,
+    provenance,
+    scaled,
+    single_runs,
+    spread,
+    tail_name,
+)
 from benchmarks.report import admit, interleaved
 from benchmarks.sim import middle_run
 
 
-def test_a_quiet_machine_is_admitted_and_not_noisy() -> None:
-    assert admit(1.5, 2, noisy=False) is False
-    assert admit(2.0, 2, noisy=False) is False
+def test_a_quiet_machine_is_admitted() -> None:
+    admit(1.5, 2, noisy=False)
+    admit(2.0, 2, noisy=False)
 
 
 def test_a_busy_machine_is_refused_naming_the_load_and_the_flag() -> None:
@@ -18,8 +30,42 @@ def test_a_busy_machine_is_refused_naming_the_load_and_the_flag() -> None:
         admit(54.3, 2, noisy=False)
 
 
-def test_noisy_flag_measures_anyway_and_marks_the_run() -> None:
-    assert admit(54.3, 2, noisy=True) is True
+def test_noisy_flag_measures_anyway() -> None:
+    admit(54.3, 2, noisy=True)
+
+
+QUIET: Final = {
+    "cpus": 2,
+    "load_1min_before": 0.4,
+    "load_during_1min": {"samples": 30, "max": 1.9, "mean": 1.2},
+    "load_1min_after": 0.9,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "noisy"),
+    [
+        ({}, False),
+        ({"load_1min_before": 2.84}, True),
+        ({"load_during_1min": {"samples": 30, "max": 220.0, "mean": 90.0}}, True),
+        ({"load_1min_after": 7.58}, True),
+        ({"load_1min_before": 2.0, "load_1min_after": 2.0}, False),
+        ({"load_during_1min": {"samples": 0, "max": None, "mean": None}}, False),
+        ({"load_during_1min": None}, False),
+    ],
+)
+def test_a_run_is_noisy_when_any_reading_exceeds_the_cpus(
+    change: dict[str, Any], noisy: bool
+) -> None:
+    assert is_noisy({**QUIET, **change}) is noisy
+
+
+def test_a_run_recorded_before_sampling_is_judged_on_its_start_and_end() -> None:
+    assert load_readings({"cpus": 2, "load_1min_before": 1.59, "load_1min_after": 75.35}) == [
+        1.59,
+        75.35,
+    ]
+    assert is_noisy({"cpus": 2, "load_1min_before": 1.59, "load_1min_after": 75.35})
 
 
 def test_repetitions_alternate_round_by_round() -> None:
@@ -46,9 +92,36 @@ def test_the_median_run_keeps_every_run_beside_it() -> None:
     assert middle["cpu_s_runs"] == [1.0, 0.5, 0.7]
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (18.75452233803927, "18.8"),
+        (0.5, "0.500"),
+        (999.4, "999"),
+        (999.6, "1.00 k"),
+        (36047.5, "36.0 k"),
+        (465696.4, "466 k"),
+        (5397274.6, "5.40 M"),
+        (3.47e9, "3.47 G"),
+    ],
+)
+def test_a_figure_keeps_three_digits_under_its_prefix(value: float, shown: str) -> None:
+    assert scaled(value) == shown
+
+
 def test_spread_is_the_median_and_the_range() -> None:
     assert spread([3.0, 1.0, 2.5]) == "2.50 (1.00\u20133.00)"
     assert spread([4.0]) == "4.00"
+
+
+def test_a_table_says_which_of_its_figures_are_single_runs() -> None:
+    assert single_runs([3, 3]) == []
+    assert single_runs([1, 1, 0]) == ["", "Every figure of this table comes from a single run."]
+    assert single_runs([3, 1]) == [
+        "",
+        "A figure without a range in brackets comes from a single run.",
+    ]
+    assert single_runs([]) == []
 
 
 def test_a_tail_of_fewer_than_100_samples_is_the_max() -> None:
@@ -57,21 +130,36 @@ def test_a_tail_of_fewer_than_100_samples_is_the_max() -> None:
     assert tail_name(100) == "p99"
 
 
-def test_a_noisy_run_is_marked_loudly_with_its_loads() -> None:
-    note = load_note({"cpus": 2, "load_1min_before": 54.34, "load_1min_after": 49.6, "noisy": True})
+def test_a_noisy_run_is_marked_loudly_with_every_reading() -> None:
+    note = conditions_note({**QUIET, "load_1min_after": 7.58})
     assert note.startswith("> **NOISY RUN.**")
-    assert "54.3 before and 49.6 after the run on 2 CPUs" in note
+    assert "exceeded the 2 CPUs: 0.4 before, up to 1.9 during (30 samples) and 7.6 after" in note
 
 
-def test_a_quiet_run_states_its_loads_plainly() -> None:
-    note = load_note({"cpus": 2, "load_1min_before": 0.4, "load_1min_after": 0.9, "noisy": False})
-    assert note == "1-minute load average 0.4 before and 0.9 after the run, 2 CPUs."
+def test_a_quiet_run_states_its_loads_release_and_commit_plainly() -> None:
+    recorded = {**QUIET, "kubernetes_version": "v1.37.2", "git_commit": "0123456789abcdef"}
+    assert conditions_note({**recorded, "git_dirty": False}) == (
+        "1-minute load average 0.4 before, up to 1.9 during (30 samples) and 0.9 after the "
+        "run, 2 CPUs.\n\nKubernetes v1.37.2; commit 0123456789."
+    )
+    dirty = conditions_note({**recorded, "git_dirty": True})
+    assert dirty.endswith("commit 0123456789, with uncommitted changes.")
 
 
-def test_a_run_without_load_says_so_with_what_is_known() -> None:
-    note = load_note(None, "It ran beside a build.")
-    assert note.startswith("> **Load not recorded.**")
-    assert note.endswith("It ran beside a build.")
+def test_what_a_run_did_not_record_is_said_not_guessed() -> None:
+    older = {"cpus": 2, "load_1min_before": 0.4, "load_1min_after": 0.9, "noisy": False}
+    assert conditions_note(older) == (
+        "1-minute load average 0.4 before and 0.9 after the run, not sampled during it, "
+        "2 CPUs.\n\nKubernetes release not recorded; commit not recorded."
+    )
+    offline = {**QUIET, "kubernetes_version": None}
+    assert provenance(offline) == "Commit not recorded."
+    assert conditions_note(None).startswith("> **Conditions not recorded.**")
+
+
+def test_the_recorded_flag_does_not_overrule_the_readings() -> None:
+    started_quiet = {"cpus": 2, "load_1min_before": 1.21, "load_1min_after": 7.58, "noisy": False}
+    assert conditions_note(started_quiet).startswith("> **NOISY RUN.**")
 
 
 def test_older_simulator_results_keep_their_own_load_reading() -> None:
@@ -81,8 +169,8 @@ def test_older_simulator_results_keep_their_own_load_reading() -> None:
     }
     assert load_conditions(payload) == {
         "cpus": 2,
+        "kubernetes_version": None,
         "load_1min_before": 54.3,
         "load_1min_after": 49.6,
-        "noisy": True,
     }
     assert load_conditions({"machine": {"cpus": 2}, "results": {}}) is None

@@ -1,14 +1,16 @@
 """The pages claim only what their data supports: projections need three rack
 counts and show each point's offset, a peak is the largest reading, a
-withdrawn anchor is not shown, histogram quantiles inside one bucket get no
-ratio, and a handful of packing runs gives no worst share."""
+withdrawn anchor is not shown, histogram quantiles get their bucket and no
+ratio, a handful of packing runs gives no worst share, and a what-if column
+that tells no rule from another is left out."""
 
 import math
 from typing import Any
 
 from benchmarks.kubelet_histograms import Histogram, bucket_of, summary_ms
-from benchmarks.pages import controller, realnodes, realrack, scale, scheduler
+from benchmarks.pages import controller, realnodes, realrack, scale, scheduler, whatif
 from benchmarks.scalefit import fit
+from driver.whatif.report import MAKESPAN, table
 
 MIB = 2**20
 
@@ -53,20 +55,51 @@ def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
         "machine": {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"},
         "results": {
             "scheduler": [
-                {"racks": 1, "ms_per_claim": 409.4},
-                {"racks": 10, "ms_per_claim": 2454.5},
+                {"racks": 1, "claims": 64, "ms_per_claim": 409.4},
+                {"racks": 10, "claims": 64, "ms_per_claim": 2454.5},
             ]
         },
     }
     page = scale.document(controller_payload(points), scale_run, None)
     assert (
-        "Scheduler time per single-core claim (ms): 1 rack: 409.40, 10 racks: 2,454.50; "
-        "not projected" in page
+        "Scheduler wall time per single-core claim, first created to last bound (ms): "
+        "1 rack: 409.40, 10 racks: 2,454.50; not projected" in page
     )
+    assert "It holds 1 and 10 racks, 64 single-core claims at each, one run each;" in page
+    assert "measures 1, 10 and 100 racks unless" in page
     assert "Too few rack counts to project" in page
+    assert page.count("409") == 1, "the scheduler's figure is stated once"
     assert "pods a second" not in page
-    assert "| Scheduler time per single-core claim" not in page
+    assert "| Scheduler wall time per single-core claim" not in page
     assert "| Cold publish, controller start to every rack Ready (seconds) |" in page
+
+
+def test_the_etcd_fill_point_is_stated_once_from_the_compacted_measurement() -> None:
+    points = [
+        publish_point(
+            n, 5.0 + n, 200 * MIB, storage={"etcd_db_bytes": n * MIB, "slice_json_bytes": n * MIB}
+        )
+        for n in (1, 10, 100)
+    ]
+    stored = {
+        "command": "make bench-storage",
+        "machine": {"cpus": 2, "date": "2026-12-04", "python": "3.11.7"},
+        "results": {
+            "racks": 10,
+            "runs": {
+                "rack pools": [
+                    {
+                        "slices_per_rack": 42,
+                        "slice_json_bytes_per_rack": 1.8 * MIB,
+                        "etcd_bytes_per_rack": 1.3 * MIB,
+                    }
+                ]
+            },
+        },
+    }
+    page = scale.document(controller_payload(points), None, None, stored)
+    assert "fills at" not in page
+    assert "| rack pools | 42 | 1.800 | 1.300 | 1,575 | 6,302 | no |" in page
 
 
 def test_the_largest_reading_is_the_peak() -> None:
@@ -115,11 +148,19 @@ def test_repeated_runs_show_median_and_range() -> None:
     assert "| 6.50 (6.00\u20137.50) | 2.10 (2.00\u20132.20) | 3.10x |" in table
 
 
-def test_quantiles_in_one_bucket_get_the_bucket_and_no_ratio() -> None:
+def test_histogram_quantiles_give_their_buckets_and_no_ratio() -> None:
     ours = {"p50": 50.0, "p99": 99.0, "p50_bucket": [0.0, 100.0], "p99_bucket": [0.0, 100.0]}
     go = {"p50": 50.0, "p99": 198.0, "p50_bucket": [0.0, 100.0], "p99_bucket": [100.0, 250.0]}
-    assert realnodes.quantile_cells(ours, go, "p50") == "≤ 100 | ≤ 100 | — (same bucket)"
-    assert realnodes.quantile_cells(ours, go, "p99") == "≤ 100 | 100 to 250 | 0.50x"
+    assert realnodes.bucket_cell(ours, go, "p50") == "≤ 100 / ≤ 100"
+    assert realnodes.bucket_cell(ours, go, "p99") == "≤ 100 / 100 to 250"
+
+
+def test_calls_above_the_lowest_bucket_are_counted_not_interpolated() -> None:
+    ours = {"count": 300.0, "in_lowest_bucket": 296 / 300, "lowest_bucket_ms": 100.0}
+    go = {"count": 300.0, "in_lowest_bucket": 1.0, "lowest_bucket_ms": 100.0}
+    assert realnodes.over_lowest(ours, go) == "4 / 0 (> 100 ms)"
+    finer = {**go, "lowest_bucket_ms": 0.5, "in_lowest_bucket": 0.0}
+    assert realnodes.over_lowest(ours, finer) == "4 (> 100 ms) / 300 (> 0.5 ms)"
 
 
 def test_the_real_node_mean_ratio_is_taken_round_by_round_and_its_median_decides() -> None:
@@ -171,6 +212,8 @@ def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None
     fill = {
         "cores": 1152,
         "batch": 36,
+        "budget_s": 480.0,
+        "memory_floor_mib": 2048,
         "available_before_mib": 20000.0,
         "stopped": "the host's available memory fell below 2048 MiB",
         "steps": [
@@ -187,6 +230,7 @@ def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None
     assert "fell by 720 MiB, 10.0 MiB per pod" in text
     assert "load average after each batch, on 2 CPUs: 30, 96." in text
     assert "stopped because the host's available memory fell below 2048 MiB" in text
+    assert "no batch started after 480 s, none below 2,048 MiB of available memory" in text
     assert realrack.fill_text({**fill, "steps": [], "stopped": "x"}) == (
         "No pod of the fill ran: x."
     )
@@ -211,3 +255,39 @@ def test_the_real_rack_gang_says_when_its_pods_ran_and_their_jobs_started() -> N
     text = realrack.gang_text(failed)
     assert "did not all run: 3 of 36 pods running" in text
     assert "2 pods: `error=workload API 422: workload.hidden`" in text
+
+
+def whatif_run(queueing: str, makespan: float, evictions: int = 0) -> dict[str, Any]:
+    return {
+        "policy": "best-fit",
+        "queueing": queueing,
+        "gangs": True,
+        "jobs_run": 10,
+        "jobs_never_run": 0,
+        "makespan_s": makespan,
+        "queueing_delay_s": {"p50": 0.0, "p90": 1.0, "p99": 2.0, "max": 3.0},
+        "completion_time_s": {"p50": 5.0, "p90": 6.0, "max": 7.0},
+        "allocation_rate_while_arriving": 0.8,
+        "allocation_rate_while_waiting": 0.7,
+        "unusable_free_share_while_waiting": 0.1,
+        "failures": evictions,
+        "evictions": evictions,
+        "lost_core_hours": 1.5 * evictions,
+    }
+
+
+def test_a_makespan_alike_in_every_row_of_its_queueing_is_left_out_and_said() -> None:
+    runs = [whatif_run("backfill", 100.2), whatif_run("backfill", 99.9), whatif_run("fifo", 140)]
+    alike = whatif.alike_makespans(runs)
+    assert alike == {"backfill": 100, "fifo": 140}
+    assert "(backfill 100 s, fifo 140 s)" in whatif.makespan_note(alike)
+    assert "makespan" not in table(runs, leave_out=(MAKESPAN,))
+    assert whatif.alike_makespans([*runs, whatif_run("fifo", 150)]) == {}
+
+
+def test_allocation_says_it_counts_evicted_attempts() -> None:
+    assert "evicted attempts included" in table([whatif_run("backfill", 1)]).splitlines()[0]
+    assert whatif.evictions_note([whatif_run("backfill", 1)]) == ""
+    assert "allocation rises with failures" in whatif.evictions_note(
+        [whatif_run("backfill", 1, evictions=2)]
+    )

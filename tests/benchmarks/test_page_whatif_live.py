@@ -52,6 +52,31 @@ def test_each_case_is_a_row_beside_the_anchor_with_where_its_cpu_went() -> None:
     assert "scheduled 31, 75% of its attempt time; unschedulable 9, 25% of its attempt time" in page
 
 
+def test_a_case_is_marked_noisy_when_any_reading_exceeded_the_cpus() -> None:
+    quiet = {**CASE, "load_1min": {"before": 0.5, "after": 1.5}}
+    started_busy = {**CASE, "load_1min": {"before": 2.84, "after": 2.39}}
+    sampled = {
+        **quiet,
+        "conditions": {
+            "cpus": 2,
+            "load_1min_before": 0.5,
+            "load_during_1min": {"samples": 40, "max": 4.0, "mean": 1.7},
+            "load_1min_after": 1.5,
+        },
+    }
+    cases = {"quiet": quiet, "busy": started_busy, "sampled": sampled}
+    machine = {"cpus": 2, "date": "d"}
+    payload = {"command": "make x", "machine": machine, "results": {"cases": cases}}
+    rows = {
+        line.split(" | ")[0]: line
+        for line in whatif_live.render(PAGE, payload).splitlines()
+        if line.startswith("| `")
+    }
+    assert rows["| `quiet`"].endswith("| 0.5 \u2192 1.5 |")
+    assert rows["| `busy`"].endswith("| **noisy**: 2.84 \u2192 2.39 |")
+    assert rows["| `sampled`"].endswith("| **noisy**: 0.5 \u2192 up to 4 \u2192 1.5 |")
+
+
 def test_a_settle_clock_case_names_its_clock_its_maxima_and_the_jobs_that_part() -> None:
     anchor = {**run("best-fit", 0.65, 0), "queueing": "backfill"}
     anchor["queueing_delay_s"] = {"p50": 0, "p90": 0, "max": 990}

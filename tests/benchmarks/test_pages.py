@@ -3,6 +3,7 @@ figure on them is typed by hand or left over from an older run."""
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,15 @@ from benchmarks.paths import DOCS
 
 FOUND = render.results()
 RENDERED = render.pages(FOUND)
-PAGES = ("benchmarks.md", "reliability.md", "scale.md", "simulator.md", "whatif.md", "queues.md")
+PAGES = (
+    "benchmarks.md",
+    "reliability.md",
+    "scale.md",
+    "simulator.md",
+    "device-model.md",
+    "whatif.md",
+    "queues.md",
+)
 FIX = "run `make pages` (python -m benchmarks.render) and commit the result"
 
 
@@ -59,8 +68,97 @@ def test_every_results_file_reaches_a_page() -> None:
 
 def test_readme_first_run_figure_is_rendered_from_its_results() -> None:
     readme = DOCS.parent / "README.md"
-    assert readme in RENDERED, "README.md: no renderer produced it (first-demo.json missing?)"
-    assert readme.read_text() == RENDERED[readme], f"README.md's generated block: {FIX}"
+    assert readme in RENDERED, "README.md: no renderer produced it"
+    assert readme.read_text() == RENDERED[readme], f"README.md's generated blocks: {FIX}"
     changed = copy.deepcopy(FOUND)
     changed["first-demo"]["results"]["make_demo_seconds"] += 120.0
     assert render.pages(changed)[readme] != RENDERED[readme]
+
+
+DISK = {
+    "checkout": 900,
+    "trainium_dra_cache": 6144,
+    "uv_cache": 300,
+    "go_module_cache": 2048,
+    "go_build_cache": 4096,
+}
+MEMORY = {
+    "memory_total_mib": 24576,
+    "memory_in_use_before_mib": 2048,
+    "memory_in_use_peak_mib": 9216,
+}
+
+
+def first_test_payload(**results: object) -> dict[str, Any]:
+    return {
+        "benchmark": "first-test",
+        "command": "make bench-first-test",
+        "machine": {"cpus": 2, "date": "2026-12-06", "machine": "x86_64", "python": "3.11.7"},
+        "conditions": {
+            "cpus": 2,
+            "kubernetes_version": "v1.37.2",
+            "load_1min_before": 0.3,
+            "load_during_1min": {"samples": 270, "max": 5.1, "mean": 3.2},
+            "load_1min_after": 1.2,
+            "noisy": False,
+        },
+        "results": {
+            "git_commit": "0123456789abcdef",
+            "previous_kubernetes_version": "v1.36.3",
+            "releases_built_before": [],
+            "caches": "cold",
+            "exit_code": 0,
+            "passed": True,
+            "make_test_seconds": 2700.0,
+            "pytest_summaries": ["1200 passed, 4 skipped in 1800.00s (0:30:00)"],
+            **MEMORY,
+            "disk_before_mib": dict.fromkeys(DISK, 0),
+            "disk_after_mib": DISK,
+            **results,
+        },
+    }
+
+
+def readme_block(found: dict[str, dict[str, Any]], name: str) -> str:
+    text = render.pages(found)[DOCS.parent / "README.md"]
+    return text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
+
+
+def test_readme_says_what_is_not_measured_yet_and_how_to_measure_it() -> None:
+    found = {k: v for k, v in FOUND.items() if k != "first-test"}
+    block = readme_block(found, "first-test")
+    assert "not measured yet" in block and "`make bench-first-test`" in block
+
+
+def test_readme_renders_the_first_make_test_from_its_results() -> None:
+    found = {**FOUND, "first-test": first_test_payload()}
+    block = readme_block(found, "first-test")
+    assert "**45 minutes** (2,700 s) and passed, with cold caches" in block
+    assert "Kubernetes v1.37.2, then on v1.36.3" in block
+    assert "`1200 passed, 4 skipped in 1800.00s (0:30:00)`" in block
+    assert "peaked at 9.0 GiB (2.0 GiB before it, of 24.0 GiB)" in block
+    assert "took 13.2 GiB of disk (the checkout with its `.venv` 0.9 GiB" in block
+    assert "`make bench-first-test`" in block
+    failed = first_test_payload(
+        exit_code=2, passed=False, caches="warm", releases_built_before=["v1.36.3", "v1.37.2"]
+    )
+    block = readme_block({**FOUND, "first-test": failed}, "first-test")
+    assert "and **failed** (exit code 2), with warm caches" in block
+    assert "already held the builds of v1.36.3, v1.37.2" in block
+
+
+def test_readme_renders_the_first_demos_memory_and_disk_once_recorded() -> None:
+    assert "recorded neither memory nor disk" in readme_block(FOUND, "first-demo")
+    changed = copy.deepcopy(FOUND)
+    changed["first-demo"]["results"].update(MEMORY, disk_after_mib=DISK)
+    block = readme_block(changed, "first-demo")
+    assert "memory in use on the machine peaked at 9.0 GiB" in block
+    assert "the new user's 13.2 GiB of disk" in block
+
+
+def test_a_changed_fleet_run_changes_the_device_model_page() -> None:
+    page = DOCS / "device-model.md"
+    changed = copy.deepcopy(FOUND)
+    for run in changed["scheduler"]["results"]["racks"]["10"]["node pools"]:
+        run["profile"]["parts_cum_percent"]["node selectors"] += 10.0
+    assert render.pages(changed)[page] != RENDERED[page]

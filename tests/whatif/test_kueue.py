@@ -2,7 +2,9 @@
 
 import pytest
 
-from driver.whatif.kueue import KueueQueue, queue_objects
+from driver.whatif.jobobjects import PodStyle, job_objects
+from driver.whatif.jobs import Job, PodShape
+from driver.whatif.kueue import PRIORITY_LABEL, KueueQueue, queue_objects
 from driver.whatif.kueuewatch import WorkloadState, gated, unsettled, workload_state
 
 
@@ -26,6 +28,20 @@ def test_the_replay_queue_counts_the_fleet_in_cores_for_its_namespace_only() -> 
     assert best["spec"]["queueingStrategy"] == "BestEffortFIFO"
     with pytest.raises(ValueError, match="--kueue 'lifo': choose one of strict, best-effort"):
         queue_objects("lifo", "ns", "r", 1)
+
+
+def test_each_priority_other_than_0_brings_a_workload_priority_class_named_by_its_pods() -> None:
+    queue = KueueQueue("strict", "r", 8, frozenset({10, -2}))
+    low, high, *rest = queue.objects("whatif")
+    assert [o["kind"] for o in (low, high)] == ["WorkloadPriorityClass"] * 2
+    assert (low["value"], high["value"]) == (-2, 10)
+    assert [o["kind"] for o in rest] == ["ResourceFlavor", "ClusterQueue", "LocalQueue"]
+    style = PodStyle({"rack": "r"}, queue="whatif")
+    urgent = Job("j", 0, 1, PodShape("rack"), 1, priority=10)
+    [pod] = job_objects(urgent, "ns", "d", True, style=style)
+    assert pod["metadata"]["labels"][PRIORITY_LABEL] == high["metadata"]["name"]
+    [plain] = job_objects(Job("j", 0, 1, PodShape("rack"), 1), "ns", "d", True, style=style)
+    assert PRIORITY_LABEL not in plain["metadata"]["labels"]
 
 
 def workload(pods: set[str], *, admitted: bool = False, finished: bool = False) -> WorkloadState:

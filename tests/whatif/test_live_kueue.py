@@ -7,10 +7,12 @@ and needs all the rack's cores of quota; eight single cores arrive at 20 for
 100 s, which the one free chip holds. StrictFIFO admits nothing
 behind the waiting rack job, so the cores start when it has ended (1,500);
 BestEffortFIFO passes it over and admits them at once (20), and the rack
-job starts at 1,000 either way."""
+job starts at 1,000 either way. With the cores in a higher priority,
+StrictFIFO's queue puts them ahead of the rack job and admits them at 20."""
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,9 +30,11 @@ CHIPS = [Job(f"chip-{i:02d}", 0, 1, PodShape("chips", 1), 1000) for i in range(G
 RACK = Job("rack", 10, 1, PodShape("rack"), 500)
 CORES = [Job(f"core-{i}", 20, 1, PodShape("cores", 1), 100) for i in range(GEN1.chip.cores)]
 KNOWN = {
-    "strict": {"rack": 1000.0} | {c.name: 1500.0 for c in CORES},
-    "best-effort": {"rack": 1000.0} | {c.name: 20.0 for c in CORES},
+    ("strict", 0): {"rack": 1000.0} | {c.name: 1500.0 for c in CORES},
+    ("best-effort", 0): {"rack": 1000.0} | {c.name: 20.0 for c in CORES},
+    ("strict", 5): {"rack": 1000.0} | {c.name: 20.0 for c in CORES},
 }
+"""(strategy, the cores' priority) -> start of each job that parts them."""
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +45,14 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-@pytest.mark.parametrize("strategy", list(KNOWN))
+@pytest.mark.parametrize(
+    ("strategy", "priority"), list(KNOWN), ids=[f"{s}-cores-priority-{p}" for s, p in KNOWN]
+)
 def test_each_job_starts_as_the_anchor_queueing_alike_says(
-    cluster: Cluster, tmp_path: Path, strategy: str
+    cluster: Cluster, tmp_path: Path, strategy: str, priority: int
 ) -> None:
     trace = tmp_path / "trace.csv"
-    write_trace(trace, [*CHIPS, RACK, *CORES])
+    write_trace(trace, [*CHIPS, RACK, *(replace(c, priority=priority) for c in CORES)])
     out = tmp_path / "out"
     argv = ["live", f"--state-dir={cluster.paths.root}", "--trace", str(trace)]
     assert whatif.main([*argv, "--kueue", strategy, "--out", str(out)]) == 0
@@ -56,8 +62,9 @@ def test_each_job_starts_as_the_anchor_queueing_alike_says(
     }
     live = starts["kube-scheduler, gangs on"]
     anchor = starts[f"best-fit kueue-{strategy}, gangs on"]
-    assert {name: live[name] for name in KNOWN[strategy]} == KNOWN[strategy]
-    assert {name: anchor[name] for name in KNOWN[strategy]} == KNOWN[strategy]
+    known = KNOWN[strategy, priority]
+    assert {name: live[name] for name in known} == known
+    assert {name: anchor[name] for name in known} == known
     assert all(live[c.name] == 0.0 for c in CHIPS)
     [run] = [r for r in result["runs"] if r["policy"] == "kube-scheduler"]
     assert run["queueing"] == f"kueue-{strategy}"

@@ -1,6 +1,7 @@
 """The offline anchor on tiny racks whose outcome can be worked out by hand."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,7 @@ def test_each_record_keeps_the_servers_its_job_held_and_the_figures_their_maxima
         "pods": 1,
         "shape": "rack",
         "duration": 5,
+        "priority": 0,
         "start": 10,
         "end": 15,
         "evictions": 0,
@@ -225,3 +227,24 @@ def test_each_record_keeps_the_servers_its_job_held_and_the_figures_their_maxima
     }
     figures = summarize(run)
     assert figures["queueing_delay_s"]["max"] == 9 and figures["completion_time_s"]["max"] == 14
+
+
+def test_kueue_admits_a_higher_priority_job_ahead_of_earlier_ones() -> None:
+    """The strict-FIFO case with the cores in a higher priority: Kueue's
+    queue puts them ahead of the waiting rack job, so StrictFIFO admits them
+    at once (the rack job no longer heads the queue), while the bare
+    scheduler's anchors ignore priority."""
+    chips = [job(f"chip-{i}", 0, PodShape("chips", 1), 1000) for i in range(3)]
+    rack = job("rack", 10, PodShape("rack"), 500)
+    cores = [replace(job(f"core-{i}", 20, PodShape("cores", 1), 100), priority=5) for i in range(2)]
+    starts = {
+        q: {
+            r.job.name: r.start
+            for r in replay(
+                [*chips, rack, *cores], TWO_SERVERS, 1, policy="best-fit", queueing=q
+            ).records
+        }
+        for q in ("kueue-strict", "fifo")
+    }
+    assert (starts["kueue-strict"]["rack"], starts["kueue-strict"]["core-0"]) == (1000, 20)
+    assert (starts["fifo"]["rack"], starts["fifo"]["core-0"]) == (1000, 1500)

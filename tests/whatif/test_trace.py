@@ -43,6 +43,26 @@ def test_our_trace_reads_back_what_was_written(tmp_path: Path) -> None:
     )
 
 
+def test_priorities_go_to_their_kinds_and_read_back(tmp_path: Path) -> None:
+    spec = TraceSpec(200, mix={"cores-1": 0.9, "rack": 0.1}, priorities={"rack": 10})
+    jobs = generate(spec, GEN2, 2, seed=5)
+    assert {(j.shape.kind, j.priority) for j in jobs} == {("cores", 0), ("rack", 10)}
+    write_trace(tmp_path / "t.csv", jobs)
+    assert [j.priority for j in read_trace(tmp_path / "t.csv")] == [j.priority for j in jobs]
+    old = tmp_path / "old.csv"
+    old.write_text("name,arrival_s,pods,shape,duration_s\nj,0,1,cores-2,5\n")
+    assert [j.priority for j in read_trace(old)] == [0]
+    with pytest.raises(JobError, match="priority for serverx4: no such kind in the mix"):
+        generate(replace(spec, priorities={"serverx4": 1}), GEN2, 2, seed=5)
+
+
+def test_the_command_names_a_bad_priority(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert whatif.main(["offline", "--priority", "rack=high", "--out", str(tmp_path)]) == 2
+    assert "--priority 'rack=high': write KIND=INTEGER" in capsys.readouterr().err
+
+
 def test_a_bad_trace_row_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("name,arrival_s,pods,shape,duration_s\nj,0,1,cores-3,5\n")

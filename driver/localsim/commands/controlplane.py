@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from driver.localsim.commands.hints import kubeconfig_export, path_export
 from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
 from driver.localsim.controlplane.plane import ControlPlane, ControlPlaneError
 from driver.mainwait import wait_for_stop
@@ -131,11 +132,12 @@ def up(state_dir: Path) -> int:
         time.sleep(0.5)
     kubeconfig = state_dir / "kubeconfig"
     print(f"\nControl plane running (pid {process.pid}). Use it with:\n")
-    print(f"  export KUBECONFIG={kubeconfig}")
+    print(f"  {path_export()}")
+    print(f"  {kubeconfig_export(kubeconfig)}")
     print("  kubectl get deviceclasses\n")
     plane = ControlPlane.attach(kubeconfig)
     print(plane.kubectl("get", "deviceclasses").stdout or "No DeviceClasses yet.")
-    print("Stop it with: make demo-stop  (or: trainium-dra controlplane down)")
+    print("Stop it with: trainium-dra controlplane down")
     return 0
 
 

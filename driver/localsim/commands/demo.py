@@ -5,24 +5,23 @@ and leave everything running.
 Run as `python -m driver.localsim.commands.demo [trainium-dra up flags]`.
 """
 
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from kubernetes import client
 
 from driver.container import ERROR, HOLDING
 from driver.kubeapi.credentials import typed_client
+from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.commands import top
 from driver.localsim.commands.flags import parse_up
+from driver.localsim.commands.hints import EXAMPLES, example
 from driver.localsim.commands.status import render
 from driver.localsim.commands.up import start_background, usage_lines
 from driver.localsim.controlplane.binaries import Binaries
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
 DEMO = EXAMPLES / "demo-job"
 REAL_NODES_DEMO = EXAMPLES / "whole-chip"
 NAMESPACE = "demo"
@@ -52,9 +51,9 @@ def wait_for_logs(
     return logs
 
 
-def real_nodes_demo(kubectl: list[str]) -> int:
+def real_nodes_demo(kubectl: list[str], paths: ClusterPaths, spec: ClusterSpec) -> int:
     """One whole chip for a real container: what it sees, through the real kubelet."""
-    print(f"\n== applying {os.path.relpath(REAL_NODES_DEMO)}/ (a pod on a whole chip)")
+    print(f"\n== applying {example(REAL_NODES_DEMO)} (a pod on a whole chip)")
     subprocess.run([*kubectl, "apply", "-f", str(REAL_NODES_DEMO)], check=True)
     namespace = ["-n", "example-whole-chip"]
     waited = subprocess.run(
@@ -77,11 +76,13 @@ def real_nodes_demo(kubectl: list[str]) -> int:
         return 1
     print("\n== what the container sees (kubectl logs, through the node's kubelet)\n")
     print(logs, end="")
-    print("\nThe cluster keeps running. Try:")
-    print("  kubectl -n trainium-dra get pods -o wide     # the chart's pods on real nodes")
-    print("  kubectl get resourceslices                   # published by the controller pod")
-    print(f"  kubectl delete -f {os.path.relpath(REAL_NODES_DEMO)}/   # the kubelet unprepares")
-    print("Stop it with: trainium-dra down   (or: make demo-stop)")
+    print("\nThe cluster keeps running.")
+    more = [
+        "kubectl -n trainium-dra get pods -o wide     # the chart's pods on real nodes",
+        "kubectl get resourceslices                   # published by the controller pod",
+        f"kubectl delete -f {example(REAL_NODES_DEMO)}   # the kubelet unprepares",
+    ]
+    print("\n".join(usage_lines(paths, spec, more)))
     return 0
 
 
@@ -92,8 +93,8 @@ def main(argv: list[str]) -> int:
         return 1
     kubectl = [str(Binaries.locate().kubectl), f"--kubeconfig={paths.kubeconfig}"]
     if flags.real_nodes:
-        return real_nodes_demo(kubectl)
-    print(f"\n== applying the demo job ({os.path.relpath(DEMO)}/)")
+        return real_nodes_demo(kubectl, paths, spec)
+    print(f"\n== applying the demo job ({example(DEMO)})")
     subprocess.run([*kubectl, "apply", "-f", str(DEMO)], check=True)
     with typed_client(paths.kubeconfig) as api:
         core = client.CoreV1Api(api)
@@ -116,8 +117,8 @@ def main(argv: list[str]) -> int:
     time.sleep(1.0)  # one full utilization window with the jobs running
     top.main([f"--state-dir={paths.root}", f"--rack={rack}", "--iterations=5"])
     print("\nThe cluster keeps running.")
-    print("\n".join(usage_lines(paths, spec)))
-    print(f"  kubectl delete -f {os.path.relpath(DEMO)}/   # remove the demo job")
+    more = [f"kubectl delete -f {example(DEMO)}   # remove the demo job"]
+    print("\n".join(usage_lines(paths, spec, more)))
     return 0
 
 

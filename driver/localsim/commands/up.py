@@ -4,10 +4,11 @@
 import subprocess
 import sys
 import time
-from pathlib import Path
+from collections.abc import Sequence
 
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.commands.flags import parse_up
+from driver.localsim.commands.hints import EXAMPLES, example, kubeconfig_export, path_export
 from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
 from driver.localsim.controlplane.children import trainium_dra_argv
 from driver.localsim.images import ImageMissingError
@@ -27,17 +28,19 @@ UP_TIMEOUT = 900.0
 """Real nodes import images into every containerd before the chart's pods start."""
 
 
-def usage_lines(paths: ClusterPaths, spec: ClusterSpec) -> list[str]:
+def usage_lines(paths: ClusterPaths, spec: ClusterSpec, more: Sequence[str] = ()) -> list[str]:
+    """How to use and stop the cluster; `more` are commands of the caller's own."""
     rack = spec.racks[0]
     return [
         "",
         "Use it with:",
-        f"  export PATH={Path(sys.executable).parent}:$PATH   # trainium-dra and kubectl",
-        f"  export KUBECONFIG={paths.kubeconfig}",
+        f"  {path_export()}",
+        f"  {kubeconfig_export(paths.kubeconfig)}",
         f"  kubectl get ultraservers,nodes -l trainium.sim.dev/ultraserver={rack.name}",
-        "  kubectl apply -f deploy/examples/single-core/",
+        f"  kubectl apply -f {example(EXAMPLES / 'single-core')}",
         "  trainium-dra status            # racks, devices, allocations, unhealthy devices",
         f"  trainium-dra top --rack {rack.name}   # live per-core utilization",
+        *(f"  {line}" for line in more),
         "Stop it with: trainium-dra down   (or: make demo-stop)",
         f"Logs: {paths.logs}/ and {paths.serve_log}",
     ]

@@ -144,7 +144,7 @@ class NodeBinaries:
             raise BinariesMissingError(
                 f"{', '.join(absent)} not found on PATH; real nodes need them: "
                 f"`apt-get install {' '.join(packages[n] for n in absent)}` as root "
-                "(`make binaries` does it)"
+                "(`make node-packages` does it)"
             )
         return cls(
             kubelet=k8s_dir / "kubelet",

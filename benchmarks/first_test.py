@@ -1,0 +1,119 @@
+"""`make bench-first-test`: a newcomer's first `make test`, timed.
+
+A clone of this repository's HEAD in a temporary directory runs `CI=true
+bash .ci/run` (which is exactly `make test`) as root, as CI does, on this
+machine's caches as they are: the results say whether ~/.cache/trainium-dra
+already held the build of the Kubernetes release under test (warm) or not
+(cold), whether it passed, the machine's memory in use during the run, and
+the disk the checkout and the caches took before and after. For a cold run,
+move the caches aside first. The README's figure for `make test` is rendered
+from benchmarks/results/first-test.json.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.firstrun import MemorySampler, disk_mib, first_run_dirs
+from benchmarks.paths import ROOT
+from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
+from driver.localsim.controlplane.binaries import k8s_version
+
+PREVIOUS = re.compile(r"^K8S_PREVIOUS := (v\S+)$", re.MULTILINE)
+"""The release `make test` runs again after the pinned one (`make test-previous`)."""
+PYTEST_SUMMARY = re.compile(r"^=+ (\d+ [a-z]+.* in [\d.]+s.*?) =+$", re.MULTILINE)
+
+
+def releases_built(cache: Path) -> list[str]:
+    """The Kubernetes releases whose control plane the project's cache holds."""
+    return sorted(p.parent.name for p in (cache / "k8s").glob("*/kube-apiserver"))
+
+
+def run_env() -> dict[str, str]:
+    """This environment as CI's shell would have it: without what the make
+    running this benchmark adds (its flags and jobserver) and without this
+    virtualenv on PATH, whose python3 would stand in for the machine's."""
+    ours = str(Path(sys.executable).parent)
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MAKE", "MFLAGS", "VIRTUAL_ENV", "TRAINIUM_DRA_BIN_DIR"))
+    }
+    path = os.pathsep.join(p for p in kept.get("PATH", "").split(os.pathsep) if p != ours)
+    return {**kept, "PATH": path, "CI": "true"}
+
+
+def clone_head(target: Path) -> str:
+    """A clone of this repository's HEAD (its committed state, as CI checks
+    out) at `target`; its commit."""
+    subprocess.run(
+        ["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(target)], check=True
+    )
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=target, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def measure(log: Path) -> dict[str, Any]:
+    env = run_env()
+    with tempfile.TemporaryDirectory(prefix="tdra-first-test-", ignore_cleanup_errors=True) as tmp:
+        clone = Path(tmp) / "trainium-dra"
+        commit = clone_head(clone)
+        previous = PREVIOUS.search((clone / "Makefile").read_text())
+        dirs = first_run_dirs(env, clone)
+        built = releases_built(dirs["trainium_dra_cache"])
+        disk_before = disk_mib(dirs)
+        print(f"bench-first-test: `CI=true bash .ci/run` in {clone}, log {log}", flush=True)
+        started = time.monotonic()
+        with MemorySampler() as memory, log.open("ab") as out:
+            code = subprocess.run(
+                ["bash", ".ci/run"],
+                cwd=clone,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+            ).returncode
+        seconds = time.monotonic() - started
+        disk_after = disk_mib(dirs)
+    return {
+        "git_commit": commit,
+        "previous_kubernetes_version": previous.group(1) if previous else None,
+        "releases_built_before": built,
+        "caches": "warm" if k8s_version() in built else "cold",
+        "exit_code": code,
+        "passed": code == 0,
+        "make_test_seconds": round(seconds, 1),
+        "pytest_summaries": PYTEST_SUMMARY.findall(log.read_text(errors="replace")),
+        **memory.results(),
+        "disk_before_mib": disk_before,
+        "disk_after_mib": disk_after,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--log", type=Path, default=Path("/tmp/bench-first-test.log"))
+    add_noisy_flag(parser)
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("bench-first-test: run as root; `make test` needs root, as in CI")
+    conditions = Conditions.begin(args.noisy)
+    args.log.unlink(missing_ok=True)
+    results = measure(args.log)
+    command = make_command("make bench-first-test", argv)
+    out = write_results("first-test", command, results, conditions)
+    seconds, code = results["make_test_seconds"], results["exit_code"]
+    print(f"bench-first-test: {seconds} s, exit {code}; wrote {out}")
+    return 0 if results["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
