@@ -22,7 +22,7 @@ workload() {
 # Waits for Job $1's Workload to exist and be admitted, then for its pod to run.
 running() {
   local name="" _
-  for _ in $(seq 60); do
+  for _ in {1..60}; do
     name=$(workload "$1")
     [ -n "$name" ] && break
     sleep 1
@@ -37,7 +37,7 @@ running() {
 "${kubectl[@]}" apply -f "$example/queue.yaml" -f "$example/first.yaml" >/dev/null
 running first
 "${kubectl[@]}" apply -f "$example/second.yaml" >/dev/null
-for _ in $(seq 60); do
+for _ in {1..60}; do
   queued=$(workload second)
   [ -n "$queued" ] && break
   sleep 1

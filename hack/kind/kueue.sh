@@ -15,7 +15,7 @@ cluster=${1:?usage: kueue.sh CLUSTER}
 cache=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}
 log() { echo "kind-kueue: $*" >&2; }
 
-dir=$("$root/hack/kueue/build.sh" | tail -n 1)
+dir=$("$root/hack/kueue/build.sh")
 version=$(cd "$root/hack/kueue" && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
 chart=$(cd "$root/hack/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/charts/kueue
 repository=localhost/trainium-dra/kueue

@@ -30,6 +30,8 @@ from testbed.gomodules import HACK, required_version
 from testbed.localcluster import wait_for
 from testbed.realnodes import NAMESPACE, RealCluster, namespace
 
+pytestmark = pytest.mark.integration
+
 OUTSIDE = "real-netpol-outside"
 SIM_CONTROL_PORT = 8082
 API_SERVICE = (KUBERNETES_SERVICE_IP, 443)
