@@ -284,5 +284,6 @@ kind-down: kind-tools
 
 # The whole of docs/kind.md on this machine, checked, then deleted; non-zero
 # on any failure, and the cluster is deleted either way.
+# `+`: e2e.sh runs make for each step, which then shares this make's jobs.
 kind-e2e: kind-tools
-	$(KIND_ENV) hack/kind/e2e.sh
+	+$(KIND_ENV) hack/kind/e2e.sh
