@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kubernetes.client import ApiClient
 
@@ -71,30 +71,20 @@ from driver.whatif.trace import (
 from simdevice.topology import GENERATIONS, PROJECTED_GENERATIONS, RackSpec, rack_spec
 
 CLOCKS = ("settle", "wall")
+V = TypeVar("V")
 SETTLE_TIMEOUT = 300.0
 
 
-def parse_mix(text: str) -> dict[str, float]:
-    """`cores-1=0.6,chips-1=0.3,serverx4=0.1` -> {label: weight}."""
-    mix = {}
-    for part in filter(None, text.split(",")):
-        label, _, weight = part.partition("=")
-        try:
-            mix[label.strip()] = float(weight)
-        except ValueError as err:
-            raise JobError(f"--mix {part!r}: write KIND=WEIGHT, e.g. serverx4=0.1") from err
-    return mix
-
-
-def parse_priorities(text: str) -> dict[str, int]:
-    """`rack=10,serverx4=5` -> {label: priority}."""
+def parse_kinds(text: str, flag: str, value: Callable[[str], V], example: str) -> dict[str, V]:
+    """`flag`'s `KIND=VALUE,...` (e.g. `--mix cores-1=0.6,serverx4=0.1`) ->
+    {kind label: value}, naming the part that `value` cannot read."""
     found = {}
     for part in filter(None, text.split(",")):
-        label, _, value = part.partition("=")
+        label, _, raw = part.partition("=")
         try:
-            found[label.strip()] = int(value)
+            found[label.strip()] = value(raw)
         except ValueError as err:
-            raise JobError(f"--priority {part!r}: write KIND=INTEGER, e.g. rack=10") from err
+            raise JobError(f"{flag} {part!r}: write {example}") from err
     return found
 
 
@@ -237,10 +227,10 @@ def jobs_of(
         spec = TraceSpec(
             args.jobs,
             args.load,
-            mix=parse_mix(args.mix),
+            mix=parse_kinds(args.mix, "--mix", float, "KIND=WEIGHT, e.g. serverx4=0.1"),
             work=work,
             max_duration=cap,
-            priorities=parse_priorities(args.priority),
+            priorities=parse_kinds(args.priority, "--priority", int, "KIND=INTEGER, e.g. rack=10"),
         )
         jobs = generate(spec, rack, racks, args.seed)
     for job in jobs:
