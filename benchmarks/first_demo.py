@@ -10,7 +10,6 @@ checkout and the caches took after it. The README's first-run figures are
 rendered from benchmarks/results/first-demo.json.
 """
 
-import argparse
 import os
 import re
 import shutil
@@ -20,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.firstrun import MemorySampler, disk_mib, first_run_dirs
+from benchmarks.firstrun import MemorySampler, disk_mib, first_run_dirs, run_first
 from benchmarks.paths import ROOT
-from benchmarks.report import Conditions, LoadSampler, add_noisy_flag, make_command, write_results
+from benchmarks.report import LoadSampler
 
 USER = "tdra-newcomer"
 HOME = Path("/home/a-newcomer-whose-home-directory-has-a-long-name")
@@ -122,20 +121,12 @@ def measure(log: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--log", type=Path, default=Path("/tmp/bench-first-demo.log"))
-    add_noisy_flag(parser)
-    args = parser.parse_args(argv)
-    if os.geteuid() != 0:
-        raise SystemExit("bench-first-demo: run as root; it creates and removes a user")
-    conditions = Conditions.begin(args.noisy)
-    args.log.unlink(missing_ok=True)
-    results = measure(args.log)
-    command = make_command("make bench-first-demo", argv)
-    out = write_results("first-demo", command, results, conditions)
-    seconds, code = results["make_demo_seconds"], results["exit_code"]
-    print(f"bench-first-demo: {seconds} s, exit {code}; wrote {out}")
-    return 0 if results["ran_the_demo_job"] else 1
+    description = (__doc__ or "").split("\n\n")[0]
+    keys = ("make_demo_seconds", "ran_the_demo_job")
+    why = "it creates and removes a user"
+    return run_first(
+        "first-demo", why_root=why, measure=measure, keys=keys, description=description, argv=argv
+    )
 
 
 if __name__ == "__main__":

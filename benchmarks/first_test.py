@@ -10,7 +10,6 @@ move the caches aside first. The README's figure for `make test` is rendered
 from benchmarks/results/first-test.json.
 """
 
-import argparse
 import os
 import re
 import subprocess
@@ -20,9 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.firstrun import MemorySampler, disk_mib, first_run_dirs
+from benchmarks.firstrun import MemorySampler, disk_mib, first_run_dirs, run_first
 from benchmarks.paths import ROOT
-from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 from driver.localsim.controlplane.binaries import k8s_version
 
 PREVIOUS = re.compile(r"^K8S_PREVIOUS := (v\S+)$", re.MULTILINE)
@@ -99,20 +97,12 @@ def measure(log: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--log", type=Path, default=Path("/tmp/bench-first-test.log"))
-    add_noisy_flag(parser)
-    args = parser.parse_args(argv)
-    if os.geteuid() != 0:
-        raise SystemExit("bench-first-test: run as root; `make test` needs root, as in CI")
-    conditions = Conditions.begin(args.noisy)
-    args.log.unlink(missing_ok=True)
-    results = measure(args.log)
-    command = make_command("make bench-first-test", argv)
-    out = write_results("first-test", command, results, conditions)
-    seconds, code = results["make_test_seconds"], results["exit_code"]
-    print(f"bench-first-test: {seconds} s, exit {code}; wrote {out}")
-    return 0 if results["passed"] else 1
+    description = (__doc__ or "").split("\n\n")[0]
+    keys = ("make_test_seconds", "passed")
+    why = "`make test` needs root, as in CI"
+    return run_first(
+        "first-test", why_root=why, measure=measure, keys=keys, description=description, argv=argv
+    )
 
 
 if __name__ == "__main__":

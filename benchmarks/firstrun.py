@@ -3,12 +3,15 @@ bench-first-test`) measure besides time, for the README's "what the machine
 needs": the memory in use on the machine while the run lasts, and the disk
 that the checkout and the caches a first run fills take."""
 
+import argparse
 import os
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
+
+from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 
 MEMORY_INTERVAL: Final = 2.0
 """Seconds between memory samples: a Go link's peak lasts only seconds."""
@@ -99,3 +102,32 @@ def first_run_dirs(env: Mapping[str, str], checkout: Path) -> dict[str, Path]:
 def disk_mib(dirs: Mapping[str, Path]) -> dict[str, int]:
     """Each directory's size now (0 for one that does not exist)."""
     return {name: round(tree_mib(path)) if path.exists() else 0 for name, path in dirs.items()}
+
+
+def run_first(
+    name: str,
+    *,
+    why_root: str,
+    measure: Callable[[Path], Mapping[str, Any]],
+    keys: tuple[str, str],
+    description: str,
+    argv: list[str] | None,
+) -> int:
+    """The command line of a first-run benchmark `name` (`first-demo`,
+    `first-test`): as root, `measure` into a fresh log, the results written
+    with the run's conditions; `keys` are (seconds, passed) of the results.
+    Exit 0 only when the run it measured passed."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--log", type=Path, default=Path(f"/tmp/bench-{name}.log"))
+    add_noisy_flag(parser)
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit(f"bench-{name}: run as root; {why_root}")
+    conditions = Conditions.begin(args.noisy)
+    args.log.unlink(missing_ok=True)
+    results = dict(measure(args.log))
+    command = make_command(f"make bench-{name}", argv)
+    out = write_results(name, command, results, conditions)
+    seconds, passed = keys
+    print(f"bench-{name}: {results[seconds]} s, exit {results['exit_code']}; wrote {out}")
+    return 0 if results[passed] else 1
