@@ -3,6 +3,7 @@ each case's figures beside the offline anchor's for the same trace, and the
 measurements that say where a replay's wall time went; and docs/queues.md's
 block of what putting jobs through Kueue costs, from the same cases."""
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,15 +56,18 @@ def _diff(case: Mapping[str, Any]) -> str:
     return "not recorded"
 
 
-def _load(case: Mapping[str, Any]) -> str:
+def _load(case: Mapping[str, Any], run: Mapping[str, Any] | None) -> str:
     """The case's load before, at most during (where sampled) and after, marked
-    noisy where any reading exceeded the CPUs (cases recorded before the shared
-    conditions keep the replay's own before and after)."""
+    noisy where any reading exceeded the CPUs. A case recorded before the
+    shared conditions keeps the replay's own before and after; if the last run
+    measured it, that run's readings during it (which cover all its cases)
+    stand for its own."""
     load = case["load_1min"]
     conditions = case.get("conditions") or {
         "cpus": case["cpus"],
         "load_1min_before": load["before"],
         "load_1min_after": load["after"],
+        **({"load_during_1min": run["load_during_1min"]} if run else {}),
     }
     during = (conditions.get("load_during_1min") or {}).get("max")
     peak = f" \u2192 up to {during:g}" if during is not None else ""
@@ -71,7 +75,13 @@ def _load(case: Mapping[str, Any]) -> str:
     return f"**noisy**: {text}" if is_noisy(conditions) else text
 
 
-def _row(name: str, case: Mapping[str, Any]) -> list[object]:
+def _last_run(payload: Mapping[str, Any]) -> tuple[set[str], Mapping[str, Any] | None]:
+    """The cases the last run measured (its `--cases`), and its conditions."""
+    found = re.search(r"--cases[= ]'?([\w,-]+)", payload["command"])
+    return (set(found.group(1).split(",")) if found else set()), payload.get("conditions")
+
+
+def _row(name: str, case: Mapping[str, Any], run: Mapping[str, Any] | None) -> list[object]:
     runs = _by_policy(case)
     live, first, best = runs["kube-scheduler"], runs["first-fit"], runs["best-fit"]
     q_live, q_best = live["queueing_delay_s"], best["queueing_delay_s"]
@@ -89,7 +99,7 @@ def _row(name: str, case: Mapping[str, Any]) -> list[object]:
         _diff(case),
         f"{case['bind_latency_wall_s']['p50']:,.1f}",
         f"{live['evictions']}",
-        _load(case),
+        _load(case, run),
     ]
 
 
@@ -196,6 +206,7 @@ def _repeats(name: str, case: Mapping[str, Any]) -> str:
 
 def render(page: str, payload: Mapping[str, Any]) -> str:
     cases: Mapping[str, Any] = payload["results"]["cases"]
+    measured, conditions = _last_run(payload)
     header = [
         "case",
         "jobs run / never ran",
@@ -223,7 +234,13 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             "marked noisy: its wall times, and on the wall clock its figures, include waiting "
             "for a CPU.",
             "",
-            table(header, [_row(name, case) for name, case in cases.items()]),
+            table(
+                header,
+                [
+                    _row(name, case, conditions if name in measured else None)
+                    for name, case in cases.items()
+                ],
+            ),
             "",
             "Where each replay's time went (CPU seconds by process, and the scheduler's "
             "attempts by result, from its /metrics):",

@@ -77,6 +77,28 @@ def test_a_case_is_marked_noisy_when_any_reading_exceeded_the_cpus() -> None:
     assert rows["| `sampled`"].endswith("| **noisy**: 0.5 \u2192 up to 4 \u2192 1.5 |")
 
 
+def test_a_case_of_the_last_run_without_its_own_readings_takes_the_runs() -> None:
+    quiet = {**CASE, "load_1min": {"before": 0.5, "after": 1.5}}
+    payload = {
+        "command": "make bench-whatif-live BENCH_ARGS='--cases measured'",
+        "machine": {"cpus": 2, "date": "d"},
+        "conditions": {
+            "cpus": 2,
+            "load_1min_before": 0.5,
+            "load_during_1min": {"samples": 9, "max": 5.0, "mean": 1.0},
+            "load_1min_after": 1.0,
+        },
+        "results": {"cases": {"measured": quiet, "older": quiet}},
+    }
+    rows = {
+        line.split(" | ")[0]: line
+        for line in whatif_live.render(PAGE, payload).splitlines()
+        if line.startswith("| `")
+    }
+    assert rows["| `measured`"].endswith("| **noisy**: 0.5 \u2192 up to 5 \u2192 1.5 |")
+    assert rows["| `older`"].endswith("| 0.5 \u2192 1.5 |")
+
+
 def test_a_settle_clock_case_names_its_clock_its_maxima_and_the_jobs_that_part() -> None:
     anchor = {**run("best-fit", 0.65, 0), "queueing": "backfill"}
     anchor["queueing_delay_s"] = {"p50": 0, "p90": 0, "max": 990}
