@@ -6,12 +6,17 @@ that the checkout and the caches a first run fills take."""
 import argparse
 import os
 import subprocess
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
+from benchmarks.report import (
+    Conditions,
+    PeriodicSampler,
+    add_noisy_flag,
+    make_command,
+    write_results,
+)
 
 MEMORY_INTERVAL: Final = 2.0
 """Seconds between memory samples: a Go link's peak lasts only seconds."""
@@ -34,26 +39,16 @@ def machine_memory() -> tuple[float, float]:
     return meminfo_mib(Path("/proc/meminfo").read_text())
 
 
-class MemorySampler:
+class MemorySampler(PeriodicSampler):
     """The machine's memory in use before the run and its peak while it lasts."""
 
     def __init__(self) -> None:
+        super().__init__(MEMORY_INTERVAL)
         self.total_mib, self.before_mib = machine_memory()
         self.peak_mib = self.before_mib
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
 
-    def run(self) -> None:
-        while not self.stop.wait(MEMORY_INTERVAL):
-            self.peak_mib = max(self.peak_mib, machine_memory()[1])
-
-    def __enter__(self) -> "MemorySampler":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        self.thread.join()
+    def sample(self) -> None:
+        self.peak_mib = max(self.peak_mib, machine_memory()[1])
 
     def results(self) -> dict[str, Any]:
         return {

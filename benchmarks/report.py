@@ -14,10 +14,11 @@ import subprocess
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 from benchmarks import render
 from benchmarks.conditions import is_noisy
@@ -78,26 +79,42 @@ def git_state() -> dict[str, Any]:
     }
 
 
-class LoadSampler:
-    """The 1-minute load average every LOAD_INTERVAL seconds while the run
-    lasts: a quiet start says nothing about a long run."""
+class PeriodicSampler(ABC):
+    """Calls `sample` every `interval` seconds on a thread while the run
+    lasts (a `with` block, or `start` and `close`)."""
 
-    def __init__(self) -> None:
-        self.samples: list[float] = []
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
-    def run(self) -> None:
-        while not self.stop.wait(LOAD_INTERVAL):
-            self.samples.append(round(os.getloadavg()[0], 2))
+    @abstractmethod
+    def sample(self) -> None:
+        """Take one reading."""
 
-    def __enter__(self) -> "LoadSampler":
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self.stop.set()
         self.thread.join()
+
+
+class LoadSampler(PeriodicSampler):
+    """The 1-minute load average every LOAD_INTERVAL seconds while the run
+    lasts: a quiet start says nothing about a long run."""
+
+    def __init__(self) -> None:
+        super().__init__(LOAD_INTERVAL)
+        self.samples: list[float] = []
+
+    def sample(self) -> None:
+        self.samples.append(round(os.getloadavg()[0], 2))
 
 
 @dataclass
