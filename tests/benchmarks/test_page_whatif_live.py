@@ -52,6 +52,15 @@ def test_each_case_is_a_row_beside_the_anchor_with_where_its_cpu_went() -> None:
     assert "scheduled 31, 75% of its attempt time; unschedulable 9, 25% of its attempt time" in page
 
 
+def case_rows(payload: dict[str, Any]) -> dict[str, str]:
+    """The live table's rows of the rendered page, by their first cell."""
+    return {
+        line.split(" | ")[0]: line
+        for line in whatif_live.render(PAGE, payload).splitlines()
+        if line.startswith("| `")
+    }
+
+
 def test_a_case_is_marked_noisy_when_any_reading_exceeded_the_cpus() -> None:
     quiet = {**CASE, "load_1min": {"before": 0.5, "after": 1.5}}
     started_busy = {**CASE, "load_1min": {"before": 2.84, "after": 2.39}}
@@ -67,11 +76,7 @@ def test_a_case_is_marked_noisy_when_any_reading_exceeded_the_cpus() -> None:
     cases = {"quiet": quiet, "busy": started_busy, "sampled": sampled}
     machine = {"cpus": 2, "date": "d"}
     payload = {"command": "make x", "machine": machine, "results": {"cases": cases}}
-    rows = {
-        line.split(" | ")[0]: line
-        for line in whatif_live.render(PAGE, payload).splitlines()
-        if line.startswith("| `")
-    }
+    rows = case_rows(payload)
     assert rows["| `quiet`"].endswith("| 0.5 \u2192 1.5 |")
     assert rows["| `busy`"].endswith("| **noisy**: 2.84 \u2192 2.39 |")
     assert rows["| `sampled`"].endswith("| **noisy**: 0.5 \u2192 up to 4 \u2192 1.5 |")
@@ -90,11 +95,7 @@ def test_a_case_of_the_last_run_without_its_own_readings_takes_the_runs() -> Non
         },
         "results": {"cases": {"measured": quiet, "older": quiet}},
     }
-    rows = {
-        line.split(" | ")[0]: line
-        for line in whatif_live.render(PAGE, payload).splitlines()
-        if line.startswith("| `")
-    }
+    rows = case_rows(payload)
     assert rows["| `measured`"].endswith("| **noisy**: 0.5 \u2192 up to 5 \u2192 1.5 |")
     assert rows["| `older`"].endswith("| 0.5 \u2192 1.5 |")
 

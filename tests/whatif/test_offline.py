@@ -159,6 +159,18 @@ def test_strict_fifo_holds_small_jobs_behind_a_waiting_rack_job_backfill_lets_th
         replay(chips, TWO_SERVERS, 1, policy="best-fit", queueing="lifo")
 
 
+def best_fit_starts(jobs: list[Job], queueings: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Each job's start under best fit on two servers, per queueing."""
+    return {
+        q: {
+            r.job.name: r.start
+            for r in replay(jobs, TWO_SERVERS, 1, policy="best-fit", queueing=q).records
+            if r.start is not None
+        }
+        for q in queueings
+    }
+
+
 def test_kueue_admits_by_count_so_an_admitted_job_without_room_holds_its_quota() -> None:
     """Four chips busy at 0, one on each server ending at 100: at 150 a server
     job fits the quota (16 of 32 cores free) but no server is free. Without a
@@ -171,13 +183,7 @@ def test_kueue_admits_by_count_so_an_admitted_job_without_room_holds_its_quota()
         job("server", 150, PodShape("server"), 500),
         job("chip", 200, PodShape("chips", 1), 300),
     ]
-    starts = {
-        q: {
-            r.job.name: r.start
-            for r in replay(jobs, TWO_SERVERS, 1, policy="best-fit", queueing=q).records
-        }
-        for q in ("backfill", "kueue-strict", "kueue-best-effort")
-    }
+    starts = best_fit_starts(jobs, ("backfill", "kueue-strict", "kueue-best-effort"))
     held = {r.job.name: r.servers for r in replay(jobs, TWO_SERVERS, 1, policy="best-fit").records}
     assert held["c0"] != held["c3"], "the short chips sit on different servers"
     assert starts["backfill"]["chip"] == 200
@@ -192,15 +198,7 @@ def test_kueue_strict_stops_admission_at_the_first_job_best_effort_passes_it_ove
     chips = [job(f"chip-{i}", 0, PodShape("chips", 1), 1000) for i in range(3)]
     rack = job("rack", 10, PodShape("rack"), 500)
     cores = [job(f"core-{i}", 20, PodShape("cores", 1), 1000) for i in range(2)]
-    starts = {
-        q: {
-            r.job.name: r.start
-            for r in replay(
-                [*chips, rack, *cores], TWO_SERVERS, 1, policy="best-fit", queueing=q
-            ).records
-        }
-        for q in ("kueue-strict", "kueue-best-effort")
-    }
+    starts = best_fit_starts([*chips, rack, *cores], ("kueue-strict", "kueue-best-effort"))
     assert (starts["kueue-strict"]["rack"], starts["kueue-strict"]["core-0"]) == (1000, 1500)
     assert (starts["kueue-best-effort"]["rack"], starts["kueue-best-effort"]["core-0"]) == (
         1020,
@@ -237,14 +235,6 @@ def test_kueue_admits_a_higher_priority_job_ahead_of_earlier_ones() -> None:
     chips = [job(f"chip-{i}", 0, PodShape("chips", 1), 1000) for i in range(3)]
     rack = job("rack", 10, PodShape("rack"), 500)
     cores = [replace(job(f"core-{i}", 20, PodShape("cores", 1), 100), priority=5) for i in range(2)]
-    starts = {
-        q: {
-            r.job.name: r.start
-            for r in replay(
-                [*chips, rack, *cores], TWO_SERVERS, 1, policy="best-fit", queueing=q
-            ).records
-        }
-        for q in ("kueue-strict", "fifo")
-    }
+    starts = best_fit_starts([*chips, rack, *cores], ("kueue-strict", "fifo"))
     assert (starts["kueue-strict"]["rack"], starts["kueue-strict"]["core-0"]) == (1000, 20)
     assert (starts["fifo"]["rack"], starts["fifo"]["core-0"]) == (1000, 1500)
