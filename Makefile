@@ -15,8 +15,11 @@ K8S_PREVIOUS := v1.36.3
 PREVIOUS_BIN_DIR_FILE := build/bin-dir-previous
 GO_PLUGIN_FILE := build/dra-example-driver
 WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
+# A command's output into a file of build/ whole or not at all: make test's
+# lanes read these files while another lane's set-up may write them again.
+into = > $(1).$$$$.tmp && mv -f $(1).$$$$.tmp $(1)
 
-.PHONY: venv binaries control-plane-binaries promtool kueue node-packages dra-example-driver image test test-previous lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
+.PHONY: venv binaries control-plane-binaries promtool kueue node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -38,13 +41,13 @@ venv: $(VENV)/.protos
 
 binaries:
 	@mkdir -p build
-	hack/build-binaries.sh > $(BIN_DIR_FILE)
+	hack/build-binaries.sh $(call into,$(BIN_DIR_FILE))
 
 # Only what `make demo`'s local cluster runs: a newcomer's first demo builds
 # no node runtime and no Prometheus.
 control-plane-binaries:
 	@mkdir -p build
-	BINARIES=control-plane hack/build-binaries.sh > $(BIN_DIR_FILE)
+	BINARIES=control-plane hack/build-binaries.sh $(call into,$(BIN_DIR_FILE))
 
 # Only what the unit tests run: promtool, for the chart's Prometheus rules and
 # the generated Prometheus configurations; no Kubernetes build.
@@ -65,7 +68,7 @@ node-packages:
 # bench-node runs beside ours, built from its module into the cache.
 dra-example-driver:
 	@mkdir -p build
-	hack/build-dra-example-driver.sh > $(GO_PLUGIN_FILE)
+	hack/build-dra-example-driver.sh $(call into,$(GO_PLUGIN_FILE))
 
 # The driver and sandbox (pause) images, built with buildah and no registry,
 # exported as OCI archives into $(CACHE)/images (docs/images.md).
@@ -81,27 +84,55 @@ lint: venv
 unit: venv promtool
 	$(PY) -m pytest -m "not integration"
 
-# The tests, then the examples and real nodes again on the previous
-# Kubernetes release beside the kind path of docs/kind.md end to end (podman
-# here): both mostly wait on their clusters, so they share the two CPUs; each
-# one's output is printed whole when it ends.
-test: venv lint binaries node-packages image kind-tools
-	$(WITH_BINARIES) $(PY) -m pytest
-	$(MAKE) -j2 --output-sync=target test-previous kind-e2e
+# The tests: set-up, then three lanes side by side (`make -j3`), each line
+# they print led by the lane's name (hack/lane.sh). They mostly wait on their
+# clusters, so they share the two CPUs:
+#   stand-in    every test but the real nodes' on the pinned release, in two
+#               pytest workers; tests that share a cluster stay on one worker
+#               (tests/conftest.py)
+#   real-nodes  the real-node tests on the pinned release, then on K8S_PREVIOUS
+#               (the host holds one real-node cluster at a time)
+#   kind        docs/kind.md end to end on podman, then the examples on K8S_PREVIOUS
+TEST_LANES := stand-in real-nodes kind
+test: venv lint binaries previous-binaries node-packages image kind-tools
+	+$(MAKE) --no-print-directory -j3 $(addprefix lane-,$(TEST_LANES))
 
-# The example tests, the real-node tests and the release table's check on
-# K8S_PREVIOUS, whose binaries are built once into their own cache directory.
+lane-%:
+	+hack/lane.sh $* $(MAKE) --no-print-directory test-$*
+
+test-stand-in: venv binaries image
+	$(WITH_BINARIES) $(PY) -m pytest -n 2 --no-loadscope-reorder \
+	  --ignore=tests/realnodes --ignore=tests/realnodes_aws
+
+test-real-nodes: venv binaries previous-binaries node-packages image
+	$(WITH_BINARIES) $(PY) -m pytest tests/realnodes tests/realnodes_aws
+	+$(MAKE) --no-print-directory test-previous-real-nodes
+
+test-kind: kind-tools previous-binaries
+	+$(MAKE) --no-print-directory kind-e2e
+	+$(MAKE) --no-print-directory test-previous-examples
+
+# The binaries of K8S_PREVIOUS, built once into their own cache directory.
+previous-binaries:
+	@mkdir -p build
+	K8S_VERSION=$(K8S_PREVIOUS) hack/build-binaries.sh $(call into,$(PREVIOUS_BIN_DIR_FILE))
+
+# What can depend on the Kubernetes release, again on K8S_PREVIOUS: the example
+# tests on the stand-in and the release table's check, then the real-node tests.
 # Left out: real-node tests of our own recovery (a daemon killed, a rolling
 # update, `down` and `status`), whose outcome no Kubernetes release changes,
 # and the examples again under real kubelets (they run here on the stand-in);
-# both run on the default release.
+# both run on the pinned release.
 SAME_ON_EVERY_RELEASE := killed_during_prepares or rolling_update or down_leaves_nothing or status_and_top
-test-previous: venv node-packages image
-	@mkdir -p build
-	K8S_VERSION=$(K8S_PREVIOUS) hack/build-binaries.sh > $(PREVIOUS_BIN_DIR_FILE)
-	TRAINIUM_DRA_BIN_DIR=$$(cat $(PREVIOUS_BIN_DIR_FILE)) K8S_VERSION=$(K8S_PREVIOUS) \
-	  $(PY) -m pytest tests/e2e/examples tests/realnodes tests/localsim/test_k8srelease.py \
-	  --ignore=tests/realnodes/test_examples.py -k "not ($(SAME_ON_EVERY_RELEASE))"
+WITH_PREVIOUS = TRAINIUM_DRA_BIN_DIR=$$(cat $(PREVIOUS_BIN_DIR_FILE)) K8S_VERSION=$(K8S_PREVIOUS)
+test-previous: test-previous-examples test-previous-real-nodes
+
+test-previous-examples: venv previous-binaries image
+	$(WITH_PREVIOUS) $(PY) -m pytest tests/e2e/examples tests/localsim/test_k8srelease.py
+
+test-previous-real-nodes: venv previous-binaries node-packages image
+	$(WITH_PREVIOUS) $(PY) -m pytest tests/realnodes --ignore=tests/realnodes/test_examples.py \
+	  -k "not ($(SAME_ON_EVERY_RELEASE))"
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
@@ -242,10 +273,10 @@ docker-image:
 	docker build -t $(IMAGE_REPO):$(IMAGE_TAG) .
 
 kind-tools: binaries
-	hack/kind/build-tools.sh > $(KIND_BIN_DIR_FILE)
+	hack/kind/build-tools.sh $(call into,$(KIND_BIN_DIR_FILE))
 
 kind-node-image: kind-tools image
-	$(KIND_ENV) hack/kind/node-image.sh > $(KIND_NODE_IMAGE_FILE)
+	$(KIND_ENV) hack/kind/node-image.sh $(call into,$(KIND_NODE_IMAGE_FILE))
 
 # kind mounts /lib/modules into the node; some kernels (containers) have none.
 # kind's --wait covers the control plane; the workers are waited for after.

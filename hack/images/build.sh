@@ -41,6 +41,9 @@ export BUILDAH_ISOLATION=chroot
 policy=(--signature-policy "$here/policy.json")
 bah() { buildah --root "$cache/buildah/storage" --runroot "$cache/buildah/run" "$@"; }
 have_image() { bah inspect --type image "$1" >/dev/null 2>&1; }
+# The stable name of an archive, swapped in at once: `make test`'s lanes may
+# read it while another lane's set-up runs this script again.
+link_as() { ln -sfn "$1" "$2.$$.tmp" && mv -Tf "$2.$$.tmp" "$2"; }
 
 # Debian's python3 (3.11) as a one-layer image, imported into the store.
 python_base() {
@@ -85,7 +88,7 @@ driver_image() {
     bah push "${policy[@]}" --quiet "$ref" "oci-archive:$archive.partial:$ref"
     mv "$archive.partial" "$archive"
   fi
-  ln -sfn "driver-$key.tar" "$out/driver.tar"
+  link_as "driver-$key.tar" "$out/driver.tar"
 }
 
 pause_image() {
@@ -109,7 +112,7 @@ pause_image() {
       --file "$bin/pause:/pause:0755" --entrypoint '["/pause"]' >/dev/null
     rm -rf "$bin"
   fi
-  ln -sfn "$(basename "$archive")" "$out/pause.tar"
+  link_as "$(basename "$archive")" "$out/pause.tar"
 }
 
 install_image_tools
