@@ -25,7 +25,22 @@ from driver.localsim.controlplane.binaries import k8s_version
 
 PREVIOUS = re.compile(r"^K8S_PREVIOUS := (v\S+)$", re.MULTILINE)
 """The release `make test` runs again after the pinned one (`make test-previous`)."""
-PYTEST_SUMMARY = re.compile(r"^=+ (\d+ [a-z]+.* in [\d.]+s.*?) =+$", re.MULTILINE)
+PYTEST_SUMMARY = re.compile(r"^(?:([\w-]+) +\| )?=+ (\d+ [a-z]+.* in [\d.]+s.*?) =+$", re.MULTILINE)
+"""A pytest run's last line, led by its lane's name in `make test` (hack/lane.sh)."""
+LANE_END = re.compile(r"^[\w-]+ +\| lane ([\w-]+): (?:passed|FAILED \(exit \d+\)) in (\d+)s$", re.M)
+"""hack/lane.sh's last line for a lane: its name and its wall time."""
+
+
+def pytest_endings(log: str) -> list[str]:
+    """Each pytest run's summary, with its lane's name where it ran in one."""
+    return [
+        f"{lane}: {summary}" if lane else summary for lane, summary in PYTEST_SUMMARY.findall(log)
+    ]
+
+
+def lane_seconds(log: str) -> dict[str, int]:
+    """The wall time of each of `make test`'s lanes."""
+    return {lane: int(seconds) for lane, seconds in LANE_END.findall(log)}
 
 
 def releases_built(cache: Path) -> list[str]:
@@ -81,6 +96,7 @@ def measure(log: Path) -> dict[str, Any]:
             ).returncode
         seconds = time.monotonic() - started
         disk_after = disk_mib(dirs)
+    text = log.read_text(errors="replace")
     return {
         "git_commit": commit,
         "previous_kubernetes_version": previous.group(1) if previous else None,
@@ -89,7 +105,8 @@ def measure(log: Path) -> dict[str, Any]:
         "exit_code": code,
         "passed": code == 0,
         "make_test_seconds": round(seconds, 1),
-        "pytest_summaries": PYTEST_SUMMARY.findall(log.read_text(errors="replace")),
+        "pytest_summaries": pytest_endings(text),
+        "lane_seconds": lane_seconds(text),
         **memory.results(),
         "disk_before_mib": disk_before,
         "disk_after_mib": disk_after,

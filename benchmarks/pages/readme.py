@@ -89,6 +89,16 @@ def caches(r: Mapping[str, Any], release: str) -> str:
     return f"cold caches (`~/.cache/trainium-dra` held no build of {release}{held})"
 
 
+def lanes(r: Mapping[str, Any]) -> str:
+    """The lanes `make test` ran side by side, each with its wall time, where
+    the run recorded them."""
+    seconds = r.get("lane_seconds") or {}
+    if not seconds:
+        return ""
+    each = ", ".join(f"{lane} {s / 60:.0f} min" for lane, s in seconds.items())
+    return f"its lanes, side by side, took {each}; "
+
+
 def first_test(payload: Mapping[str, Any] | None) -> str:
     if payload is None:
         return not_measured(
@@ -109,7 +119,7 @@ def first_test(payload: Mapping[str, Any] | None) -> str:
         f"The first `make test` in a fresh clone took **{r['make_test_seconds'] / 60:.0f} "
         f"minutes** ({r['make_test_seconds']:,.0f} s) and {verdict}, with {caches(r, release)}. "
         f"It ran on Kubernetes {release}, then on {r['previous_kubernetes_version']} "
-        f"(`make test-previous`); its pytest runs ended: {summaries}. Its {memory(r)}; "
+        f"(`make test-previous`); {lanes(r)}its pytest runs ended: {summaries}. Its {memory(r)}; "
         f"afterwards the checkout and the caches took {disk(r['disk_after_mib'])}, "
         f"{gib(sum(r['disk_before_mib'].values()))} before it. Measured by "
         f"`{payload['command']}` on {m['date']} at commit {r['git_commit'][:10]} as root, "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.first_test import PYTEST_SUMMARY, releases_built, run_env
+from benchmarks.first_test import lane_seconds, pytest_endings, releases_built, run_env
 from benchmarks.firstrun import meminfo_mib, tree_mib
 
 MEMINFO = """MemTotal:       24684000 kB
@@ -55,15 +55,20 @@ def test_the_clone_starts_as_ci_does(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not {"MAKEFLAGS", "MAKELEVEL", "TRAINIUM_DRA_BIN_DIR"} & set(env)
 
 
-def test_pytest_endings_are_read_from_the_log() -> None:
+def test_pytest_endings_and_lane_times_are_read_from_the_log() -> None:
     log = (
         "tests/x.py ....\n"
         "============ 1200 passed, 4 skipped in 1800.00s (0:30:00) ============\n"
-        "kind-e2e: total 300s\n"
-        "===== 1 failed, 300 passed in 600.12s (0:10:00) =====\n"
+        "kind       | kind-e2e: total 300s\n"
+        "stand-in   | ===== 1 failed, 300 passed in 600.12s (0:10:00) =====\n"
+        "stand-in   | lane stand-in: FAILED (exit 2) in 611s\n"
+        "real-nodes | ======== 62 passed in 700.50s (0:11:40) ========\n"
+        "real-nodes | lane real-nodes: passed in 1002s\n"
         "=========================== short test summary info ============================\n"
     )
-    assert PYTEST_SUMMARY.findall(log) == [
+    assert pytest_endings(log) == [
         "1200 passed, 4 skipped in 1800.00s (0:30:00)",
-        "1 failed, 300 passed in 600.12s (0:10:00)",
+        "stand-in: 1 failed, 300 passed in 600.12s (0:10:00)",
+        "real-nodes: 62 passed in 700.50s (0:11:40)",
     ]
+    assert lane_seconds(log) == {"stand-in": 611, "real-nodes": 1002}

@@ -139,6 +139,10 @@ def test_readme_renders_the_first_make_test_from_its_results() -> None:
     assert "peaked at 9.0 GiB (2.0 GiB before it, of 24.0 GiB)" in block
     assert "took 13.2 GiB of disk (the checkout with its `.venv` 0.9 GiB" in block
     assert "`make bench-first-test`" in block
+    assert "lanes" not in block
+    laned = first_test_payload(lane_seconds={"stand-in": 1140, "real-nodes": 1320, "kind": 660})
+    block = readme_block({**FOUND, "first-test": laned}, "first-test")
+    assert "its lanes, side by side, took stand-in 19 min, real-nodes 22 min, kind 11 min;" in block
     failed = first_test_payload(
         exit_code=2, passed=False, caches="warm", releases_built_before=["v1.36.3", "v1.37.2"]
     )
