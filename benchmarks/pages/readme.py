@@ -118,8 +118,8 @@ def first_test(payload: Mapping[str, Any] | None) -> str:
     return (
         f"The first `make test` in a fresh clone took **{r['make_test_seconds'] / 60:.0f} "
         f"minutes** ({r['make_test_seconds']:,.0f} s) and {verdict}, with {caches(r, release)}. "
-        f"It ran on Kubernetes {release}, then on {r['previous_kubernetes_version']} "
-        f"(`make test-previous`); {lanes(r)}its pytest runs ended: {summaries}. Its {memory(r)}; "
+        f"It ran on Kubernetes {release}, and what can depend on the release on "
+        f"{r['previous_kubernetes_version']} too (`make test-previous`); {lanes(r)}its pytest runs ended: {summaries}. Its {memory(r)}; "
         f"afterwards the checkout and the caches took {disk(r['disk_after_mib'])}, "
         f"{gib(sum(r['disk_before_mib'].values()))} before it. Measured by "
         f"`{payload['command']}` on {m['date']} at commit {r['git_commit'][:10]} as root, "

@@ -134,7 +134,7 @@ def test_readme_renders_the_first_make_test_from_its_results() -> None:
     found = {**FOUND, "first-test": first_test_payload()}
     block = readme_block(found, "first-test")
     assert "**45 minutes** (2,700 s) and passed, with cold caches" in block
-    assert "Kubernetes v1.37.2, then on v1.36.3" in block
+    assert "Kubernetes v1.37.2, and what can depend on the release on v1.36.3 too" in block
     assert "`1200 passed, 4 skipped in 1800.00s (0:30:00)`" in block
     assert "peaked at 9.0 GiB (2.0 GiB before it, of 24.0 GiB)" in block
     assert "took 13.2 GiB of disk (the checkout with its `.venv` 0.9 GiB" in block
