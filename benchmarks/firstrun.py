@@ -107,11 +107,13 @@ def run_first(
     keys: tuple[str, str],
     description: str,
     argv: list[str] | None,
+    section: Callable[[Mapping[str, Any]], str] | None = None,
 ) -> int:
     """The command line of a first-run benchmark `name` (`first-demo`,
     `first-test`): as root, `measure` into a fresh log, the results written
     with the run's conditions; `keys` are (seconds, passed) of the results.
-    Exit 0 only when the run it measured passed."""
+    With `section`, the results are that section of the file (the others
+    kept). Exit 0 only when the run it measured passed."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--log", type=Path, default=Path(f"/tmp/bench-{name}.log"))
     add_noisy_flag(parser)
@@ -122,7 +124,9 @@ def run_first(
     args.log.unlink(missing_ok=True)
     results = dict(measure(args.log))
     command = make_command(f"make bench-{name}", argv)
-    out = write_results(name, command, results, conditions)
+    out = write_results(
+        name, command, results, conditions, section=section(results) if section else None
+    )
     seconds, passed = keys
     print(f"bench-{name}: {results[seconds]} s, exit {results['exit_code']}; wrote {out}")
     return 0 if results[passed] else 1

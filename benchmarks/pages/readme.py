@@ -99,18 +99,34 @@ def lanes(r: Mapping[str, Any]) -> str:
     return f"its lanes, side by side, took {each}; "
 
 
+FIRST_TEST_RUNS = ("cold", "warm")
+"""The sections of first-test.json, in the README's order."""
+
+
 def first_test(payload: Mapping[str, Any] | None) -> str:
-    if payload is None:
+    runs = [run for run in FIRST_TEST_RUNS if payload and run in payload["results"]]
+    if payload is None or not runs:
         return not_measured(
             "The time, memory and disk of the first `make test`", "make bench-first-test"
         )
-    r, m, c = payload["results"], payload["machine"], payload["conditions"]
+    return "\n\n".join(
+        first_test_run(
+            payload["results"][run],
+            payload["conditions"][run],
+            payload["commands"][run],
+            payload["machine"]["cpus"],
+        )
+        for run in runs
+    )
+
+
+def first_test_run(r: Mapping[str, Any], c: Mapping[str, Any], command: str, cpus: int) -> str:
     release = c["kubernetes_version"]
     verdict = "passed" if r["passed"] else f"**failed** (exit code {r['exit_code']})"
     summaries = "; ".join(f"`{s}`" for s in r["pytest_summaries"]) or "none"
     load = f"1-minute load average {loads_text(c)}"
     noisy = (
-        f" **A noisy run**: the load exceeded the {m['cpus']} CPUs at some reading "
+        f" **A noisy run**: the load exceeded the {cpus} CPUs at some reading "
         "(the run's own builds and clusters count too)."
         if is_noisy(c)
         else ""
@@ -123,8 +139,8 @@ def first_test(payload: Mapping[str, Any] | None) -> str:
         f"its pytest runs ended: {summaries}. Its {memory(r)}; "
         f"afterwards the checkout and the caches took {disk(r['disk_after_mib'])}, "
         f"{gib(sum(r['disk_before_mib'].values()))} before it. Measured by "
-        f"`{payload['command']}` on {m['date']} at commit {r['git_commit'][:10]} as root, "
-        f"{m['cpus']} CPUs; {load}.{noisy}"
+        f"`{command}` on {r['date']} at commit {r['git_commit'][:10]} as root, "
+        f"{cpus} CPUs; {load}.{noisy}"
     )
 
 

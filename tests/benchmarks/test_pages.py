@@ -90,32 +90,38 @@ MEMORY = {
 
 
 def first_test_payload(**results: object) -> dict[str, Any]:
+    """A first-test.json holding one run, in the section its caches name."""
+    run = {
+        "date": "2026-12-06",
+        "git_commit": "0123456789abcdef",
+        "previous_kubernetes_version": "v1.36.3",
+        "releases_built_before": [],
+        "caches": "cold",
+        "exit_code": 0,
+        "passed": True,
+        "make_test_seconds": 2700.0,
+        "pytest_summaries": ["1200 passed, 4 skipped in 1800.00s (0:30:00)"],
+        **MEMORY,
+        "disk_before_mib": dict.fromkeys(DISK, 0),
+        "disk_after_mib": DISK,
+        **results,
+    }
+    section = str(run["caches"])
     return {
         "benchmark": "first-test",
-        "command": "make bench-first-test",
-        "machine": {"cpus": 2, "date": "2026-12-06", "machine": "x86_64", "python": "3.11.7"},
+        "commands": {section: "make bench-first-test"},
+        "machine": {"cpus": 2, "date": "2026-12-07", "machine": "x86_64", "python": "3.11.7"},
         "conditions": {
-            "cpus": 2,
-            "kubernetes_version": "v1.37.2",
-            "load_1min_before": 0.3,
-            "load_during_1min": {"samples": 270, "max": 5.1, "mean": 3.2},
-            "load_1min_after": 1.2,
-            "noisy": False,
+            section: {
+                "cpus": 2,
+                "kubernetes_version": "v1.37.2",
+                "load_1min_before": 0.3,
+                "load_during_1min": {"samples": 270, "max": 5.1, "mean": 3.2},
+                "load_1min_after": 1.2,
+                "noisy": False,
+            }
         },
-        "results": {
-            "git_commit": "0123456789abcdef",
-            "previous_kubernetes_version": "v1.36.3",
-            "releases_built_before": [],
-            "caches": "cold",
-            "exit_code": 0,
-            "passed": True,
-            "make_test_seconds": 2700.0,
-            "pytest_summaries": ["1200 passed, 4 skipped in 1800.00s (0:30:00)"],
-            **MEMORY,
-            "disk_before_mib": dict.fromkeys(DISK, 0),
-            "disk_after_mib": DISK,
-            **results,
-        },
+        "results": {section: run},
     }
 
 
@@ -149,6 +155,21 @@ def test_readme_renders_the_first_make_test_from_its_results() -> None:
     block = readme_block({**FOUND, "first-test": failed}, "first-test")
     assert "and **failed** (exit code 2), with warm caches" in block
     assert "already held the builds of v1.36.3, v1.37.2" in block
+
+
+def test_readme_renders_the_cold_run_then_the_warm_one() -> None:
+    cold = first_test_payload()
+    warm = first_test_payload(caches="warm", make_test_seconds=1149.4, date="2026-12-08")
+    both = copy.deepcopy(cold)
+    for key in ("results", "conditions", "commands"):
+        both[key].update(warm[key])
+    block = readme_block({**FOUND, "first-test": both}, "first-test")
+    cold_at, warm_at = block.index("with cold caches"), block.index("with warm caches")
+    assert cold_at < warm_at
+    assert "**45 minutes** (2,700 s)" in block[:warm_at]
+    assert "**19 minutes** (1,149 s)" in block[cold_at:]
+    assert "on 2026-12-06 at commit" in block[:warm_at]
+    assert "on 2026-12-08 at commit" in block[cold_at:]
 
 
 def test_readme_renders_the_first_demos_memory_and_disk_once_recorded() -> None:
