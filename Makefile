@@ -92,9 +92,11 @@ unit: venv promtool
 #               (tests/conftest.py)
 #   real-nodes  the real-node tests on the pinned release, then on K8S_PREVIOUS
 #               (the host holds one real-node cluster at a time)
-#   kind        docs/kind.md end to end on podman, then the examples on K8S_PREVIOUS
+#   kind        the binaries of K8S_PREVIOUS (built here when missing: on a cold
+#               machine this lane has time to spare), docs/kind.md end to end
+#               on podman, then the examples on K8S_PREVIOUS
 TEST_LANES := stand-in real-nodes kind
-test: venv lint binaries previous-binaries node-packages image kind-tools
+test: venv lint binaries node-packages image kind-tools
 	+$(MAKE) --no-print-directory -j3 $(addprefix lane-,$(TEST_LANES))
 
 lane-%:
@@ -104,7 +106,7 @@ test-stand-in: venv binaries image
 	$(WITH_BINARIES) $(PY) -m pytest -n 2 --no-loadscope-reorder \
 	  --ignore=tests/realnodes --ignore=tests/realnodes_aws
 
-test-real-nodes: venv binaries previous-binaries node-packages image
+test-real-nodes: venv binaries node-packages image
 	$(WITH_BINARIES) $(PY) -m pytest tests/realnodes tests/realnodes_aws
 	+$(MAKE) --no-print-directory test-previous-real-nodes
 
@@ -112,7 +114,9 @@ test-kind: kind-tools previous-binaries
 	+$(MAKE) --no-print-directory kind-e2e
 	+$(MAKE) --no-print-directory test-previous-examples
 
-# The binaries of K8S_PREVIOUS, built once into their own cache directory.
+# The binaries of K8S_PREVIOUS, built once into their own cache directory
+# (hack/build-binaries.sh builds one release at a time: a second lane asking
+# for it waits for the first).
 previous-binaries:
 	@mkdir -p build
 	K8S_VERSION=$(K8S_PREVIOUS) hack/build-binaries.sh $(call into,$(PREVIOUS_BIN_DIR_FILE))

@@ -28,6 +28,10 @@ etcd_version=${ETCD_VERSION:-$(pinned go.etcd.io/etcd/server/v3 "$here/etcd/go.m
 cache=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}
 out="$cache/k8s/$k8s_version"
 mkdir -p "$out"
+# One build of a release at a time: `make test`'s lanes may ask for the same
+# release at once; the second waits, then finds it built.
+exec 9>"$out/.build.lock"
+flock 9
 
 log() { echo "build-binaries: $*" >&2; }
 # shellcheck source=lib/debian-packages.sh
