@@ -43,9 +43,10 @@ SLOWEST_GROUPS = (
 do not end with one of them alone; the order changes no outcome."""
 
 
-def group_of(path: str) -> str:
-    """The worker group of a test file (a path from the repository root): its
-    shared cluster's, else the file itself (module fixtures start clusters too)."""
+def group_of(nodeid: str) -> str:
+    """The worker group of a test: its shared cluster's, else its file's
+    (module fixtures start clusters too)."""
+    path = nodeid.split("::", maxsplit=1)[0]
     for directory, group in SHARED_CLUSTERS.items():
         if path.startswith(f"{directory}/"):
             return group
@@ -59,14 +60,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScope
 
 class WorkerGroups(LoadScopeScheduling):
     def _split_scope(self, nodeid: str) -> str:
-        return group_of(nodeid.split("::", maxsplit=1)[0])
+        return group_of(nodeid)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Order the groups: the slowest first, then the other integration groups,
     then the unit tests, which even out the workers' ends. Within a group the
     collection order stays (some modules' tests run in file order)."""
-    groups = {item.nodeid: group_of(item.nodeid.split("::")[0]) for item in items}
+    groups = {item.nodeid: group_of(item.nodeid) for item in items}
     integration = {groups[item.nodeid] for item in items if item.get_closest_marker("integration")}
 
     def rank(item: pytest.Item) -> int:

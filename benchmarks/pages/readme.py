@@ -104,7 +104,8 @@ FIRST_TEST_RUNS = ("cold", "warm")
 
 
 def first_test(payload: Mapping[str, Any] | None) -> str:
-    runs = [run for run in FIRST_TEST_RUNS if payload and run in payload["results"]]
+    recorded = payload["results"] if payload else {}
+    runs = [run for run in FIRST_TEST_RUNS if run in recorded]
     if payload is None or not runs:
         return not_measured(
             "The time, memory and disk of the first `make test`", "make bench-first-test"
