@@ -148,6 +148,11 @@ def real_cluster(cluster: Cluster) -> RealCluster:
     return RealCluster(cluster, nodes)
 
 
+PODMAN_CHAINS = "NETAVARK"
+"""podman's iptables chains: the kind lane of `make test` adds and removes them
+on the host while the real-node tests run beside it."""
+
+
 def host_state() -> dict[str, str]:
     """Network namespaces, links, mounts, cgroups and iptables rules of the host
     that a real-node cluster could leave behind."""
@@ -156,7 +161,11 @@ def host_state() -> dict[str, str]:
         return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
 
     mounts = [line for line in run("cat", "/proc/self/mounts").splitlines() if "tdra" in line]
-    rules = [line for line in run("iptables-save").splitlines() if not line.startswith("#")]
+    rules = [
+        line
+        for line in run("iptables-save").splitlines()
+        if not line.startswith("#") and PODMAN_CHAINS not in line
+    ]
     return {
         "netns": run("ip", "netns", "list"),
         "links": "\n".join(x for x in run("ip", "-o", "link").splitlines() if "tdra" in x),

@@ -31,6 +31,20 @@ def real(host_before: dict[str, str]) -> Iterator[RealCluster]:
         yield real_cluster(cluster)
 
 
+@pytest.fixture(autouse=True)
+def namespaces_removed(request: pytest.FixtureRequest, real: RealCluster) -> Iterator[None]:
+    """The namespaces a test made go when it ends, passed or failed: a failed
+    test's claims (a whole server) would otherwise starve every test after it."""
+    if request.node.name == DOWN_TEST:
+        yield
+        return
+    before = set(real.kubectl("get", "namespaces", "-o", "name").split())
+    yield
+    made = set(real.kubectl("get", "namespaces", "-o", "name").split()) - before
+    if made:
+        real.kubectl("delete", *sorted(made), "--wait=false", "--ignore-not-found")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Move the down test behind this package's other tests (files run in
     name order, so a module after test_real_nodes.py would find no cluster)."""

@@ -84,7 +84,7 @@ def test_claims_reach_real_containers_through_cdi(real: RealCluster) -> None:
     seen: dict[str, set[tuple[str, int]]] = {}
     for name, (_, _, lnc, logical) in CLAIMS.items():
         pod = real.running(ns, name)
-        lines = real.wait_logs(ns, name, "workload_api")
+        lines = real.wait_logs(ns, name, "claim_devices")
         cores = [int(c) for c in lines["NEURON_RT_VISIBLE_CORES"].split(",")]
         assert len(cores) == logical, (name, lines)
         assert lines["NEURON_LOGICAL_NC_CONFIG"] == str(lnc or 1)
