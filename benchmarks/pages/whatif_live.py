@@ -19,7 +19,7 @@ def _share(value: float | None) -> str:
 
 
 def _most(delays: Mapping[str, Any]) -> str:
-    return "" if delays.get("max") is None else f"{delays['max']:,.0f}"
+    return "max not recorded" if delays.get("max") is None else f"{delays['max']:,.0f}"
 
 
 def _queueing(case: Mapping[str, Any]) -> str:
@@ -71,14 +71,24 @@ def _load(case: Mapping[str, Any], run: Mapping[str, Any] | None) -> str:
     }
     during = (conditions.get("load_during_1min") or {}).get("max")
     peak = f" \u2192 up to {during:g}" if during is not None else ""
-    text = f"{conditions['load_1min_before']:g}{peak} \u2192 {conditions['load_1min_after']:g}"
+    unsampled = " (not sampled during)" if during is None else ""
+    text = (
+        f"{conditions['load_1min_before']:g}{peak} \u2192 "
+        f"{conditions['load_1min_after']:g}{unsampled}"
+    )
     return f"**noisy**: {text}" if is_noisy(conditions) else text
 
 
 def _last_run(payload: Mapping[str, Any]) -> tuple[set[str], Mapping[str, Any] | None]:
-    """The cases the last run measured (its `--cases`), and its conditions."""
+    """The cases the last run measured, and its conditions: those its `--cases`
+    names that are dated on its day (a run stopped midway names cases it never
+    reached, which keep an older date)."""
     found = re.search(r"--cases[= ]'?([\w,-]+)", payload["command"])
-    return (set(found.group(1).split(",")) if found else set()), payload.get("conditions")
+    named = set(found.group(1).split(",")) if found else set()
+    day = payload["machine"]["date"][:10]
+    cases = payload["results"]["cases"]
+    measured = {n for n in named if str(cases.get(n, {}).get("date", ""))[:10] == day}
+    return measured, payload.get("conditions")
 
 
 def _row(name: str, case: Mapping[str, Any], run: Mapping[str, Any] | None) -> list[object]:

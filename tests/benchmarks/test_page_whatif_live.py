@@ -44,8 +44,8 @@ def test_each_case_is_a_row_beside_the_anchor_with_where_its_cpu_went() -> None:
     page = whatif_live.render(PAGE, payload)
     assert page.startswith("before\n") and page.endswith("after\n") and "old" not in page
     assert (
-        "| `c` | 30 / 1 | 200 (50.0x) | 60.0% / 61.0% / 65.0% | -5.0 | 40 / 80 /  | 0 / 0 /  "
-        "| not recorded | 1.5 | 2 |" in page
+        "| `c` | 30 / 1 | 200 (50.0x) | 60.0% / 61.0% / 65.0% | -5.0 "
+        "| 40 / 80 / max not recorded | 0 / 0 / max not recorded | not recorded | 1.5 | 2 |" in page
     )
     assert "used 245 CPU seconds of the 400" in page
     assert "most: kube-scheduler 150, kube-apiserver 90, etcd 5" in page
@@ -77,27 +77,31 @@ def test_a_case_is_marked_noisy_when_any_reading_exceeded_the_cpus() -> None:
     machine = {"cpus": 2, "date": "d"}
     payload = {"command": "make x", "machine": machine, "results": {"cases": cases}}
     rows = case_rows(payload)
-    assert rows["| `quiet`"].endswith("| 0.5 \u2192 1.5 |")
-    assert rows["| `busy`"].endswith("| **noisy**: 2.84 \u2192 2.39 |")
+    assert rows["| `quiet`"].endswith("| 0.5 \u2192 1.5 (not sampled during) |")
+    assert rows["| `busy`"].endswith("| **noisy**: 2.84 \u2192 2.39 (not sampled during) |")
     assert rows["| `sampled`"].endswith("| **noisy**: 0.5 \u2192 up to 4 \u2192 1.5 |")
 
 
 def test_a_case_of_the_last_run_without_its_own_readings_takes_the_runs() -> None:
+    """`unreached` is named by the run's --cases but dated a day before it: the
+    run was stopped before it, so the run's readings are not its own."""
     quiet = {**CASE, "load_1min": {"before": 0.5, "after": 1.5}}
+    unreached = {**quiet, "date": "2026-12-04 23:10"}
     payload = {
-        "command": "make bench-whatif-live BENCH_ARGS='--cases measured'",
-        "machine": {"cpus": 2, "date": "d"},
+        "command": "make bench-whatif-live BENCH_ARGS='--cases measured,unreached'",
+        "machine": {"cpus": 2, "date": "2026-12-05"},
         "conditions": {
             "cpus": 2,
             "load_1min_before": 0.5,
             "load_during_1min": {"samples": 9, "max": 5.0, "mean": 1.0},
             "load_1min_after": 1.0,
         },
-        "results": {"cases": {"measured": quiet, "older": quiet}},
+        "results": {"cases": {"measured": quiet, "older": quiet, "unreached": unreached}},
     }
     rows = case_rows(payload)
     assert rows["| `measured`"].endswith("| **noisy**: 0.5 \u2192 up to 5 \u2192 1.5 |")
-    assert rows["| `older`"].endswith("| 0.5 \u2192 1.5 |")
+    assert rows["| `older`"].endswith("| 0.5 \u2192 1.5 (not sampled during) |")
+    assert rows["| `unreached`"].endswith("| 0.5 \u2192 1.5 (not sampled during) |")
 
 
 def test_a_settle_clock_case_names_its_clock_its_maxima_and_the_jobs_that_part() -> None:
