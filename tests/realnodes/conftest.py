@@ -2,7 +2,7 @@
 and the host holds only one (the bridge tdra0). Every module's tests share
 it; the test of `trainium-dra down` ends it, so it runs last."""
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,18 +31,37 @@ def real(host_before: dict[str, str]) -> Iterator[RealCluster]:
         yield real_cluster(cluster)
 
 
+FAILED_CALL = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item,
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    if report.when == "call":
+        item.stash[FAILED_CALL] = report.failed
+    return report
+
+
 @pytest.fixture(autouse=True)
-def namespaces_removed(request: pytest.FixtureRequest, real: RealCluster) -> Iterator[None]:
-    """The namespaces a test made go when it ends, passed or failed: a failed
-    test's claims (a whole server) would otherwise starve every test after it."""
+def namespaces_of_a_failed_test_removed(
+    request: pytest.FixtureRequest, real: RealCluster
+) -> Iterator[None]:
+    """A failed test's namespaces go before the next test starts: its claims (a
+    whole server) would otherwise starve every test after it. A passing test's
+    stay as the test left them: the daemon-kill trial counts the pods that
+    tests before it left running on its node as pods it must not disturb."""
     if request.node.name == DOWN_TEST:
         yield
         return
     before = set(real.kubectl("get", "namespaces", "-o", "name").split())
     yield
+    if not request.node.stash.get(FAILED_CALL, False):
+        return
     made = set(real.kubectl("get", "namespaces", "-o", "name").split()) - before
     if made:
-        real.kubectl("delete", *sorted(made), "--wait=false", "--ignore-not-found")
+        real.kubectl("delete", *sorted(made), "--ignore-not-found", "--timeout=180s")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
