@@ -16,16 +16,15 @@ Usage: python -m benchmarks.storage [--racks 10]
 
 import argparse
 import tempfile
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-import httpx
 from kubernetes import client
 
 from benchmarks.publishing import (
+    clear_etcd_history,
     create_racks,
     rack_nodes,
     ready_racks,
@@ -46,22 +45,11 @@ LAYOUTS: Final[dict[str, dict[str, Any]]] = {
     "node pools, partition sizes [1, 2]": {"pools": "node", "partitionSizes": [1, 2]},
 }
 """UltraServer spec fields of each measured layout (whole chips are always published)."""
-SETTLE_SECONDS: Final = 2.0
-"""etcd recomputes its size metrics when it commits its backend, every 100 ms
-by default."""
 
 
 def in_use(cp: ControlPlane) -> int:
-    """etcd's database bytes once its history is compacted away and the file
-    defragmented, so freed pages neither count nor linger from the last run."""
-    cp.compact_etcd()
-    defragmented = httpx.post(
-        f"http://127.0.0.1:{cp.config.ports.etcd_client}/v3/maintenance/defragment",
-        json={},
-        timeout=300,
-    )
-    defragmented.raise_for_status()
-    time.sleep(SETTLE_SECONDS)
+    """etcd's database bytes in use once the runs before have left nothing behind."""
+    clear_etcd_history(cp)
     return storage(cp)["etcd_db_in_use_bytes"]
 
 

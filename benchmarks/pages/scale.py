@@ -226,7 +226,8 @@ def breaks(at: dict[str, float], slice_bytes: float) -> list[str]:
     slices = at.get("slice_mib", 0.0) * 2**20
     if etcd:
         out += [
-            "**etcd's size.** The projected database file right after a cold publish (its",
+            "**etcd's size.** The projected database file right after a cold publish onto",
+            "an etcd whose history was compacted and defragmented (the publish's own",
             f"history not compacted yet) is {etcd / 2**30:,.1f} GiB, against etcd's default "
             f"quota of {ETCD_QUOTA_DEFAULT / 2**30:.0f} GiB and the",
             f"{ETCD_QUOTA_MAX_SUGGESTED / 2**30:.0f} GiB its documentation suggests as the "
