@@ -19,6 +19,18 @@ workload() {
   "${kubectl[@]}" "${ns[@]}" get workloads.kueue.x-k8s.io -o \
     jsonpath="{range .items[?(@.metadata.ownerReferences[0].name==\"$1\")]}{.metadata.name}{end}"
 }
+# Polls until Job $1 has a Running pod. The Job controller makes the pod only
+# after Kueue unsuspends the Job, so right after admission the selector can
+# match nothing yet, and `kubectl wait -l` fails at once on an empty match.
+pod_running() {
+  local phases _
+  for _ in {1..180}; do
+    phases=$("${kubectl[@]}" "${ns[@]}" get pods -l "job-name=$1" -o jsonpath='{.items[*].status.phase}')
+    grep -qw Running <<<"$phases" && return 0
+    sleep 1
+  done
+  fail "Job $1 admitted, but its pod is not Running (pod phases: ${phases:-no pod yet})"
+}
 # Waits for Job $1's Workload to exist and be admitted, then for its pod to run.
 running() {
   local name="" _
@@ -30,8 +42,7 @@ running() {
   [ -n "$name" ] || fail "Kueue made no Workload for Job $1"
   "${kubectl[@]}" "${ns[@]}" wait "workloads.kueue.x-k8s.io/$name" --for=condition=Admitted --timeout=120s >/dev/null ||
     fail "Job $1 not admitted: $("${kubectl[@]}" "${ns[@]}" get "workloads.kueue.x-k8s.io/$name" -o jsonpath='{.status.conditions}')"
-  "${kubectl[@]}" "${ns[@]}" wait pod -l "job-name=$1" --for=jsonpath='{.status.phase}'=Running --timeout=180s >/dev/null ||
-    fail "Job $1 admitted, but its pod is not Running"
+  pod_running "$1"
 }
 
 "${kubectl[@]}" apply -f "$example/queue.yaml" -f "$example/first.yaml" >/dev/null
