@@ -180,14 +180,16 @@ whatif: venv
 	$(VENV)/bin/trainium-dra whatif offline $(WHATIF_ARGS)
 
 # The same through the real scheduler: a local cluster of WHATIF_RACKS Gen2 racks
-# (node pools; WHATIF_UP_ARGS adds `trainium-dra up` flags) up, the replay, the
-# cluster down again.
+# (node pools; WHATIF_UP_ARGS adds `trainium-dra up` flags) up in a state
+# directory of its own, the replay, that cluster down again. A cluster of
+# `make demo` keeps running untouched beside it.
 WHATIF_RACKS ?= 1
 WHATIF_UP_ARGS ?=
+WHATIF_STATE ?= $(HOME)/.local/state/trainium-dra/whatif-live
 whatif-live: venv binaries
-	$(WITH_BINARIES) $(VENV)/bin/trainium-dra up --racks $(WHATIF_RACKS) --pools node $(WHATIF_UP_ARGS)
-	$(WITH_BINARIES) $(VENV)/bin/trainium-dra whatif live $(or $(WHATIF_ARGS),--jobs 300); \
-	  status=$$?; $(VENV)/bin/trainium-dra down; exit $$status
+	$(WITH_BINARIES) $(VENV)/bin/trainium-dra up --state-dir=$(WHATIF_STATE) --racks $(WHATIF_RACKS) --pools node $(WHATIF_UP_ARGS)
+	$(WITH_BINARIES) $(VENV)/bin/trainium-dra whatif live --state-dir=$(WHATIF_STATE) $(or $(WHATIF_ARGS),--jobs 300); \
+	  status=$$?; $(VENV)/bin/trainium-dra down --state-dir=$(WHATIF_STATE); exit $$status
 
 # The example of docs/whatif.md: one trace, both placement rules, gangs on and off.
 bench-whatif: venv

@@ -267,6 +267,11 @@ class ClusterPaths:
         return self.root / "cluster.json"
 
     @property
+    def settings_file(self) -> Path:
+        """The flags `up` started the cluster with, for a second `up` to compare."""
+        return self.root / "up.json"
+
+    @property
     def serve_log(self) -> Path:
         return self.root / "serve.log"
 
@@ -324,6 +329,7 @@ STATE_ENTRIES = (
     "controller-manager.kubeconfig",
     "tokens.csv",
     "cluster.json",
+    "up.json",
     "serve.log",
     "serve.pid",
     "ready",

@@ -198,5 +198,5 @@ def test_in_cluster_scrape_config_passes_promtool() -> None:
 
 
 def test_up_takes_with_prometheus() -> None:
-    assert parse_up(["--with-prometheus"]).with_prometheus is True
-    assert parse_up([]).with_prometheus is False
+    assert parse_up(["--with-prometheus"]).settings.with_prometheus is True
+    assert parse_up([]).settings.with_prometheus is False

@@ -60,8 +60,8 @@ def paths() -> Iterator[ClusterPaths]:
         cli("down", f"--state-dir={where.root}")
 
 
-def up(paths: ClusterPaths) -> subprocess.CompletedProcess[str]:
-    result = cli("up", f"--state-dir={paths.root}", *SMALL)
+def up(paths: ClusterPaths, *flags: str) -> subprocess.CompletedProcess[str]:
+    result = cli("up", f"--state-dir={paths.root}", *(flags or SMALL))
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
@@ -85,11 +85,31 @@ def test_up_twice_then_down(paths: ClusterPaths) -> None:
     assert "already running" in second.stdout
     assert processes(paths) == before
     assert recorded_pids(paths) == recorded
+    other = cli("up", f"--state-dir={paths.root}", "--nodes-per-rack=1", "--pools=node")
+    assert other.returncode == 2, other.stdout + other.stderr
+    assert "--nodes-per-rack: running 2, asked 1" in other.stderr
+    assert "--pools: running rack, asked node" in other.stderr
+    assert "trainium-dra up --recreate" in other.stderr
+    assert processes(paths) == before
+    assert recorded_pids(paths) == recorded
     down = cli("down", f"--state-dir={paths.root}")
     assert down.returncode == 0 and "stopped" in down.stdout
     assert not processes(paths)
     assert not paths.root.exists()
     assert not paths.runtime.exists()
+
+
+def test_up_recreate_replaces_a_cluster_of_other_flags(paths: ClusterPaths) -> None:
+    up(paths)
+    before = processes(paths)
+    replaced = cli("up", f"--state-dir={paths.root}", "--nodes-per-rack=1", "--recreate")
+    assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+    assert "replacing the local cluster" in replaced.stdout
+    assert "--nodes-per-rack: running 2, asked 1" in replaced.stdout
+    assert not before & processes(paths)
+    spec = json.loads(paths.cluster_file.read_text())["spec"]
+    assert [rack["nodes"] for rack in spec["racks"]] == [1]
+    assert "already running" in up(paths, "--nodes-per-rack=1").stdout
 
 
 def test_a_state_dir_of_200_characters_starts_and_stops() -> None:

@@ -183,8 +183,8 @@ def test_conversion_goes_to_the_manager() -> None:
 
 
 def test_with_kueue_flag() -> None:
-    assert parse_up(["--with-kueue"]).with_kueue
-    assert not parse_up([]).with_kueue
+    assert parse_up(["--with-kueue"]).settings.with_kueue
+    assert not parse_up([]).settings.with_kueue
 
 
 def test_kueue_quota_cores_counts_chips_servers_and_racks_as_their_cores() -> None:
@@ -224,8 +224,8 @@ def test_kueue_quota_cores_counts_chips_servers_and_racks_as_their_cores() -> No
 
 
 def test_kueue_quota_needs_with_kueue(capsys: pytest.CaptureFixture[str]) -> None:
-    assert parse_up(["--with-kueue", "--kueue-quota", "cores"]).kueue_quota == "cores"
-    assert parse_up(["--with-kueue"]).kueue_quota == "devices"
+    assert parse_up(["--with-kueue", "--kueue-quota", "cores"]).settings.kueue_quota == "cores"
+    assert parse_up(["--with-kueue"]).settings.kueue_quota == "devices"
     with pytest.raises(SystemExit):
         parse_up(["--kueue-quota", "cores"])
     assert "--kueue-quota: only with --with-kueue" in capsys.readouterr().err

@@ -88,4 +88,4 @@ def test_token_file_is_never_readable_by_others(tmp_path: Path) -> None:
 
 def test_up_takes_with_prometheus_with_real_nodes_as_root() -> None:
     flags = parse_up(["--real-nodes", "--with-prometheus"])
-    assert flags.real_nodes and flags.with_prometheus
+    assert flags.settings.real_nodes and flags.settings.with_prometheus

@@ -89,10 +89,10 @@ def real_nodes_demo(kubectl: list[str], paths: ClusterPaths, spec: ClusterSpec) 
 def main(argv: list[str]) -> int:
     flags = parse_up(argv)
     paths, spec = flags.paths, flags.spec
-    if start_background(argv, paths, spec) != 0:
-        return 1
+    if (started := start_background(argv, flags)) != 0:
+        return started
     kubectl = [str(Binaries.locate().kubectl), f"--kubeconfig={paths.kubeconfig}"]
-    if flags.real_nodes:
+    if flags.settings.real_nodes:
         return real_nodes_demo(kubectl, paths, spec)
     print(f"\n== applying the demo job ({example(DEMO)})")
     subprocess.run([*kubectl, "apply", "-f", str(DEMO)], check=True)

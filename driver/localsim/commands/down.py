@@ -1,13 +1,19 @@
 """`trainium-dra down`: stop the local cluster and remove its state, also
 after a crash (stray children are found by their recorded pids)."""
 
+from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.commands.flags import parse_down
 from driver.localsim.realnodes.realnodecluster import cleanup, holds_real_nodes
 from driver.localsim.state import remove_state, serve_pid, stray_pids, terminate
 
 
 def main(argv: list[str]) -> int:
-    paths = parse_down(argv)
+    stop_cluster(parse_down(argv))
+    return 0
+
+
+def stop_cluster(paths: ClusterPaths) -> None:
+    """Stop the cluster of `paths`, whatever state it is in, and remove its state."""
     pid = serve_pid(paths)
     if pid is not None:
         print(f"stopping the local cluster (pid {pid}) ...", flush=True)
@@ -26,4 +32,3 @@ def main(argv: list[str]) -> int:
         print(f"no local cluster running for {paths.root}; {what}")
     else:
         print(f"local cluster stopped; state removed from {paths.root}")
-    return 0

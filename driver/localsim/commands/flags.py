@@ -13,6 +13,7 @@ from driver.localsim.clusterspec import (
     ClusterSpecError,
     check_partition_sizes,
 )
+from driver.localsim.commands.upsettings import UpSettings
 from driver.localsim.kueue.settings import QUOTA_MODES as KUEUE_QUOTAS
 from driver.localsim.state import STATE_DIR_ENV, default_state_dir
 from driver.names import DEFAULT_DRIVER_NAME
@@ -49,12 +50,13 @@ def _layout(args: argparse.Namespace) -> ClusterPaths:
 @dataclass(frozen=True)
 class UpFlags:
     paths: ClusterPaths
-    spec: ClusterSpec
+    settings: UpSettings
     foreground: bool
-    with_prometheus: bool = False
-    real_nodes: bool = False
-    with_kueue: bool = False
-    kueue_quota: str = "devices"
+    recreate: bool = False
+
+    @property
+    def spec(self) -> ClusterSpec:
+        return self.settings.spec
 
 
 def parse_up(argv: list[str]) -> UpFlags:
@@ -115,6 +117,13 @@ def parse_up(argv: list[str]) -> UpFlags:
     )
     p.add_argument(
         "--foreground", action="store_true", help="run in this process until Ctrl-C or SIGTERM"
+    )
+    p.add_argument(
+        "--recreate",
+        action="store_true",
+        help="if a cluster started with other flags is running in this state directory, "
+        "stop it (as `trainium-dra down` does) and start one with these; without it `up` "
+        "refuses and names the flags that differ",
     )
     p.add_argument(
         "--with-prometheus",
@@ -178,15 +187,10 @@ def parse_up(argv: list[str]) -> UpFlags:
         )
     except ClusterSpecError as err:
         p.error(str(err))
-    return UpFlags(
-        _layout(args),
-        spec,
-        args.foreground,
-        args.with_prometheus,
-        args.real_nodes,
-        args.with_kueue,
-        args.kueue_quota or "devices",
+    settings = UpSettings(
+        spec, args.real_nodes, args.with_prometheus, args.with_kueue, args.kueue_quota or "devices"
     )
+    return UpFlags(_layout(args), settings, args.foreground, args.recreate)
 
 
 def parse_down(argv: list[str]) -> ClusterPaths:

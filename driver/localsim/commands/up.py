@@ -1,14 +1,23 @@
 """`trainium-dra up`: start the local cluster in the background (or, with
 --foreground, in this process) and say how to use it."""
 
+import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
-from driver.localsim.commands.flags import parse_up
+from driver.localsim.commands.down import stop_cluster
+from driver.localsim.commands.flags import UpFlags, parse_up
 from driver.localsim.commands.hints import EXAMPLES, example, kubeconfig_export, path_export
+from driver.localsim.commands.upsettings import (
+    UpSettings,
+    differences,
+    read_settings,
+    write_settings,
+)
 from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
 from driver.localsim.controlplane.children import trainium_dra_argv
 from driver.localsim.images import ImageMissingError
@@ -16,6 +25,7 @@ from driver.localsim.kueue.install import KueueInstall
 from driver.localsim.realnodes.serve import serve_real_nodes
 from driver.localsim.standin.serve import serve
 from driver.localsim.state import (
+    default_state_dir,
     make_state_dirs,
     read_cluster,
     remove_state,
@@ -46,13 +56,23 @@ def usage_lines(paths: ClusterPaths, spec: ClusterSpec, more: Sequence[str] = ()
     ]
 
 
-def start_background(argv: list[str], paths: ClusterPaths, spec: ClusterSpec) -> int:
+def start_background(argv: list[str], flags: UpFlags) -> int:
+    paths, spec = flags.paths, flags.spec
     if (pid := serve_pid(paths)) is not None:
-        running = ClusterSpec.from_json(read_cluster(paths).get("spec") or spec.to_json())
-        racks = ", ".join(f"{r.name} ({r.generation}, {r.nodes} nodes)" for r in running.racks)
-        print(f"local cluster already running (pid {pid}): {racks}")
-        print("\n".join(usage_lines(paths, running)))
-        return 0
+        running = running_settings(paths, flags.settings)
+        changed = differences(running, flags.settings)
+        if not changed:
+            racks = ", ".join(
+                f"{r.name} ({r.generation}, {r.nodes} nodes)" for r in running.spec.racks
+            )
+            print(f"local cluster already running (pid {pid}): {racks}")
+            print("\n".join(usage_lines(paths, running.spec)))
+            return 0
+        if not flags.recreate:
+            print(refusal(pid, paths, changed, argv), file=sys.stderr)
+            return 2
+        print(f"replacing the local cluster (pid {pid}): " + "; ".join(changed), flush=True)
+        stop_cluster(paths)
     leftovers = stray_pids(paths)
     if leftovers or paths.pid_file.exists() or paths.cluster_file.exists():
         terminate(leftovers, paths)
@@ -60,7 +80,9 @@ def start_background(argv: list[str], paths: ClusterPaths, spec: ClusterSpec) ->
     remove_state(paths)
     Binaries.locate()
     make_state_dirs(paths)
-    args = [*argv, "--foreground", f"--state-dir={paths.root}"]
+    write_settings(paths, flags.settings)
+    args = [a for a in argv if a != "--recreate"]
+    args += ["--foreground", f"--state-dir={paths.root}"]
     with paths.serve_log.open("wb") as out:
         process = subprocess.Popen(
             trainium_dra_argv(["up", *args]),
@@ -94,6 +116,30 @@ def start_background(argv: list[str], paths: ClusterPaths, spec: ClusterSpec) ->
     return 0
 
 
+def running_settings(paths: ClusterPaths, wanted: UpSettings) -> UpSettings:
+    """The running cluster's settings; one started with --foreground recorded
+    only its spec, so its other flags are taken to be the ones asked for."""
+    recorded = read_settings(paths)
+    if recorded is not None:
+        return recorded
+    spec = read_cluster(paths).get("spec")
+    return replace(wanted, spec=ClusterSpec.from_json(spec)) if spec else wanted
+
+
+def refusal(pid: int, paths: ClusterPaths, changed: list[str], argv: list[str]) -> str:
+    """Why `up` keeps its hands off a running cluster, and the two ways on."""
+    state = [] if paths.root == default_state_dir().absolute() else [f"--state-dir={paths.root}"]
+    lines = [
+        f"trainium-dra up: a local cluster with other settings is running (pid {pid}, "
+        f"{paths.root}):",
+        *(f"  {line}" for line in changed),
+        "Nothing was changed. To replace it with the cluster asked for:",
+        f"  trainium-dra up --recreate {shlex.join(argv)}".rstrip(),
+        f"or stop it first: trainium-dra down {shlex.join(state)}".rstrip(),
+    ]
+    return "\n".join(lines)
+
+
 def remove_state_keep_log(paths: ClusterPaths) -> None:
     """After a failed start: keep serve.log (it says why), drop the rest."""
     log = paths.serve_log.read_bytes() if paths.serve_log.exists() else b""
@@ -105,19 +151,19 @@ def remove_state_keep_log(paths: ClusterPaths) -> None:
 def main(argv: list[str]) -> int:
     flags = parse_up(argv)
     try:
-        if flags.foreground and flags.real_nodes:
-            return serve_real_nodes(flags.paths, flags.spec, flags.with_prometheus)
+        if flags.foreground and flags.settings.real_nodes:
+            return serve_real_nodes(flags.paths, flags.spec, flags.settings.with_prometheus)
         if flags.foreground:
             return serve(
                 flags.paths,
                 flags.spec,
-                flags.with_prometheus,
-                flags.with_kueue,
-                flags.kueue_quota,
+                flags.settings.with_prometheus,
+                flags.settings.with_kueue,
+                flags.settings.kueue_quota,
             )
-        if flags.with_kueue:
+        if flags.settings.with_kueue:
             KueueInstall.locate()
-        return start_background(argv, flags.paths, flags.spec)
+        return start_background(argv, flags)
     except (BinariesMissingError, ImageMissingError, RuntimeError) as error:
         print(f"trainium-dra up: {error}", file=sys.stderr)
         return 1
