@@ -6,7 +6,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.devicemodel.awsprofile import AWS_DRIVER, PROFILES
+from driver.devicemodel.awsprofile import AWS_DRIVER
+from driver.devicemodel.profiles import PROFILES, TRAINIUM, Profile
 from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS
 from driver.names import DEFAULT_DRIVER_NAME
 
@@ -25,7 +26,7 @@ class Flags:
     log_level: str
     rack_settle_seconds: float = DEFAULT_SETTLE_SECONDS
     advertised_racks: int = 0
-    profile: str = "trainium"
+    profile: Profile = TRAINIUM
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile",
         default="trainium",
-        choices=PROFILES,
+        choices=sorted(PROFILES),
         help="trainium: this project's devices (partitions, servers, racks); aws: AWS's "
         "Neuron DRA vocabulary (docs/aws-neuron.md)",
     )
@@ -107,7 +108,8 @@ def parse(argv: list[str]) -> Flags:
         p.error("--rack-settle-seconds: must be from 0 to 60")
     if a.advertised_racks < 0:
         p.error("--advertised-racks: must be 0 (every free rack) or more")
-    driver = a.driver_name or (AWS_DRIVER if a.profile == "aws" else DEFAULT_DRIVER_NAME)
+    profile = PROFILES[a.profile]
+    driver = a.driver_name or profile.default_driver
     return Flags(
         kubeconfig=a.kubeconfig,
         driver_name=driver,
@@ -121,5 +123,5 @@ def parse(argv: list[str]) -> Flags:
         log_level=a.log_level,
         rack_settle_seconds=a.rack_settle_seconds,
         advertised_racks=a.advertised_racks,
-        profile=a.profile,
+        profile=profile,
     )

@@ -19,10 +19,11 @@ from driver.devicemodel.awsprofile import AwsVersions, instance_type
 from driver.devicemodel.layout import PlannedDevice
 from driver.devicemodel.naming import chip_name, rack_of_pool
 from driver.devicemodel.nodemap import NodeMapping, map_nodes
+from driver.devicemodel.profiles import TRAINIUM, Profile
 from driver.devicemodel.rackguard import Allocation, Occupancy, occupancy_taints
 from driver.devicemodel.ultraserver import UltraServerSpec
 from driver.jsontypes import JSON
-from driver.names import API_GROUP, API_VERSION
+from driver.names import API_GROUP, API_VERSION, driver_version
 from simdevice.topology import RackSpec
 
 NO_OCCUPANCY = Occupancy(rack_claimed=False, servers_in_use=False)
@@ -49,7 +50,8 @@ def inputs_key(
     *,
     occupied: Occupancy = NO_OCCUPANCY,
     advertised: bool = True,
-    aws: AwsVersions | None = None,
+    profile: Profile = TRAINIUM,
+    versions: AwsVersions | None = None,
 ) -> str:
     """A digest of everything the rack's slices are built from: the UltraServer
     (uid, generation, spec), its node mapping, the health of its nodes and, in
@@ -75,7 +77,8 @@ def inputs_key(
         binding_conditions,
         astuple(occupied),
         advertised,
-        astuple(aws) if aws is not None else None,
+        profile.name,
+        astuple(versions) if versions is not None else None,
     ]
     encoded = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()
@@ -91,15 +94,17 @@ def desired_rack(
     mapping: NodeMapping | None = None,
     occupied: Occupancy = NO_OCCUPANCY,
     advertised: bool = True,
-    aws: AwsVersions | None = None,
+    profile: Profile = TRAINIUM,
+    versions: AwsVersions | None = None,
 ) -> DesiredRack:
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
     `mapping`: the node mapping when the caller already resolved it. `occupied`:
     what the claims hold of the rack, for the guard's taints, and `advertised`:
-    whether its rack device is published (`node` pools only). `aws`: publish in
-    the AWS profile, whose chips are tainted by their health as whole chips."""
+    whether its rack device is published (`node` pools only). `profile`: the
+    vocabulary to publish in; one of per-node devices taints chips by their
+    health as whole chips and says `versions` (the package's when None)."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
-    if aws is not None:
+    if profile.per_node_devices:
         devices = planned_devices(spec.rack, "flat", "chip")
     else:
         devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.layout)
@@ -122,12 +127,15 @@ def desired_rack(
             layout=spec.layout,
             binding_served=binding_conditions,
             rack_advertised=advertised,
-            aws=None
-            if aws is None
-            else AwsRack(instance_type(spec.rack.generation, spec.instance_type), aws),
+            aws=AwsRack(
+                instance_type(spec.rack.generation, spec.instance_type),
+                versions or AwsVersions(dra_driver=driver_version()),
+            )
+            if profile.per_node_devices
+            else None,
         )
     )
-    aliases = aws_aliases(spec.rack, mapping.nodes) if aws is not None else {}
+    aliases = aws_aliases(spec.rack, mapping.nodes) if profile.per_node_devices else {}
     return DesiredRack(mapping, devices, health, slices, aliases)
 
 

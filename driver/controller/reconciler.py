@@ -34,6 +34,7 @@ from driver.controller.writeplan import Plan, plan_writes
 from driver.devicemodel.awsprofile import AwsVersions
 from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import map_nodes
+from driver.devicemodel.profiles import TRAINIUM, Profile
 from driver.devicemodel.rackguard import (
     Allocation,
     Occupancy,
@@ -123,14 +124,17 @@ class Reconciler:
         on_guard: Callable[[str], None] = lambda _: None,
         advertised_racks: int = 0,
         on_advertised: Callable[[Collection[str]], None] = lambda _: None,
-        aws: AwsVersions | None = None,
+        profile: Profile = TRAINIUM,
+        versions: AwsVersions | None = None,
     ) -> None:
         """`on_guard(rack)`: the rack's guard (`holds`) changed; its rack claims need a look.
         `advertised_racks`: the window of free racks whose rack device is published
         (`node` pools; 0: every free rack); `on_advertised(racks)`: racks that
-        entered or left it, to reconcile. `aws`: publish in the AWS profile, with
-        these versions."""
-        self.aws = aws
+        entered or left it, to reconcile. `profile`: the vocabulary to publish
+        in; `versions`: the ones a profile of per-node devices says (None: the
+        package's)."""
+        self.profile = profile
+        self.versions = versions
         self.kube = kube
         self.stores = stores
         self.driver = driver
@@ -171,7 +175,7 @@ class Reconciler:
             return Outcome(name, 0, 0)
         nodes, reports = self.stores.nodes.items(), self.stores.health.items()
         mapping = map_nodes(spec, nodes)
-        aliases = aws_aliases(spec.rack, mapping.nodes) if self.aws is not None else None
+        aliases = aws_aliases(spec.rack, mapping.nodes) if self.profile.per_node_devices else None
         allocated = allocated_devices(self.stores.claims.items(), self.driver, name, aliases)
         occupied, advertised = (
             self._occupancy(name, mapping.rack_nodes is not None and not mapping.missing)
@@ -186,7 +190,8 @@ class Reconciler:
             self.binding_conditions_served,
             occupied=occupied,
             advertised=advertised,
-            aws=self.aws,
+            profile=self.profile,
+            versions=self.versions,
         )
         memo = self.memos.get(name)
         if memo is not None and memo.key == key and memo.versions == self.index.versions(name):
@@ -211,7 +216,8 @@ class Reconciler:
             mapping=mapping,
             occupied=occupied,
             advertised=advertised,
-            aws=self.aws,
+            profile=self.profile,
+            versions=self.versions,
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, plan, want.slices, existing)

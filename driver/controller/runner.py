@@ -26,13 +26,12 @@ from driver.controller.reconciler import ConflictError, Reconciler, Stores
 from driver.controller.sliceindex import SliceIndex
 from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.controller.slicewatch import SliceWatch
-from driver.devicemodel.awsprofile import AwsVersions
 from driver.devicemodel.rackguard import RackHold, occupancy
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import CLAIMS, HEALTH, NODES, ULTRASERVERS
-from driver.names import driver_version, rack_label
+from driver.names import rack_label
 from driver.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -74,7 +73,7 @@ class Controller:
             on_guard=self._guard_moved,
             advertised_racks=flags.advertised_racks,
             on_advertised=self._advertised_moved,
-            aws=AwsVersions(dra_driver=driver_version()) if flags.profile == "aws" else None,
+            profile=flags.profile,
         )
         self.slice_watch = SliceWatch(
             self.objects.server,

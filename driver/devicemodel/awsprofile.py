@@ -29,9 +29,6 @@ from typing import Final
 
 from simdevice.topology import GROUP_SIZES, ChipPlace, RackSpec, chip_places
 
-PROFILES: Final = ("trainium", "aws")
-"""`trainium`: this project's own model (partitions, servers, racks); `aws`:
-AWS's published vocabulary."""
 AWS_DRIVER: Final = "neuron.aws.com"
 """AWS's DRA driver name, its DeviceClass name and the attributes' domain."""
 AWS_CONFIG_API: Final = f"{AWS_DRIVER}/v1"

@@ -14,6 +14,7 @@ from typing import Any
 
 from driver.devicemodel import awsprofile
 from driver.devicemodel.layout import PARTITION_SIZES, POOL_LAYOUTS
+from driver.devicemodel.profiles import PROFILES
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
 from driver.localsim.controlplane.schedulerconfig import SCHEDULER_CONFIG
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
@@ -100,8 +101,9 @@ class ClusterSpec:
             servers = rack_spec(generation).servers
         except TopologyError as err:
             raise ClusterSpecError(f"--generation: {err}") from err
-        if instance_types and profile != "aws":
-            raise ClusterSpecError("--instance-type: needs --profile aws")
+        if instance_types and not PROFILES[profile].takes_instance_types:
+            takers = [p.name for p in PROFILES.values() if p.takes_instance_types]
+            raise ClusterSpecError(f"--instance-type: needs --profile {' or '.join(takers)}")
         if len(instance_types) not in (0, 1, racks):
             raise ClusterSpecError(
                 f"--instance-type: give one for every rack or one for all; {racks} racks, "
@@ -155,6 +157,12 @@ class ClusterSpec:
             ],
         }
 
+    def profile_labels(self, rack: RackPlan, server: int) -> dict[str, str]:
+        """The labels the cluster's profile adds to a server's Node."""
+        return PROFILES[self.profile].node_labels(
+            rack.name, rack.generation, rack.servers, rack.instance_type, server
+        )
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterSpec":
         racks = tuple(
@@ -176,20 +184,6 @@ class ClusterSpec:
             tuple(int(n) for n in sizes) if sizes else None,
             str(data.get("profile", "trainium")),
         )
-
-
-def aws_node_labels(rack: RackPlan, server: int) -> dict[str, str]:
-    """The labels AWS puts on an UltraServer's nodes, by which LeaderWorkerSet's
-    exclusive topology keeps a group of 2 or 4 nodes in one UltraServer: the
-    value names the node's pair or quad."""
-    itype = awsprofile.instance_type(rack.generation, rack.instance_type)
-    if not itype.ultraserver:
-        return {}
-    return {
-        f"{awsprofile.ULTRASERVER_LABEL_PREFIX}{size}": f"{rack.name}-{server // size}"
-        for size in (2, 4)
-        if size <= rack.servers
-    }
 
 
 def node_labels(rack: RackPlan, server: int) -> dict[str, str]:

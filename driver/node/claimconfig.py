@@ -10,48 +10,15 @@ writes anything, so a bad config never leaves half-prepared state.
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
-from driver.devicemodel.awsprofile import AWS_CONFIG_API, ULTRASERVER_MODES
-from driver.names import API_GROUP, API_VERSION
+from driver.devicemodel.awsprofile import ULTRASERVER_MODES
+from driver.devicemodel.profiles import (
+    CONFIG_KINDS,
+    TRAINIUM,
+    Dialect,
+)
 from simdevice.topology import VALID_LNC
-
-API_GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
-NEURON_CONFIG = "NeuronConfig"
-ULTRASERVER_CONFIG = "UltraServerConfig"
-KINDS = (NEURON_CONFIG, ULTRASERVER_CONFIG)
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """One profile's opaque configs: their apiVersion and each kind's fields."""
-
-    api_version: str
-    fields: Mapping[str, tuple[str, ...]]
-
-
-TRAINIUM = Dialect(
-    API_GROUP_VERSION,
-    MappingProxyType(
-        {
-            NEURON_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
-            ULTRASERVER_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
-        }
-    ),
-)
-AWS = Dialect(
-    AWS_CONFIG_API,
-    MappingProxyType(
-        {
-            NEURON_CONFIG: ("apiVersion", "kind", "logicalNeuronCore"),
-            ULTRASERVER_CONFIG: ("apiVersion", "kind", "ultraserverMode"),
-        }
-    ),
-)
-DIALECTS = MappingProxyType({"trainium": TRAINIUM, "aws": AWS})
-"""Profile name -> the configs its claims carry."""
-FIELDS = TRAINIUM.fields
 
 
 class ConfigError(ValueError):
@@ -85,7 +52,7 @@ def shown(value: Any) -> str:
     return "an object"
 
 
-def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM) -> DeviceConfig:
+def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM.dialect) -> DeviceConfig:
     """Validate one opaque `parameters` object found at `where`.
 
     The chart's ValidatingAdmissionPolicy applies these same rules, with these
@@ -96,7 +63,7 @@ def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM) -> De
     if not isinstance(parameters, Mapping):
         raise ConfigError(
             f"{where}: must be an object with apiVersion {shown(dialect.api_version)} and kind "
-            f"one of {', '.join(KINDS)}, got {shown(parameters)}"
+            f"one of {', '.join(CONFIG_KINDS)}, got {shown(parameters)}"
         )
     api_version = parameters.get("apiVersion")
     if api_version != dialect.api_version:
@@ -104,8 +71,10 @@ def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM) -> De
             f"{where}.apiVersion: must be {shown(dialect.api_version)}, got {shown(api_version)}"
         )
     kind = parameters.get("kind")
-    if not isinstance(kind, str) or kind not in KINDS:
-        raise ConfigError(f"{where}.kind: must be one of {', '.join(KINDS)}, got {shown(kind)}")
+    if not isinstance(kind, str) or kind not in CONFIG_KINDS:
+        raise ConfigError(
+            f"{where}.kind: must be one of {', '.join(CONFIG_KINDS)}, got {shown(kind)}"
+        )
     fields = dialect.fields[kind]
     unknown = sorted(str(key) for key in parameters if key not in fields)
     if unknown:
@@ -143,7 +112,7 @@ def configs_by_request(
     allocation_devices: Mapping[str, Any],
     driver: str,
     requests: Sequence[str],
-    dialect: Dialect = TRAINIUM,
+    dialect: Dialect = TRAINIUM.dialect,
 ) -> dict[str, list[DeviceConfig]]:
     """Every config of this driver that applies to each request, in precedence order.
 

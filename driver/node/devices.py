@@ -16,15 +16,8 @@ from typing import Any
 from driver.devicemodel import attributes as attr
 from driver.devicemodel import fabric
 from driver.devicemodel.awsprofile import EFA_DEVICE, NEURON_DEVICE, NEURON_NODE
-from driver.node.claimconfig import (
-    NEURON_CONFIG,
-    TRAINIUM,
-    ULTRASERVER_CONFIG,
-    ConfigError,
-    DeviceConfig,
-    Dialect,
-    configs_by_request,
-)
+from driver.devicemodel.profiles import NEURON_CONFIG, TRAINIUM, ULTRASERVER_CONFIG, Dialect
+from driver.node.claimconfig import ConfigError, DeviceConfig, configs_by_request
 from simdevice.topology import CoreRange, RackSpec, TopologyError, chip_places
 
 Attributes = Mapping[str, str | int | bool]
@@ -205,7 +198,7 @@ def plan_claim(
     driver: str,
     default_lnc: int,
     *,
-    dialect: Dialect = TRAINIUM,
+    dialect: Dialect = TRAINIUM.dialect,
 ) -> ClaimPlan:
     """Check the claim's allocation against this node and work out its cores.
 

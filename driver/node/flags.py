@@ -5,7 +5,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.devicemodel.awsprofile import AWS_DRIVER, PROFILES
+from driver.devicemodel.awsprofile import AWS_DRIVER
+from driver.devicemodel.profiles import PROFILES, TRAINIUM, Profile
 from driver.names import DEFAULT_DRIVER_NAME
 from driver.node.sim.simaccess import SimControlError, check_token_needed, parse_address
 from simdevice.topology import GENERATIONS
@@ -39,7 +40,7 @@ class Flags:
     slice_cache_seconds: float
     grpc_workers: int
     log_level: str
-    profile: str = "trainium"
+    profile: Profile = TRAINIUM
 
 
 def node_spec(text: str) -> NodeSpec:
@@ -66,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile",
         default="trainium",
-        choices=PROFILES,
+        choices=sorted(PROFILES),
         help="the claims' config dialect and devices: trainium (this project's) or aws "
         "(AWS's Neuron DRA vocabulary, neuron.aws.com/v1 configs)",
     )
@@ -179,8 +180,7 @@ def parse(argv: list[str]) -> Flags:
     except SimControlError as err:
         p.error(str(err))
     return Flags(
-        driver_name=args.driver_name
-        or (AWS_DRIVER if args.profile == "aws" else DEFAULT_DRIVER_NAME),
+        driver_name=args.driver_name or PROFILES[args.profile].default_driver,
         nodes=nodes,
         ultraserver=args.ultraserver,
         generation=args.generation,
@@ -198,5 +198,5 @@ def parse(argv: list[str]) -> Flags:
         slice_cache_seconds=args.slice_cache_seconds,
         grpc_workers=args.grpc_workers,
         log_level=args.log_level,
-        profile=args.profile,
+        profile=PROFILES[args.profile],
     )

@@ -20,7 +20,6 @@ from driver.kubeletplugin.sockets import SocketPathError
 from driver.mainwait import wait_for_stop
 from driver.node import flags as flagmod
 from driver.node.apireader import ApiReader
-from driver.node.claimconfig import DIALECTS
 from driver.node.devices import NodePlace
 from driver.node.durable.checkpoint import CheckpointError
 from driver.node.healthreport import HealthReporter
@@ -104,7 +103,7 @@ def build_node(
     tcp = split_address(flags.workload_tcp, "--workload-tcp") if flags.workload_tcp else None
     return SimNode(
         driver=flags.driver_name,
-        dialect=DIALECTS[flags.profile],
+        dialect=flags.profile.dialect,
         place=place,
         paths=NodePaths(
             kubelet_root=node_path(flags.kubelet_root, place.node_name),

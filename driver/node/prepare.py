@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
+from driver.devicemodel.profiles import TRAINIUM, Dialect
 from driver.devicemodel.ultraserver import DEFAULT_LNC
 from driver.kubeletplugin.interface import ClaimRef, PreparedDevice, PrepareResult
 from driver.node import cdi
 from driver.node.apireader import ClusterReader
-from driver.node.claimconfig import TRAINIUM, Dialect
 from driver.node.devices import ClaimPlan, NodePlace, plan_claim
 from driver.node.durable import failpoints
 from driver.node.durable.checkpoint import (
@@ -149,7 +149,7 @@ class Preparer:
         state: NodeState,
         metrics: DriverMetrics,
         release_claim: Callable[[str], None],
-        dialect: Dialect = TRAINIUM,
+        dialect: Dialect = TRAINIUM.dialect,
     ) -> None:
         self.driver = driver
         self.dialect = dialect

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import uvicorn
 
+from driver.devicemodel.profiles import TRAINIUM, Dialect
 from driver.kubeletplugin import sockets
 from driver.kubeletplugin.healthstream import HealthMonitor
 from driver.kubeletplugin.plugin import KubeletPlugin
 from driver.node.apireader import ClusterReader
-from driver.node.claimconfig import TRAINIUM, Dialect
 from driver.node.devices import NodePlace
 from driver.node.durable.checkpoint import Checkpoint
 from driver.node.durable.groupcommit import NodeState
@@ -78,7 +78,7 @@ class SimNode:
         metrics: DriverMetrics,
         options: NodeOptions,
         health_sink: HealthSink | None = None,
-        dialect: Dialect = TRAINIUM,
+        dialect: Dialect = TRAINIUM.dialect,
     ) -> None:
         self.driver = driver
         self.place = place

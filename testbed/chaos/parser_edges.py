@@ -23,18 +23,12 @@ from driver.controller.healthtaints import EFFECTS, STATES, device_health, parse
 from driver.controller.slices import MANAGED_BY_LABEL, RackInput, build_slices
 from driver.controller.writeplan import Plan, plan_writes, same
 from driver.devicemodel.layout import build_layout
+from driver.devicemodel.profiles import CONFIG_KINDS as KINDS
+from driver.devicemodel.profiles import NEURON_CONFIG, TRAINIUM
 from driver.devicemodel.ultraserver import FLAT_DEVICES, MODES, SpecError, parse_spec
 from driver.jsontypes import JSON
 from driver.names import DEFAULT_DRIVER_NAME, rack_label
-from driver.node.claimconfig import (
-    API_GROUP_VERSION,
-    FIELDS,
-    KINDS,
-    NEURON_CONFIG,
-    ConfigError,
-    parse_config,
-    shown,
-)
+from driver.node.claimconfig import ConfigError, parse_config, shown
 from driver.node.durable.checkpoint import (
     CheckpointError,
     ClaimRecord,
@@ -51,11 +45,11 @@ from testbed.chaos.fuzzing import ACCEPTED, JSON_VALUES, REFUSED, either, maybe_
 WHERE = "status.allocation.devices.config[0].opaque.parameters"
 LNC_LIST = ", ".join(map(str, VALID_LNC))
 CONFIG_ALLOWED = {
-    WHERE: (API_GROUP_VERSION,),
-    f"{WHERE}.apiVersion": (shown(API_GROUP_VERSION),),
+    WHERE: (TRAINIUM.dialect.api_version,),
+    f"{WHERE}.apiVersion": (shown(TRAINIUM.dialect.api_version),),
     f"{WHERE}.kind": (", ".join(KINDS),),
     f"{WHERE}.logicalNeuronCore": (LNC_LIST,),
-    f"{WHERE}.*": (", ".join(FIELDS[NEURON_CONFIG]),),
+    f"{WHERE}.*": (", ".join(TRAINIUM.dialect.fields[NEURON_CONFIG]),),
 }
 
 configs = weighted(
@@ -64,7 +58,9 @@ configs = weighted(
         5,
         maybe_field(
             {
-                "apiVersion": either(st.just(API_GROUP_VERSION), "v1", "trainium.sim.dev/v1"),
+                "apiVersion": either(
+                    st.just(TRAINIUM.dialect.api_version), "v1", "trainium.sim.dev/v1"
+                ),
                 "kind": either(st.sampled_from(KINDS), "neuronConfig", ""),
                 "logicalNeuronCore": either(
                     st.sampled_from(VALID_LNC), 0, 3, -1, True, 2.0, "2", 2**70

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from driver.devicemodel.profiles import TRAINIUM
 from driver.devicemodel.ultraserver import SpecError, parse_spec
-from driver.node.claimconfig import API_GROUP_VERSION, ConfigError, parse_config
+from driver.node.claimconfig import ConfigError, parse_config
 from driver.node.durable.checkpoint import CheckpointError, checksum, decode
 from simdevice.workloads import WorkloadError, parse_workload
 
@@ -72,7 +73,11 @@ def test_a_checkpoint_record_under_another_uid_is_refused() -> None:
 @pytest.mark.parametrize("lnc", [2.0, 1.0, True])
 def test_a_logical_neuron_core_that_is_not_an_integer_is_refused(lnc: Any) -> None:
     """2.0 equals 2, so it once passed the check and reached prepare as a float."""
-    parameters = {"apiVersion": API_GROUP_VERSION, "kind": "NeuronConfig", "logicalNeuronCore": lnc}
+    parameters = {
+        "apiVersion": TRAINIUM.dialect.api_version,
+        "kind": "NeuronConfig",
+        "logicalNeuronCore": lnc,
+    }
     with pytest.raises(ConfigError) as err:
         parse_config(parameters, "config")
     assert str(err.value).startswith("config.logicalNeuronCore: must be one of 1, 2, 4")

@@ -25,15 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from driver.devicemodel.awsprofile import ULTRASERVER_MODES
+from driver.devicemodel.profiles import CONFIG_KINDS as KINDS
+from driver.devicemodel.profiles import NEURON_CONFIG, PROFILES, TRAINIUM
 from driver.localsim.controlplane.plane import ControlPlane
-from driver.node.claimconfig import (
-    API_GROUP_VERSION,
-    DIALECTS,
-    KINDS,
-    NEURON_CONFIG,
-    ConfigError,
-    parse_config,
-)
+from driver.node.claimconfig import ConfigError, parse_config
 from simdevice.topology import VALID_LNC
 from tests.deploy.chart import Case, kubectl, render
 
@@ -43,6 +38,7 @@ CASE = Case("config", None)
 DRIVER = "deploy-config.sim.dev"
 NAMESPACE = CASE.namespace
 DENIED = "denied request: "
+API_GROUP_VERSION = TRAINIUM.dialect.api_version
 EXAMPLES = int(os.environ.get("TRAINIUM_DRA_ADMISSION_EXAMPLES", "200"))
 """Generated configs per run; raise it for a longer fuzzing run."""
 
@@ -69,10 +65,10 @@ def policy_variables(profile: str = "trainium") -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("profile", sorted(DIALECTS))
+@pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_the_policy_allows_what_the_daemon_allows(profile: str) -> None:
     found = policy_variables(profile)
-    dialect = DIALECTS[profile]
+    dialect = PROFILES[profile].dialect
     assert found["apiVersion"] == dialect.api_version
     assert found["kinds"] == list(KINDS)
     assert found["fields"] == {kind: list(fields) for kind, fields in dialect.fields.items()}

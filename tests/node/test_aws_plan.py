@@ -9,8 +9,9 @@ import pytest
 
 from driver.controller.slices import AwsRack, RackInput, build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
+from driver.devicemodel.profiles import AWS
 from driver.node import cdi
-from driver.node.claimconfig import AWS, ConfigError, parse_config
+from driver.node.claimconfig import ConfigError, parse_config
 from driver.node.devices import AllocationError, NodePlace, device_attributes, plan_claim
 from driver.node.durable.checkpoint import ClaimRecord, records
 from simdevice.topology import CoreRange, rack_spec
@@ -69,7 +70,7 @@ def test_four_connected_chips_with_lnc_1_give_their_32_logical_cores() -> None:
         STANDALONE,
         DRIVER,
         2,
-        dialect=AWS,
+        dialect=AWS.dialect,
     )
     assert [d.ranges for d in plan.devices] == [(CoreRange(c, 0, 8),) for c in (4, 5, 6, 7)]
     assert plan.lnc == 1
@@ -83,7 +84,7 @@ def test_efa_interfaces_give_no_cores() -> None:
         STANDALONE,
         DRIVER,
         2,
-        dialect=AWS,
+        dialect=AWS.dialect,
     )
     assert [d.ranges for d in plan.devices] == [(CoreRange(0, 0, 8),), ()]
     assert plan.visible_cores == (0, 1, 2, 3)
@@ -97,7 +98,7 @@ def test_the_node_device_with_ultraserver_mode_gives_every_chip_and_the_mode() -
         place,
         DRIVER,
         2,
-        dialect=AWS,
+        dialect=AWS.dialect,
     )
     assert plan.ultraserver_mode == 4
     assert len(plan.visible_cores) == 16 * 8
@@ -111,7 +112,7 @@ def test_a_device_of_another_node_pool_is_refused() -> None:
             STANDALONE,
             DRIVER,
             2,
-            dialect=AWS,
+            dialect=AWS.dialect,
         )
 
 
@@ -123,7 +124,7 @@ def test_ultraserver_config_on_a_chip_is_refused() -> None:
             STANDALONE,
             DRIVER,
             2,
-            dialect=AWS,
+            dialect=AWS.dialect,
         )
 
 
@@ -145,7 +146,7 @@ def test_ultraserver_config_on_a_chip_is_refused() -> None:
 )
 def test_bad_aws_configs_name_the_field(params: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        parse_config(params, "p", AWS)
+        parse_config(params, "p", AWS.dialect)
 
 
 def test_the_ultraserver_mode_reaches_the_container_as_the_neuron_runtime_reads_it() -> None:

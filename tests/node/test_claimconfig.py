@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from driver.devicemodel.profiles import TRAINIUM
 from driver.node.claimconfig import (
-    API_GROUP_VERSION,
     ConfigError,
     DeviceConfig,
     configs_by_request,
@@ -16,6 +16,7 @@ from driver.node.claimconfig import (
 )
 
 WHERE = "status.allocation.devices.config[0].opaque.parameters"
+API_GROUP_VERSION = TRAINIUM.dialect.api_version
 
 
 def test_valid_configs() -> None:

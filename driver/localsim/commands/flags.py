@@ -5,8 +5,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.devicemodel.awsprofile import AWS_DRIVER, INSTANCE_TYPES, PROFILES
+from driver.devicemodel.awsprofile import AWS_DRIVER, INSTANCE_TYPES
 from driver.devicemodel.layout import POOL_LAYOUTS
+from driver.devicemodel.profiles import PROFILES
 from driver.localsim.clusterspec import (
     ClusterPaths,
     ClusterSpec,
@@ -98,7 +99,7 @@ def parse_up(argv: list[str]) -> UpFlags:
     p.add_argument(
         "--profile",
         default="trainium",
-        choices=PROFILES,
+        choices=sorted(PROFILES),
         help="trainium: this project's devices; aws: AWS's Neuron DRA vocabulary, so "
         "manifests written for EKS run unchanged (docs/aws-neuron.md)",
     )
@@ -161,17 +162,18 @@ def parse_up(argv: list[str]) -> UpFlags:
     generation = args.generation or (
         itype.generation if itype else "trn3-gen1" if args.real_nodes else "trn3-gen2"
     )
-    driver = args.driver_name or (AWS_DRIVER if args.profile == "aws" else DEFAULT_DRIVER_NAME)
+    profile = PROFILES[args.profile]
+    driver = args.driver_name or profile.default_driver
     if args.real_nodes and os.geteuid() != 0:
         p.error("--real-nodes: needs root (network and mount namespaces, cgroups); run as root")
     if args.kueue_quota and not args.with_kueue:
         p.error("--kueue-quota: only with --with-kueue")
     if args.with_kueue and args.real_nodes:
         p.error("--with-kueue: runs beside the kubelet stand-ins only; leave out --real-nodes")
-    if args.with_kueue and args.profile == "aws":
+    if args.with_kueue and not profile.names_extended_resources:
         p.error(
-            "--with-kueue: the aws profile's DeviceClasses name no extended resources to "
-            "set quotas in; leave out --profile aws"
+            f"--with-kueue: the {profile.name} profile's DeviceClasses name no extended "
+            f"resources to set quotas in; leave out --profile {profile.name}"
         )
     try:
         spec = ClusterSpec.build(

@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes import client
 
-from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, aws_node_labels
+from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.controlplane.binaries import Binaries, NodeBinaries
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.realnodes import cgroups, hostlimits, mountns, netns, release
@@ -64,11 +64,7 @@ class RealNodeCluster:
         self.binaries = binaries
         self.node_binaries = NodeBinaries.locate(binaries)
         self.images = images
-        self.nodes = plan_nodes(
-            paths.nodes_dir,
-            spec.racks,
-            lambda rack, server: aws_node_labels(rack, server) if spec.profile == "aws" else {},
-        )
+        self.nodes = plan_nodes(paths.nodes_dir, spec.racks, spec.profile_labels)
         gates = {**plane.config.feature_gates, **RESOURCE_HEALTH_GATES}
         access = ClusterAccess(plane.config.url, plane.config.certs, gates, images.sandbox)
         agent = agent_binary()

@@ -25,7 +25,6 @@ from driver.localsim.clusterspec import (
     ClusterPaths,
     ClusterSpec,
     RackPlan,
-    aws_node_labels,
     controller_argv,
     node_daemon_argv,
     node_labels,
@@ -212,10 +211,7 @@ class StandInCluster:
         )
 
     def _labels(self, rack: RackPlan, server: int) -> dict[str, str]:
-        labels = node_labels(rack, server)
-        if self.spec.profile == "aws":
-            labels |= aws_node_labels(rack, server)
-        return labels
+        return node_labels(rack, server) | self.spec.profile_labels(rack, server)
 
     def _start_daemon(self, rack: RackPlan) -> None:
         argv = node_daemon_argv(self.paths, self.spec, rack, self.ports[rack.name])
