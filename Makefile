@@ -19,7 +19,7 @@ WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 # lanes read these files while another lane's set-up may write them again.
 into = > $(1).$$$$.tmp && mv -f $(1).$$$$.tmp $(1)
 
-.PHONY: venv binaries control-plane-binaries promtool kueue node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
+.PHONY: venv binaries control-plane-binaries promtool kueue lws node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -58,6 +58,11 @@ promtool:
 # --with-kueue` (docs/queues.md); `make binaries` builds it too.
 kueue:
 	hack/kueue/build.sh
+
+# LeaderWorkerSet's manager and the CRD and webhooks of its module, for
+# `trainium-dra up --with-lws` (docs/aws-neuron.md); `make binaries` builds it too.
+lws:
+	hack/lws/build.sh
 
 # The Debian packages the real-node cluster calls (runc, iptables, ...), for the
 # targets that start real nodes; `make demo` needs none of them.
@@ -140,7 +145,7 @@ test-previous-real-nodes: venv previous-binaries node-packages image
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
-demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries) $(if $(findstring --with-kueue,$(DEMO_ARGS)),kueue)
+demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries) $(if $(findstring --with-kueue,$(DEMO_ARGS)),kueue) $(if $(findstring --with-lws,$(DEMO_ARGS)),lws)
 	$(WITH_BINARIES) $(PY) -m driver.localsim.commands.demo $(DEMO_ARGS)
 
 # The same with real kubelets, containerd and the chart installed by helm

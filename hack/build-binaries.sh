@@ -13,6 +13,7 @@
 # node/kube-network-policies-<version>/; runc and iptables come from Debian's
 # packages (hack/node-packages.sh, for the targets that start real nodes).
 # Kueue's manager and manifests (hack/kueue/build.sh) in kueue-<version>/.
+# LeaderWorkerSet's manager and manifests (hack/lws/build.sh) in lws-<version>/.
 #   BINARIES     control-plane: only what the local cluster of `make demo` runs
 #                (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 #                helm); promtool: only what the unit tests run (`make unit`);
@@ -134,4 +135,5 @@ build_tool_dir containerd github.com/containerd/containerd/v2 \
 build_tool_dir cni github.com/containernetworking/plugins ""
 "$here/kube-network-policies/build.sh"
 "$here/kueue/build.sh" > /dev/null
+"$here/lws/build.sh" > /dev/null
 echo "$out"
