@@ -6,6 +6,10 @@ import sys
 COMMANDS = {
     "controller": ("driver.controller.main", "run the UltraServer controller (kopf operator)"),
     "node": ("driver.node.main", "run the node daemon (kubelet DRA plugin)"),
+    "ultraserver-operator": (
+        "driver.usoperator.main",
+        "run the simulated Neuron UltraServer operator (AWS profile)",
+    ),
     "workload": ("driver.container", "inside a workload container: show the claim, run work"),
     "controlplane": (
         "driver.localsim.commands.controlplane",

@@ -24,6 +24,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "driver.workqueue": (),
     "driver.mainwait": (),
     "driver.httpendpoint": (),
+    "driver.kopflogin": (),
     "driver.claimendpoint": (),
     "driver.kubeletplugin": (),
     "driver.kubeapi": (),
@@ -35,6 +36,12 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.kubeapi",
         "driver.httpendpoint",
         "driver.workqueue",
+    ),
+    "driver.usoperator": (
+        "driver.devicemodel",
+        "driver.kubeapi",
+        "driver.httpendpoint",
+        "driver.kopflogin",
     ),
     "driver.node": (
         "simdevice",

@@ -17,14 +17,20 @@ class Objects:
         self.server = server
 
     def list_all(
-        self, res: Resource, labels: str | None = None, fields: str | None = None
+        self,
+        res: Resource,
+        labels: str | None = None,
+        fields: str | None = None,
+        namespace: str | None = None,
     ) -> list[JSON]:
+        """Every object (of `namespace` when given) matching the selectors."""
         query = {}
         if labels:
             query["labelSelector"] = labels
         if fields:
             query["fieldSelector"] = fields
-        items, _ = list_items(self.server, path_of(res), query, lambda item: item)
+        path = path_of(res, namespace=namespace)
+        items, _ = list_items(self.server, path, query, lambda item: item)
         return items
 
     def get(self, res: Resource, name: str, namespace: str | None = None) -> JSON | None:

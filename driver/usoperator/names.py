@@ -1,0 +1,30 @@
+"""The operator's API names, labels and defaults, as AWS's operator uses them
+where AWS says (group, kinds, fields) and this project's own where it does not."""
+
+from typing import Final
+
+from driver.devicemodel.awsprofile import AWS_DRIVER
+from driver.kubeapi.resources import Resource
+
+GROUP: Final = AWS_DRIVER
+VERSION: Final = "v1"
+WORKLOADS: Final = Resource(GROUP, VERSION, "neuronultraserverworkloads")
+ULTRASERVERS: Final = Resource(GROUP, VERSION, "neuronultraservers")
+TEMPLATES: Final = Resource("resource.k8s.io", "v1", "resourceclaimtemplates")
+
+WORKLOAD_LABEL: Final = f"{AWS_DRIVER}/workload-id"
+"""On the generated ResourceClaimTemplate and, copied by Kubernetes, on every
+claim made from it: the node daemon prepares a device tagged with a workloadId
+only for a claim of that workload."""
+WORKLOAD_ATTRIBUTE: Final = "workloadId"
+"""The device attribute (in the driver's domain) the controller publishes on
+every device of a node allocated to a workload."""
+FINALIZER: Final = f"{AWS_DRIVER}/ultraserver-operator"
+"""Holds a deleted workload until its nodes are released and its template and
+pods are gone."""
+MANAGED_BY: Final = "trainium-dra-ultraserver-operator"
+
+STRATEGIES: Final = ("NoOp", "RestartAll", "MigrateAffected", "ReplaceAffected")
+"""`ReplaceAffected` is the name one version of AWS's page gives `MigrateAffected`;
+both mean the same here."""
+TOPOLOGY_SIZES: Final = (1, 2, 4)
