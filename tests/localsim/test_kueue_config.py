@@ -1,13 +1,14 @@
 """Unit tests of `up --with-kueue`'s pure parts: the Kueue configuration, the
-default queues for a cluster spec, the webhook and CRD rewrites, the flag."""
+default queues for a cluster spec, the flag (the webhook and CRD rewrites are
+tests/localsim/test_addon.py's)."""
 
-import base64
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from driver.localsim.addon.ports import ManagerPorts
 from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.commands.flags import parse_up
 from driver.localsim.kueue.install import KUEUE_VERSION, KueueInstall, KueueMissingError
@@ -22,12 +23,10 @@ from driver.localsim.kueue.queues import (
     scale_quantity,
 )
 from driver.localsim.kueue.settings import (
-    KueuePorts,
     configuration,
     device_class_mappings,
     transformations,
 )
-from driver.localsim.kueue.webhooks import local_webhook_configuration, with_conversion
 from driver.localsim.prometheus import KUEUE_JOB, Targets, prometheus_config
 from testbed.gomodules import HACK, required_version
 
@@ -67,7 +66,7 @@ def test_only_classes_with_an_extended_resource_are_mapped() -> None:
 
 def test_configuration_serves_on_loopback_with_the_given_certificates() -> None:
     mappings = device_class_mappings(CLASSES)
-    config = configuration(KueuePorts(9443, 8443, 8081), Path("/state/kueue/certs"), mappings)
+    config = configuration(ManagerPorts(9443, 8443, 8081), Path("/state/kueue/certs"), mappings)
     assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": "/state/kueue/certs"}
     assert config["metrics"]["bindAddress"] == "127.0.0.1:8443"
     assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:8081"
@@ -120,68 +119,6 @@ def test_queue_objects_cover_every_quota_in_one_flavor() -> None:
     assert local_queue["spec"] == {"clusterQueue": CLUSTER_QUEUE}
 
 
-def hook(name: str, path: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "clientConfig": {
-            "service": {"name": "webhook-service", "namespace": "system", "path": path}
-        },
-        "failurePolicy": "Fail",
-    }
-
-
-MUTATING: dict[str, Any] = {
-    "kind": "MutatingWebhookConfiguration",
-    "metadata": {"name": "mutating-webhook-configuration"},
-    "webhooks": [hook("mpod.kb.io", "/mutate--v1-pod"), hook("mjob.kb.io", "/mutate-batch-v1-job")],
-}
-SELECTOR = {"matchExpressions": [{"key": "k", "operator": "NotIn", "values": ["kube-system"]}]}
-
-
-def test_webhooks_call_the_manager_on_loopback_with_the_patches() -> None:
-    patch = {
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "mutating-webhook-configuration"},
-        "webhooks": [{"name": "mpod.kb.io", "namespaceSelector": SELECTOR}],
-    }
-    local = local_webhook_configuration(MUTATING, [patch], "https://127.0.0.1:9443", b"PEM")
-    assert local["metadata"] == {"name": "kueue-mutating-webhook-configuration"}
-    pod, job = local["webhooks"]
-    assert pod["clientConfig"] == {
-        "url": "https://127.0.0.1:9443/mutate--v1-pod",
-        "caBundle": base64.b64encode(b"PEM").decode(),
-    }
-    assert pod["namespaceSelector"] == SELECTOR
-    assert "namespaceSelector" not in job
-    assert MUTATING["webhooks"][0]["clientConfig"]["service"]  # the input is left alone
-
-
-def test_a_patch_for_a_webhook_the_configuration_lacks_is_an_error() -> None:
-    patch = {**MUTATING, "webhooks": [{"name": "mnothing.kb.io", "namespaceSelector": SELECTOR}]}
-    with pytest.raises(ValueError, match=r"mnothing\.kb\.io"):
-        local_webhook_configuration(MUTATING, [patch], "https://127.0.0.1:1", b"")
-
-
-def test_conversion_goes_to_the_manager() -> None:
-    crd = {"kind": "CustomResourceDefinition", "metadata": {"name": "x"}, "spec": {}}
-    patch = {
-        "spec": {
-            "conversion": {
-                "strategy": "Webhook",
-                "webhook": {
-                    "clientConfig": {"service": {"name": "s", "path": "/convert"}},
-                    "conversionReviewVersions": ["v1"],
-                },
-            }
-        }
-    }
-    converted = with_conversion(crd, patch, "https://127.0.0.1:9443", b"PEM")
-    webhook = converted["spec"]["conversion"]["webhook"]
-    assert webhook["clientConfig"]["url"] == "https://127.0.0.1:9443/convert"
-    assert webhook["conversionReviewVersions"] == ["v1"]
-    assert crd["spec"] == {}
-
-
 def test_with_kueue_flag() -> None:
     assert parse_up(["--with-kueue"]).settings.with_kueue
     assert not parse_up([]).settings.with_kueue
@@ -213,7 +150,7 @@ def test_kueue_quota_cores_counts_chips_servers_and_racks_as_their_cores() -> No
         "strategy": "Replace",
         "outputs": {"aws.amazon.com/neuroncore": "1152"},
     }
-    config = configuration(KueuePorts(1, 2, 3), Path("/c"), [], found)
+    config = configuration(ManagerPorts(1, 2, 3), Path("/c"), [], found)
     assert config["resources"] == {"deviceClassMappings": [], "transformations": found}
     two = ClusterSpec.build(2, "trn3-gen2")
     mixed = replace(two, racks=(two.racks[0], replace(two.racks[1], generation="trn3-gen1")))

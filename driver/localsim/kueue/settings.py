@@ -2,9 +2,10 @@
 its loopback ports and the DeviceClasses that name extended resources."""
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from driver.localsim.addon.ports import ManagerPorts
 
 NAMESPACE = "kueue-system"
 """Kueue's own namespace; its pod webhooks skip it, as they skip kube-system."""
@@ -26,13 +27,6 @@ QUOTA_MODES = ("devices", "cores")
 
 CLIENT_QPS = 500
 """As the local scheduler's: the apiserver serves this cluster alone."""
-
-
-@dataclass(frozen=True)
-class KueuePorts:
-    webhook: int
-    metrics: int
-    health: int
 
 
 def device_class_mappings(device_classes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -62,7 +56,7 @@ def transformations(cores: Mapping[str, int], core_resource: str) -> list[dict[s
 
 
 def configuration(
-    ports: KueuePorts,
+    ports: ManagerPorts,
     cert_dir: Path,
     mappings: list[dict[str, Any]],
     transforms: list[dict[str, Any]] | None = None,
