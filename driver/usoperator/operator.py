@@ -172,11 +172,7 @@ class Operator:
         nodes = {n["metadata"]["name"]: n for n in self.objects.list_all(NODES)}
         claims = self.objects.list_all(CLAIMS)
         raw = self.objects.list_all(WORKLOADS)
-        ours = [
-            o
-            for o in self.objects.list_all(ULTRASERVERS)
-            if o["metadata"].get("namespace") == self.flags.namespace
-        ]
+        ours = self.objects.list_all(ULTRASERVERS, namespace=self.flags.namespace)
         servers = discover(slices, nodes, busy_nodes(claims, driver), driver)
         workloads = []
         for obj in raw:

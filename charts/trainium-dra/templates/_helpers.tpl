@@ -69,3 +69,11 @@ The DRA driver name: driverName, or the profile's own (neuron.aws.com for aws).
 {{- define "trainium-dra.driverName" -}}
 {{- .Values.driverName | default (ternary "neuron.aws.com" "trainium.sim.dev" (eq .Values.profile "aws")) -}}
 {{- end }}
+
+{{- define "trainium-dra.operatorName" -}}
+{{- printf "%s-ultraserver-operator" (include "trainium-dra.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "trainium-dra.operatorNamespace" -}}
+{{- .Values.ultraserverOperator.namespace | default .Release.Namespace -}}
+{{- end -}}
