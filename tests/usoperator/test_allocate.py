@@ -61,12 +61,16 @@ def node_objects(
 
 
 def gen1_fleet(
-    racks: int = 2, not_ready: Mapping[str, Sequence[int]] | None = None, **taints: Any
+    racks: int = 2,
+    not_ready: Mapping[str, Sequence[int]] | None = None,
+    taints: Mapping[str, Any] | None = None,
 ) -> dict[str, UltraServer]:
-    slices, nodes = [], {}
+    """Trn3 Gen1 UltraServers rack-a, rack-b, ...; `taints` go to rack-a's chips."""
+    slices: list[Any] = []
+    nodes: dict[str, Any] = {}
     for r in range(racks):
         rack = f"rack-{'abcdefgh'[r]}"
-        slices += rack_slices(rack, "trn3-gen1", GEN1, 4, **(taints if r == 0 else {}))
+        slices += rack_slices(rack, "trn3-gen1", GEN1, 4, **(dict(taints or {}) if r == 0 else {}))
         nodes |= node_objects(rack, "trn3-gen1", 4, (not_ready or {}).get(rack, ()))
     return discover(slices, nodes, (), DRIVER)
 
@@ -175,7 +179,7 @@ def allocate_then_fail(
     first = decide([workload("a", size, count, strategy)], gen1_fleet(), [])
     node = first[0].nodes[0]
     rack, index = node.rsplit("-node-", 1)
-    fleet = gen1_fleet(not_ready={rack: [int(index)]}, **fail)
+    fleet = gen1_fleet(not_ready={rack: [int(index)]})
     (after,) = decide([replace_status(first[0])], fleet, held_of(first))
     return first[0], after
 
@@ -222,7 +226,7 @@ def test_migrate_affected_keeps_the_healthy_group_while_nothing_fits() -> None:
 
 
 def test_a_failed_chip_makes_its_node_unhealthy() -> None:
-    fleet = gen1_fleet(**{chip_name(1, 0): [TAINT]})
+    fleet = gen1_fleet(taints={chip_name(1, 0): [TAINT]})
     rack_a = next(us for us in fleet.values() if us.nodes[0].name.startswith("rack-a"))
     assert not rack_a.healthy
     assert [m.problem for m in rack_a.nodes][1].startswith("device neurondevice0 tainted")
