@@ -11,7 +11,9 @@ from typing import Any
 
 import httpx
 import yaml
+from kubernetes import client
 
+from driver.kubeapi.credentials import typed_client
 from driver.localsim.addon import manifests
 from driver.localsim.addon.install import ManagerInstall
 from driver.localsim.addon.ports import ManagerPorts
@@ -23,6 +25,7 @@ from driver.localsim.controlplane.children import Child, die_with_parent
 from driver.localsim.controlplane.plane import ControlPlane, free_port
 
 START_TIMEOUT = 120.0
+ESTABLISHED_TIMEOUT = 60.0
 
 
 class ManagerError(RuntimeError):
@@ -119,8 +122,7 @@ class LocalManager:
         crds = manifests.crds(self.install, self.base_url, ca_pem)
         progress(f"installing {title}'s {len(crds)} CRDs ({self.install.directory})")
         self.apply(crds)
-        names = [f"crd/{crd['metadata']['name']}" for crd in crds]
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+        self._established([crd["metadata"]["name"] for crd in crds])
 
         metrics = self.ports.metrics
         progress(f"starting {title} (webhooks on {self.base_url}, metrics on :{metrics})")
@@ -134,6 +136,28 @@ class LocalManager:
             child.stop()
             raise
         return ManagerProcess(child, self.ports)
+
+    def _established(self, names: list[str]) -> None:
+        """Until every CRD is Established. Polled rather than `kubectl wait`,
+        which fails outright when it reads a CRD whose status has no
+        conditions yet."""
+        deadline = time.monotonic() + ESTABLISHED_TIMEOUT
+        waiting = set(names)
+        with typed_client(self.paths.kubeconfig) as api:
+            extensions = client.ApiextensionsV1Api(api)
+
+            def established(name: str) -> bool:
+                status = extensions.read_custom_resource_definition(name).status
+                conditions = (status.conditions if status else None) or []
+                return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+            while waiting := {name for name in waiting if not established(name)}:
+                if time.monotonic() > deadline:
+                    raise ManagerError(
+                        f"{self.install.TITLE}'s CRDs not Established after "
+                        f"{ESTABLISHED_TIMEOUT:.0f}s: {', '.join(sorted(waiting))}"
+                    )
+                time.sleep(0.2)
 
     def _spawn(self, args: list[str], before_exec: Callable[[], None] | None) -> Child:
         def prepare() -> None:
