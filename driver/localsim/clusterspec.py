@@ -331,6 +331,7 @@ STATE_ENTRIES = (
     "sa",
     "prometheus",
     "kueue",
+    "lws",
 )
 """Everything `serve` creates under the state directory; `down` removes exactly these."""
 

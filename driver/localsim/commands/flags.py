@@ -150,6 +150,13 @@ def parse_up(argv: list[str]) -> UpFlags:
         "one quota of the cluster's cores; claims are not counted)",
     )
     p.add_argument(
+        "--with-lws",
+        action="store_true",
+        help="also run LeaderWorkerSet's controller beside the cluster, so manifests that "
+        "run groups of pods as LeaderWorkerSets (AWS's UltraServer examples) run here "
+        "(`make lws` builds it; see docs/aws-neuron.md)",
+    )
+    p.add_argument(
         "--real-nodes",
         action="store_true",
         help="run a real kubelet, containerd and kube-proxy per node in its own network and "
@@ -190,7 +197,12 @@ def parse_up(argv: list[str]) -> UpFlags:
     except ClusterSpecError as err:
         p.error(str(err))
     settings = UpSettings(
-        spec, args.real_nodes, args.with_prometheus, args.with_kueue, args.kueue_quota or "devices"
+        spec,
+        args.real_nodes,
+        args.with_prometheus,
+        args.with_kueue,
+        args.kueue_quota or "devices",
+        with_lws=args.with_lws,
     )
     return UpFlags(_layout(args), settings, args.foreground, args.recreate)
 

@@ -22,6 +22,7 @@ from driver.localsim.controlplane.binaries import Binaries, BinariesMissingError
 from driver.localsim.controlplane.children import trainium_dra_argv
 from driver.localsim.images import ImageMissingError
 from driver.localsim.kueue.install import KueueInstall
+from driver.localsim.lws.install import LwsInstall
 from driver.localsim.realnodes.serve import serve_real_nodes
 from driver.localsim.standin.serve import serve
 from driver.localsim.state import (
@@ -152,7 +153,12 @@ def main(argv: list[str]) -> int:
     flags = parse_up(argv)
     try:
         if flags.foreground and flags.settings.real_nodes:
-            return serve_real_nodes(flags.paths, flags.spec, flags.settings.with_prometheus)
+            return serve_real_nodes(
+                flags.paths,
+                flags.spec,
+                flags.settings.with_prometheus,
+                with_lws=flags.settings.with_lws,
+            )
         if flags.foreground:
             return serve(
                 flags.paths,
@@ -160,9 +166,12 @@ def main(argv: list[str]) -> int:
                 flags.settings.with_prometheus,
                 flags.settings.with_kueue,
                 flags.settings.kueue_quota,
+                with_lws=flags.settings.with_lws,
             )
         if flags.settings.with_kueue:
             KueueInstall.locate()
+        if flags.settings.with_lws:
+            LwsInstall.locate()
         return start_background(argv, flags)
     except (BinariesMissingError, ImageMissingError, RuntimeError) as error:
         print(f"trainium-dra up: {error}", file=sys.stderr)

@@ -17,6 +17,7 @@ class UpSettings:
     with_prometheus: bool = False
     with_kueue: bool = False
     kueue_quota: str = "devices"
+    with_lws: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -25,6 +26,7 @@ class UpSettings:
             "withPrometheus": self.with_prometheus,
             "withKueue": self.with_kueue,
             "kueueQuota": self.kueue_quota,
+            "withLws": self.with_lws,
         }
 
     @classmethod
@@ -35,6 +37,8 @@ class UpSettings:
             bool(data["withPrometheus"]),
             bool(data["withKueue"]),
             str(data["kueueQuota"]),
+            # Settings written before --with-lws existed have no key: it was off.
+            bool(data.get("withLws", False)),
         )
 
 
@@ -63,6 +67,7 @@ def flag_values(settings: UpSettings) -> dict[str, str]:
         "--real-nodes": _on(settings.real_nodes),
         "--with-prometheus": _on(settings.with_prometheus),
         "--with-kueue": _on(settings.with_kueue),
+        "--with-lws": _on(settings.with_lws),
     }
     if settings.with_kueue:
         values["--kueue-quota"] = settings.kueue_quota

@@ -48,9 +48,11 @@ CONTROLLERS = (
     "replicaset-controller",
     "resourcequota-controller",
     "serviceaccount-controller",
+    "statefulset-controller",
 )
-"""Controllers the driver relies on, plus Jobs and Deployments for users'
-workloads (AWS's examples use Deployments), the
+"""Controllers the driver relies on, plus Jobs, Deployments and StatefulSets
+for users' workloads (AWS's examples use Deployments; LeaderWorkerSet, `up
+--with-lws`, runs each group's leader and workers as StatefulSets), the
 PodGroup finalizer (a deleted PodGroup otherwise never goes, and neither does
 the claim reserved for it) and ResourceQuota usage (quota admission refuses
 everything in a namespace whose quota has no status yet); notably no

@@ -14,6 +14,7 @@ from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.controlplane.binaries import Binaries
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.images import driver_image, pause_image
+from driver.localsim.lws.manager import start_lws
 from driver.localsim.realnodes import netns
 from driver.localsim.realnodes.plan import gateway
 from driver.localsim.realnodes.prometheus import start_for_real_nodes
@@ -28,7 +29,9 @@ def locate_images() -> Images:
     return Images((pause.archive, driver.archive), pause.ref, repository, tag)
 
 
-def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False) -> int:
+def serve_real_nodes(
+    paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bool = False, *, with_lws: bool = False
+) -> int:
     progress = Progress()
     binaries = Binaries.locate()
     images = locate_images()
@@ -45,12 +48,18 @@ def serve_real_nodes(paths: ClusterPaths, spec: ClusterSpec, with_prometheus: bo
         cluster: RealNodeCluster, plane: ControlPlane, extras: contextlib.ExitStack
     ) -> str:
         prometheus = None
+        # A host process like the control plane: the apiserver calls its webhooks on 127.0.0.1.
+        lws = start_lws(paths, plane, progress) if with_lws else None
+        if lws is not None:
+            extras.callback(lws.stop)
         if with_prometheus:
             prometheus = start_for_real_nodes(paths.root, plane, cluster.nodes)
             extras.callback(prometheus.stop)
             progress(f"prometheus: {prometheus.url}")
         pids = {c.name: c.process.pid for c in plane.components}
         pids.update(cluster.pids())
+        if lws is not None:
+            pids[lws.child.name] = lws.child.process.pid
         pids["serve"] = os.getpid()
         write_cluster(
             paths,

@@ -36,6 +36,7 @@ from driver.localsim.controlplane.chart import NAMESPACE
 from driver.localsim.controlplane.children import Child, trainium_dra_argv
 from driver.localsim.controlplane.plane import ControlPlane, ControlPlaneError, free_port
 from driver.localsim.kueue.manager import start_kueue
+from driver.localsim.lws.manager import start_lws
 from driver.localsim.prometheus import start_for_cluster
 from driver.localsim.serving import Progress, serve_cluster
 from driver.localsim.standin.kubelet import KubeletStandIn
@@ -90,7 +91,7 @@ class StandInCluster:
         self.rendered: chart.Rendered | None = None
         self.bound_nodes: dict[str, str] = {}  # node -> UID of the Node its token is bound to
         self.tokens_checked = 0.0
-        self.beside: dict[str, Child] = {}  # started after it (Kueue, Prometheus), recorded too
+        self.beside: dict[str, Child] = {}  # started after it (Kueue, LWS, ...), recorded too
         self.beside_urls: dict[str, str] = {}
 
     def _start_child(self, name: str, args: list[str]) -> Child:
@@ -301,6 +302,8 @@ def serve(
     with_prometheus: bool = False,
     with_kueue: bool = False,
     kueue_quota: str = "devices",
+    *,
+    with_lws: bool = False,
 ) -> int:
     """Start everything, report ready, run until signalled, stop everything."""
     progress = Progress()
@@ -315,6 +318,10 @@ def serve(
             kueue = start_kueue(paths, plane, spec, classes, progress, quota_mode=kueue_quota)
             extras.callback(kueue.stop)
             cluster.record_beside(kueue.child, kueue_metrics=f"https://{kueue.metrics_address}")
+        if with_lws:
+            lws = start_lws(paths, plane, progress)
+            extras.callback(lws.stop)
+            cluster.record_beside(lws.child, lws_metrics=f"https://{lws.metrics_address}")
         if with_prometheus:
             prometheus = start_for_cluster(
                 paths.root,
