@@ -52,11 +52,13 @@ def inputs_key(
     advertised: bool = True,
     profile: Profile = TRAINIUM,
     versions: AwsVersions | None = None,
+    workloads: Mapping[str, str] | None = None,
 ) -> str:
     """A digest of everything the rack's slices are built from: the UltraServer
-    (uid, generation, spec), its node mapping, the health of its nodes and, in
-    the `node` pool layout, what the claims hold of it (the guard's taints)
-    and whether its rack device is advertised.
+    (uid, generation, spec), its node mapping, the health of its nodes, the
+    workloadIds of its nodes (AWS profile) and, in the `node` pool layout,
+    what the claims hold of it (the guard's taints) and whether its rack
+    device is advertised.
     Equal digests give equal slices, so a resync compares digests instead of
     rebuilding 2 MB of slices."""
     meta = rack.get("metadata") or {}
@@ -79,6 +81,7 @@ def inputs_key(
         advertised,
         profile.name,
         astuple(versions) if versions is not None else None,
+        sorted((workloads or {}).items()),
     ]
     encoded = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()
@@ -96,13 +99,15 @@ def desired_rack(
     advertised: bool = True,
     profile: Profile = TRAINIUM,
     versions: AwsVersions | None = None,
+    workloads: Mapping[str, str] | None = None,
 ) -> DesiredRack:
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
     `mapping`: the node mapping when the caller already resolved it. `occupied`:
     what the claims hold of the rack, for the guard's taints, and `advertised`:
     whether its rack device is published (`node` pools only). `profile`: the
     vocabulary to publish in; one of per-node devices taints chips by their
-    health as whole chips and says `versions` (the package's when None)."""
+    health as whole chips and says `versions` (the package's when None).
+    `workloads`: node -> workloadId its devices carry (per-node devices only)."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
     if profile.per_node_devices:
         devices = planned_devices(spec.rack, "flat", "chip")
@@ -133,6 +138,7 @@ def desired_rack(
             )
             if profile.per_node_devices
             else None,
+            workloads=dict(workloads or {}) if profile.per_node_devices else {},
         )
     )
     aliases = aws_aliases(spec.rack, mapping.nodes) if profile.per_node_devices else {}

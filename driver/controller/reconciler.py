@@ -10,7 +10,7 @@ nothing and lists nothing: it only recomputes the status."""
 import datetime
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from driver.controller.rackstate import (
 from driver.controller.sliceindex import SliceIndex
 from driver.controller.stores import Store
 from driver.controller.ultraserverstatus import Observed, compute_status
+from driver.controller.workloadtags import Allocations, allocations_of, node_workloads, rack_tags
 from driver.controller.writeplan import Plan, plan_writes
 from driver.devicemodel.awsprofile import AwsVersions
 from driver.devicemodel.naming import rack_of_pool
@@ -71,6 +72,8 @@ class Stores:
     health: Store[list[Report]] = field(default_factory=lambda: Store(parse_reports))
     claims: Store[frozenset[Allocation]] = field(default_factory=lambda: Store(claim_devices))
     racks: Store[JSON] = field(default_factory=lambda: Store(dict))
+    workloads: Store[Allocations] = field(default_factory=lambda: Store(allocations_of))
+    """NeuronUltraServers (AWS profile): the allocations of each; empty when not served."""
 
 
 class ConflictError(RuntimeError):
@@ -182,6 +185,11 @@ class Reconciler:
             if spec.layout.pools == "node"
             else (NO_OCCUPANCY, True)
         )
+        workloads = (
+            rack_tags(node_workloads(self.stores.workloads.items()).nodes, mapping.nodes.values())
+            if self.profile.workload_tags
+            else {}
+        )
         key = inputs_key(
             obj,
             mapping,
@@ -192,6 +200,7 @@ class Reconciler:
             advertised=advertised,
             profile=self.profile,
             versions=self.versions,
+            workloads=workloads,
         )
         memo = self.memos.get(name)
         if memo is not None and memo.key == key and memo.versions == self.index.versions(name):
@@ -218,6 +227,7 @@ class Reconciler:
             advertised=advertised,
             profile=self.profile,
             versions=self.versions,
+            workloads=workloads,
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, plan, want.slices, existing)
@@ -393,6 +403,11 @@ def racks_for_node(racks: Mapping[str, JSON], node: str) -> list[str]:
         if "selector" in nodes or node in (nodes.get("names") or []):
             out.append(name)
     return out
+
+
+def racks_for_nodes(racks: Mapping[str, JSON], nodes: Iterable[str]) -> set[str]:
+    """Racks that may hold any of `nodes` (`racks_for_node` of each)."""
+    return {rack for node in sorted(set(nodes)) for rack in racks_for_node(racks, node)}
 
 
 def racks_of_claim(driver: str, allocations: Sequence[frozenset[Allocation] | None]) -> set[str]:

@@ -22,10 +22,11 @@ from driver.controller.handlers import claims_of_rack, register
 from driver.controller.lease import LeaseElector
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.probes import ReplicaState, Role, report
-from driver.controller.reconciler import ConflictError, Reconciler, Stores
+from driver.controller.reconciler import ConflictError, Reconciler, Stores, racks_for_nodes
 from driver.controller.sliceindex import SliceIndex
 from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.controller.slicewatch import SliceWatch
+from driver.controller.workloadwatch import WorkloadWatch
 from driver.devicemodel.rackguard import RackHold, occupancy
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
 from driver.kubeapi.apiserver import ApiServer
@@ -84,6 +85,12 @@ class Controller:
             },
             on_change=lambda rack: self.queue.add(rack, SLICE_CHANGE_DELAY),
             is_own=self.reconciler.is_own_write,
+        )
+        # AWS's UltraServer operator's allocations, for the devices' workloadId.
+        self.workload_watch = (
+            WorkloadWatch(self.objects.server, self.stores.workloads, self._workloads_moved)
+            if flags.profile.workload_tags
+            else None
         )
         self.elector = LeaseElector(
             self.objects,
@@ -162,6 +169,15 @@ class Controller:
                 threading.Thread(target=self._claim_work, name="claim-status", daemon=True)
             )
             self.threads = [*writers, watcher]
+            if self.workload_watch is not None:
+                self.threads.append(
+                    threading.Thread(
+                        target=self.workload_watch.run,
+                        args=(self.stop,),
+                        name="workload-watch",
+                        daemon=True,
+                    )
+                )
             for t in self.threads:
                 t.start()
             self.primed = True
@@ -191,8 +207,10 @@ class Controller:
 
     def _prime(self) -> None:
         """Fill the stores before the first reconcile, so none publishes from half a
-        picture; the slice watch goes on from its list's version."""
+        picture; the slice and workload watches go on from their lists' versions."""
         self.slice_watch.relist()
+        if self.workload_watch is not None:
+            self.workload_watch.prime()
         self._relist()
 
     def _relist(self) -> None:
@@ -306,6 +324,11 @@ class Controller:
     def _rack_claimed(self, rack: str) -> bool:
         hold = self.reconciler.holds.get(rack)
         return hold is not None and hold.claimed_since is not None
+
+    def _workloads_moved(self, nodes: Collection[str]) -> None:
+        """The workloadId of these nodes may have changed: reconcile their racks."""
+        for rack in racks_for_nodes(self.stores.racks.items(), nodes):
+            self.queue.add(rack)
 
     def _advertised_moved(self, racks: Collection[str]) -> None:
         for rack in racks:

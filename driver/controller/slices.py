@@ -9,13 +9,15 @@ device slices name the node (`spec.nodeName`, which the scheduler indexes by
 node), and the rack's own pool holding only the rack device. Flat mode
 publishes per-node slices of chips or cores without counters, in the rack's
 pool. The AWS profile publishes a pool per node, named after the node, in
-AWS's vocabulary (driver/devicemodel/awsprofile.py). `pool.generation` is
+AWS's vocabulary (driver/devicemodel/awsprofile.py), each device of a node
+that AWS's UltraServer operator allocated carrying its `workloadId`
+(workloadtags.py). `pool.generation` is
 left at 0 here: the reconciler decides it, and `resourceSliceCount` counts
 the slices of each pool.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from driver.devicemodel import attributes
@@ -74,6 +76,8 @@ class RackInput:
     binding_served: bool = True  # the apiserver keeps binding conditions
     rack_advertised: bool = True  # `node` pools: the rack device is published
     aws: "AwsRack | None" = None  # the AWS profile's instance type and versions
+    workloads: Mapping[str, str] = field(default_factory=dict)
+    """AWS profile: node name -> the workloadId its devices carry (workloadtags.py)."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +253,7 @@ def _aws(inp: RackInput, aws: AwsRack) -> list[NamedSlice]:
             aws.instance_type,
             ultraserver_name=inp.name,
             versions=aws.versions,
+            workload_id=inp.workloads.get(node),
         )
         where: JSON = {"nodeName": node}
         chips = [d for d in devices if d.resource_type == NEURON_DEVICE]

@@ -15,6 +15,9 @@ What the profile publishes, per node (one pool per node, named after it):
   them too (one plugin prepares both), with `resourceType: efa` and the
   common attributes, so the two DeviceClasses tell them apart and a selector
   on a common attribute never meets a device without it.
+Every device of a node that AWS's UltraServer operator allocated to a workload
+also carries `workloadId` (driver/controller/workloadtags.py), which the
+node daemon checks against the claim's `neuron.aws.com/workload-id` label.
 
 So `allocationMode: All` over the Neuron class on a standalone instance
 (AWS's examples) takes every chip of one node; on an UltraServer's node `All`
@@ -47,6 +50,14 @@ ULTRASERVER_LABEL_PREFIX: Final = "neuron.amazonaws.com/ultraserver-server-id-"
 nodes a node belongs to, for LeaderWorkerSet's exclusive topology."""
 ULTRASERVER_MODES: Final = (1, 2, 4)
 """Nodes of an UltraServer a job spans, as AWS's UltraServer tooling accepts them."""
+WORKLOAD_ID_ATTRIBUTE: Final = "workloadId"
+"""The attribute (in the driver's domain) on every device of a node that AWS's
+UltraServer operator allocated to a workload: that allocation's workloadId."""
+WORKLOAD_ID_LABEL: Final = f"{AWS_DRIVER}/workload-id"
+"""The label the operator's ResourceClaimTemplate gives each ResourceClaim of a
+workload: the workloadId of the nodes allocated to it."""
+MAX_WORKLOAD_ID: Final = 64
+"""The longest string attribute value a ResourceSlice takes (resource.k8s.io/v1)."""
 
 
 @dataclass(frozen=True)
@@ -161,9 +172,11 @@ def node_devices(
     *,
     ultraserver_name: str,
     versions: AwsVersions,
+    workload_id: str | None = None,
 ) -> list[AwsDevice]:
     """Every device `node` (server `server` of the rack) publishes: chips, the
-    node device of an UltraServer's node, EFA interfaces."""
+    node device of an UltraServer's node, EFA interfaces; each carries
+    `workloadId` when the UltraServer operator allocated the node to a workload."""
     places = [p for p in chip_places(rack) if p.server == server]
     common: dict[str, str | int] = {
         "instanceType": itype.name,
@@ -175,6 +188,8 @@ def node_devices(
         common[f"networkNodeLayer{level}"] = f"{ultraserver_name}-{layer}"
     if itype.ultraserver:
         common["capacityBlockId"] = f"cr-{group_id(ultraserver_name, 0, 0)}"
+    if workload_id is not None:
+        common[WORKLOAD_ID_ATTRIBUTE] = workload_id
     devices = []
     for place in places:
         attrs: dict[str, str | int] = {

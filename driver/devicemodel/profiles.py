@@ -50,6 +50,12 @@ class Profile:
     names_extended_resources: bool
     """Whether its DeviceClasses carry extended resource names, which Kueue's quotas count."""
     node_labels: NodeLabels
+    workload_tags: bool
+    """True: the controller tags the devices of a node that AWS's UltraServer
+    operator allocated (its NeuronUltraServers) with the allocation's
+    `workloadId`, and the node daemon refuses a claim whose
+    `neuron.aws.com/workload-id` label does not match the tag of its chips or
+    node devices (EFA interfaces carry the tag but are not checked)."""
 
 
 def _no_labels(
@@ -89,6 +95,7 @@ TRAINIUM: Final = Profile(
     takes_instance_types=False,
     names_extended_resources=True,
     node_labels=_no_labels,
+    workload_tags=False,
 )
 AWS: Final = Profile(
     name="aws",
@@ -106,6 +113,7 @@ AWS: Final = Profile(
     takes_instance_types=True,
     names_extended_resources=False,
     node_labels=_aws_labels,
+    workload_tags=True,
 )
 PROFILES: Final = MappingProxyType({p.name: p for p in (TRAINIUM, AWS)})
 """Profile name -> profile; the names `--profile` takes."""

@@ -104,6 +104,7 @@ def build_node(
     return SimNode(
         driver=flags.driver_name,
         dialect=flags.profile.dialect,
+        workload_tags=flags.profile.workload_tags,
         place=place,
         paths=NodePaths(
             kubelet_root=node_path(flags.kubelet_root, place.node_name),

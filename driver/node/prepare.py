@@ -1,8 +1,9 @@
 """NodePrepareResources / NodeUnprepareResources for one node.
 
 Order of a prepare: fetch the claim, check UID and allocation, validate config
-and compute cores (all before any write), then under the node lock: refuse
-cores held by another claim and record the claim `PrepareCompleted` in the
+and compute cores, and (AWS profile) check the claim's workload label against
+its devices' `workloadId` (all before any write), then under the node lock:
+refuse cores held by another claim and record the claim `PrepareCompleted` in the
 checkpoint, durably; then write its token and CDI spec without waiting for the
 disk (they are derived from the record and restored from it at start-up), and
 answer. A repeated prepare of a claim recorded with the same devices keeps
@@ -32,6 +33,7 @@ from driver.node.durable.claimfiles import ClaimFiles, hash_token, load_or_creat
 from driver.node.durable.groupcommit import Change, NodeState
 from driver.node.metrics import DriverMetrics
 from driver.node.paths import NodePaths
+from driver.node.workloadcheck import ClaimDevice, check_workload
 
 
 def held_cores(claims: Mapping[str, ClaimRecord], except_uid: str) -> dict[tuple[int, int], str]:
@@ -150,9 +152,13 @@ class Preparer:
         metrics: DriverMetrics,
         release_claim: Callable[[str], None],
         dialect: Dialect = TRAINIUM.dialect,
+        workload_tags: bool = False,
     ) -> None:
+        """`workload_tags`: refuse a claim whose `neuron.aws.com/workload-id`
+        label and its devices' `workloadId` disagree (workloadcheck.py)."""
         self.driver = driver
         self.dialect = dialect
+        self.workload_tags = workload_tags
         self.place = place
         self.paths = paths
         self.reader = reader
@@ -268,14 +274,21 @@ class Preparer:
         }
         chip = self.place.rack.chip.name
         default = self.reader.default_lnc(self.place.ultraserver) or DEFAULT_LNC.get(chip, 1)
-        return plan_claim(
+        attributes = self.reader.attributes(keys)
+        plan = plan_claim(
             claim,
-            self.reader.attributes(keys),
+            attributes,
             self.place,
             self.driver,
             default,
             dialect=self.dialect,
         )
+        if self.workload_tags:
+            devices = [
+                ClaimDevice(d.pool, d.device, attributes[(d.pool, d.device)]) for d in plan.devices
+            ]
+            check_workload(claim, devices, self.place.node_name)
+        return plan
 
 
 def ensure_dirs(paths: NodePaths) -> None:

@@ -79,6 +79,7 @@ class SimNode:
         options: NodeOptions,
         health_sink: HealthSink | None = None,
         dialect: Dialect = TRAINIUM.dialect,
+        workload_tags: bool = False,
     ) -> None:
         self.driver = driver
         self.place = place
@@ -92,6 +93,7 @@ class SimNode:
         self.preparer = Preparer(
             driver=driver,
             dialect=dialect,
+            workload_tags=workload_tags,
             place=place,
             paths=paths,
             reader=reader,
