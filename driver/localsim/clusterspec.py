@@ -157,6 +157,11 @@ class ClusterSpec:
             ],
         }
 
+    @property
+    def ultraserver_operator(self) -> bool:
+        """Whether the cluster runs AWS's UltraServer operator, simulated (its profile's)."""
+        return PROFILES[self.profile].workload_tags
+
     def profile_labels(self, rack: RackPlan, server: int) -> dict[str, str]:
         """The labels the cluster's profile adds to a server's Node."""
         return PROFILES[self.profile].node_labels(
@@ -292,6 +297,10 @@ class ClusterPaths:
         return self.credentials_dir / "controller.kubeconfig"
 
     @property
+    def operator_kubeconfig(self) -> Path:
+        return self.credentials_dir / "ultraserver-operator.kubeconfig"
+
+    @property
     def node_kubeconfig_template(self) -> str:
         return str(self.credentials_dir / "{node}.kubeconfig")
 
@@ -348,6 +357,29 @@ def controller_argv(
         f"--lease-namespace={namespace}",
         f"--lease-name={account}",
         "--resync-seconds=60",
+        f"--http-address=127.0.0.1:{http_port}",
+    ]
+
+
+OPERATOR_COMPONENT = "ultraserver-operator"
+"""The chart's component label (and ServiceAccount) of the UltraServer operator."""
+
+
+def operator_values(spec: ClusterSpec) -> dict[str, str]:
+    """The chart's `--set` values that turn the operator on, where the profile has it."""
+    return {"ultraserverOperator.enabled": "true"} if spec.ultraserver_operator else {}
+
+
+def operator_argv(
+    paths: ClusterPaths, spec: ClusterSpec, http_port: int, namespace: str
+) -> list[str]:
+    """As the chart runs it: its ServiceAccount's token, NeuronUltraServers in `namespace`."""
+    return [
+        "ultraserver-operator",
+        f"--kubeconfig={paths.operator_kubeconfig}",
+        f"--driver-name={spec.driver}",
+        f"--namespace={namespace}",
+        "--resync-seconds=5",
         f"--http-address=127.0.0.1:{http_port}",
     ]
 

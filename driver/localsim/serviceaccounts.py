@@ -75,10 +75,11 @@ def write_kubeconfig(admin_kubeconfig: Path, path: Path, user: str, token: str) 
     return path
 
 
-def write_controller_kubeconfig(
-    api: client.ApiClient, admin_kubeconfig: Path, rendered: Rendered, path: Path
+def write_account_kubeconfig(
+    api: client.ApiClient, admin_kubeconfig: Path, rendered: Rendered, component: str, path: Path
 ) -> Path:
-    account = service_account(rendered, "controller")
+    """A kubeconfig at `path` with a token of the chart's ServiceAccount of `component`."""
+    account = service_account(rendered, component)
     return write_kubeconfig(admin_kubeconfig, path, account, request_token(api, account))
 
 

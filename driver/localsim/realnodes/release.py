@@ -27,6 +27,7 @@ def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, An
         "profile": spec.profile,
         "image": {"repository": repository, "tag": tag},
         "networkPolicy": policy_peers(),
+        "ultraserverOperator": {"enabled": spec.ultraserver_operator},
         "ultraservers": [
             {
                 "name": rack.name,

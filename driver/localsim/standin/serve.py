@@ -22,12 +22,15 @@ from kubernetes import client
 from driver.kubeapi.credentials import typed_client
 from driver.localsim import serviceaccounts
 from driver.localsim.clusterspec import (
+    OPERATOR_COMPONENT,
     ClusterPaths,
     ClusterSpec,
     RackPlan,
     controller_argv,
     node_daemon_argv,
     node_labels,
+    operator_argv,
+    operator_values,
     ultraserver_object,
 )
 from driver.localsim.controlplane import chart
@@ -82,10 +85,11 @@ class StandInCluster:
         self.paths = paths
         self.spec = spec
         self.plane = plane
-        self.chart_values = chart_values or {}
+        self.chart_values = {**operator_values(spec), **(chart_values or {})}
         self.children: dict[str, Child] = {}
         self.ports = {rack.name: free_port() for rack in spec.racks}
         self.controller_port = free_port()
+        self.operator_port = free_port()
         self.kubelets: dict[str, dict[str, KubeletStandIn]] = {}
         self.pods: PodSync | None = None
         self.rendered: chart.Rendered | None = None
@@ -144,8 +148,8 @@ class StandInCluster:
         controller_account = serviceaccounts.service_account(rendered, "controller")
         progress(f"starting the controller as ServiceAccount {NAMESPACE}/{controller_account}")
         with typed_client(self.paths.kubeconfig) as api:
-            serviceaccounts.write_controller_kubeconfig(
-                api, self.paths.kubeconfig, rendered, self.paths.controller_kubeconfig
+            serviceaccounts.write_account_kubeconfig(
+                api, self.paths.kubeconfig, rendered, "controller", self.paths.controller_kubeconfig
             )
         self._start_child(
             "controller",
@@ -153,6 +157,8 @@ class StandInCluster:
                 self.paths, self.spec, self.controller_port, controller_account, NAMESPACE
             ),
         )
+        if self.spec.ultraserver_operator:
+            self._start_operator(rendered, progress)
         node_account = serviceaccounts.service_account(rendered, "node")
         with typed_client(self.paths.kubeconfig) as api:
             for rack in self.spec.racks:
@@ -194,6 +200,22 @@ class StandInCluster:
                 )
                 count = slice_count(api, self.spec.driver, rack.name)
                 progress(f"  {rack.name}: {count} ResourceSlices published")
+
+    def _start_operator(self, rendered: chart.Rendered, progress: Callable[[str], None]) -> None:
+        account = serviceaccounts.service_account(rendered, OPERATOR_COMPONENT)
+        progress(f"starting the UltraServer operator as ServiceAccount {NAMESPACE}/{account}")
+        with typed_client(self.paths.kubeconfig) as api:
+            serviceaccounts.write_account_kubeconfig(
+                api,
+                self.paths.kubeconfig,
+                rendered,
+                OPERATOR_COMPONENT,
+                self.paths.operator_kubeconfig,
+            )
+        self._start_child(
+            OPERATOR_COMPONENT,
+            operator_argv(self.paths, self.spec, self.operator_port, NAMESPACE),
+        )
 
     def _create_rack(self, api: client.ApiClient, rack: RackPlan) -> None:
         with ThreadPoolExecutor(NODE_WRITERS) as pool:
