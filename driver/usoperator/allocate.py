@@ -30,7 +30,8 @@ class Decision:
     reason: str
     message: str
     failed_nodes: tuple[str, ...] = ()
-    """Held nodes that are unhealthy now (kept only under NoOp)."""
+    """Nodes it held at the start of the pass that are unhealthy: what its
+    strategy acted on (under NoOp it still holds them)."""
     replaced: Mapping[str, str] = field(default_factory=dict)
     """Failed node -> its replacement (MigrateAffected)."""
     restarted: bool = False
@@ -111,7 +112,9 @@ def _outcome(
     failures = "; ".join(f"{n}: {why}" for n, why in sorted(failed.items()))
     if len(held) == w.server_count:
         state = "Allocated"
-        if not failed:
+        if not failed and _acted_on(w, held):
+            reason, message = str(w.status["reason"]), str(w.status["message"])
+        elif not failed:
             reason, message = "Allocated", f"{nodes} nodes on {len(held)} UltraServers: {where}"
         elif w.strategy == "NoOp":
             reason, message = "Degraded", f"{failures}; failureStrategy NoOp: nothing moved"
@@ -139,10 +142,17 @@ def _outcome(
         state,
         reason,
         message,
-        failed_nodes=tuple(sorted(n for n in failed if any(n in h.nodes for h in held))),
+        failed_nodes=tuple(sorted(failed)),
         replaced=dict(replaced),
         restarted=restarted,
     )
+
+
+def _acted_on(w: Workload, held: Sequence[Held]) -> bool:
+    """Whether the workload's last status told of a restart or migration onto
+    exactly these nodes: that news stays its reason until its nodes change."""
+    nodes = sorted(n for h in held for n in h.nodes)
+    return w.status.get("reason") in ("Restarted", "Migrated") and w.status.get("nodes") == nodes
 
 
 def _migrate(

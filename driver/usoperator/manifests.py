@@ -5,7 +5,12 @@ NeuronUltraServer. Pure."""
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from driver.devicemodel.awsprofile import AWS_CONFIG_API, NEURON_NODE
+from driver.devicemodel.awsprofile import (
+    AWS_CONFIG_API,
+    NEURON_NODE,
+    WORKLOAD_ID_ATTRIBUTE,
+    WORKLOAD_ID_LABEL,
+)
 from driver.devicemodel.profiles import NEURON_CONFIG, ULTRASERVER_CONFIG
 from driver.jsontypes import JSON
 from driver.usoperator.allocate import Decision, free_groups
@@ -15,8 +20,6 @@ from driver.usoperator.names import (
     MANAGED_BY,
     TOPOLOGY_SIZES,
     VERSION,
-    WORKLOAD_ATTRIBUTE,
-    WORKLOAD_LABEL,
 )
 
 REQUEST = "neurons"
@@ -28,15 +31,15 @@ def claim_template(w: Workload, driver: str) -> JSON:
     and on no other. The label goes onto every claim made from it."""
     attrs = f"device.attributes['{driver}']"
     selector = (
-        f"{attrs}.resourceType == '{NEURON_NODE}' && '{WORKLOAD_ATTRIBUTE}' in {attrs} && "
-        f"{attrs}.{WORKLOAD_ATTRIBUTE} == '{w.workload_id}'"
+        f"{attrs}.resourceType == '{NEURON_NODE}' && '{WORKLOAD_ID_ATTRIBUTE}' in {attrs} && "
+        f"{attrs}.{WORKLOAD_ID_ATTRIBUTE} == '{w.workload_id}'"
     )
     configs: list[JSON] = [
         _config(driver, {"kind": ULTRASERVER_CONFIG, "ultraserverMode": w.topology_size})
     ]
     if w.lnc is not None:
         configs.append(_config(driver, {"kind": NEURON_CONFIG, "logicalNeuronCore": w.lnc}))
-    labels = {WORKLOAD_LABEL: w.workload_id}
+    labels = {WORKLOAD_ID_LABEL: w.workload_id}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
@@ -117,8 +120,8 @@ def workload_status(d: Decision, now: str) -> JSON:
 
 def _last_failure(d: Decision, now: str) -> JSON | None:
     old: Mapping[str, Any] | None = d.workload.status.get("lastFailure")
-    failed = sorted({*d.failed_nodes, *d.replaced})
-    if d.restarted or d.replaced or (d.failed_nodes and not old):
+    failed = sorted(d.failed_nodes)
+    if failed and (d.restarted or d.replaced or not old or old.get("nodes") != failed):
         return {
             "nodes": failed,
             "strategy": d.workload.strategy,

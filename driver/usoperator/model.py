@@ -2,6 +2,7 @@
 in the driver's ResourceSlices with the health and use of their nodes, and
 the allocations the NeuronUltraServers hold. Pure: objects in, values out."""
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,8 +11,9 @@ from driver.devicemodel.awsprofile import (
     EFA_DEVICE,
     INSTANCE_TYPES,
     ULTRASERVER_LABEL_PREFIX,
+    WORKLOAD_ID_LABEL,
 )
-from driver.usoperator.names import STRATEGIES, TOPOLOGY_SIZES, WORKLOAD_LABEL
+from driver.usoperator.names import STRATEGIES, TOPOLOGY_SIZES
 
 
 class WorkloadError(ValueError):
@@ -39,8 +41,21 @@ class Workload:
 
     @property
     def workload_id(self) -> str:
-        """Unique in the cluster: a namespace name has no dot."""
-        return f"{self.namespace}.{self.name}"
+        return workload_id(self.namespace, self.name)
+
+
+LABEL_VALUE_LIMIT = 63
+"""A label value's longest; the id is also a device attribute (64 at most)."""
+
+
+def workload_id(namespace: str, name: str) -> str:
+    """`<namespace>.<name>`, unique in the cluster as a namespace's name has no
+    dot; one too long for a label value is cut and ends with a hash of the whole."""
+    plain = f"{namespace}.{name}"
+    if len(plain) <= LABEL_VALUE_LIMIT:
+        return plain
+    digest = hashlib.sha256(plain.encode()).hexdigest()[:10]
+    return f"{plain[: LABEL_VALUE_LIMIT - 11].rstrip('-.')}-{digest}"
 
 
 def parse_workload(obj: Mapping[str, Any]) -> Workload:
@@ -197,7 +212,7 @@ def busy_nodes(claims: Iterable[Mapping[str, Any]], driver: str) -> set[str]:
     never gets such a node (in the AWS profile a pool is a node)."""
     out = set()
     for claim in claims:
-        if WORKLOAD_LABEL in ((claim.get("metadata") or {}).get("labels") or {}):
+        if WORKLOAD_ID_LABEL in ((claim.get("metadata") or {}).get("labels") or {}):
             continue
         allocation = (claim.get("status") or {}).get("allocation") or {}
         for result in (allocation.get("devices") or {}).get("results") or []:

@@ -12,13 +12,6 @@ WORKLOADS: Final = Resource(GROUP, VERSION, "neuronultraserverworkloads")
 ULTRASERVERS: Final = Resource(GROUP, VERSION, "neuronultraservers")
 TEMPLATES: Final = Resource("resource.k8s.io", "v1", "resourceclaimtemplates")
 
-WORKLOAD_LABEL: Final = f"{AWS_DRIVER}/workload-id"
-"""On the generated ResourceClaimTemplate and, copied by Kubernetes, on every
-claim made from it: the node daemon prepares a device tagged with a workloadId
-only for a claim of that workload."""
-WORKLOAD_ATTRIBUTE: Final = "workloadId"
-"""The device attribute (in the driver's domain) the controller publishes on
-every device of a node allocated to a workload."""
 FINALIZER: Final = f"{AWS_DRIVER}/ultraserver-operator"
 """Holds a deleted workload until its nodes are released and its template and
 pods are gone."""

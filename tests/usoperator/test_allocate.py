@@ -2,6 +2,7 @@
 which nodes a workload gets, and what each failure strategy does (pure)."""
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from driver.usoperator.model import (
     busy_nodes,
     discover,
     parse_workload,
+    workload_id,
 )
 from simdevice.topology import rack_spec
 
@@ -185,8 +187,6 @@ def allocate_then_fail(
 
 
 def replace_status(d: Decision) -> Workload:
-    from dataclasses import replace
-
     return replace(d.workload, status=workload_status(d, "2026-01-01T00:00:00Z"))
 
 
@@ -202,6 +202,11 @@ def test_restart_all_gives_everything_back_and_allocates_again_on_healthy_nodes(
     assert after.restarted and after.state == "Allocated" and after.reason == "Restarted"
     assert set(after.nodes).isdisjoint(before.nodes)
     assert len(after.nodes) == 4
+    status = workload_status(after, "t1")
+    assert status["lastFailure"]["nodes"] == [before.nodes[0]]
+    assert status["restartedAt"] == "t1" and status["lastFailure"]["reallocatedAt"] == "t1"
+    (later,) = decide([replace_status(after)], gen1_fleet(), list(after.held))
+    assert later.reason == "Restarted" and not later.restarted, "the news stays until nodes change"
 
 
 def test_migrate_affected_replaces_one_node_by_a_spare_of_the_same_ultraserver() -> None:
@@ -234,8 +239,6 @@ def test_a_failed_chip_makes_its_node_unhealthy() -> None:
 
 def test_a_deleted_workload_holds_nothing() -> None:
     first = decide([workload("a", 2)], gen1_fleet(), [])
-    from dataclasses import replace
-
     (d,) = decide([replace(first[0].workload, deleting=True)], gen1_fleet(), held_of(first))
     assert d.state == "Deallocating" and d.held == ()
 
@@ -287,3 +290,11 @@ def test_an_ultraserver_status_counts_free_groups_and_allocations() -> None:
     assert status["allocations"] == [
         {"workload": "ns/a", "workloadId": "ns.a", "nodes": list(decisions[0].nodes)}
     ]
+
+
+def test_a_long_workload_id_is_cut_to_a_label_value_and_stays_unique() -> None:
+    long_ns, long_name = "n" * 40, "w" * 60
+    first = workload_id(long_ns, long_name)
+    second = workload_id(long_ns, long_name[:-1] + "x")
+    assert len(first) == 63 and first[-1].isalnum() and first != second
+    assert workload_id("ns", "a") == "ns.a"
