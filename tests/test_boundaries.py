@@ -35,6 +35,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.devicemodel",
         "driver.kubeapi",
         "driver.httpendpoint",
+        "driver.kopflogin",
         "driver.workqueue",
     ),
     "driver.usoperator": (
@@ -78,6 +79,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.node",
         "driver.localsim",
         "driver.container",
+        "driver.usoperator",
     ),
     "benchmarks": (
         "simdevice",

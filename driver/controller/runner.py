@@ -10,7 +10,6 @@ import time
 from collections.abc import Collection
 from dataclasses import replace
 from functools import partial
-from typing import Any
 
 import kopf
 from kubernetes import client
@@ -29,6 +28,7 @@ from driver.controller.slicewatch import SliceWatch
 from driver.controller.workloadwatch import WorkloadWatch
 from driver.devicemodel.rackguard import RackHold, occupancy
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
+from driver.kopflogin import kopf_login
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import CLAIMS, HEALTH, NODES, ULTRASERVERS
@@ -235,7 +235,7 @@ class Controller:
             enqueue=self.queue.add,
             enqueue_claim=self.claim_queue.add,
             driver=self.flags.driver_name,
-            login=self._login,
+            login=lambda **_: kopf_login(self.configuration),
             rack_claimed=self._rack_claimed,
         )
         settings = kopf.OperatorSettings()
@@ -250,24 +250,6 @@ class Controller:
             # the image's non-root UID (no passwd entry in a minimal image). Its
             # type for this str is a NewType kopf does not export.
             identity=self.flags.identity,  # type: ignore[arg-type]
-        )
-
-    def _login(self, **_: Any) -> kopf.ConnectionInfo:
-        cfg = self.configuration
-        auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
-        scheme, token = (
-            (auth.split(" ", 1) if auth and " " in auth else ("Bearer", auth))
-            if auth
-            else (None, None)
-        )
-        return kopf.ConnectionInfo(
-            server=cfg.host,
-            ca_path=cfg.ssl_ca_cert,
-            insecure=not cfg.verify_ssl,
-            scheme=scheme,
-            token=token,
-            certificate_path=cfg.cert_file,
-            private_key_path=cfg.key_file,
         )
 
     def _work(self) -> None:
