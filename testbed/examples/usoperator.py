@@ -1,0 +1,370 @@
+"""deploy/examples/aws-ultraserver/'s operator cases on a cluster of the AWS
+profile with the simulated UltraServer operator: allocation, the template
+pinning pods to the workload's nodes, cascade deletion, bad input, and each
+failure strategy against a chip failed through the simulator's fault plane.
+Each failure check prints the seconds from the fault to the NeuronUltraServer
+going Degraded, to the workload's nodes re-allocated, and to every pod Running
+again."""
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from kubernetes import client
+
+from driver.devicemodel.awsprofile import WORKLOAD_ID_ATTRIBUTE, WORKLOAD_ID_LABEL
+from driver.jsontypes import JSON
+from driver.usoperator.names import GROUP, VERSION
+from testbed.examples.target import Target
+from testbed.localcluster import Cluster, device_attributes, wait_for
+
+OPERATOR_RACKS = ("--profile=aws", "--racks=2", "--generation=trn3-gen1")
+"""Two Trn3 Gen1 UltraServers of four trn3.48xlarge nodes each."""
+DRIVER = "neuron.aws.com"
+EXAMPLE = "aws-ultraserver/{}.yaml"
+CHIP_FAULT = "ecc-uncorrected-hbm"
+WAIT = 120.0
+
+
+def workload(cluster: Cluster, namespace: str, name: str) -> JSON:
+    found: JSON = client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "neuronultraserverworkloads", name
+    )
+    return found
+
+
+def status_of(cluster: Cluster, namespace: str, name: str) -> JSON:
+    return workload(cluster, namespace, name).get("status") or {}
+
+
+def ultraservers(cluster: Cluster) -> list[JSON]:
+    found = client.CustomObjectsApi(cluster.api).list_cluster_custom_object(
+        GROUP, VERSION, "neuronultraservers"
+    )
+    items: list[JSON] = found["items"]
+    return items
+
+
+def allocated(cluster: Cluster, namespace: str, name: str) -> JSON:
+    def probe() -> JSON | None:
+        status = status_of(cluster, namespace, name)
+        return status if status.get("state") == "Allocated" else None
+
+    return wait_for(f"workload {namespace}/{name} Allocated", probe, WAIT)
+
+
+def running_pods(cluster: Cluster, namespace: str, count: int, nodes: set[str]) -> list[JSON]:
+    """`count` Running pods of the namespace, on `nodes` and nowhere else."""
+
+    def probe() -> list[JSON] | None:
+        pods = client.CoreV1Api(cluster.api).list_namespaced_pod(namespace).items
+        live = [cluster.api.sanitize_for_serialization(p) for p in pods]
+        live = [p for p in live if not p["metadata"].get("deletionTimestamp")]
+        running = [p for p in live if p["status"].get("phase") == "Running"]
+        on = {p["spec"]["nodeName"] for p in running}
+        return running if len(running) == count == len(live) and on == nodes else None
+
+    try:
+        return wait_for(f"{count} pods of {namespace} Running on {sorted(nodes)}", probe, WAIT)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{story(cluster, namespace)}") from None
+
+
+def story(cluster: Cluster, namespace: str) -> str:
+    """Each pod's phase and node, and the namespace's events, for a wait in vain."""
+    core = client.CoreV1Api(cluster.api)
+    lines = [f"pods of {namespace}:"]
+    for pod in core.list_namespaced_pod(namespace).items:
+        gone = " terminating" if pod.metadata.deletion_timestamp else ""
+        lines.append(f"  {pod.metadata.name}: {pod.status.phase}{gone} on {pod.spec.node_name}")
+    for e in sorted(
+        core.list_namespaced_event(namespace).items,
+        key=lambda e: str(e.last_timestamp or e.event_time),
+    ):
+        lines.append(f"  {e.involved_object.kind}/{e.involved_object.name} {e.reason}: {e.message}")
+    return "\n".join(lines)
+
+
+def tagged(cluster: Cluster) -> dict[str, str]:
+    """node -> the workloadId its devices carry."""
+    return {
+        pool: str(attrs[WORKLOAD_ID_ATTRIBUTE]["string"])
+        for (pool, _), attrs in device_attributes(cluster.api, DRIVER).items()
+        if WORKLOAD_ID_ATTRIBUTE in attrs
+    }
+
+
+@contextmanager
+def applied(target: Target, name: str) -> Iterator[None]:
+    target.apply(EXAMPLE.format(name))
+    try:
+        yield
+    finally:
+        target.delete(EXAMPLE.format(name))
+
+
+def test_a_workload_gets_one_pair_and_its_pods_land_on_it(target: Target) -> None:
+    cluster, ns = target.cluster, "aws-us-training"
+    with applied(target, "workload"):
+        status = allocated(cluster, ns, "training")
+        nodes = set(status["nodes"])
+        assert status["workloadId"] == f"{ns}.training" and len(nodes) == 2
+        [us] = status["allocatedUltraServers"]
+        pods = running_pods(cluster, ns, 2, nodes)
+        for pod in pods:
+            claim = target.claim_of(pod)
+            assert claim["metadata"]["labels"][WORKLOAD_ID_LABEL] == f"{ns}.training"
+            [result] = claim["status"]["allocation"]["devices"]["results"]
+            assert (result["pool"], result["device"]) == (pod["spec"]["nodeName"], "neuronnode")
+            env = target.seen(pod)
+            assert env["NEURON_RT_ULTRASERVER_MODE"] == "2"
+        assert tagged(cluster) == {n: f"{ns}.training" for n in nodes}
+        [record] = [u for u in ultraservers(cluster) if u["metadata"]["name"] == us]
+        assert record["status"]["state"] == "PartiallyAllocated"
+        assert record["status"]["allocations"] == [
+            {"workload": f"{ns}/training", "workloadId": f"{ns}.training", "nodes": sorted(nodes)}
+        ]
+        reasons = {e["reason"] for e in cluster.events(ns, "training")}
+        assert "Allocated" in reasons
+    wait_for("the workload's tags gone", lambda: not tagged(cluster), WAIT)
+    assert all(not (u["status"].get("allocations")) for u in ultraservers(cluster))
+
+
+def test_two_ultraservers_each_pod_with_its_nodes_efas(target: Target) -> None:
+    cluster, ns = target.cluster, "aws-us-two-ultraservers"
+    with applied(target, "two-ultraservers"):
+        status = allocated(cluster, ns, "two-ultraservers")
+        assert len(status["allocatedUltraServers"]) == 2 and status["totalNodesAllocated"] == 4
+        pods = running_pods(cluster, ns, 4, set(status["nodes"]))
+        for pod in pods:
+            names = [c["name"] for c in pod["spec"]["resourceClaims"]]
+            assert names == ["neuron-claim", "efa-claim"]
+            statuses = {
+                s["name"]: s["resourceClaimName"] for s in pod["status"]["resourceClaimStatuses"]
+            }
+            efa = client.ResourceV1Api(cluster.api).read_namespaced_resource_claim(
+                statuses["efa-claim"], ns
+            )
+            results = efa.status.allocation.devices.results
+            assert {r.pool for r in results} == {pod["spec"]["nodeName"]}
+            assert all(r.device.startswith("efa") for r in results) and len(results) == 16
+
+
+def test_bad_workloads_are_refused_at_create_with_the_field(target: Target) -> None:
+    base = (
+        "apiVersion: neuron.aws.com/v1\nkind: NeuronUltraServerWorkload\nmetadata:\n"
+        "  name: bad\n  namespace: default\nspec:\n  instanceType: trn3.48xlarge\n"
+    )
+    cases = {
+        "  topologySize: 3\n  serverCount: 1\n": "spec.topologySize",
+        "  topologySize: 2\n  serverCount: 0\n": "spec.serverCount",
+        "  topologySize: 2\n  serverCount: 1\n  allocationPolicy:\n    failureStrategy: Pray\n": (
+            "spec.allocationPolicy.failureStrategy"
+        ),
+    }
+    for spec, field in cases.items():
+        result = target.kubectl_stdin(base + spec, "apply", "-f", "-")
+        assert result.returncode != 0 and field in result.stderr, result.stderr
+    gone = target.kubectl_stdin("", "get", "neuronultraserverworkloads", "-A", "-o", "name")
+    assert "bad" not in gone.stdout
+
+
+def test_a_workload_no_cluster_can_hold_fails_and_holds_nothing(target: Target) -> None:
+    cluster = target.cluster
+    text = (
+        "apiVersion: neuron.aws.com/v1\nkind: NeuronUltraServerWorkload\nmetadata:\n"
+        "  name: too-big\n  namespace: default\nspec:\n  instanceType: trn3.48xlarge\n"
+        "  topologySize: 4\n  serverCount: 3\n"
+    )
+    assert target.kubectl_stdin(text, "apply", "-f", "-").returncode == 0
+    try:
+        status = wait_for(
+            "too-big Failed",
+            lambda: (s := status_of(cluster, "default", "too-big")).get("state") == "Failed" and s,
+            WAIT,
+        )
+        assert status["message"].startswith("spec.serverCount: 3 UltraServers of trn3.48xlarge")
+        assert status["nodes"] == [] and not tagged(cluster)
+        templates = client.ResourceV1Api(cluster.api).list_namespaced_resource_claim_template(
+            "default"
+        )
+        assert not templates.items
+    finally:
+        target.kubectl_stdin(text, "delete", "-f", "-", "--wait", "--timeout=120s")
+
+
+def test_a_claim_not_of_the_workload_is_refused_at_prepare(target: Target) -> None:
+    """A hand-written claim can select a device the workload holds (here with the
+    workload's own pods scaled away, so its chips are free to the scheduler);
+    the node daemon refuses to prepare it, and the pod says why."""
+    cluster, ns = target.cluster, "aws-us-training"
+    workload_id = f"{ns}.training"
+    with applied(target, "workload"):
+        allocated(cluster, ns, "training")
+        cluster.kubectl("-n", ns, "scale", "deployment/training", "--replicas=0")
+        wait_for("the workload's pods gone", lambda: not _pod_names(cluster, ns), WAIT)
+        attrs = "device.attributes['neuron.aws.com']"
+        intruder = f"""apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: intruder
+  namespace: {ns}
+spec:
+  devices:
+    requests:
+      - name: neurons
+        exactly:
+          deviceClassName: neuron.aws.com
+          selectors:
+            - cel:
+                expression: >-
+                  {attrs}.resourceType == 'neuron_device' && 'workloadId' in {attrs} &&
+                  {attrs}.workloadId == '{workload_id}'
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: intruder
+  namespace: {ns}
+spec:
+  containers:
+    - name: main
+      image: localhost/trainium-dra/driver:dev
+      args: [workload]
+      resources:
+        claims: [{{name: neurons}}]
+  resourceClaims:
+    - name: neurons
+      resourceClaimName: intruder
+"""
+        applied_intruder = target.kubectl_stdin(intruder, "apply", "-f", "-")
+        assert applied_intruder.returncode == 0, applied_intruder.stderr
+
+        def warned() -> list[JSON] | None:
+            events = cluster.events(ns, "intruder")
+            found = [e for e in events if e["reason"] == "FailedPrepareDynamicResources"]
+            return found or None
+
+        try:
+            [warning, *_] = wait_for("the workload refusal in the pod's events", warned, WAIT)
+            assert workload_id in warning["message"], warning["message"]
+            assert "neuron.aws.com/workload-id" in warning["message"]
+            pod = cluster.pod(ns, "intruder")
+            assert pod is not None and pod["status"]["phase"] == "Pending"
+        finally:
+            target.kubectl_stdin(intruder, "delete", "-f", "-", "--wait", "--timeout=120s")
+
+
+def _fail_chip(target: Target, node: str) -> Callable[[], None]:
+    fault = {"node": node, "chip": 0, "kind": CHIP_FAULT}
+    sim = target.sim_control(node)
+    sim.post("/sim/v1/faults", json=fault).raise_for_status()
+
+    def clear() -> None:
+        sim.request("DELETE", "/sim/v1/faults", json=fault)
+        sim.close()
+
+    return clear
+
+
+def _pod_names(cluster: Cluster, ns: str) -> dict[str, str]:
+    pods = client.CoreV1Api(cluster.api).list_namespaced_pod(ns).items
+    return {p.metadata.name: p.spec.node_name for p in pods if not p.metadata.deletion_timestamp}
+
+
+@dataclass(frozen=True)
+class FailureRun:
+    """One workload's chip failure and what its strategy did about it."""
+
+    before: JSON
+    """The workload's status before the fault."""
+    after: JSON
+    """Its status once the operator acted."""
+    pods_before: dict[str, str]
+    """pod -> node before the fault."""
+    pods_after: dict[str, str]
+    """Running pod -> node once every pod runs again (empty where none came back)."""
+    seconds: dict[str, float | None]
+    """From the fault to `degraded` (its NeuronUltraServer), `acted` (the
+    workload's reason names the strategy's act) and `running` (every pod
+    Running again; None where the failed node's pod stays Pending: NoOp)."""
+    claims_made: int
+    """Claims of the workload's namespace made after the fault."""
+
+
+def fail_a_node(target: Target, file: str, name: str) -> FailureRun:
+    """Apply the example (namespace `aws-us-<name>`), wait for its two pods, fail
+    chip 0 of the workload's first node, wait for the operator to act and the
+    pods to run again, then remove the example."""
+    cluster, ns = target.cluster, f"aws-us-{name}"
+    with applied(target, file):
+        before = allocated(cluster, ns, name)
+        running_pods(cluster, ns, 2, set(before["nodes"]))
+        pods_before = _pod_names(cluster, ns)
+        claims_before = _claim_names(cluster, ns)
+        victim = sorted(before["nodes"])[0]
+        [us] = before["allocatedUltraServers"]
+        started = time.monotonic()
+        clear = _fail_chip(target, victim)
+        try:
+
+            def degraded() -> bool:
+                return any(
+                    u["metadata"]["name"] == us and u["status"].get("health") == "Degraded"
+                    for u in ultraservers(cluster)
+                )
+
+            wait_for(f"{us} Degraded", degraded, WAIT)
+            to_degraded = time.monotonic() - started
+
+            def acted() -> JSON | None:
+                s = status_of(cluster, ns, name)
+                return s if s.get("reason") in ("Restarted", "Migrated", "Degraded") else None
+
+            try:
+                after = wait_for(f"{name} acted on the failure", acted, WAIT)
+            except AssertionError as err:
+                raise AssertionError(f"{err}; status {status_of(cluster, ns, name)}") from None
+            to_acted = time.monotonic() - started
+            nodes = set(after["nodes"])
+            pods = running_pods(cluster, ns, 2, nodes) if victim not in nodes else []
+            to_running = time.monotonic() - started if pods else None
+            claims = len(_claim_names(cluster, ns) - claims_before)
+        finally:
+            clear()
+    seconds = {"degraded": to_degraded, "acted": to_acted, "running": to_running}
+    print(f"{name}: seconds from the fault: {seconds}")
+    placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    return FailureRun(before, after, pods_before, placed, seconds, claims)
+
+
+def _claim_names(cluster: Cluster, ns: str) -> set[str]:
+    claims = client.ResourceV1Api(cluster.api).list_namespaced_resource_claim(ns).items
+    return {c.metadata.name for c in claims}
+
+
+def test_noop_reports_the_failure_and_moves_nothing(target: Target) -> None:
+    run = fail_a_node(target, "workload", "training")
+    assert run.after["state"] == "Allocated" and run.after["reason"] == "Degraded"
+    assert run.after["nodes"] == run.before["nodes"]
+    assert run.seconds["running"] is None
+
+
+def test_restart_all_starts_every_pod_anew_on_healthy_nodes(target: Target) -> None:
+    run = fail_a_node(target, "restart-all", "restart-all")
+    assert run.after["reason"] == "Restarted" and run.after["state"] == "Allocated"
+    assert sorted(run.before["nodes"])[0] not in run.after["nodes"]
+    assert not set(run.pods_after) & set(run.pods_before), "every pod was replaced"
+    assert run.after["lastFailure"]["reallocatedAt"] and run.claims_made == 2
+
+
+def test_migrate_affected_moves_only_the_pod_of_the_failed_node(target: Target) -> None:
+    run = fail_a_node(target, "migrate-affected", "migrate-affected")
+    assert run.after["reason"] == "Migrated" and run.after["state"] == "Allocated"
+    victim, kept = sorted(run.before["nodes"])
+    assert victim not in run.after["nodes"] and kept in run.after["nodes"]
+    stayed = {name for name, node in run.pods_before.items() if node == kept}
+    assert stayed <= set(run.pods_after), "the pod on the healthy node stayed"
+    assert len(set(run.pods_after) - set(run.pods_before)) == 1, "exactly one pod moved"
+    assert run.claims_made == 1
