@@ -2,7 +2,8 @@
 docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
 generated blocks of docs/simulator.md, docs/device-model.md (what the node pool
 layout costs the scheduler), docs/whatif.md (its example and its live
-replays), docs/queues.md (what Kueue's policies cost) and README.md (the
+replays), docs/queues.md (what Kueue's policies cost), docs/aws-neuron.md (the
+UltraServer operator's failure strategies) and README.md (the
 time, memory and disk of the first `make demo` and `make test`).
 
 Usage: python -m benchmarks.render (`make pages`)
@@ -19,6 +20,7 @@ from benchmarks.pages import (
     reliability,
     scale,
     simulator,
+    usoperator,
     whatif,
     whatif_live,
 )
@@ -63,6 +65,9 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
     if "sim-validation" in found:
         page = docs / "simulator.md"
         out[page] = simulator.render(page.read_text(), found["sim-validation"])
+    if "usoperator" in found:
+        page = docs / "aws-neuron.md"
+        out[page] = usoperator.render(page.read_text(), found["usoperator"])
     readme_page = docs.parent / "README.md"
     out[readme_page] = readme.render(readme_page.read_text(), found)
     return out
