@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from benchmarks.report import Conditions, add_noisy_flag, interleaved, make_command, write_results
 from testbed.examples.target import Target, rack_of
-from testbed.examples.usoperator import OPERATOR_RACKS, FailureRun, fail_a_node
+from testbed.examples.usoperator import OPERATOR_RACKS, TIMED_POLL, FailureRun, fail_a_node
 from testbed.localcluster import running_cluster
 
 COMMAND = "make bench-usoperator"
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             for strategy, example in STRATEGIES.items()
         }
         measured = interleaved(runs)
-    results = {"cluster": list(OPERATOR_RACKS), "strategies": measured}
+    results = {"cluster": list(OPERATOR_RACKS), "poll_seconds": TIMED_POLL, "strategies": measured}
     write_results("usoperator", make_command(COMMAND, argv), results, conditions)
     return 0
 

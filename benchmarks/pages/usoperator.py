@@ -6,7 +6,6 @@ from typing import Any
 from benchmarks.pages.common import (
     conditions_note,
     load_conditions,
-    provenance,
     replace_block,
     run_line,
     spread,
@@ -40,8 +39,9 @@ def table(strategies: dict[str, list[dict[str, Any]]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for strategy, runs in strategies.items():
         cells = [f"`{strategy}`", *(_seconds(runs, step) for step, _ in STEPS)]
+        replaced = _counts(runs, "pods_replaced")
         cells += [
-            f"{_counts(runs, 'pods_replaced')} of {runs[0]['pods']}",
+            replaced if replaced == "—" else f"{replaced} of {runs[0]['pods']}",
             _counts(runs, "claims_made"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -53,14 +53,14 @@ def render(page: str, payload: dict[str, Any]) -> str:
     runs = {len(v) for v in r["strategies"].values()}
     body = "\n".join(
         [
-            f"From benchmarks/results/usoperator.json. {run_line(payload)} "
-            f"{provenance(payload['conditions'])}",
+            f"From benchmarks/results/usoperator.json. {run_line(payload)}",
             "",
             conditions_note(load_conditions(payload)),
             "",
             f"On the stand-in (`trainium-dra up {' '.join(r['cluster'])}`): per strategy, a "
             "workload of one pair with its two pods Running, then chip 0 of its first node "
-            "failed (`ecc-uncorrected-hbm`). Seconds from the fault; the median of "
+            "failed (`ecc-uncorrected-hbm`). Seconds from the fault, polled every "
+            f"{r['poll_seconds']:g} s; the median of "
             f"{'/'.join(str(n) for n in sorted(runs))} interleaved runs with their range.",
             "",
             table(r["strategies"]),

@@ -16,6 +16,7 @@ from kubernetes import client
 from driver.devicemodel.awsprofile import WORKLOAD_ID_ATTRIBUTE, WORKLOAD_ID_LABEL
 from driver.jsontypes import JSON
 from driver.usoperator.names import GROUP, VERSION
+from testbed import waiting
 from testbed.examples.target import Target
 from testbed.localcluster import Cluster, device_attributes, wait_for
 
@@ -25,6 +26,8 @@ DRIVER = "neuron.aws.com"
 EXAMPLE = "aws-ultraserver/{}.yaml"
 CHIP_FAULT = "ecc-uncorrected-hbm"
 WAIT = 120.0
+TIMED_POLL = 0.05
+"""Seconds between polls of a timed step: its figure is this coarse."""
 
 
 def workload(cluster: Cluster, namespace: str, name: str) -> JSON:
@@ -54,7 +57,9 @@ def allocated(cluster: Cluster, namespace: str, name: str) -> JSON:
     return wait_for(f"workload {namespace}/{name} Allocated", probe, WAIT)
 
 
-def running_pods(cluster: Cluster, namespace: str, count: int, nodes: set[str]) -> list[JSON]:
+def running_pods(
+    cluster: Cluster, namespace: str, count: int, nodes: set[str], interval: float = 0.5
+) -> list[JSON]:
     """`count` Running pods of the namespace, on `nodes` and nowhere else."""
 
     def probe() -> list[JSON] | None:
@@ -66,7 +71,8 @@ def running_pods(cluster: Cluster, namespace: str, count: int, nodes: set[str]) 
         return running if len(running) == count == len(live) and on == nodes else None
 
     try:
-        return wait_for(f"{count} pods of {namespace} Running on {sorted(nodes)}", probe, WAIT)
+        what = f"{count} pods of {namespace} Running on {sorted(nodes)}"
+        return waiting.wait_for(what, probe, WAIT, interval)
     except AssertionError as err:
         raise AssertionError(f"{err}\n{story(cluster, namespace)}") from None
 
@@ -315,7 +321,7 @@ def fail_a_node(target: Target, file: str, name: str) -> FailureRun:
                     for u in ultraservers(cluster)
                 )
 
-            wait_for(f"{us} Degraded", degraded, WAIT)
+            waiting.wait_for(f"{us} Degraded", degraded, WAIT, TIMED_POLL)
             to_degraded = time.monotonic() - started
 
             def acted() -> JSON | None:
@@ -323,12 +329,12 @@ def fail_a_node(target: Target, file: str, name: str) -> FailureRun:
                 return s if s.get("reason") in ("Restarted", "Migrated", "Degraded") else None
 
             try:
-                after = wait_for(f"{name} acted on the failure", acted, WAIT)
+                after = waiting.wait_for(f"{name} acted on the failure", acted, WAIT, TIMED_POLL)
             except AssertionError as err:
                 raise AssertionError(f"{err}; status {status_of(cluster, ns, name)}") from None
             to_acted = time.monotonic() - started
             nodes = set(after["nodes"])
-            pods = running_pods(cluster, ns, 2, nodes) if victim not in nodes else []
+            pods = running_pods(cluster, ns, 2, nodes, TIMED_POLL) if victim not in nodes else []
             to_running = time.monotonic() - started if pods else None
             claims = len(_claim_names(cluster, ns) - claims_before)
         finally:
