@@ -5,6 +5,7 @@ what their containers printed (through the apiserver and the real kubelet)."""
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -161,11 +162,7 @@ def host_state() -> dict[str, str]:
         return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
 
     mounts = [line for line in run("cat", "/proc/self/mounts").splitlines() if "tdra" in line]
-    rules = [
-        line
-        for line in run("iptables-save").splitlines()
-        if not line.startswith("#") and PODMAN_CHAINS not in line
-    ]
+    rules = iptables_entries(run("iptables-save"))
     return {
         "netns": run("ip", "netns", "list"),
         "links": "\n".join(x for x in run("ip", "-o", "link").splitlines() if "tdra" in x),
@@ -178,6 +175,26 @@ def host_state() -> dict[str, str]:
             if "containerd-shim" in x or x.startswith("/pause")
         ),
     }
+
+
+BUILTIN_ACCEPT = re.compile(r"^:(INPUT|FORWARD|OUTPUT|PREROUTING|POSTROUTING) ACCEPT ")
+"""A built-in chain left at its default policy: there whether or not anyone
+wrote a rule (a table appears, empty, the first time anything on the host
+touches it)."""
+
+
+def iptables_entries(saved: str) -> list[str]:
+    """`iptables-save`'s rules and chains, each led by its table, less what
+    empty built-in tables show and less podman's chains (pure)."""
+    out, table = [], ""
+    for line in saved.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith("#") or line == "COMMIT" or BUILTIN_ACCEPT.match(line):
+            continue
+        elif PODMAN_CHAINS not in line:
+            out.append(f"{table} {line}")
+    return out
 
 
 def workload_pod(
