@@ -28,7 +28,7 @@ from driver.controller.slicewatch import SliceWatch
 from driver.controller.workloadwatch import WorkloadWatch
 from driver.devicemodel.rackguard import RackHold, occupancy
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
-from driver.kopflogin import kopf_login
+from driver.kopfrun import kopf_login, run_kopf
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import CLAIMS, HEALTH, NODES, ULTRASERVERS
@@ -238,19 +238,7 @@ class Controller:
             login=lambda **_: kopf_login(self.configuration),
             rack_claimed=self._rack_claimed,
         )
-        settings = kopf.OperatorSettings()
-        settings.posting.enabled = False
-        settings.scanning.disabled = True
-        kopf.run(
-            registry=registry,
-            settings=settings,
-            standalone=True,
-            clusterwide=True,
-            # kopf would otherwise ask getpass for a user name, which fails for
-            # the image's non-root UID (no passwd entry in a minimal image). Its
-            # type for this str is a NewType kopf does not export.
-            identity=self.flags.identity,  # type: ignore[arg-type]
-        )
+        run_kopf(registry, self.flags.identity)
 
     def _work(self) -> None:
         while not self.stop.is_set():

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from driver.httpendpoint import HTTPEndpoint, json_reply, metrics_reply, split_address
 from driver.jsontypes import JSON
-from driver.kopflogin import kopf_login
+from driver.kopfrun import kopf_login, run_kopf
 from driver.kubeapi.apiserver import MERGE_PATCH, ApiError, ApiServer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import CLAIMS, EVENTS, NODES, PODS, SLICES, Resource, path_of
@@ -130,16 +130,7 @@ class Operator:
         kopf.on.login(registry=registry)(lambda **_: kopf_login(self.configuration))
         for res in (WORKLOADS, NODES, SLICES, CLAIMS):
             kopf.on.event(res.group, res.version, res.plural, registry=registry)(self._woken)
-        settings = kopf.OperatorSettings()
-        settings.posting.enabled = False
-        settings.scanning.disabled = True
-        kopf.run(
-            registry=registry,
-            settings=settings,
-            standalone=True,
-            clusterwide=True,
-            identity=USER_AGENT,  # type: ignore[arg-type]
-        )
+        run_kopf(registry, USER_AGENT)
 
     def _woken(self, **_: Any) -> None:
         self.wake.set()
