@@ -18,6 +18,7 @@ from driver.usoperator.model import Held, UltraServer, Workload
 from driver.usoperator.names import (
     GROUP,
     MANAGED_BY,
+    MANAGED_LABEL,
     TOPOLOGY_SIZES,
     VERSION,
 )
@@ -46,7 +47,7 @@ def claim_template(w: Workload, driver: str) -> JSON:
         "metadata": {
             "name": w.template,
             "namespace": w.namespace,
-            "labels": {**labels, "app.kubernetes.io/managed-by": MANAGED_BY},
+            "labels": {**labels, MANAGED_LABEL: MANAGED_BY},
             "ownerReferences": [_owner(w)],
         },
         "spec": {
@@ -142,7 +143,7 @@ def ultraserver_object(us: UltraServer, namespace: str) -> JSON:
         "metadata": {
             "name": us.id,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
+            "labels": {MANAGED_LABEL: MANAGED_BY},
         },
         "spec": {
             "ultraServerId": us.id,

@@ -34,6 +34,7 @@ class Workload:
     lnc: int | None
     deleting: bool
     status: Mapping[str, Any]
+    finalizers: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -103,6 +104,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         lnc=lnc,
         deleting=bool(meta.get("deletionTimestamp")),
         status=obj.get("status") or {},
+        finalizers=tuple(meta.get("finalizers") or ()),
     )
 
 

@@ -15,7 +15,9 @@ TEMPLATES: Final = Resource("resource.k8s.io", "v1", "resourceclaimtemplates")
 FINALIZER: Final = f"{AWS_DRIVER}/ultraserver-operator"
 """Holds a deleted workload until its nodes are released and its template and
 pods are gone."""
+MANAGED_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "trainium-dra-ultraserver-operator"
+"""The value of MANAGED_LABEL on what the operator writes; it lists its templates by it."""
 
 STRATEGIES: Final = ("NoOp", "RestartAll", "MigrateAffected", "ReplaceAffected")
 """`ReplaceAffected` is the name one version of AWS's page gives `MigrateAffected`;

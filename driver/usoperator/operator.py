@@ -46,7 +46,14 @@ from driver.usoperator.model import (
     parse_workload,
     workload_pods,
 )
-from driver.usoperator.names import FINALIZER, MANAGED_BY, TEMPLATES, ULTRASERVERS, WORKLOADS
+from driver.usoperator.names import (
+    FINALIZER,
+    MANAGED_BY,
+    MANAGED_LABEL,
+    TEMPLATES,
+    ULTRASERVERS,
+    WORKLOADS,
+)
 
 log = logging.getLogger(__name__)
 USER_AGENT = "trainium-dra-ultraserver-operator"
@@ -172,15 +179,19 @@ class Operator:
             except WorkloadError as err:
                 self._refuse(obj, str(err))
         for w in workloads:
-            if not w.deleting:
-                self._add_finalizer(w)
+            if not w.deleting and FINALIZER not in w.finalizers:
+                self._set_finalizers(w, [*w.finalizers, FINALIZER])
         decisions = decide(workloads, servers, held_from(ours))
         held = [h for d in decisions for h in d.held]
         self._write_ultraservers(servers, ours, held)
         pods = self._pods({w.namespace for w in workloads})
+        templates = {
+            (t["metadata"]["namespace"], t["metadata"]["name"])
+            for t in self.objects.list_all(TEMPLATES, labels=f"{MANAGED_LABEL}={MANAGED_BY}")
+        }
         stamp = now()
         for d in decisions:
-            self._apply(d, pods, stamp)
+            self._apply(d, pods, templates, stamp)
         self._count(decisions, servers)
         return decisions
 
@@ -191,14 +202,15 @@ class Operator:
             self.objects.patch_status(WORKLOADS, meta["name"], status, meta["namespace"])
             self._event(obj, "Invalid", message)
 
-    def _add_finalizer(self, w: Workload) -> None:
-        obj = self.objects.get(WORKLOADS, w.name, w.namespace)
-        finalizers = list((obj or {}).get("metadata", {}).get("finalizers") or [])
-        if obj is None or FINALIZER in finalizers:
-            return
-        self._patch(
-            WORKLOADS, w.name, w.namespace, {"metadata": {"finalizers": [*finalizers, FINALIZER]}}
-        )
+    def _set_finalizers(self, w: Workload, finalizers: list[str]) -> None:
+        """The workload's finalizers as listed at the start of the pass, changed;
+        a workload gone meanwhile needs none."""
+        body = {"metadata": {"finalizers": finalizers or None}}
+        try:
+            self._patch(WORKLOADS, w.name, w.namespace, body)
+        except ApiError as err:
+            if err.status != 404:
+                raise
 
     def _patch(self, res: Resource, name: str, namespace: str | None, body: JSON) -> None:
         path = path_of(res, name, namespace)
@@ -229,16 +241,19 @@ class Operator:
     def _pods(self, namespaces: set[str]) -> list[JSON]:
         return [p for ns in sorted(namespaces) for p in self.objects.list_all(PODS, namespace=ns)]
 
-    def _apply(self, d: Decision, pods: list[JSON], stamp: str) -> None:
+    def _apply(
+        self, d: Decision, pods: list[JSON], templates: set[tuple[str, str]], stamp: str
+    ) -> None:
         w = d.workload
         mine = workload_pods(pods, w.namespace, w.template)
         if d.state == "Deallocating":
             for pod in mine:
                 self.objects.delete(PODS, pod["metadata"]["name"], namespace=w.namespace)
             self.objects.delete(TEMPLATES, w.template, namespace=w.namespace)
-            self._release_finalizer(w)
+            if FINALIZER in w.finalizers:
+                self._set_finalizers(w, [f for f in w.finalizers if f != FINALIZER])
             return
-        if d.held and self.objects.get(TEMPLATES, w.template, w.namespace) is None:
+        if d.held and (w.namespace, w.template) not in templates:
             self.objects.create(TEMPLATES, claim_template(w, self.flags.driver_name), w.namespace)
         status = workload_status(d, stamp)
         keep = set(d.nodes)
@@ -254,13 +269,6 @@ class Operator:
         if (w.status.get("state"), w.status.get("reason")) != (d.state, d.reason):
             log.info("%s: %s (%s): %s", w.key, d.state, d.reason, d.message)
             self._event_of(w, d.reason, d.message)
-
-    def _release_finalizer(self, w: Workload) -> None:
-        obj = self.objects.get(WORKLOADS, w.name, w.namespace)
-        finalizers = list((obj or {}).get("metadata", {}).get("finalizers") or [])
-        if obj is not None and FINALIZER in finalizers:
-            rest = [f for f in finalizers if f != FINALIZER]
-            self._patch(WORKLOADS, w.name, w.namespace, {"metadata": {"finalizers": rest or None}})
 
     def _event_of(self, w: Workload, reason: str, message: str) -> None:
         obj = {
