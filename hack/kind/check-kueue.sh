@@ -45,7 +45,19 @@ running() {
   pod_running "$1"
 }
 
-"${kubectl[@]}" apply -f "$example/queue.yaml" -f "$example/first.yaml" >/dev/null
+# Helm's wait ends when Kueue's pod is ready, which can be before its webhook
+# Service routes to it (connection refused): the first apply retries while
+# the webhook does not answer.
+applied=""
+for _ in {1..60}; do
+  if out=$("${kubectl[@]}" apply -f "$example/queue.yaml" -f "$example/first.yaml" 2>&1); then
+    applied=yes
+    break
+  fi
+  grep -q "failed calling webhook" <<<"$out" || fail "kubectl apply: $out"
+  sleep 2
+done
+[ -n "$applied" ] || fail "Kueue's webhooks did not answer in 120 s: $out"
 running first
 "${kubectl[@]}" apply -f "$example/second.yaml" >/dev/null
 for _ in {1..60}; do
