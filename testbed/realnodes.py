@@ -152,6 +152,11 @@ def real_cluster(cluster: Cluster) -> RealCluster:
 PODMAN_CHAINS = "NETAVARK"
 """podman's iptables chains: the kind lane of `make test` adds and removes them
 on the host while the real-node tests run beside it."""
+PODMAN_NETNS = "netns-"
+"""How podman (netavark) names its containers' network namespaces."""
+PODMAN_CGROUP = "libpod"
+"""In the cgroup path of every process of a podman container, kind's node
+containers (and everything their containerd runs) included."""
 
 
 def host_state() -> dict[str, str]:
@@ -163,18 +168,31 @@ def host_state() -> dict[str, str]:
 
     mounts = [line for line in run("cat", "/proc/self/mounts").splitlines() if "tdra" in line]
     rules = iptables_entries(run("iptables-save"))
+    netns = run("ip", "netns", "list").splitlines()
     return {
-        "netns": run("ip", "netns", "list"),
+        "netns": "\n".join(n for n in netns if not n.startswith(PODMAN_NETNS)),
         "links": "\n".join(x for x in run("ip", "-o", "link").splitlines() if "tdra" in x),
         "mounts": "\n".join(mounts),
         "cgroup": str(Path("/sys/fs/cgroup/pids/trainium-dra").exists()),
         "iptables": "\n".join(rules),
-        "processes": "\n".join(
-            x
-            for x in run("ps", "-eo", "args").splitlines()
-            if "containerd-shim" in x or x.startswith("/pause")
-        ),
+        "processes": "\n".join(sorted(_container_processes())),
     }
+
+
+def _container_processes() -> list[str]:
+    """Command lines of containerd shims and pause processes, less those
+    inside a podman container (a kind node runs its own containerd)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            if ("containerd-shim" in args or args.startswith("/pause")) and (
+                PODMAN_CGROUP not in (proc / "cgroup").read_text()
+            ):
+                out.append(args)
+        except (OSError, UnicodeDecodeError):
+            continue  # not a process, or one that ended while read
+    return out
 
 
 BUILTIN_ACCEPT = re.compile(r"^:(INPUT|FORWARD|OUTPUT|PREROUTING|POSTROUTING) ACCEPT ")
