@@ -442,3 +442,40 @@ def test_the_scheduler_profile_scores_the_extended_resources_it_names() -> None:
         "trainium.sim.dev/server",
         "trainium.sim.dev/ultraserver",
     }
+
+
+def notes(*settings: str) -> str:
+    """What `helm install` prints after installing (its NOTES), rendered without a cluster."""
+    out = run_helm("install", "x", str(CHART), "--dry-run=client", *settings)
+    return out[out.index("NOTES:") :]
+
+
+def named_classes(text: str, driver: str) -> set[str]:
+    """DeviceClass names the notes tell a user to request: each `deviceClassName N`,
+    and each `(or a., b.)` prefix put before the driver name."""
+    found = set(re.findall(r"deviceClassName (\S+?)[,.]?\s", text))
+    for prefixes in re.findall(r"\(or ([a-z., ]+)\)", text):
+        found |= {f"{p.strip()}{driver}" for p in prefixes.split(",")}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("settings", "driver"),
+    [((), DEFAULT_DRIVER_NAME), (("--set=profile=aws",), AWS_DRIVER)],
+    ids=["trainium", "aws"],
+)
+def test_notes_name_only_classes_the_profile_creates(
+    settings: tuple[str, ...], driver: str
+) -> None:
+    text = notes(*settings)
+    named = named_classes(text, driver)
+    created = {c["metadata"]["name"] for c in by_kind(render(DEFAULTS, *settings), "DeviceClass")}
+    assert named and named <= created, f"notes name {sorted(named - created)}, not created"
+    assert f"driver {driver}" in text
+
+
+def test_notes_point_aws_users_at_the_operator_only_where_it_runs() -> None:
+    assert "neuronultraservers" not in notes("--set=profile=aws")
+    assert "neuronultraservers" in notes(
+        "--set=profile=aws", "--set=ultraserverOperator.enabled=true"
+    )
