@@ -393,3 +393,31 @@ def test_the_architecture_page_holds_the_boundaries_table() -> None:
         if module_of(package) in ALLOWED
     }
     assert documented == {package: set(allowed) for package, allowed in ALLOWED.items()}
+
+
+INDEX = ROOT / "docs/README.md"
+
+
+def test_the_docs_index_lists_every_page_once() -> None:
+    linked = re.findall(r"\]\(([a-z-]+\.md)\)", INDEX.read_text())
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p != INDEX)
+    assert sorted(linked) == pages, "docs/README.md must link every page of docs/ exactly once"
+
+
+def glossary_words(text: str) -> list[str]:
+    """The words a glossary table explains: its first column, split at commas."""
+    rows = text[text.index("## Glossary") :].splitlines()
+    return [
+        w.strip()
+        for row in rows
+        if row.startswith("| ") and not row.startswith("| word")
+        for w in row.split("|")[1].split(",")
+    ]
+
+
+def test_every_glossary_word_is_used_on_another_page() -> None:
+    others = " ".join(d.read_text() for d in DOCS if d != INDEX)
+    words = glossary_words(INDEX.read_text())
+    assert len(words) >= 10
+    unused = [w for w in words if w not in others]
+    assert not unused, f"the glossary explains words no page uses: {unused}"
