@@ -218,7 +218,8 @@ bench-storage: venv binaries
 # The real kube-scheduler on our layouts, per-node pools and upstream's
 # scheduler_perf shape; device orders; random-mix packing; busy fleets (the
 # occupancy step alone: BENCH_ARGS='--steps occupancy'; 100 racks apart:
-# BENCH_ARGS="--steps occupancy --busy-racks 100 --busy-layouts ..."; a trial
+# BENCH_ARGS="--steps occupancy --busy-racks 100 --busy-layouts ..."; the node
+# pools on the counters-first scheduler too: --scheduler counters-first; a trial
 # on a busy machine: --noisy --out FILE, which leaves results and pages alone).
 bench-scheduler: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.scheduler $(BENCH_ARGS)
