@@ -32,7 +32,6 @@ from kubernetes import client
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, interleaved, write_results
 from benchmarks.scheduler_busy import (
     BUSY_LAYOUTS,
-    COUNTERS_FIRST_ARM,
     OCCUPANCIES,
     RACK_POOLS_MAX_RACKS,
     STOCK,
@@ -68,6 +67,7 @@ from benchmarks.scheduler_runs import (
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import custom, install, load_claim, pod
+from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 from testbed.countersfirst import NAME as COUNTERS_FIRST
 from testbed.countersfirst import counters_first_scheduler
 from testbed.waiting import wait_for

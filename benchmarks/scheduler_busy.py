@@ -43,6 +43,7 @@ from driver.jsontypes import JSON
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 from testbed.controlplane import custom, load_claim, pod, unschedulable, write_allocated
+from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 from testbed.countersfirst import NAME as COUNTERS_FIRST
 from testbed.fleetfill import RACK_CORES, Held, Where, fleet_fill, held_claims, held_cores
 from testbed.waiting import wait_for
@@ -103,8 +104,6 @@ class BusyLayout:
 _NODE_POOLS: Final = BusyLayout(
     _node_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)
 )
-COUNTERS_FIRST_ARM: Final = "node pools, counters-first scheduler"
-"""The node pools on the patched kube-scheduler: only with `--scheduler counters-first`."""
 BUSY_LAYOUTS: Final = {
     "rack pools": BusyLayout(_rack_pools, lambda h: fleet_rack_name(h.rack)),
     "node pools": _NODE_POOLS,

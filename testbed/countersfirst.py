@@ -9,6 +9,8 @@ from typing import Final
 BUILDER: Final = Path(__file__).resolve().parents[1] / "hack" / "k8s-counters-first" / "build.sh"
 NAME: Final = "counters-first"
 """The scheduler's name in benchmark arguments and results."""
+ARM: Final = "node pools, counters-first scheduler"
+"""The busy-fleet benchmark's arm: the node pools on this scheduler."""
 
 
 def counters_first_scheduler() -> Path:

@@ -10,7 +10,7 @@ from typing import Any, Final
 from benchmarks.pages.common import conditions_note, median, row, spread, values
 from benchmarks.pages.scheduler import BUSY_ANCHOR, pairwise_ratios
 from benchmarks.paths import ROOT
-from benchmarks.scheduler_busy import COUNTERS_FIRST_ARM
+from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 
 PATCH: Final = ROOT / "hack" / "k8s-counters-first" / "counters-first.patch"
 STOCK_ARM: Final = "node pools"

@@ -12,7 +12,7 @@ from benchmarks.pages.countersfirst import (
     section,
 )
 from benchmarks.pages.scheduler import BUSY_ANCHOR
-from benchmarks.scheduler_busy import COUNTERS_FIRST_ARM
+from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 
 
 def run(ms: float, bound: int = 100, build: str = "") -> dict[str, Any]:
