@@ -1,5 +1,6 @@
 """docs/scale.md's counters-first section: the committed patch shown, and the
-figures only from runs that have the arm."""
+figures only from runs that have the arm; the benchmark runs the arm only
+when asked to."""
 
 from typing import Any
 
@@ -12,7 +13,10 @@ from benchmarks.pages.countersfirst import (
     section,
 )
 from benchmarks.pages.scheduler import BUSY_ANCHOR
+from benchmarks.scheduler import busy_arms, default_busy_layouts
+from benchmarks.scheduler_busy import BUSY_LAYOUTS, STOCK
 from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
+from testbed.countersfirst import NAME as COUNTERS_FIRST
 
 
 def run(ms: float, bound: int = 100, build: str = "") -> dict[str, Any]:
@@ -64,3 +68,12 @@ def test_the_shown_diff_is_the_committed_patch_of_the_variant_the_scheduler_runs
     assert shown in PATCH.read_text()
     assert "countersFit" in shown
     assert "diff --git" not in shown[1:]
+
+
+def test_the_arm_runs_only_when_asked_for() -> None:
+    stock = default_busy_layouts(1)
+    assert COUNTERS_FIRST_ARM not in stock and "node pools" in stock
+    assert busy_arms(stock, STOCK) == stock
+    assert busy_arms(stock, COUNTERS_FIRST) == [*stock, COUNTERS_FIRST_ARM]
+    assert busy_arms([COUNTERS_FIRST_ARM], COUNTERS_FIRST) == [COUNTERS_FIRST_ARM]
+    assert BUSY_LAYOUTS[COUNTERS_FIRST_ARM].scheduler == COUNTERS_FIRST
