@@ -19,7 +19,7 @@ WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 # lanes read these files while another lane's set-up may write them again.
 into = > $(1).$$$$.tmp && mv -f $(1).$$$$.tmp $(1)
 
-.PHONY: venv binaries control-plane-binaries promtool kueue lws node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-usoperator bench-scheduler bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
+.PHONY: venv binaries control-plane-binaries promtool kueue lws node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-usoperator bench-scheduler scheduler-counters-first test-counters-first bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -109,7 +109,7 @@ lane-%:
 
 test-stand-in: venv binaries image
 	$(WITH_BINARIES) $(PY) -m pytest -n 2 --no-loadscope-reorder \
-	  --ignore=tests/realnodes --ignore=tests/realnodes_aws
+	  --ignore=tests/realnodes --ignore=tests/realnodes_aws --ignore=tests/countersfirst
 
 test-real-nodes: venv binaries node-packages image
 	$(WITH_BINARIES) $(PY) -m pytest tests/realnodes tests/realnodes_aws
@@ -218,10 +218,26 @@ bench-storage: venv binaries
 # The real kube-scheduler on our layouts, per-node pools and upstream's
 # scheduler_perf shape; device orders; random-mix packing; busy fleets (the
 # occupancy step alone: BENCH_ARGS='--steps occupancy'; 100 racks apart:
-# BENCH_ARGS="--steps occupancy --busy-racks 100 --busy-layouts ..."; a trial
+# BENCH_ARGS="--steps occupancy --busy-racks 100 --busy-layouts ..."; the node
+# pools on the counters-first scheduler too: --scheduler counters-first; a trial
 # on a busy machine: --noisy --out FILE, which leaves results and pages alone).
 bench-scheduler: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.scheduler $(BENCH_ARGS)
+
+# A kube-scheduler whose allocator checks counters before CEL selectors
+# (hack/k8s-counters-first; docs/scale.md, "Counters before selectors"), built
+# once into the cache; prints its path. Opt-in: no cluster of `make demo` or
+# `make test` runs it. BENCH_ARGS='--steps occupancy --scheduler counters-first'
+# measures it beside the stock one.
+scheduler-counters-first:
+	@hack/k8s-counters-first/build.sh
+
+# Its exactness, apart from `make test` (it costs one more kube-scheduler
+# build): upstream's allocator tests on the patched module, then the same busy
+# rack scheduled by the stock and the patched scheduler, claim by claim.
+test-counters-first: venv binaries scheduler-counters-first
+	cd $$(dirname $$(hack/k8s-counters-first/build.sh))/dynamic-resource-allocation && go test ./structured/...
+	$(WITH_BINARIES) $(PY) -m pytest tests/countersfirst
 
 # A thousand races of rack, server and core claims against the real scheduler
 # on the node pool layout's guard (docs/device-model.md, "Pool layouts"); the

@@ -13,6 +13,7 @@ fleets (`benchmarks.scheduler_busy`).
 
 Usage: python -m benchmarks.scheduler [--claims 1152] [--pack-runs 3]
        python -m benchmarks.scheduler --steps occupancy [--busy-racks 1,10]
+              [--scheduler counters-first]
 """
 
 import argparse
@@ -33,6 +34,7 @@ from benchmarks.scheduler_busy import (
     BUSY_LAYOUTS,
     OCCUPANCIES,
     RACK_POOLS_MAX_RACKS,
+    STOCK,
     occupancy_runs,
 )
 from benchmarks.scheduler_layouts import (
@@ -65,6 +67,9 @@ from benchmarks.scheduler_runs import (
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import custom, install, load_claim, pod
+from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
+from testbed.countersfirst import NAME as COUNTERS_FIRST
+from testbed.countersfirst import counters_first_scheduler
 from testbed.waiting import wait_for
 
 COMMAND = "make bench-scheduler"
@@ -344,6 +349,14 @@ def main(argv: list[str] | None = None) -> int:
         "(needs the Go toolchain); 0: none",
     )
     parser.add_argument(
+        "--scheduler",
+        choices=(STOCK, COUNTERS_FIRST),
+        default=STOCK,
+        help="occupancy step: counters-first also runs the node pools on the patched "
+        "kube-scheduler (hack/k8s-counters-first, built first when missing), an arm "
+        "interleaved with the stock ones",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         help="write the results to this file only, not to benchmarks/results/ and the "
@@ -466,6 +479,13 @@ def main(argv: list[str] | None = None) -> int:
             unknown = sorted(set(busy_layouts) - set(BUSY_LAYOUTS))
             if unknown:
                 parser.error(f"--busy-layouts: unknown {unknown}; valid: {', '.join(BUSY_LAYOUTS)}")
+            schedulers = None
+            if args.scheduler == COUNTERS_FIRST or COUNTERS_FIRST_ARM in busy_layouts:
+                assert cp.binaries is not None  # a control plane this run started
+                schedulers = {
+                    STOCK: cp.binaries.kube_scheduler,
+                    COUNTERS_FIRST: counters_first_scheduler(),
+                }
             busy_profiles = None
             if args.busy_profile_seconds:
                 go_tool()
@@ -480,10 +500,13 @@ def main(argv: list[str] | None = None) -> int:
                     api,
                     racks=racks,
                     occupancies=[int(x) for x in args.occupancies.split(",") if x],
-                    layouts=busy_layouts if chosen else default_busy_layouts(racks),
+                    layouts=busy_arms(
+                        busy_layouts if chosen else default_busy_layouts(racks), args.scheduler
+                    ),
                     pods=args.busy_pods,
                     repeats=args.repeats,
                     profiles=busy_profiles,
+                    schedulers=schedulers,
                 )
                 save(results, merge, conditions, "occupancy", args.out)
             for node in sorted(set(fleet_nodes(max(busy_racks, default=1))) - set(nodes)):
@@ -509,8 +532,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def default_busy_layouts(racks: int) -> list[str]:
-    """Every busy layout, rack pools only where a run ends in minutes."""
-    return [x for x in BUSY_LAYOUTS if x != "rack pools" or racks <= RACK_POOLS_MAX_RACKS]
+    """Every busy layout on the stock scheduler, rack pools only where a run ends in minutes."""
+    return [
+        x
+        for x, shape in BUSY_LAYOUTS.items()
+        if shape.scheduler == STOCK and (x != "rack pools" or racks <= RACK_POOLS_MAX_RACKS)
+    ]
+
+
+def busy_arms(layouts: list[str], scheduler: str) -> list[str]:
+    """The layouts, and the node pools on the patched scheduler when `scheduler` names it."""
+    wanted = scheduler == COUNTERS_FIRST and COUNTERS_FIRST_ARM not in layouts
+    return [*layouts, COUNTERS_FIRST_ARM] if wanted else layouts
 
 
 def save(

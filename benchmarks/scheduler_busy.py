@@ -7,11 +7,14 @@ A run publishes the layout's slices, writes the held devices of
 counts them as taken (a claim for one held server must stay unschedulable),
 then schedules unpinned single-core pods and reads the kube-scheduler's CPU
 time from /proc around them, with a CPU profile of its first seconds.
+With `--scheduler counters-first` the node pools also run on the patched
+kube-scheduler (hack/k8s-counters-first) as an arm of their own; every run
+then starts on a freshly started scheduler of its arm's build.
 """
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -40,6 +43,8 @@ from driver.jsontypes import JSON
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
 from testbed.controlplane import custom, load_claim, pod, unschedulable, write_allocated
+from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
+from testbed.countersfirst import NAME as COUNTERS_FIRST
 from testbed.fleetfill import RACK_CORES, Held, Where, fleet_fill, held_claims, held_cores
 from testbed.waiting import wait_for
 
@@ -51,6 +56,8 @@ gathers its rack's whole pool for every pod: one trial run of 100 pods at
 10 racks, 90% held, took about ten minutes."""
 SEED: Final = 11
 CHECK: Final = "held-check"
+STOCK: Final = "stock"
+"""The kube-scheduler `make binaries` builds; other builds are named by `--scheduler`."""
 
 
 def _rack_pools(racks: int, held: Sequence[Held]) -> list[JSON]:
@@ -90,15 +97,23 @@ class BusyLayout:
     slices: Callable[[int, Sequence[Held]], list[JSON]]
     pool_of: Where
     per_node: bool = False
+    scheduler: str = STOCK
+    """The kube-scheduler build that runs it."""
 
 
+_NODE_POOLS: Final = BusyLayout(
+    _node_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+)
 BUSY_LAYOUTS: Final = {
     "rack pools": BusyLayout(_rack_pools, lambda h: fleet_rack_name(h.rack)),
-    "node pools": BusyLayout(_node_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)),
+    "node pools": _NODE_POOLS,
     "server pools": BusyLayout(
         _server_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)
     ),
     "per-node pools (same devices)": BusyLayout(_per_node, _node, per_node=True),
+    COUNTERS_FIRST_ARM: BusyLayout(
+        _NODE_POOLS.slices, _NODE_POOLS.pool_of, scheduler=COUNTERS_FIRST
+    ),
 }
 """Ours in the three pool layouts: rack (the chart's default), node as the
 controller publishes it on a busy fleet, server (no rack device at all); and
@@ -217,6 +232,9 @@ class Occupancy:
     held: Sequence[Held]
     pods: int
     profiles: tuple[Path, int] | None
+    schedulers: Mapping[str, Path] = field(default_factory=dict)
+    """The kube-scheduler binary of each build the arms use, when they differ:
+    each run then restarts the scheduler on its arm's binary."""
 
 
 def _round(
@@ -229,9 +247,16 @@ def _round(
         slug = "".join(c if c.isalnum() else "-" for c in layout.lower()).strip("-")
         name = f"busy-racks{at.racks}-{at.percent}pct-{slug}-{rounds[layout]}.pb.gz"
         profile = ProfileRequest(at.profiles[0] / name, at.profiles[1])
-    return busy_run(
+    build = {}
+    if at.schedulers:
+        binary = at.schedulers[BUSY_LAYOUTS[layout].scheduler]
+        cp.restart_scheduler(binary)
+        # The cache directory's name: the Kubernetes version, and the patch's hash.
+        build = {"scheduler_build": binary.parent.name}
+    result = busy_run(
         cp, api, racks=at.racks, held=at.held, layout=layout, pods=at.pods, profile=profile
     )
+    return {**result, **build}
 
 
 def occupancy_runs(
@@ -244,13 +269,15 @@ def occupancy_runs(
     pods: int,
     repeats: int,
     profiles: tuple[Path, int] | None,
+    schedulers: Mapping[str, Path] | None = None,
 ) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Per occupancy, `repeats` interleaved rounds over the layouts, each
-    holding the same devices (one seed per occupancy)."""
+    holding the same devices (one seed per occupancy); `schedulers`: the
+    binary of each build when the layouts run on more than one."""
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for percent in occupancies:
         held = fleet_fill(racks, percent / 100, SEED + percent)
-        at = Occupancy(racks, percent, held, pods, profiles)
+        at = Occupancy(racks, percent, held, pods, profiles, schedulers or {})
         rounds: dict[str, int] = {}
         runs = {name: partial(_round, cp, api, at, rounds, name) for name in layouts}
         out[str(percent)] = interleaved(runs, repeats)

@@ -8,7 +8,7 @@ measured at fewer is shown as measured and not projected."""
 
 from typing import Any, Final
 
-from benchmarks.pages import storage
+from benchmarks.pages import countersfirst, storage
 from benchmarks.pages.common import conditions_note, load_conditions, median, run_line
 from benchmarks.pages.controller import ours_runs
 from benchmarks.pages.scheduler import FLEET_ANCHORS, pairwise_ratios
@@ -204,6 +204,7 @@ def document(
     out += cold_publish(at, per_slice_bytes(lines))
     if stored is not None:
         out += storage.section(stored)
+    out += countersfirst.section(scheduler)
     return "\n".join(out) + "\n"
 
 

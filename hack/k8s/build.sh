@@ -4,6 +4,9 @@
 #   K8S_VERSION  Kubernetes version (default: the one pinned in hack/k8s/go.mod);
 #                another version is built from a module hack/k8s/module.sh writes
 #   K8S_COMMANDS the commands to build (default: all five)
+#   K8S_MODULE   the Go module to build them from (default: this one, or the
+#                one module.sh writes for another version), e.g. a copy with a
+#                patched dependency (hack/k8s-counters-first/build.sh)
 # The binaries report that version (`kube-apiserver --version`).
 set -euo pipefail
 
@@ -21,8 +24,8 @@ done
 [ ${#missing[@]} -gt 0 ] || exit 0
 mkdir -p "$out"
 
-module=$here
-if [ "$version" != "$pinned" ]; then
+module=${K8S_MODULE:-$here}
+if [ -z "${K8S_MODULE:-}" ] && [ "$version" != "$pinned" ]; then
   module=$(mktemp -d)
   trap 'rm -rf "$module"' EXIT
   "$here/module.sh" "$version" "$module" trainium-dra/hack/k8s "${commands[@]}"

@@ -412,6 +412,17 @@ class ControlPlane:
             self.stop()
             raise
 
+    def restart_scheduler(self, binary: Path) -> None:
+        """Stop the kube-scheduler and start `binary` in its place with the same
+        flags and configuration (a patched build, e.g. hack/k8s-counters-first);
+        returns once it answers /healthz."""
+        for old in [c for c in self.components if c.name == "kube-scheduler"]:
+            old.stop()
+            self.components.remove(old)
+        scheduler = self._spawn("kube-scheduler", scheduler_args(self.config, binary))
+        healthz = f"https://127.0.0.1:{self.config.ports.scheduler}/healthz"
+        self._wait(scheduler, functools.partial(self._http_ok, healthz))
+
     def stop(self) -> None:
         """Stop every component, newest first."""
         while self.components:
