@@ -510,7 +510,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def default_busy_layouts(racks: int) -> list[str]:
     """Every busy layout, rack pools only where a run ends in minutes."""
-    return [x for x in BUSY_LAYOUTS if x != "rack pools" or racks <= RACK_POOLS_MAX_RACKS]
+    return [
+        x for x in BUSY_LAYOUTS if not x.startswith("rack pools") or racks <= RACK_POOLS_MAX_RACKS
+    ]
 
 
 def save(
