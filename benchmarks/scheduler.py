@@ -536,7 +536,8 @@ def default_busy_layouts(racks: int) -> list[str]:
     return [
         x
         for x, shape in BUSY_LAYOUTS.items()
-        if shape.scheduler == STOCK and (x != "rack pools" or racks <= RACK_POOLS_MAX_RACKS)
+        if shape.scheduler == STOCK
+        and (not x.startswith("rack pools") or racks <= RACK_POOLS_MAX_RACKS)
     ]
 
 

@@ -26,6 +26,7 @@ from benchmarks.scheduler_layouts import (
     FLEET_LAYOUTS,
     fleet_rack_name,
     node_pool_slices,
+    ordered_slices,
     rack_nodes,
     same_device_pool_slices,
     server_pool_slices,
@@ -88,6 +89,28 @@ def _per_node(racks: int, held: Sequence[Held]) -> list[JSON]:
     ]
 
 
+def _ordered(pools: str) -> Callable[[int, Sequence[Held]], list[JSON]]:
+    """`pools` as `--publishing order` publishes it over the held devices
+    (static: the pods a run schedules do not reorder it, as the controller's
+    next pass would); rack devices as `_node_pools` publishes them."""
+
+    def slices(racks: int, held: Sequence[Held]) -> list[JSON]:
+        busy = {h.rack for h in held}
+        return [
+            s
+            for r in range(racks)
+            for s in ordered_slices(
+                rack_nodes(r),
+                fleet_rack_name(r),
+                pools,
+                frozenset(h.device for h in held if h.rack == r),
+                advertised=r not in busy,
+            )
+        ]
+
+    return slices
+
+
 def _node(h: Held) -> str:
     return rack_nodes(h.rack)[h.server]
 
@@ -111,6 +134,13 @@ BUSY_LAYOUTS: Final = {
         _server_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)
     ),
     "per-node pools (same devices)": BusyLayout(_per_node, _node, per_node=True),
+    "rack pools (ordered)": BusyLayout(_ordered("rack"), lambda h: fleet_rack_name(h.rack)),
+    "node pools (ordered)": BusyLayout(
+        _ordered("node"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+    ),
+    "server pools (ordered)": BusyLayout(
+        _ordered("server"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+    ),
     COUNTERS_FIRST_ARM: BusyLayout(
         _NODE_POOLS.slices, _NODE_POOLS.pool_of, scheduler=COUNTERS_FIRST
     ),
@@ -118,7 +148,8 @@ BUSY_LAYOUTS: Final = {
 """Ours in the three pool layouts: rack (the chart's default), node as the
 controller publishes it on a busy fleet, server (no rack device at all); and
 the anchor: the node layout's devices one pool per node, no counters (the
-AWS driver's shape)."""
+AWS driver's shape); and our three layouts again as `--publishing order`
+publishes them, the devices the held ones block last in each slice."""
 
 
 def write_held(api: client.ApiClient, claims: Sequence[tuple[JSON, JSON]]) -> float:

@@ -54,6 +54,8 @@ def _rack_input(
     sizes: tuple[int, ...] = PARTITION_SIZES,
     *,
     advertised: bool = True,
+    publishing: str = "plain",
+    allocated: frozenset[str] = frozenset(),
 ) -> RackInput:
     obj = {
         "metadata": {"name": name},
@@ -78,6 +80,8 @@ def _rack_input(
         binding_conditions=spec.fabric.binding_conditions,
         layout=LayoutOptions(pools, sizes),
         rack_advertised=advertised,
+        publishing=publishing,
+        allocated=allocated,
     )
 
 
@@ -126,6 +130,30 @@ def node_pool_slices(
 def server_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     """The controller's partitioned slices in the `server` pool layout (no rack device)."""
     return build_slices(_rack_input(nodes, "partitioned", "server", name))
+
+
+def ordered_slices(
+    nodes: Sequence[str],
+    name: str,
+    pools: str,
+    allocated: frozenset[str],
+    *,
+    advertised: bool = True,
+) -> list[JSON]:
+    """The controller's partitioned slices in `pools` as `--publishing order`
+    writes them while `allocated` are held: the builder orders each slice with
+    `blocking.device_order`, blocked devices after the free ones."""
+    return build_slices(
+        _rack_input(
+            nodes,
+            "partitioned",
+            pools,
+            name,
+            advertised=advertised,
+            publishing="order",
+            allocated=allocated,
+        )
+    )
 
 
 def flat_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:

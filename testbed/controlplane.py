@@ -253,8 +253,9 @@ def node_pool_racks(
     racks: Mapping[str, list[str]],
     *args: str,
     generation: str = "trn3-gen1",
+    pools: str = "node",
 ) -> Iterator[client.ApiClient]:
-    """Racks of `generation` in the `node` pool layout (fabric up at once) on
+    """Racks of `generation` in the `pools` layout (fabric up at once) on
     nodes of their own, the controller run with `args` under Lease `lease`, and
     `namespace` for the test's claims; all of it removed on exit."""
     install(cp)
@@ -266,7 +267,7 @@ def node_pool_racks(
         core.create_namespace({"metadata": {"name": namespace}})
         objects = custom(api)
         for rack, members in racks.items():
-            spec = ultraserver(rack, generation, members, pools="node")
+            spec = ultraserver(rack, generation, members, pools=pools)
             spec["spec"]["fabric"] = {"setupSeconds": 0}
             objects.create_cluster_custom_object(
                 "trainium.sim.dev", "v1alpha1", "ultraservers", spec

@@ -350,7 +350,10 @@ def occupancy_part(occupancy: Occupancy) -> list[str]:
         "none. `vs anchor` divides each round's scheduler CPU per pod by the anchor's in",
         "the same round; `vs 0%` divides the layout's median by its own at 0%. Rack",
         "pools run on one rack unless asked for (`--busy-layouts`): every node of a",
-        "larger fleet gathers its rack's whole pool for every pod.",
+        "larger fleet gathers its rack's whole pool for every pod. The `(ordered)` rows",
+        "publish the same layout as the controller's `--publishing order` does over the",
+        'held devices (docs/device-model.md, "Publishing order"): the devices they block',
+        "last in each slice, the same devices as the plain row.",
         "",
         row(
             "racks",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from driver.devicemodel.awsprofile import AWS_DRIVER
+from driver.devicemodel.blocking import PUBLISHING
 from driver.devicemodel.profiles import PROFILES, TRAINIUM, Profile
 from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS
 from driver.names import DEFAULT_DRIVER_NAME
@@ -27,6 +28,7 @@ class Flags:
     rack_settle_seconds: float = DEFAULT_SETTLE_SECONDS
     advertised_racks: int = 0
     profile: Profile = TRAINIUM
+    publishing: str = "plain"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -92,6 +94,14 @@ def parser() -> argparse.ArgumentParser:
         "(first by name; 0: every free rack); each costs the scheduler a node-selector "
         "match per node and pod",
     )
+    p.add_argument(
+        "--publishing",
+        default="plain",
+        choices=PUBLISHING,
+        help="plain: each partitioned slice lists its devices in layout order; order: "
+        "devices that allocated ones block are listed after the free ones, so the "
+        "scheduler stops at a free device first (docs/device-model.md)",
+    )
     return p
 
 
@@ -124,4 +134,5 @@ def parse(argv: list[str]) -> Flags:
         rack_settle_seconds=a.rack_settle_seconds,
         advertised_racks=a.advertised_racks,
         profile=profile,
+        publishing=a.publishing,
     )

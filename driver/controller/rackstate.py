@@ -53,12 +53,13 @@ def inputs_key(
     profile: Profile = TRAINIUM,
     versions: AwsVersions | None = None,
     workloads: Mapping[str, str] | None = None,
+    blocked: Collection[str] = (),
 ) -> str:
     """A digest of everything the rack's slices are built from: the UltraServer
     (uid, generation, spec), its node mapping, the health of its nodes, the
     workloadIds of its nodes (AWS profile) and, in the `node` pool layout,
     what the claims hold of it (the guard's taints) and whether its rack
-    device is advertised.
+    device is advertised, and, with `order` publishing, the devices blocked.
     Equal digests give equal slices, so a resync compares digests instead of
     rebuilding 2 MB of slices."""
     meta = rack.get("metadata") or {}
@@ -82,6 +83,7 @@ def inputs_key(
         profile.name,
         astuple(versions) if versions is not None else None,
         sorted((workloads or {}).items()),
+        sorted(blocked),
     ]
     encoded = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()
@@ -100,6 +102,8 @@ def desired_rack(
     profile: Profile = TRAINIUM,
     versions: AwsVersions | None = None,
     workloads: Mapping[str, str] | None = None,
+    publishing: str = "plain",
+    allocated: Collection[str] = (),
 ) -> DesiredRack:
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
     `mapping`: the node mapping when the caller already resolved it. `occupied`:
@@ -107,7 +111,8 @@ def desired_rack(
     whether its rack device is published (`node` pools only). `profile`: the
     vocabulary to publish in; one of per-node devices taints chips by their
     health as whole chips and says `versions` (the package's when None).
-    `workloads`: node -> workloadId its devices carry (per-node devices only)."""
+    `workloads`: node -> workloadId its devices carry (per-node devices only).
+    `publishing`, `allocated`: the order of each slice's devices (blocking.py)."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
     if profile.per_node_devices:
         devices = planned_devices(spec.rack, "flat", "chip")
@@ -139,6 +144,8 @@ def desired_rack(
             if profile.per_node_devices
             else None,
             workloads=dict(workloads or {}) if profile.per_node_devices else {},
+            publishing=publishing,
+            allocated=frozenset(allocated),
         )
     )
     aliases = aws_aliases(spec.rack, mapping.nodes) if profile.per_node_devices else {}

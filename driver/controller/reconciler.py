@@ -33,6 +33,8 @@ from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.workloadtags import Allocations, allocations_of, node_workloads, rack_tags
 from driver.controller.writeplan import Plan, plan_writes
 from driver.devicemodel.awsprofile import AwsVersions
+from driver.devicemodel.blocking import blocked_devices
+from driver.devicemodel.layout import build_layout
 from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.profiles import TRAINIUM, Profile
@@ -129,13 +131,16 @@ class Reconciler:
         on_advertised: Callable[[Collection[str]], None] = lambda _: None,
         profile: Profile = TRAINIUM,
         versions: AwsVersions | None = None,
+        publishing: str = "plain",
     ) -> None:
         """`on_guard(rack)`: the rack's guard (`holds`) changed; its rack claims need a look.
         `advertised_racks`: the window of free racks whose rack device is published
         (`node` pools; 0: every free rack); `on_advertised(racks)`: racks that
         entered or left it, to reconcile. `profile`: the vocabulary to publish
         in; `versions`: the ones a profile of per-node devices says (None: the
-        package's)."""
+        package's). `publishing`: the order of each partitioned slice's devices
+        (blocking.py)."""
+        self.publishing = publishing
         self.profile = profile
         self.versions = versions
         self.kube = kube
@@ -190,6 +195,14 @@ class Reconciler:
             if self.profile.workload_tags
             else {}
         )
+        ordered = (
+            self.publishing == "order"
+            and spec.mode == "partitioned"
+            and not self.profile.per_node_devices
+        )
+        blocked = (
+            blocked_devices(build_layout(spec.rack, spec.layout), allocated) if ordered else ()
+        )
         key = inputs_key(
             obj,
             mapping,
@@ -201,6 +214,7 @@ class Reconciler:
             profile=self.profile,
             versions=self.versions,
             workloads=workloads,
+            blocked=blocked,
         )
         memo = self.memos.get(name)
         if memo is not None and memo.key == key and memo.versions == self.index.versions(name):
@@ -228,6 +242,8 @@ class Reconciler:
             profile=self.profile,
             versions=self.versions,
             workloads=workloads,
+            publishing=self.publishing,
+            allocated=allocated,
         )
         plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, plan, want.slices, existing)

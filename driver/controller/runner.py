@@ -75,6 +75,7 @@ class Controller:
             advertised_racks=flags.advertised_racks,
             on_advertised=self._advertised_moved,
             profile=flags.profile,
+            publishing=flags.publishing,
         )
         self.slice_watch = SliceWatch(
             self.objects.server,

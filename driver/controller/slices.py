@@ -11,13 +11,15 @@ publishes per-node slices of chips or cores without counters, in the rack's
 pool. The AWS profile publishes a pool per node, named after the node, in
 AWS's vocabulary (driver/devicemodel/awsprofile.py), each device of a node
 that AWS's UltraServer operator allocated carrying its `workloadId`
-(workloadtags.py). `pool.generation` is
+(workloadtags.py). With `order` publishing, each partitioned slice lists the
+devices the allocated ones block after the free ones (blocking.py).
+`pool.generation` is
 left at 0 here: the reconciler decides it, and `resourceSliceCount` counts
 the slices of each pool.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from driver.devicemodel import attributes
@@ -31,6 +33,7 @@ from driver.devicemodel.awsprofile import (
     node_devices,
 )
 from driver.devicemodel.awsprofile import chip_name as aws_chip_name
+from driver.devicemodel.blocking import device_order
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
 from driver.devicemodel.layout import (
     DEFAULT_OPTIONS,
@@ -78,6 +81,10 @@ class RackInput:
     aws: "AwsRack | None" = None  # the AWS profile's instance type and versions
     workloads: Mapping[str, str] = field(default_factory=dict)
     """AWS profile: node name -> the workloadId its devices carry (workloadtags.py)."""
+    publishing: str = "plain"  # one of blocking.PUBLISHING (partitioned mode only)
+    allocated: frozenset[str] = frozenset()
+    """Names of the rack's devices some claim holds, which `order` publishing
+    lists blocked devices after (blocking.py)."""
 
 
 @dataclass(frozen=True)
@@ -104,9 +111,9 @@ def build_slices(inp: RackInput) -> list[JSON]:
     elif inp.mode != "partitioned":
         named = _flat(inp)
     elif inp.layout.pools in SERVER_POOL_LAYOUTS:
-        named = _node_pools(inp, build_layout(inp.rack, inp.layout))
+        named = _node_pools(inp, _published_layout(inp))
     else:
-        named = _partitioned(inp, build_layout(inp.rack, inp.layout))
+        named = _partitioned(inp, _published_layout(inp))
     slices = [_slice(inp, suffix, spec, pool) for suffix, spec, pool in named]
     per_pool: dict[str, int] = {}
     for s in slices:
@@ -115,6 +122,15 @@ def build_slices(inp: RackInput) -> list[JSON]:
     for s in slices:
         s["spec"]["pool"]["resourceSliceCount"] = per_pool[s["spec"]["pool"]["name"]]
     return sorted(slices, key=lambda s: str(s["metadata"]["name"]))
+
+
+def _published_layout(inp: RackInput) -> Layout:
+    """The partitioned layout with its devices in publishing order: each slice
+    takes its devices in this order."""
+    layout = build_layout(inp.rack, inp.layout)
+    if inp.publishing == "order":
+        return replace(layout, devices=device_order(layout, inp.allocated))
+    return layout
 
 
 def slice_name(driver: str, rack_name: str, suffix: str) -> str:
@@ -194,7 +210,8 @@ def _rack_device_slice(inp: RackInput, layout: Layout) -> list[NamedSlice]:
         return []
     if inp.layout.pools == "node" and not (inp.binding_served and inp.rack_advertised):
         return []
-    spec = {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, [layout.devices[-1]])}
+    rack_device = [d for d in layout.devices if d.kind == "ultraserver"]
+    spec = {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, rack_device)}
     return [("ultraserver", spec, inp.name)]
 
 

@@ -9,9 +9,10 @@ per pool:
   so a resync with nothing changed makes no write at all;
 - a change confined to one existing slice is one update that keeps the pool
   generation: a single write is atomic, consumers never see a mixed pool;
-- so are taints added or lifted in several slices (a failed chip taints its
-  own devices, its server and the rack-wide device): each device stays in
-  its slice, so a consumer that reads the pool between the updates sees every
+- so are taints added or lifted, and devices reordered, in several slices (a
+  failed chip taints its own devices, its server and the rack-wide device;
+  `order` publishing moves blocked devices back): each device stays in its
+  slice, so a consumer that reads the pool between the updates sees every
   device once, tainted or not yet, as if the failure came a moment later, and
   the eviction controller acts on the first slice written;
 - anything larger (slices added or removed, several changed otherwise) moves
@@ -93,8 +94,8 @@ def _plan_pool(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | 
     changed = [n for n in wanted if n in current and not same(want(n, generation), current[n])]
     creates = [n for n in wanted if n not in current]
     deletes = [n for n in current if n not in wanted]
-    beyond_taints = [n for n in changed if not same_but_taints(want(n, generation), current[n])]
-    if not creates and not deletes and len(beyond_taints) <= 1 and len(generations) <= 1:
+    beyond = [n for n in changed if not same_devices(want(n, generation), current[n])]
+    if not creates and not deletes and len(beyond) <= 1 and len(generations) <= 1:
         return Plan(generation, tuple(_update(want(n, generation), current[n]) for n in changed))
     generation += 1
     writes = [Write("delete", n, None, _rv(current[n])) for n in deletes]
@@ -157,15 +158,20 @@ def same(desired: JSON, existing: JSON) -> bool:
     return normalize_spec(desired["spec"]) == normalize_spec(existing["spec"])
 
 
-def same_but_taints(desired: JSON, existing: JSON) -> bool:
-    """Equal once every device's taints are set aside."""
-    return same(_untainted(desired), _untainted(existing))
+def same_devices(desired: JSON, existing: JSON) -> bool:
+    """Equal once every device's taints are set aside and devices are taken
+    by name, in any order."""
+    return same(_untainted_by_name(desired), _untainted_by_name(existing))
 
 
-def _untainted(slice_: JSON) -> JSON:
-    devices = [
-        {k: v for k, v in d.items() if k != "taints"} for d in slice_["spec"].get("devices") or []
-    ]
+def _untainted_by_name(slice_: JSON) -> JSON:
+    devices = sorted(
+        (
+            {k: v for k, v in d.items() if k != "taints"}
+            for d in slice_["spec"].get("devices") or []
+        ),
+        key=lambda d: str(d.get("name")),
+    )
     return {**slice_, "spec": {**slice_["spec"], "devices": devices}}
 
 

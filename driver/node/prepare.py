@@ -3,7 +3,7 @@
 Order of a prepare: fetch the claim, check UID and allocation, validate config
 and compute cores, and (AWS profile) check the claim's workload label against
 its devices' `workloadId` (all before any write), then under the node lock:
-refuse cores held by another claim and record the claim `PrepareCompleted` in the
+refuse cores held by another claim (`double_use`) and record the claim `PrepareCompleted` in the
 checkpoint, durably; then write its token and CDI spec without waiting for the
 disk (they are derived from the record and restored from it at start-up), and
 answer. A repeated prepare of a claim recorded with the same devices keeps
@@ -36,13 +36,42 @@ from driver.node.paths import NodePaths
 from driver.node.workloadcheck import ClaimDevice, check_workload
 
 
-def held_cores(claims: Mapping[str, ClaimRecord], except_uid: str) -> dict[tuple[int, int], str]:
-    return {
-        core: uid
-        for uid, record in claims.items()
-        if uid != except_uid
-        for core in record.exclusive_cores()
+def double_use(claims: Mapping[str, ClaimRecord], new: ClaimRecord) -> str | None:
+    """Why `new` must not be prepared, or None: the first of its devices with a
+    core that a device of another prepared claim holds. The scheduler should
+    never allocate a core twice; this is the node's backstop when it does (a
+    race, a forged or stale allocation), and what keeps a claim off cores whose
+    earlier claim the kubelet has not unprepared yet."""
+    holders = {
+        (r.chip, core): (record, device)
+        for record in claims.values()
+        if record.uid != new.uid
+        for device in record.devices
+        if not device.admin_access
+        for r in device.core_ranges()
+        for core in r.physical()
     }
+    for device in new.devices:
+        if device.admin_access:
+            continue
+        clash = sorted(
+            (r.chip, core)
+            for r in device.core_ranges()
+            for core in r.physical()
+            if (r.chip, core) in holders
+        )
+        if clash:
+            chip, core = clash[0]
+            holder, held_by = holders[clash[0]]
+            return (
+                f"status.allocation.devices.results: device {device.pool}/{device.device} of "
+                f"claim {new.namespace}/{new.name} covers chip {chip} core {core}, which device "
+                f"{held_by.pool}/{held_by.device} of claim {holder.namespace}/{holder.name} "
+                f"(uid {holder.uid}) already holds on this node ({len(clash)} cores overlap); "
+                "nothing was prepared: unprepare that claim first, or, if both claims are "
+                "allocated, one core was allocated twice"
+            )
+    return None
 
 
 def records_of(plan: ClaimPlan) -> list[DeviceRecord]:
@@ -93,14 +122,9 @@ class PrepareChange(Change):
             token_nonce=new_nonce(),
             ultraserver_mode=plan.ultraserver_mode,
         )
-        held = held_cores(claims, except_uid=ref.uid)
-        clash = sorted(core for core in record.exclusive_cores() if core in held)
-        if clash:
-            chip, core = clash[0]
-            self.result = PrepareResult(
-                error=f"status.allocation.devices.results: chip {chip} core {core} is still "
-                f"prepared for claim {held[clash[0]]}; unprepare that claim first"
-            )
+        refused = double_use(claims, record)
+        if refused is not None:
+            self.result = PrepareResult(error=refused)
             return False
         token = self.preparer.files.token(record)
         self.record = replace(record, token_sha256=hash_token(token))

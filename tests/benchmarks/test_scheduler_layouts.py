@@ -7,17 +7,25 @@ from collections import Counter
 import pytest
 
 from benchmarks.scheduler import SIZES, random_mix
+from benchmarks.scheduler_busy import BUSY_LAYOUTS
 from benchmarks.scheduler_layouts import (
     DEVICE_ORDERS,
     DRIVER_ORDER,
     calibration_nodes,
     calibration_slices,
     flat_slices,
+    fleet_rack_name,
     partitioned_slices,
     per_node_pool_slices,
     rack_nodes,
 )
+from driver.devicemodel.blocking import blocked_devices
+from driver.devicemodel.layout import LayoutOptions, build_layout
 from driver.jsontypes import JSON
+from simdevice.topology import rack_spec
+from testbed.fleetfill import GENERATION, fleet_fill
+
+ORDERED_ARMS = {"rack pools": "rack", "node pools": "node", "server pools": "server"}
 
 
 def names(slices: list[JSON]) -> list[list[str]]:
@@ -66,3 +74,25 @@ def test_a_random_mix_asks_for_exactly_the_rack(seed: int) -> None:
     mix = random_mix(random.Random(seed), 1152)
     assert sum(mix) == 1152
     assert set(Counter(mix)) <= set(SIZES)
+
+
+@pytest.mark.parametrize("plain,ordered", [(p, f"{p} (ordered)") for p in ORDERED_ARMS])
+def test_an_ordered_arm_holds_its_layouts_devices_blocked_last(plain: str, ordered: str) -> None:
+    """The occupancy step's ordered arms: the same slices and devices as the
+    plain arm, each slice with the devices the held ones block after the free
+    ones (as `blocking.device_order` makes them for the controller)."""
+    held = fleet_fill(2, 0.5, seed=5)
+    mine, theirs = BUSY_LAYOUTS[ordered].slices(2, held), BUSY_LAYOUTS[plain].slices(2, held)
+    assert [s["metadata"]["name"] for s in mine] == [s["metadata"]["name"] for s in theirs]
+    assert [sorted(s) for s in names(mine)] == [sorted(s) for s in names(theirs)]
+    layout = build_layout(rack_spec(GENERATION), LayoutOptions(ORDERED_ARMS[plain]))
+    allocated = {rack: {h.device for h in held if h.rack == rack} for rack in (0, 1)}
+    blocked = {rack: blocked_devices(layout, allocated[rack]) for rack in (0, 1)}
+    moved = 0
+    for s, before in zip(mine, names(theirs), strict=True):
+        rack = 0 if s["metadata"]["name"].startswith(f"{fleet_rack_name(0)}.") else 1
+        free = [d["name"] for d in s["spec"].get("devices") or []]
+        flags = [n in blocked[rack] for n in free if n not in allocated[rack]]
+        assert flags == sorted(flags)  # allocated devices keep their place
+        moved += [d["name"] for d in s["spec"].get("devices") or []] != before
+    assert moved > 0

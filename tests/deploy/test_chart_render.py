@@ -231,6 +231,7 @@ def test_controller_deployment_args_and_lease_role(case: Case) -> None:
     assert flags.identity == "ctl-abc"
     assert flags.lease_namespace == case.namespace
     assert flags.kubeconfig is None
+    assert flags.publishing == values["controller"]["publishing"]
     role = one(objects, "Role")
     assert role["metadata"]["namespace"] == case.namespace
     lease = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"]}

@@ -21,8 +21,10 @@ from driver.node import cdi
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
 from simdevice.topology import CoreRange
+from testbed.controlplane import write_allocated
 from testbed.daemon import HEALTH_TIMEOUT, Daemon, short_tmpdir
-from testbed.rack import DRIVER, NODES, RACK, Rack, published_rack, slices
+from testbed.fleetfill import node_selector
+from testbed.rack import DRIVER, NAMESPACE, NODES, RACK, RACK_ID, Rack, published_rack, slices
 from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -408,3 +410,55 @@ def test_a_repeated_prepare_leaves_the_claims_files_alone(daemon: Daemon, rack: 
     assert mounted[edits.env["TRAINIUM_DRA_TOKEN_FILE"]] == token
     kubelet.unprepare(refs)
     rack.delete_claim("again", "again-pod")
+
+
+def forged_claim(name: str, device: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A claim of `device` on the first node and the allocation written for it
+    by hand, as no scheduler would: the backstop's input."""
+    request = {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"devices": {"requests": [{"name": "req", "exactly": request}]}},
+    }
+    result = {"request": "req", "driver": DRIVER, "pool": RACK_ID, "device": device}
+    status = {
+        "allocation": {"devices": {"results": [result]}, "nodeSelector": node_selector(NODES[0])}
+    }
+    return claim, status
+
+
+def test_a_double_allocation_is_refused_and_nothing_of_it_is_prepared(
+    daemon: Daemon, rack: Rack
+) -> None:
+    """Two claims allocated overlapping devices (a chip, then a core in it),
+    written straight to the apiserver: the chip's claim prepares, the core's is
+    refused through the real DRA socket, naming both, with no file, no record."""
+    write_allocated(
+        rack.api,
+        [forged_claim("forged-chip", "s0-chip0"), forged_claim("forged-core", "s0-c0-cores2-1")],
+    )
+    kubelet = daemon.kubelet(NODES[0])
+    paths = daemon.paths(NODES[0])
+    chip, core = (rack.claim(name) for name in ("forged-chip", "forged-core"))
+    chip_ref = (NAMESPACE, chip["metadata"]["uid"], "forged-chip")
+    core_ref = (NAMESPACE, core["metadata"]["uid"], "forged-core")
+    assert set(kubelet.prepare([chip_ref])) == {chip_ref[1]}
+    before = sorted(p.name for p in paths.cdi_dir.iterdir())
+    for refs in ([core_ref], [core_ref, chip_ref]):
+        with pytest.raises(KubeletError) as refused:
+            kubelet.prepare(refs)
+        message = str(refused.value)
+        assert f"device {RACK_ID}/s0-c0-cores2-1 of claim {NAMESPACE}/forged-core" in message
+        assert f"device {RACK_ID}/s0-chip0 of claim {NAMESPACE}/forged-chip" in message
+        assert "chip 0 core 2" in message and "forged-chip:" not in message
+        assert sorted(p.name for p in paths.cdi_dir.iterdir()) == before
+        assert set(Checkpoint(paths.checkpoint).claims) == {chip_ref[1]}
+        assert not paths.token_file(core_ref[1]).exists()
+    kubelet.unprepare([chip_ref])
+    assert set(kubelet.prepare([core_ref])) == {core_ref[1]}  # once the chip is given back
+    kubelet.unprepare([core_ref])
+    assert list(paths.cdi_dir.iterdir()) == []
+    rack.delete_claim("forged-chip")
+    rack.delete_claim("forged-core")
