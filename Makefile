@@ -19,7 +19,7 @@ WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 # lanes read these files while another lane's set-up may write them again.
 into = > $(1).$$$$.tmp && mv -f $(1).$$$$.tmp $(1)
 
-.PHONY: venv binaries control-plane-binaries promtool kueue lws node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-usoperator bench-scheduler scheduler-counters-first test-counters-first bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
+.PHONY: venv binaries control-plane-binaries promtool kueue lws node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-usoperator bench-usoperator-scale bench-scheduler scheduler-counters-first test-counters-first bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -210,6 +210,12 @@ bench-whatif-live: venv binaries
 # (docs/aws-neuron.md).
 bench-usoperator: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.usoperator $(BENCH_ARGS)
+
+# The operator at fleet scale: 100 Trn3 Gen1 UltraServers, 50 workloads allocated
+# and then released (docs/aws-neuron.md, "Scale"); a trial on a busy machine:
+# BENCH_ARGS='--noisy --out FILE', which leaves results and pages alone.
+bench-usoperator-scale: venv binaries
+	$(WITH_BINARIES) $(PY) -m benchmarks.usoperator_scale $(BENCH_ARGS)
 
 # What one rack's slices take inside etcd, per pool layout and partition sizes.
 bench-storage: venv binaries

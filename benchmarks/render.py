@@ -3,7 +3,7 @@ docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
 generated blocks of docs/simulator.md, docs/device-model.md (what the node pool
 layout costs the scheduler), docs/whatif.md (its example and its live
 replays), docs/queues.md (what Kueue's policies cost), docs/aws-neuron.md (the
-UltraServer operator's failure strategies) and README.md (the
+UltraServer operator's failure strategies and its scale) and README.md (the
 time, memory and disk of the first `make demo` and `make test`).
 
 Usage: python -m benchmarks.render (`make pages`)
@@ -21,6 +21,7 @@ from benchmarks.pages import (
     scale,
     simulator,
     usoperator,
+    usoperator_scale,
     whatif,
     whatif_live,
 )
@@ -65,9 +66,11 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
     if "sim-validation" in found:
         page = docs / "simulator.md"
         out[page] = simulator.render(page.read_text(), found["sim-validation"])
+    page = docs / "aws-neuron.md"
+    text = page.read_text()
     if "usoperator" in found:
-        page = docs / "aws-neuron.md"
-        out[page] = usoperator.render(page.read_text(), found["usoperator"])
+        text = usoperator.render(text, found["usoperator"])
+    out[page] = usoperator_scale.render(text, found.get("usoperator-scale"))
     readme_page = docs.parent / "README.md"
     out[readme_page] = readme.render(readme_page.read_text(), found)
     return out

@@ -89,6 +89,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.kubeletplugin",
         "driver.localsim",
         "driver.whatif",
+        "driver.usoperator",
         "driver.procstat",
         "testbed",
     ),

@@ -20,6 +20,7 @@ PAGES = (
     "device-model.md",
     "whatif.md",
     "queues.md",
+    "aws-neuron.md",
 )
 FIX = "run `make pages` (python -m benchmarks.render) and commit the result"
 

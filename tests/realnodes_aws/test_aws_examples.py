@@ -3,7 +3,11 @@
 the AWS profile; the real kubelet prepares each claim through the node
 daemon's socket, containerd injects the CDI edits, and each container prints
 what it was given, LNC and UltraServer mode included (the checks are
-testbed/examples/aws.py's, which the stand-in runs too)."""
+testbed/examples/aws.py's, which the stand-in runs too). The cluster runs
+LeaderWorkerSet's manager too (`--with-lws`), and AWS's 2-node inference
+LeaderWorkerSet (deploy/examples/aws-ultraserver/lws-2-node.yaml) runs its two
+groups on the UltraServer's two `ultraserver-server-id-2` pairs (the check is
+testbed/examples/lws.py's, which the stand-in runs on Trn3 Gen1 racks)."""
 
 from collections.abc import Iterator
 
@@ -20,6 +24,7 @@ from testbed.examples.aws import (
     test_lnc_setting_reaches_the_container,
     test_ultraserver_modes_give_each_pod_its_whole_node,
 )
+from testbed.examples.lws import check_groups_hold_whole_nodes_of_their_own_set
 from testbed.examples.target import Target, rack_of
 from testbed.localcluster import running_cluster
 from testbed.realnodes import real_cluster
@@ -42,7 +47,9 @@ __all__ = [
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[Target]:
-    with running_cluster("--real-nodes", *AWS_RACKS, start_timeout=START_TIMEOUT) as cluster:
+    with running_cluster(
+        "--real-nodes", *AWS_RACKS, "--with-lws", start_timeout=START_TIMEOUT
+    ) as cluster:
         real = real_cluster(cluster)
         yield Target(cluster, rack_of(cluster), real.sim_control, True)
 
@@ -55,3 +62,8 @@ def instances(aws: Target) -> Target:
 @pytest.fixture
 def ultraserver(aws: Target) -> Target:
     return aws
+
+
+def test_lws_2_node_groups_hold_whole_nodes_of_one_pair_each(ultraserver: Target) -> None:
+    """The UltraServer's four nodes are two pairs: one group on each."""
+    check_groups_hold_whole_nodes_of_their_own_set(ultraserver, 2)

@@ -1,0 +1,90 @@
+"""The check of deploy/examples/aws-ultraserver/lws-N-node.yaml, AWS's
+UltraServer inference groups as LeaderWorkerSets, on a cluster started with
+`--with-lws`: the stand-in's two Trn3 Gen1 racks (tests/e2e/test_lws.py) or
+the real kubelets' Trn2 UltraServer (tests/realnodes_aws/test_aws_examples.py).
+Every pod Running on a node of its own, holding that node's `neuron_node`
+device; each group on the nodes of one `ultraserver-server-id-N` value, no two
+groups on the same one; and the environment the node daemon prepared (and,
+where containers run, what the container printed) says UltraServer mode N."""
+
+from collections import defaultdict
+from typing import Final
+
+from kubernetes import client
+
+from driver.jsontypes import JSON
+from testbed.examples.target import Target
+from testbed.localcluster import Cluster, device_attributes, results, wait_for
+
+DRIVER: Final = "neuron.aws.com"
+GROUPS: Final = 2
+"""Each file's LeaderWorkerSet has two replicas."""
+NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
+GROUP_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
+START_TIMEOUT: Final = 180.0
+
+
+def story(cluster: Cluster, namespace: str) -> str:
+    """The LeaderWorkerSet's pods and the namespace's events, for a failed wait."""
+    core = client.CoreV1Api(cluster.api)
+    lines = [f"pods of {namespace}:"]
+    for pod in core.list_namespaced_pod(namespace).items:
+        conditions = ", ".join(
+            f"{c.type}={c.status}" + (f" ({c.message})" if c.message else "")
+            for c in pod.status.conditions or []
+        )
+        lines.append(
+            f"  {pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name}; {conditions}"
+        )
+    lines.append(f"events of {namespace}:")
+    for event in core.list_namespaced_event(namespace).items:
+        lines.append(f"  {event.involved_object.kind}/{event.involved_object.name} {event.message}")
+    return "\n".join(lines)
+
+
+def running_pods(cluster: Cluster, namespace: str, count: int) -> list[JSON]:
+    def probe() -> list[JSON] | None:
+        listed = client.CoreV1Api(cluster.api).list_namespaced_pod(
+            namespace, label_selector=NAME_LABEL
+        )
+        pods: list[JSON] = [cluster.api.sanitize_for_serialization(p) for p in listed.items]
+        running = [p for p in pods if p["status"].get("phase") == "Running"]
+        return running if len(running) == count else None
+
+    try:
+        return wait_for(f"{count} pods of {namespace} Running", probe, timeout=START_TIMEOUT)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{story(cluster, namespace)}") from None
+
+
+def check_groups_hold_whole_nodes_of_their_own_set(target: Target, size: int) -> None:
+    """Apply lws-`size`-node.yaml as it is, check its groups, delete it."""
+    cluster = target.cluster
+    file = f"aws-ultraserver/lws-{size}-node.yaml"
+    namespace = f"aws-ultraserver-lws-{size}"
+    label = f"neuron.amazonaws.com/ultraserver-server-id-{size}"
+    try:
+        cluster.apply(file)
+        pods = running_pods(cluster, namespace, GROUPS * size)
+        nodes = {n.metadata.name: n for n in client.CoreV1Api(cluster.api).list_node().items}
+        on = [p["spec"]["nodeName"] for p in pods]
+        assert len(set(on)) == len(pods), on  # a node of its own each
+
+        values_by_group: dict[str, set[str]] = defaultdict(set)
+        for pod in pods:
+            node = nodes[pod["spec"]["nodeName"]]
+            values_by_group[pod["metadata"]["labels"][GROUP_LABEL]].add(node.metadata.labels[label])
+        assert len(values_by_group) == GROUPS, values_by_group
+        assert all(len(values) == 1 for values in values_by_group.values()), values_by_group
+        assert len(set.union(*values_by_group.values())) == GROUPS, values_by_group
+
+        attributes = device_attributes(cluster.api, DRIVER)
+        for pod in pods:
+            node = pod["spec"]["nodeName"]
+            [result] = results(cluster.claim_of(pod))
+            assert (result["pool"], result["device"]) == (node, "neuronnode"), result
+            assert attributes[(node, "neuronnode")]["resourceType"] == {"string": "neuron_node"}
+            env = target.seen(pod)
+            assert env["NEURON_RT_ULTRASERVER_MODE"] == str(size), env
+    finally:
+        cluster.delete(file)
