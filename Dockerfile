@@ -56,7 +56,8 @@ COPY --from=builder /app/simdevice /app/simdevice
 # without grpcio-tools the import below cannot regenerate them.
 RUN python -m compileall -q /app/driver /app/simdevice \
  && python -c "import driver.kubeletplugin.protocol, driver.node.main, driver.controller.main" \
- && trainium-dra --help > /dev/null
+ && trainium-dra --help > /dev/null \
+ && nccom-test -r 2 --chips 0,1 allr > /dev/null
 # Non-root by default: the controller needs nothing else. The node daemon
 # creates sockets in the kubelet's root-owned plugin directories and files in
 # the root-owned CDI directory on the host, so the chart runs that container

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.collectives_tables import algorithms_table, busbw_tables, fabric_table
 from simdevice.checks import MAX_ATTENTION_SEQ, MAX_ELEMENTS, MAX_GEMM_MACS, check
-from simdevice.collectives import STEP_OVERHEAD, collective_time
 from simdevice.isa import (
     BF16_EQUIVALENT,
     MAX_CONTRACTION_TILES,
@@ -251,20 +251,6 @@ TOPOLOGY: list[tuple[str, Any, str]] = [
         lambda r: _tb(r.chip.link_bandwidth),
         f"{TRN3_PAGE} (NeuronLink-v4); {TRN2_PAGE} (NeuronLink-v3)",
     ),
-    (
-        "fabric: levels crossed in / between servers",
-        lambda r: (
-            f"{r.fabric.kind}: {r.fabric.intra_server_levels} / "
-            f"{r.fabric.inter_server_levels}, {_us(r.fabric.level_latency)} each"
-        ),
-        f"{TRN3_EC2} (NeuronSwitch-v1, all-to-all); {TRN2_EC2} (2D torus, rings "
-        f"between servers); levels and latencies: {NO_AWS}",
-    ),
-    (
-        "software cost per collective ring step",
-        lambda _: _us(STEP_OVERHEAD),
-        NO_AWS,
-    ),
 ]
 
 
@@ -382,8 +368,6 @@ def leaves_out() -> str:
     """Every simplification, with the model's own figure for it."""
     t = CORE_TIMING["neuroncore-v4"]
     fill_us = (PARTITIONS + PARTITIONS) / t.pe_clock * 1e6
-    gen2 = rack_spec("trn3-gen2").fabric
-    torus = rack_spec("trn2").fabric
     items = [
         f"DMA efficiency is a smooth `b / (b + {t.dma_half_efficiency_bytes:g})` curve, not "
         f"a descriptor-level model, and its {_us(t.dma_fixed_latency)} fixed cost is an "
@@ -404,13 +388,12 @@ def leaves_out() -> str:
         "MX GEMMs are DMA-bound on one core (their K tiles arrive "
         f"{contraction_tiles('mxfp8')} times as fast as they are consumed in BF16), which "
         "the validation table shows; the model does not compress operands in flight.",
-        "Collectives are an alpha-beta ring model, not packet-level: an all-reduce over p "
-        "chips sends `2 (p-1)/p x bytes` through each chip's link bandwidth and pays "
-        "`2 (p-1)` steps of (levels crossed x level latency + software cost) latency; "
-        f"all-gather is one phase. NeuronSwitch racks cross {gen2.intra_server_levels} level "
-        f"inside a server and {gen2.inter_server_levels} between; Trn2's torus counts "
-        f"{torus.intra_server_levels} ring hops inside a server and "
-        f"{torus.inter_server_levels} between (topology table).",
+        "Collectives are an alpha-beta model of phases, not packet-level: no congestion, "
+        "no sharing of a level's bandwidth between concurrent collectives (of one claim or "
+        "of several), no reduction arithmetic, no HBM traffic, no failure mid-collective "
+        "(a `link-down` fails the job before), one rank per chip (ranks sharing a chip do "
+        "not talk on-chip), and no EFA between UltraServers (ranks in two Trn2 racks are "
+        "refused); see Collectives.",
         "A training step runs its phases back to back (no overlap of the gradient "
         "all-reduce with the backward pass); the backward of attention is counted as "
         "twice its forward and layernorm's as once more its forward.",
@@ -605,15 +588,6 @@ def run() -> dict[str, Any]:
         "chip_tb_per_s": round(8 * shared.dma_bytes / shared.duration / 1e12, 3),
         "hbm_tb_per_s": round(TRN2.hbm_bandwidth / 1e12, 3),
     }
-    spec = rack_spec("trn3-gen2")
-    results["all_reduce_1_gib"] = {}
-    for chips in (4, 16, 144):
-        c = collective_time("all-reduce", spec, chips, float(1 << 30))
-        results["all_reduce_1_gib"][str(chips)] = {
-            "levels": c.levels,
-            "ms": round(c.duration * 1e3, 3),
-            "link_share": round(c.bytes_per_chip / c.duration / spec.chip.link_bandwidth, 3),
-        }
     results["gemm_numerics_relative_error"] = {
         dtype: float(f"{check('gemm', {'m': 256, 'n': 256, 'k': 512}, dtype).relative_error:.2g}")
         for dtype in ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4")
@@ -716,14 +690,6 @@ def validation_table(r: dict[str, Any]) -> str:
             f"{g2['chip_tb_per_s']} TB/s of {g2['hbm_tb_per_s']}",
         ),
     ]
-    for chips, c in r["all_reduce_1_gib"].items():
-        rows.append(
-            _row(
-                f"all-reduce of 1 GiB over {chips} Gen2 chips",
-                f"link-bound, {c['levels']} switch level(s)",
-                f"{c['ms']} ms, {_pct(c['link_share'])} of the link",
-            )
-        )
     rows += [
         _row(
             "GEMM 256x256x512 vs float64 (normwise)",
@@ -785,6 +751,9 @@ STATIC_BLOCKS: dict[str, Callable[[], str]] = {
     "older-core": older_core,
     "leaves-out": leaves_out,
     "limits": model_limits,
+    "fabric": fabric_table,
+    "algorithms": algorithms_table,
+    "collectives": busbw_tables,
 }
 
 

@@ -97,17 +97,6 @@ class ChipSpec:
 
 
 @dataclass(frozen=True)
-class Fabric:
-    """How chips of a rack talk: switch levels crossed inside a server and
-    between servers (a torus counts its ring hops), and the latency per level."""
-
-    kind: str  # "switch" (NeuronSwitch-v1, all-to-all) or "torus" (2D torus + rings)
-    intra_server_levels: int
-    inter_server_levels: int
-    level_latency: float  # seconds per level crossed
-
-
-@dataclass(frozen=True)
 class RackSpec:
     """One UltraServer rack: `servers` nodes of `chips_per_server` chips."""
 
@@ -139,10 +128,6 @@ class RackSpec:
     @property
     def cores(self) -> int:
         return self.chips * self.chip.cores
-
-    @property
-    def fabric(self) -> Fabric:
-        return FABRICS[self.generation]
 
 
 TRAINIUM3 = ChipSpec(
@@ -190,26 +175,6 @@ RACKS: Mapping[str, RackSpec] = MappingProxyType(
         "trn2": RackSpec("trn2", servers=4, chips_per_server=16, chip=TRAINIUM2),
     }
 )
-
-# Interconnect per generation. NeuronSwitch-v1 racks cross one switch level inside
-# a server and two between servers; the Trn2 torus is modelled as ring hops
-# (up to 2 within a 4x4 torus row/column, plus one server-to-server ring hop).
-FABRICS: Mapping[str, Fabric] = MappingProxyType(
-    {
-        "trn3-gen2": Fabric(
-            "switch", intra_server_levels=1, inter_server_levels=2, level_latency=1.0e-6
-        ),
-        "trn3-gen1": Fabric(
-            "switch", intra_server_levels=1, inter_server_levels=2, level_latency=1.0e-6
-        ),
-        "trn2": Fabric("torus", intra_server_levels=2, inter_server_levels=3, level_latency=1.5e-6),
-        # NVLink Fusion is announced without figures: Trn3 Gen2's switch stands in.
-        "trn4-whatif": Fabric(
-            "switch", intra_server_levels=1, inter_server_levels=2, level_latency=1.0e-6
-        ),
-    }
-)
-
 
 # Racks of PROJECTED_GENERATIONS: a Trn3 Gen2 rack of Trainium4 chips, as no
 # Trainium4 UltraServer has been described.

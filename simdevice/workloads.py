@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from simdevice.collectives import collective_time
+from simdevice.collectives import time_collective
+from simdevice.fabric import first_chips
 from simdevice.isa import (
     ACTIVATIONS,
     DTYPE_BYTES,
@@ -489,8 +490,10 @@ def _plan(
 
 
 def _collective(kind: str, spec: RackSpec, chips: int, nbytes: float) -> tuple[float, float]:
+    """A collective over the rack's first `chips` chips (a job names how many
+    chips take part, not which)."""
     try:
-        t = collective_time(kind, spec, chips, nbytes)
+        t = time_collective(kind, spec, first_chips(spec, chips), nbytes)
     except ValueError as err:
         raise WorkloadError(str(err)) from err
     return t.duration, t.bytes_per_chip
