@@ -165,6 +165,25 @@ def test_two_ultraservers_each_pod_with_its_nodes_efas(target: Target) -> None:
             assert all(r.device.startswith("efa") for r in results) and len(results) == 16
 
 
+def test_deleting_a_workload_releases_its_nodes_template_and_pods(target: Target) -> None:
+    """The workload alone deleted (its Deployment stays): its tags go, its
+    template and pods are deleted; pods the Deployment makes again wait."""
+    cluster, ns = target.cluster, "aws-us-training"
+    with applied(target, "workload"):
+        nodes = set(allocated(cluster, ns, "training")["nodes"])
+        pods = {p["metadata"]["name"] for p in running_pods(cluster, ns, 2, nodes)}
+        done = target.kubectl_stdin(
+            "", "delete", "neuronultraserverworkload", "training", "-n", ns, "--timeout=120s"
+        )
+        assert done.returncode == 0, done.stderr
+        wait_for("the workload's tags gone", lambda: not tagged(cluster), WAIT)
+        resource = client.ResourceV1Api(cluster.api)
+        assert not resource.list_namespaced_resource_claim_template(ns).items
+        wait_for("its pods gone", lambda: not pods & set(_pod_names(cluster, ns)), WAIT)
+        assert not _running_names(cluster, ns), "no pod of the Deployment runs without it"
+        assert all(not u["status"].get("allocations") for u in ultraservers(cluster))
+
+
 def test_bad_workloads_are_refused_at_create_with_the_field(target: Target) -> None:
     base = (
         "apiVersion: neuron.aws.com/v1\nkind: NeuronUltraServerWorkload\nmetadata:\n"
