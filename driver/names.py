@@ -36,3 +36,14 @@ def device_class_name(kind: str | None = None, driver: str = DEFAULT_DRIVER_NAME
 def driver_version() -> str:
     """This driver's own version, the installed package's."""
     return importlib.metadata.version("trainium-dra")
+
+
+HEARTBEAT_LABEL: Final = "app.kubernetes.io/component=node-heartbeat"
+"""The label (key=value) on each node daemon's heartbeat Lease."""
+HEARTBEAT_MISSES: Final = 4
+"""A heartbeat Lease lasts this many renewals: one late write is no silence."""
+
+
+def heartbeat_lease(node: str) -> str:
+    """The name of `node`'s heartbeat Lease, in the daemon's namespace."""
+    return f"trainium-dra-node.{node}"

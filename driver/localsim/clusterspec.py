@@ -384,11 +384,21 @@ def operator_argv(
     ]
 
 
+HEARTBEAT_SECONDS = 1.0
+"""The chart's `ultraserverOperator.heartbeatSeconds`, which the stand-in's daemons use too."""
+
+
 def node_daemon_argv(
-    paths: ClusterPaths, spec: ClusterSpec, rack: RackPlan, http_port: int
+    paths: ClusterPaths, spec: ClusterSpec, rack: RackPlan, http_port: int, namespace: str
 ) -> list[str]:
     """One process serves every node of the rack (multi-node mode), each node
-    with its own node-bound token, as each node's daemon pod would have."""
+    with its own node-bound token, as each node's daemon pod would have; with
+    the UltraServer operator, each node renews its heartbeat Lease in `namespace`."""
+    heartbeat = (
+        [f"--heartbeat-seconds={HEARTBEAT_SECONDS:g}", f"--heartbeat-namespace={namespace}"]
+        if spec.ultraserver_operator
+        else []
+    )
     return [
         "node",
         f"--kubeconfig={paths.node_kubeconfig_template}",
@@ -402,4 +412,5 @@ def node_daemon_argv(
         f"--http-address=127.0.0.1:{http_port}",
         f"--sim-control-address=unix:{paths.sim_control_socket(rack.name)}",
         *(f"--node={rack.node_name(i)}={i}" for i in range(rack.nodes)),
+        *heartbeat,
     ]

@@ -41,6 +41,9 @@ class Flags:
     grpc_workers: int
     log_level: str
     profile: Profile = TRAINIUM
+    heartbeat_seconds: float = 0.0
+    """0: no heartbeat Lease."""
+    heartbeat_namespace: str = "default"
 
 
 def node_spec(text: str) -> NodeSpec:
@@ -154,6 +157,18 @@ def parser() -> argparse.ArgumentParser:
         "its claim names (0: answer from what the watch has brought)",
     )
     p.add_argument("--grpc-workers", type=int, default=4, help="threads per gRPC server")
+    p.add_argument(
+        "--heartbeat-seconds",
+        type=float,
+        default=0.0,
+        help="renew each node's heartbeat Lease this often (0: none); the UltraServer "
+        "operator reads it to tell a stopped daemon",
+    )
+    p.add_argument(
+        "--heartbeat-namespace",
+        default=env("POD_NAMESPACE") or "default",
+        help="where the heartbeat Leases live (default: $POD_NAMESPACE or default)",
+    )
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -173,6 +188,8 @@ def parse(argv: list[str]) -> Flags:
                 )
     if any(n.server_index is not None for n in nodes) and not args.ultraserver:
         p.error("--ultraserver: required when --node gives a server index")
+    if args.heartbeat_seconds < 0:
+        p.error("--heartbeat-seconds: must be >= 0 (0: no heartbeat)")
     if args.health_interval <= 0:
         p.error("--health-interval: must be > 0 seconds")
     try:
@@ -199,4 +216,6 @@ def parse(argv: list[str]) -> Flags:
         grpc_workers=args.grpc_workers,
         log_level=args.log_level,
         profile=PROFILES[args.profile],
+        heartbeat_seconds=args.heartbeat_seconds,
+        heartbeat_namespace=args.heartbeat_namespace,
     )

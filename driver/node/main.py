@@ -23,6 +23,7 @@ from driver.node.apireader import ApiReader
 from driver.node.devices import NodePlace
 from driver.node.durable.checkpoint import CheckpointError
 from driver.node.healthreport import HealthReporter
+from driver.node.heartbeat import Heartbeat
 from driver.node.mallocarenas import cap_malloc_arenas
 from driver.node.metrics import DriverMetrics
 from driver.node.paths import NodePaths, node_path
@@ -186,6 +187,11 @@ def run(flags: flagmod.Flags) -> int:
     ]
     registry.register(TelemetryCollector(nodes))
     started: list[SimNode] = []
+    beats = [
+        Heartbeat(objects[node.name], node.name, flags.heartbeat_namespace, flags.heartbeat_seconds)
+        for node in nodes
+        if flags.heartbeat_seconds > 0
+    ]
     status = StatusServer(*split_address(flags.http_address, "--http-address"), registry, nodes)
     control = sim_control(flags, nodes)
     serving = False
@@ -196,6 +202,8 @@ def run(flags: flagmod.Flags) -> int:
         status.start()
         if control is not None:
             control.start()
+        for beat in beats:
+            beat.start()
         serving = True
         where = control.where() if control is not None else "off"
         # One write, newline included: print() writes the line and its newline
@@ -204,6 +212,8 @@ def run(flags: flagmod.Flags) -> int:
         sys.stderr.flush()
         wait_for_stop(stop)
     finally:
+        for beat in beats:
+            beat.stop()
         if serving:
             status.stop()
             if control is not None:

@@ -157,11 +157,12 @@ def ultraserver_status(
     us: UltraServer, held: Sequence[Held], old: Mapping[str, Any], now: str
 ) -> JSON:
     """Its nodes and their health, what each workload holds, how many more
-    groups of each size are free, `Ready` or `Degraded`."""
+    groups of each size are free, `Ready` or `Degraded` and why."""
     mine = [h for h in held if h.ultraserver == us.id]
     taken = {n for h in held for n in h.nodes}
     used = {n for h in mine for n in h.nodes}
     health = "Ready" if us.healthy else "Degraded"
+    problems = [f"{m.name}: {m.problem}" for m in us.nodes if m.problem]
     state = (
         "Available"
         if not used
@@ -172,6 +173,7 @@ def ultraserver_status(
     return {
         "state": state,
         "health": health,
+        "message": "; ".join(problems) or f"all {len(us.nodes)} nodes healthy",
         "healthChangedAt": old.get("healthChangedAt") if old.get("health") == health else now,
         "nodeCount": len(us.nodes),
         "nodes": [

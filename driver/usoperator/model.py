@@ -13,6 +13,7 @@ from driver.devicemodel.awsprofile import (
     ULTRASERVER_LABEL_PREFIX,
     WORKLOAD_ID_LABEL,
 )
+from driver.usoperator.health import UNPUBLISHED, device_problem, node_problem
 from driver.usoperator.names import STRATEGIES, TOPOLOGY_SIZES
 
 
@@ -142,30 +143,22 @@ def _attribute(device: Mapping[str, Any], name: str) -> Any:
     return next(iter(value.values()), None) if isinstance(value, Mapping) else None
 
 
-def _node_problem(node: Mapping[str, Any] | None) -> str:
-    if node is None:
-        return "the Node object is gone"
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready" and condition.get("status") != "True":
-            return f"node NotReady ({condition.get('reason') or 'no reason given'})"
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("key") == "node.kubernetes.io/unreachable":
-            return "node unreachable"
-    return ""
-
-
 def discover(
     slices: Iterable[Mapping[str, Any]],
     nodes: Mapping[str, Mapping[str, Any]],
     busy_nodes: Iterable[str],
     driver: str,
+    *,
+    known: Mapping[str, tuple[str, Sequence[str]]] | None = None,
+    silent: Mapping[str, str] | None = None,
 ) -> dict[str, UltraServer]:
     """UltraServers by capacity block id, from the driver's per-node slices: a
-    node belongs to the UltraServer its devices name. A device tainted
-    NoSchedule or NoExecute (a failed chip) or a node not Ready makes the node
-    unhealthy."""
-    members: dict[str, dict[str, tuple[str, str]]] = {}
-    problems: dict[str, str] = {}
+    node belongs to the UltraServer its devices name. `known` (id -> instance
+    type and nodes, what the NeuronUltraServers recorded) keeps a node whose
+    devices vanished while its Node remains; `silent` names the nodes whose
+    daemon stopped. Why a node is unhealthy: driver/usoperator/health.py."""
+    members: dict[str, dict[str, str]] = {}
+    tainted: dict[str, str] = {}
     busy = set(busy_nodes)
     for s in slices:
         spec = s.get("spec") or {}
@@ -176,27 +169,42 @@ def discover(
             block = _attribute(device, "capacityBlockId")
             if block is None or _attribute(device, "resourceType") == EFA_DEVICE:
                 continue
-            members.setdefault(str(block), {})[node] = (
-                str(block),
-                str(_attribute(device, "instanceType")),
-            )
-            hard = [t for t in device.get("taints") or [] if t.get("effect") != "PreferNoSchedule"]
-            if hard and node not in problems:
-                problems[node] = f"device {device['name']} tainted {hard[0].get('key')}"
+            members.setdefault(str(block), {})[node] = str(_attribute(device, "instanceType"))
+            if node not in tainted:
+                tainted[node] = device_problem(device)
+    published = {n for by_node in members.values() for n in by_node}
+    for block, (itype, names) in (known or {}).items():
+        for name in names:
+            if name not in published and name in nodes:
+                members.setdefault(block, {})[name] = itype
     found = {}
     for block, by_node in sorted(members.items()):
-        itype = next(iter(by_node.values()))[1]
+        itype = next(iter(by_node.values()))
         member_nodes = tuple(
             MemberNode(
                 name=name,
                 groups=_groups(name, nodes.get(name)),
-                problem=_node_problem(nodes.get(name)) or problems.get(name, ""),
+                problem=node_problem(nodes.get(name))
+                or (silent or {}).get(name, "")
+                or ("" if name in published else UNPUBLISHED)
+                or tainted.get(name, ""),
                 busy=name in busy,
             )
             for name in sorted(by_node)
         )
         found[block] = UltraServer(block, itype, member_nodes)
     return found
+
+
+def known_members(objects: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, list[str]]]:
+    """UltraServer id -> its instance type and nodes, as its NeuronUltraServer records them."""
+    return {
+        o["metadata"]["name"]: (
+            str((o.get("spec") or {}).get("instanceType")),
+            [str(n) for n in (o.get("spec") or {}).get("nodes") or ()],
+        )
+        for o in objects
+    }
 
 
 def _groups(name: str, node: Mapping[str, Any] | None) -> dict[int, str]:

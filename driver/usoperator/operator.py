@@ -27,9 +27,20 @@ from driver.jsontypes import JSON
 from driver.kopfrun import kopf_login, run_kopf
 from driver.kubeapi.apiserver import MERGE_PATCH, ApiError, ApiServer
 from driver.kubeapi.objects import Objects
-from driver.kubeapi.resources import CLAIMS, EVENTS, NODES, PODS, SLICES, Resource, path_of
+from driver.kubeapi.resources import (
+    CLAIMS,
+    EVENTS,
+    LEASES,
+    NODES,
+    PODS,
+    SLICES,
+    Resource,
+    path_of,
+)
+from driver.names import HEARTBEAT_LABEL
 from driver.usoperator.allocate import Decision, decide
 from driver.usoperator.flags import Flags
+from driver.usoperator.health import next_expiry, silent_daemons
 from driver.usoperator.manifests import (
     claim_template,
     ultraserver_object,
@@ -43,6 +54,7 @@ from driver.usoperator.model import (
     busy_nodes,
     discover,
     held_from,
+    known_members,
     parse_workload,
     workload_pods,
 )
@@ -61,10 +73,16 @@ REQUEST_TIMEOUT = 30.0
 SETTLE_SECONDS = 0.3
 """Events come in bursts (a node's slices, a Deployment's pods): one pass after the burst."""
 WARNING_REASONS = frozenset({"Degraded", "Restarted", "Migrated", "Unsatisfiable", "Invalid"})
+EXPIRY_MARGIN = 0.2
+"""Seconds past a heartbeat Lease's end before the pass that finds it silent."""
 
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+WORKLOAD_KIND = "NeuronUltraServerWorkload"
+ULTRASERVER_KIND = "NeuronUltraServer"
 
 
 class OperatorMetrics:
@@ -106,6 +124,8 @@ class Operator:
         self.registry = CollectorRegistry()
         self.metrics = OperatorMetrics(self.registry)
         self.last_error = ""
+        self.look_again: float | None = None
+        """Seconds until a heartbeat Lease runs out, as of the last pass."""
         self.worker = threading.Thread(target=self._work, name="passes", daemon=True)
         host, port = split_address(flags.http_address, "--http-address")
         self.http = HTTPEndpoint(
@@ -144,7 +164,10 @@ class Operator:
 
     def _work(self) -> None:
         while not self.stop.is_set():
-            self.wake.wait(self.flags.resync_seconds)
+            wait = self.flags.resync_seconds
+            if self.look_again is not None:
+                wait = min(wait, self.look_again + EXPIRY_MARGIN)
+            self.wake.wait(wait)
             if self.stop.is_set():
                 return
             time.sleep(SETTLE_SECONDS)
@@ -171,7 +194,18 @@ class Operator:
         claims = self.objects.list_all(CLAIMS)
         raw = self.objects.list_all(WORKLOADS)
         ours = self.objects.list_all(ULTRASERVERS, namespace=self.flags.namespace)
-        servers = discover(slices, nodes, busy_nodes(claims, driver), driver)
+        ns = self.flags.namespace
+        leases = self.objects.list_all(LEASES, labels=HEARTBEAT_LABEL, namespace=ns)
+        moment = datetime.datetime.now(datetime.UTC)
+        self.look_again = next_expiry(leases, moment)
+        servers = discover(
+            slices,
+            nodes,
+            busy_nodes(claims, driver),
+            driver,
+            known=known_members(ours),
+            silent=silent_daemons(leases, moment),
+        )
         workloads = []
         for obj in raw:
             try:
@@ -200,7 +234,7 @@ class Operator:
         meta = obj["metadata"]
         if (obj.get("status") or {}).get("message") != message:
             self.objects.patch_status(WORKLOADS, meta["name"], status, meta["namespace"])
-            self._event(obj, "Invalid", message)
+            self._event(obj, WORKLOAD_KIND, "Invalid", message)
 
     def _set_finalizers(self, w: Workload, finalizers: list[str]) -> None:
         """The workload's finalizers as listed at the start of the pass, changed;
@@ -226,14 +260,23 @@ class Operator:
             obj = by_name.get(us.id)
             if obj is None:
                 obj = self.objects.create(ULTRASERVERS, ultraserver_object(us, ns), ns)
-            status = ultraserver_status(us, held, obj.get("status") or {}, stamp)
-            if _differs(obj.get("status") or {}, status, ignore=("healthChangedAt",)):
+            old = obj.get("status") or {}
+            status = ultraserver_status(us, held, old, stamp)
+            if _differs(old, status, ignore=("healthChangedAt",)):
                 self.objects.patch_status(ULTRASERVERS, us.id, status, ns)
+            if (old.get("health"), old.get("message")) != (status["health"], status["message"]):
+                log.info("%s: %s: %s", us.id, status["health"], status["message"])
+                self._event(obj, ULTRASERVER_KIND, status["health"], status["message"])
         for name in by_name:
             if name in servers:
                 continue
             if any(h.ultraserver == name for h in held):
-                gone = {"health": "Degraded", "nodes": [], "nodeCount": 0}
+                gone = {
+                    "health": "Degraded",
+                    "message": "none of its nodes publishes devices any more",
+                    "nodes": [],
+                    "nodeCount": 0,
+                }
                 self.objects.patch_status(ULTRASERVERS, name, gone, ns)
             else:
                 self.objects.delete(ULTRASERVERS, name, namespace=ns)
@@ -274,16 +317,16 @@ class Operator:
         obj = {
             "metadata": {"name": w.name, "namespace": w.namespace, "uid": w.uid},
         }
-        self._event(obj, reason, message)
+        self._event(obj, WORKLOAD_KIND, reason, message)
 
-    def _event(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+    def _event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         meta = obj["metadata"]
         stamp = now()
         event = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {
                 "apiVersion": f"{WORKLOADS.group}/{WORKLOADS.version}",
-                "kind": "NeuronUltraServerWorkload",
+                "kind": kind,
                 "name": meta["name"],
                 "namespace": meta["namespace"],
                 "uid": meta.get("uid", ""),

@@ -35,6 +35,8 @@ class Target:
     """A client of the simulator controls serving a node."""
     containers_run: bool
     """Real kubelets run the pods' containers; the stand-in only reports them Running."""
+    daemon_pids: Callable[[str], list[int]] | None = None
+    """Host pids of the node daemon serving a node (one per rack on the stand-in)."""
 
     @property
     def server_cores(self) -> int:

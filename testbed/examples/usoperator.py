@@ -1,11 +1,16 @@
 """deploy/examples/aws-ultraserver/'s operator cases on a cluster of the AWS
 profile with the simulated UltraServer operator: allocation, the template
 pinning pods to the workload's nodes, cascade deletion, bad input, and each
-failure strategy against a chip failed through the simulator's fault plane.
-Each failure check prints the seconds from the fault to the NeuronUltraServer
-going Degraded, to the workload's nodes re-allocated, and to every pod Running
-again."""
+failure strategy against the fault kinds of `FAULTS`: a chip failed or its
+NeuronLinks down through the simulator's fault plane, the node daemon
+stopped, the Node NotReady. Each failure check prints the seconds from the
+fault to the NeuronUltraServer going Degraded, to the workload's nodes
+re-allocated, and to every pod Running again."""
 
+import datetime
+import json
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +31,9 @@ DRIVER = "neuron.aws.com"
 EXAMPLE = "aws-ultraserver/{}.yaml"
 CHIP_FAULT = "ecc-uncorrected-hbm"
 WAIT = 120.0
+NOOP_SETTLE = 1.0
+"""Seconds a NoOp check waits after the report before it looks at the pods:
+a failed chip's taint evicts its pod within one (docs/reliability.md)."""
 TIMED_POLL = 0.05
 """Seconds between polls of a timed step: its figure is this coarse."""
 
@@ -157,6 +165,25 @@ def test_two_ultraservers_each_pod_with_its_nodes_efas(target: Target) -> None:
             assert all(r.device.startswith("efa") for r in results) and len(results) == 16
 
 
+def test_deleting_a_workload_releases_its_nodes_template_and_pods(target: Target) -> None:
+    """The workload alone deleted (its Deployment stays): its tags go, its
+    template and pods are deleted; pods the Deployment makes again wait."""
+    cluster, ns = target.cluster, "aws-us-training"
+    with applied(target, "workload"):
+        nodes = set(allocated(cluster, ns, "training")["nodes"])
+        pods = {p["metadata"]["name"] for p in running_pods(cluster, ns, 2, nodes)}
+        done = target.kubectl_stdin(
+            "", "delete", "neuronultraserverworkload", "training", "-n", ns, "--timeout=120s"
+        )
+        assert done.returncode == 0, done.stderr
+        wait_for("the workload's tags gone", lambda: not tagged(cluster), WAIT)
+        resource = client.ResourceV1Api(cluster.api)
+        assert not resource.list_namespaced_resource_claim_template(ns).items
+        wait_for("its pods gone", lambda: not pods & set(_pod_names(cluster, ns)), WAIT)
+        assert not _running_names(cluster, ns), "no pod of the Deployment runs without it"
+        assert all(not u["status"].get("allocations") for u in ultraservers(cluster))
+
+
 def test_bad_workloads_are_refused_at_create_with_the_field(target: Target) -> None:
     base = (
         "apiVersion: neuron.aws.com/v1\nkind: NeuronUltraServerWorkload\nmetadata:\n"
@@ -262,16 +289,90 @@ spec:
             target.kubectl_stdin(intruder, "delete", "-f", "-", "--wait", "--timeout=120s")
 
 
-def _fail_chip(target: Target, node: str) -> Callable[[], None]:
-    fault = {"node": node, "chip": 0, "kind": CHIP_FAULT}
-    sim = target.sim_control(node)
-    sim.post("/sim/v1/faults", json=fault).raise_for_status()
+Clear = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault kind: `inject(target, node)` puts it on the node and returns
+    what takes it away again."""
+
+    kind: str
+    inject: Callable[[Target, str], Clear]
+    what: str
+    """What the fault is, for a page."""
+
+
+def _sim_fault(kind: str) -> Callable[[Target, str], Clear]:
+    def inject(target: Target, node: str) -> Clear:
+        fault = {"node": node, "chip": 0, "kind": kind}
+        sim = target.sim_control(node)
+        sim.post("/sim/v1/faults", json=fault).raise_for_status()
+
+        def clear() -> None:
+            sim.request("DELETE", "/sim/v1/faults", json=fault)
+            sim.close()
+
+        return clear
+
+    return inject
+
+
+def _stop_daemon(target: Target, node: str) -> Clear:
+    """SIGSTOP the daemon serving `node`: it stops renewing its heartbeat and
+    answering the kubelet, and nothing restarts it while the check looks
+    (a SIGKILLed one the kubelet or the stand-in restarts within seconds);
+    SIGCONT brings it back."""
+    assert target.daemon_pids is not None, "this target cannot reach its node daemons"
+    pids = target.daemon_pids(node)
+    assert pids, f"no node daemon process for {node}"
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
 
     def clear() -> None:
-        sim.request("DELETE", "/sim/v1/faults", json=fault)
-        sim.close()
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
 
     return clear
+
+
+def _not_ready(target: Target, node: str) -> Clear:
+    """The Node's Ready condition Unknown, as the node lifecycle controller
+    writes it when a kubelet stops posting status (the stand-in has no such
+    controller and no kubelet posting, so it stays until cleared)."""
+    core = client.CoreV1Api(target.cluster.api)
+
+    def ready(status: str, reason: str, message: str) -> None:
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        condition = {
+            "type": "Ready",
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+        }
+        core.patch_node_status(node, {"status": {"conditions": [condition]}})
+
+    ready("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    return lambda: ready("True", "KubeletReady", "simulated node")
+
+
+CHIP = Fault("chip", _sim_fault(CHIP_FAULT), f"chip 0 failed (`{CHIP_FAULT}`)")
+LINK_DOWN = Fault("link-down", _sim_fault("link-down"), "chip 0's NeuronLinks down (`link-down`)")
+DAEMON_STOPPED = Fault("daemon-stopped", _stop_daemon, "its node daemon stopped (SIGSTOP)")
+NOT_READY = Fault("not-ready", _not_ready, "its Node's Ready condition Unknown")
+FAULTS = {f.kind: f for f in (CHIP, LINK_DOWN, DAEMON_STOPPED, NOT_READY)}
+
+
+def standin_daemon_pids(cluster: Cluster) -> Callable[[str], list[int]]:
+    """The stand-in's rack daemon of a node, from the cluster's record."""
+
+    def pids(node: str) -> list[int]:
+        record = json.loads(cluster.paths.cluster_file.read_text())
+        return [int(record["pids"][f"node-{node.rsplit('-node-', 1)[0]}"])]
+
+    return pids
 
 
 def _pod_names(cluster: Cluster, ns: str) -> dict[str, str]:
@@ -281,7 +382,7 @@ def _pod_names(cluster: Cluster, ns: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class FailureRun:
-    """One workload's chip failure and what its strategy did about it."""
+    """One workload's fault and what its strategy did about it."""
 
     before: JSON
     """The workload's status before the fault."""
@@ -290,19 +391,23 @@ class FailureRun:
     pods_before: dict[str, str]
     """pod -> node before the fault."""
     pods_after: dict[str, str]
-    """Running pod -> node once every pod runs again (empty where none came back)."""
+    """Running pod -> node once every pod runs again; under NoOp, the pods
+    Running a second after the operator reported."""
     seconds: dict[str, float | None]
     """From the fault to `degraded` (its NeuronUltraServer), `acted` (the
     workload's reason names the strategy's act) and `running` (every pod
     Running again; None where the failed node's pod stays Pending: NoOp)."""
     claims_made: int
     """Claims of the workload's namespace made after the fault."""
+    degraded: str
+    """The NeuronUltraServer's status message once Degraded: which node, and why."""
 
 
-def fail_a_node(target: Target, file: str, name: str) -> FailureRun:
-    """Apply the example (namespace `aws-us-<name>`), wait for its two pods, fail
-    chip 0 of the workload's first node, wait for the operator to act and the
-    pods to run again, then remove the example."""
+def fail_a_node(target: Target, file: str, name: str, fault: Fault = CHIP) -> FailureRun:
+    """Apply the example (namespace `aws-us-<name>`), wait for its two pods, put
+    `fault` on the workload's first node, wait for the operator to act and the
+    pods to run again (under NoOp: a second for the pods to settle), clear the
+    fault, then remove the example."""
     cluster, ns = target.cluster, f"aws-us-{name}"
     with applied(target, file):
         before = allocated(cluster, ns, name)
@@ -312,16 +417,20 @@ def fail_a_node(target: Target, file: str, name: str) -> FailureRun:
         victim = sorted(before["nodes"])[0]
         [us] = before["allocatedUltraServers"]
         started = time.monotonic()
-        clear = _fail_chip(target, victim)
+        clear = fault.inject(target, victim)
         try:
 
-            def degraded() -> bool:
-                return any(
-                    u["metadata"]["name"] == us and u["status"].get("health") == "Degraded"
-                    for u in ultraservers(cluster)
+            def degraded() -> str | None:
+                return next(
+                    (
+                        str(u["status"].get("message"))
+                        for u in ultraservers(cluster)
+                        if u["metadata"]["name"] == us and u["status"].get("health") == "Degraded"
+                    ),
+                    None,
                 )
 
-            waiting.wait_for(f"{us} Degraded", degraded, WAIT, TIMED_POLL)
+            why = waiting.wait_for(f"{us} Degraded", degraded, WAIT, TIMED_POLL)
             to_degraded = time.monotonic() - started
 
             def acted() -> JSON | None:
@@ -334,15 +443,28 @@ def fail_a_node(target: Target, file: str, name: str) -> FailureRun:
                 raise AssertionError(f"{err}; status {status_of(cluster, ns, name)}") from None
             to_acted = time.monotonic() - started
             nodes = set(after["nodes"])
-            pods = running_pods(cluster, ns, 2, nodes, TIMED_POLL) if victim not in nodes else []
-            to_running = time.monotonic() - started if pods else None
+            if victim not in nodes:
+                pods = running_pods(cluster, ns, 2, nodes, TIMED_POLL)
+                to_running: float | None = time.monotonic() - started
+                placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+            else:
+                time.sleep(NOOP_SETTLE)
+                to_running, placed = None, _running_names(cluster, ns)
             claims = len(_claim_names(cluster, ns) - claims_before)
         finally:
             clear()
     seconds = {"degraded": to_degraded, "acted": to_acted, "running": to_running}
-    print(f"{name}: seconds from the fault: {seconds}")
-    placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
-    return FailureRun(before, after, pods_before, placed, seconds, claims)
+    print(f"{name} ({fault.kind}): seconds from the fault: {seconds}")
+    return FailureRun(before, after, pods_before, placed, seconds, claims, why)
+
+
+def _running_names(cluster: Cluster, ns: str) -> dict[str, str]:
+    pods = client.CoreV1Api(cluster.api).list_namespaced_pod(ns).items
+    return {
+        p.metadata.name: p.spec.node_name
+        for p in pods
+        if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+    }
 
 
 def _claim_names(cluster: Cluster, ns: str) -> set[str]:
@@ -350,27 +472,81 @@ def _claim_names(cluster: Cluster, ns: str) -> set[str]:
     return {c.metadata.name for c in claims}
 
 
-def test_noop_reports_the_failure_and_moves_nothing(target: Target) -> None:
-    run = fail_a_node(target, "workload", "training")
+def check_noop(run: FailureRun, problem: str) -> None:
+    victim = sorted(run.before["nodes"])[0]
     assert run.after["state"] == "Allocated" and run.after["reason"] == "Degraded"
-    assert run.after["nodes"] == run.before["nodes"]
-    assert run.seconds["running"] is None
+    assert run.after["nodes"] == run.before["nodes"] and run.seconds["running"] is None
+    assert f"{victim}: {problem}" in run.degraded, run.degraded
+    assert f"{victim}: {problem}" in run.after["message"], run.after["message"]
 
 
-def test_restart_all_starts_every_pod_anew_on_healthy_nodes(target: Target) -> None:
-    run = fail_a_node(target, "restart-all", "restart-all")
+def check_restarted(run: FailureRun, problem: str) -> None:
+    victim = sorted(run.before["nodes"])[0]
     assert run.after["reason"] == "Restarted" and run.after["state"] == "Allocated"
-    assert sorted(run.before["nodes"])[0] not in run.after["nodes"]
+    assert victim not in run.after["nodes"] and f"{victim}: {problem}" in run.degraded
     assert not set(run.pods_after) & set(run.pods_before), "every pod was replaced"
     assert run.after["lastFailure"]["reallocatedAt"] and run.claims_made == 2
 
 
+def check_migrated(run: FailureRun, problem: str) -> None:
+    """The failed nodes replaced; exactly the pods on them moved."""
+    victim = sorted(run.before["nodes"])[0]
+    assert run.after["reason"] == "Migrated" and run.after["state"] == "Allocated"
+    assert victim not in run.after["nodes"] and f"{victim}: {problem}" in run.degraded
+    kept = set(run.before["nodes"]) & set(run.after["nodes"])
+    stayed = {name for name, node in run.pods_before.items() if node in kept}
+    assert stayed <= set(run.pods_after), "the pods on healthy held nodes stayed"
+    moved = set(run.pods_after) - set(run.pods_before)
+    assert len(moved) == len(run.pods_before) - len(stayed) == run.claims_made
+
+
+CHIP_PROBLEM = "device neurondevice0 tainted neuron.aws.com/unhealthy=failed"
+LINK_PROBLEM = "device neurondevice0 tainted neuron.aws.com/unhealthy=degraded"
+DAEMON_PROBLEM = "node daemon silent since"
+NOT_READY_PROBLEM = "node NotReady (Ready Unknown, NodeStatusUnknown)"
+
+
+def test_noop_reports_the_failure_and_moves_nothing(target: Target) -> None:
+    check_noop(fail_a_node(target, "workload", "training"), CHIP_PROBLEM)
+
+
+def test_restart_all_starts_every_pod_anew_on_healthy_nodes(target: Target) -> None:
+    check_restarted(fail_a_node(target, "restart-all", "restart-all"), CHIP_PROBLEM)
+
+
 def test_migrate_affected_moves_only_the_pod_of_the_failed_node(target: Target) -> None:
     run = fail_a_node(target, "migrate-affected", "migrate-affected")
-    assert run.after["reason"] == "Migrated" and run.after["state"] == "Allocated"
-    victim, kept = sorted(run.before["nodes"])
-    assert victim not in run.after["nodes"] and kept in run.after["nodes"]
-    stayed = {name for name, node in run.pods_before.items() if node == kept}
-    assert stayed <= set(run.pods_after), "the pod on the healthy node stayed"
-    assert len(set(run.pods_after) - set(run.pods_before)) == 1, "exactly one pod moved"
+    check_migrated(run, CHIP_PROBLEM)
+    assert run.claims_made == 1, "exactly one pod moved"
+
+
+def test_noop_reports_a_link_down_and_keeps_every_pod_running(target: Target) -> None:
+    """A chip whose links are down is tainted NoSchedule: nothing is evicted."""
+    run = fail_a_node(target, "workload", "training", LINK_DOWN)
+    check_noop(run, LINK_PROBLEM)
+    assert run.pods_after == run.pods_before, "no pod stopped or moved"
+
+
+def test_restart_all_on_a_stopped_node_daemon(target: Target) -> None:
+    check_restarted(
+        fail_a_node(target, "restart-all", "restart-all", DAEMON_STOPPED), DAEMON_PROBLEM
+    )
+
+
+def test_migrate_affected_on_a_stopped_node_daemon(target: Target) -> None:
+    """On the stand-in one daemon serves a whole rack, so every node of the
+    UltraServer goes silent and the pair moves whole; under real kubelets a
+    node's own daemon stops and one pod moves."""
+    run = fail_a_node(target, "migrate-affected", "migrate-affected", DAEMON_STOPPED)
+    check_migrated(run, DAEMON_PROBLEM)
+    assert run.claims_made == (1 if target.containers_run else 2)
+
+
+def test_restart_all_on_a_not_ready_node(target: Target) -> None:
+    check_restarted(fail_a_node(target, "restart-all", "restart-all", NOT_READY), NOT_READY_PROBLEM)
+
+
+def test_migrate_affected_on_a_not_ready_node(target: Target) -> None:
+    run = fail_a_node(target, "migrate-affected", "migrate-affected", NOT_READY)
+    check_migrated(run, NOT_READY_PROBLEM)
     assert run.claims_made == 1

@@ -66,7 +66,8 @@ def test_ultraserver_finds_its_nodes_by_label() -> None:
 def test_daemon_serves_every_node_of_the_rack_with_short_paths() -> None:
     paths = ClusterPaths(Path("/tmp/tdra-abcdefgh"))
     spec = ClusterSpec.build()
-    argv = node_daemon_argv(paths, spec, spec.racks[0], 8080)
+    argv = node_daemon_argv(paths, spec, spec.racks[0], 8080, "trainium-dra")
+    assert not [a for a in argv if a.startswith("--heartbeat")], "no operator, no heartbeat"
     nodes = [a for a in argv if a.startswith("--node=")]
     assert nodes[0] == "--node=rack-a-node-0=0" and len(nodes) == 36
     registration = paths.kubelet_root("rack-a-node-35") / "plugins_registry"

@@ -1,8 +1,9 @@
 """The simulated UltraServer operator under real kubelets: two Trn3 Gen1 racks
 of real nodes whose chart runs the operator's Deployment (profile aws); the
 real kubelet prepares each claim through the node daemon's socket, so the
-`workloadId` refusal and a migration are what a real node does (the checks
-are testbed/examples/usoperator.py's, which the stand-in runs in full)."""
+`workloadId` refusal, each strategy, a node's own daemon stopped, cascade
+deletion and bad input are what a real node does (the checks are
+testbed/examples/usoperator.py's, which the stand-in runs in full)."""
 
 from collections.abc import Iterator
 
@@ -13,7 +14,12 @@ from testbed.examples.usoperator import (
     OPERATOR_RACKS,
     test_a_claim_not_of_the_workload_is_refused_at_prepare,
     test_a_workload_gets_one_pair_and_its_pods_land_on_it,
+    test_bad_workloads_are_refused_at_create_with_the_field,
+    test_deleting_a_workload_releases_its_nodes_template_and_pods,
     test_migrate_affected_moves_only_the_pod_of_the_failed_node,
+    test_migrate_affected_on_a_stopped_node_daemon,
+    test_noop_reports_the_failure_and_moves_nothing,
+    test_restart_all_starts_every_pod_anew_on_healthy_nodes,
 )
 from testbed.localcluster import running_cluster
 from testbed.realnodes import real_cluster
@@ -21,11 +27,18 @@ from testbed.realnodes import real_cluster
 pytestmark = pytest.mark.integration
 
 START_TIMEOUT = 900.0
+DAEMON_COMMAND = "trainium-dra node"
+"""What a node daemon's command line holds (its container's args)."""
 
 __all__ = [
     "test_a_claim_not_of_the_workload_is_refused_at_prepare",
     "test_a_workload_gets_one_pair_and_its_pods_land_on_it",
+    "test_bad_workloads_are_refused_at_create_with_the_field",
+    "test_deleting_a_workload_releases_its_nodes_template_and_pods",
     "test_migrate_affected_moves_only_the_pod_of_the_failed_node",
+    "test_migrate_affected_on_a_stopped_node_daemon",
+    "test_noop_reports_the_failure_and_moves_nothing",
+    "test_restart_all_starts_every_pod_anew_on_healthy_nodes",
 ]
 
 
@@ -33,4 +46,10 @@ __all__ = [
 def target() -> Iterator[Target]:
     with running_cluster("--real-nodes", *OPERATOR_RACKS, start_timeout=START_TIMEOUT) as cluster:
         real = real_cluster(cluster)
-        yield Target(cluster, rack_of(cluster), real.sim_control, True)
+        yield Target(
+            cluster,
+            rack_of(cluster),
+            real.sim_control,
+            True,
+            lambda node: real.process_pids(node, DAEMON_COMMAND),
+        )

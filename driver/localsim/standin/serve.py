@@ -237,7 +237,7 @@ class StandInCluster:
         return node_labels(rack, server) | self.spec.profile_labels(rack, server)
 
     def _start_daemon(self, rack: RackPlan) -> None:
-        argv = node_daemon_argv(self.paths, self.spec, rack, self.ports[rack.name])
+        argv = node_daemon_argv(self.paths, self.spec, rack, self.ports[rack.name], NAMESPACE)
         self._start_child(f"node-{rack.name}", argv)
 
     def _await_daemon(self, rack: RackPlan) -> None:
