@@ -348,6 +348,13 @@ class Reconciler:
                 time.sleep(self.withdraw_lag)  # a test's window: decided, not yet re-checked
             live = self._live_allocated(name, aliases)
             adds, final = published_devices(layout, allocated, first, live, due)
+            kept = due & final
+            if kept:
+                log.info(
+                    "rack %s: %d withdrawals refused: the claims listed now do not block them",
+                    name,
+                    len(kept),
+                )
             for target in (adds & names, final & names):
                 if names - target == withheld:
                     continue
