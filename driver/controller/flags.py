@@ -29,7 +29,6 @@ class Flags:
     advertised_racks: int = 0
     profile: Profile = TRAINIUM
     publishing: str = "plain"
-    withdraw_lag_seconds: float = 0.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -101,17 +100,7 @@ def parser() -> argparse.ArgumentParser:
         choices=PUBLISHING,
         help="plain: each partitioned slice lists its devices in layout order; order: "
         "devices that allocated ones block are listed after the free ones, so the "
-        "scheduler stops at a free device first; available: devices that allocated "
-        "ones block are withdrawn from the slices until their counters free "
-        "(docs/device-model.md)",
-    )
-    p.add_argument(
-        "--withdraw-lag-seconds",
-        type=float,
-        default=0.0,
-        help="testing only, with --publishing available: sleep this long between deciding "
-        "withdrawals from the watched claims and re-reading the claims before writing "
-        "them, to widen the race the re-read closes (default 0: no sleep)",
+        "scheduler stops at a free device first (docs/device-model.md)",
     )
     return p
 
@@ -127,8 +116,6 @@ def parse(argv: list[str]) -> Flags:
         p.error("--resync-seconds: must be positive")
     if not 0 <= a.rack_settle_seconds <= 60:
         p.error("--rack-settle-seconds: must be from 0 to 60")
-    if not 0 <= a.withdraw_lag_seconds <= 60:
-        p.error("--withdraw-lag-seconds: must be from 0 to 60")
     if a.advertised_racks < 0:
         p.error("--advertised-racks: must be 0 (every free rack) or more")
     profile = PROFILES[a.profile]
@@ -148,5 +135,4 @@ def parse(argv: list[str]) -> Flags:
         advertised_racks=a.advertised_racks,
         profile=profile,
         publishing=a.publishing,
-        withdraw_lag_seconds=a.withdraw_lag_seconds,
     )

@@ -26,12 +26,10 @@ def register(
     driver: str,
     login: Callable[..., Any],
     rack_claimed: Callable[[str], bool] = lambda _: False,
-    withheld: Callable[[str], frozenset[str]] = lambda _: frozenset(),
 ) -> None:
     """`enqueue` takes rack names, `enqueue_claim` namespace/name of claims
     whose device status may need writing; `rack_claimed(rack)`: a claim holds
-    the rack's device and its guard is up (`node` pool layout); `withheld(rack)`:
-    the devices `available` publishing left out of the rack's slices."""
+    the rack's device and its guard is up (`node` pool layout)."""
     kopf.on.login(registry=registry)(login)
 
     @kopf.on.event(ULTRASERVERS.group, ULTRASERVERS.version, ULTRASERVERS.plural, registry=registry)
@@ -63,14 +61,7 @@ def register(
             # A rack device taken or given back moves its guard: no delay.
             delay = 0.0 if holds_rack_device(driver, [old, new]) else CLAIM_DELAY
             for rack in racks_of_claim(driver, [old, new]):
-                # A withheld device allocated all the same (a race the re-read
-                # before each withdrawal narrows) must have its counters back at once.
-                hidden = withheld(rack)
-                lost = any(
-                    drv == driver and rack_of_pool(pool) == rack and device in hidden
-                    for drv, pool, device in new or ()
-                )
-                enqueue(rack, 0.0 if lost else delay)
+                enqueue(rack, delay)
                 # A rack claim waiting on its guard must see a server claim at once.
                 if rack_claimed(rack):
                     for waiting in claims_of_rack(stores, driver, rack, rack_device=True):

@@ -120,12 +120,6 @@ class ControllerMetrics:
             "Full LISTs of one rack's ResourceSlices; a resync with nothing changed adds none.",
             registry=registry,
         )
-        self.claim_lists = Counter(
-            "trainium_dra_controller_claim_lists_total",
-            "Live LISTs of every ResourceClaim: `available` publishing re-checks "
-            "withdrawals against one just before writing them.",
-            registry=registry,
-        )
         self.racks = RackStatuses()
         registry.register(self.racks)
 

@@ -104,7 +104,6 @@ def desired_rack(
     workloads: Mapping[str, str] | None = None,
     publishing: str = "plain",
     allocated: Collection[str] = (),
-    withheld: Collection[str] = (),
 ) -> DesiredRack:
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
     `mapping`: the node mapping when the caller already resolved it. `occupied`:
@@ -113,8 +112,7 @@ def desired_rack(
     vocabulary to publish in; one of per-node devices taints chips by their
     health as whole chips and says `versions` (the package's when None).
     `workloads`: node -> workloadId its devices carry (per-node devices only).
-    `publishing`, `allocated`: the order of each slice's devices, `withheld`:
-    the blocked devices `available` publishing leaves out (blocking.py)."""
+    `publishing`, `allocated`: the order of each slice's devices (blocking.py)."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
     if profile.per_node_devices:
         devices = planned_devices(spec.rack, "flat", "chip")
@@ -148,7 +146,6 @@ def desired_rack(
             workloads=dict(workloads or {}) if profile.per_node_devices else {},
             publishing=publishing,
             allocated=frozenset(allocated),
-            withheld=frozenset(withheld),
         )
     )
     aliases = aws_aliases(spec.rack, mapping.nodes) if profile.per_node_devices else {}
@@ -215,17 +212,8 @@ def observe_rack(
     published: Published,
     reports: Mapping[str, Sequence[Report]],
     allocated: Collection[str],
-    *,
-    withheld: Collection[str] = (),
 ) -> Observed:
-    """Status facts; a device `available` publishing withholds while it is
-    blocked counts as published: the status describes the rack, not which
-    devices the scheduler is shown at this moment."""
     names = {
-        d.name
-        for d in want.devices
-        if d.name in withheld and (d.server is None or d.server in want.mapping.nodes)
-    } | {
         name
         for s in published.slices
         for d in s["spec"].get("devices") or []

@@ -10,7 +10,6 @@ nothing and lists nothing: it only recomputes the status."""
 import datetime
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,7 +18,6 @@ from driver.controller.healthtaints import Report, parse_reports
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.rackstate import (
     NO_OCCUPANCY,
-    DesiredRack,
     Published,
     allocated_devices,
     aws_aliases,
@@ -30,13 +28,13 @@ from driver.controller.rackstate import (
     owner_reference,
 )
 from driver.controller.sliceindex import SliceIndex
-from driver.controller.stores import Store, key_of
+from driver.controller.stores import Store
 from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.workloadtags import Allocations, allocations_of, node_workloads, rack_tags
-from driver.controller.writeplan import Plan, Write, plan_writes
+from driver.controller.writeplan import Plan, plan_writes
 from driver.devicemodel.awsprofile import AwsVersions
-from driver.devicemodel.blocking import blocked_devices, published_devices, withdrawable
-from driver.devicemodel.layout import Layout, build_layout
+from driver.devicemodel.blocking import blocked_devices
+from driver.devicemodel.layout import build_layout
 from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.profiles import TRAINIUM, Profile
@@ -51,13 +49,10 @@ from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spe
 from driver.jsontypes import JSON
 from driver.kubeapi.apiserver import ApiError
 from driver.kubeapi.objects import Objects
-from driver.kubeapi.resources import CLAIMS, SLICES, ULTRASERVERS
+from driver.kubeapi.resources import SLICES, ULTRASERVERS
 from driver.names import rack_label
 
 log = logging.getLogger(__name__)
-WITHDRAW_AFTER = 1.0
-"""`available` publishing: seconds a device stays blocked before it is
-withdrawn, so a chip held for a moment does not cost two slice writes."""
 
 
 def node_labels(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -121,18 +116,6 @@ class Memo:
     status: JSON | None = None  # the status last computed from `observed`
 
 
-@dataclass(frozen=True)
-class AvailableStep:
-    """What one `available` publishing pass left: the rack as last written."""
-
-    want: DesiredRack
-    published: Published
-    versions: dict[str, str] | None
-    writes: list[Write]
-    withheld: frozenset[str]
-    settled: bool  # nothing blocked is left to withdraw later
-
-
 class Reconciler:
     def __init__(
         self,
@@ -149,9 +132,6 @@ class Reconciler:
         profile: Profile = TRAINIUM,
         versions: AwsVersions | None = None,
         publishing: str = "plain",
-        on_later: Callable[[str, float], None] = lambda _, __: None,
-        withdraw_after: float = WITHDRAW_AFTER,
-        withdraw_lag: float = 0.0,
     ) -> None:
         """`on_guard(rack)`: the rack's guard (`holds`) changed; its rack claims need a look.
         `advertised_racks`: the window of free racks whose rack device is published
@@ -159,18 +139,8 @@ class Reconciler:
         entered or left it, to reconcile. `profile`: the vocabulary to publish
         in; `versions`: the ones a profile of per-node devices says (None: the
         package's). `publishing`: the order of each partitioned slice's devices
-        (blocking.py); with `available`, `on_later(rack, delay)` asks for the rack
-        again when withdrawals wait, `withdraw_after`: seconds a device stays
-        blocked before it is withdrawn, `withdraw_lag`: seconds slept between
-        deciding withdrawals and re-reading the claims (a test's hook; 0)."""
+        (blocking.py)."""
         self.publishing = publishing
-        self.on_later = on_later
-        self.withdraw_after = withdraw_after
-        self.withdraw_lag = withdraw_lag
-        # rack -> device -> when (monotonic) it was first seen blocked and published
-        self.blocked_since: dict[str, dict[str, float]] = {}
-        self.withheld: dict[str, frozenset[str]] = {}
-        self._withheld_lock = threading.Lock()
         self.profile = profile
         self.versions = versions
         self.kube = kube
@@ -202,9 +172,6 @@ class Reconciler:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             self.memos.pop(name, None)
             self.holds.pop(name, None)
-            self.blocked_since.pop(name, None)
-            with self._withheld_lock:
-                self.withheld.pop(name, None)
             return self._remove(name, self._list_slices(name))
         try:
             spec = parse_spec(obj)
@@ -228,13 +195,13 @@ class Reconciler:
             if self.profile.workload_tags
             else {}
         )
-        counted = spec.mode == "partitioned" and not self.profile.per_node_devices
-        layout = build_layout(spec.rack, spec.layout) if counted else None
-        available = self.publishing == "available" and layout is not None
+        ordered = (
+            self.publishing == "order"
+            and spec.mode == "partitioned"
+            and not self.profile.per_node_devices
+        )
         blocked = (
-            blocked_devices(layout, allocated)
-            if layout is not None and self.publishing != "plain"
-            else ()
+            blocked_devices(build_layout(spec.rack, spec.layout), allocated) if ordered else ()
         )
         key = inputs_key(
             obj,
@@ -263,141 +230,38 @@ class Reconciler:
         # No slice of the rack in the watch: nothing to list (a slice the watch has
         # not shown yet makes a create conflict, and the rack is retried).
         existing = self._list_slices(name) if self.index.versions(name) else []
-
-        def build(withheld: Collection[str]) -> DesiredRack:
-            return desired_rack(
-                spec,
-                nodes,
-                reports,
-                self.driver,
-                binding_conditions=self.binding_conditions_served,
-                mapping=mapping,
-                occupied=occupied,
-                advertised=advertised,
-                profile=self.profile,
-                versions=self.versions,
-                workloads=workloads,
-                publishing=self.publishing,
-                allocated=allocated,
-                withheld=withheld,
-            )
-
-        if available:
-            assert layout is not None
-            step = self._publish_available(
-                spec, layout, build, existing, allocated=allocated, aliases=aliases
-            )
-            want, published, versions = step.want, step.published, step.versions
-            writes, withheld, settled = step.writes, step.withheld, step.settled
-        else:
-            want = build(())
-            plan = plan_writes(want.slices, existing, owner_reference(spec))
-            published, versions = self._apply(spec, plan, want.slices, existing)
-            writes, withheld, settled = list(plan.writes), frozenset[str](), True
+        want = desired_rack(
+            spec,
+            nodes,
+            reports,
+            self.driver,
+            binding_conditions=self.binding_conditions_served,
+            mapping=mapping,
+            occupied=occupied,
+            advertised=advertised,
+            profile=self.profile,
+            versions=self.versions,
+            workloads=workloads,
+            publishing=self.publishing,
+            allocated=allocated,
+        )
+        plan = plan_writes(want.slices, existing, owner_reference(spec))
+        published, versions = self._apply(spec, plan, want.slices, existing)
         if spec.layout.pools == "node" and published.error is None:
             self._hold(name, occupied)
-        observed = observe_rack(
-            spec, want, published, reports, frozenset(allocated), withheld=withheld
-        )
+        observed = observe_rack(spec, want, published, reports, frozenset(allocated))
         status = self._write_status(obj, observed)
-        if published.error is None and versions is not None and settled:
+        if published.error is None and versions is not None:
             self.memos[name] = Memo(key, versions, observed, status)
-        if writes:
+        if plan.writes:
             log.info(
                 "rack %s: %d writes (%s), pool generation %d",
                 name,
-                len(writes),
-                ", ".join(sorted({w.verb for w in writes})),
+                len(plan.writes),
+                ", ".join(sorted({w.verb for w in plan.writes})),
                 published.pool_generation,
             )
-        return Outcome(name, len(writes), published.pool_generation)
-
-    def _publish_available(
-        self,
-        spec: UltraServerSpec,
-        layout: Layout,
-        build: Callable[[Collection[str]], DesiredRack],
-        existing: Sequence[JSON],
-        *,
-        allocated: Collection[str],
-        aliases: Mapping[tuple[str, str], tuple[str, ...]] | None,
-    ) -> "AvailableStep":
-        """`available` publishing (blocking.py `published_devices`): first a
-        write that only puts devices back, then, for devices blocked at least
-        `withdraw_after` seconds and only once the claims were listed, the
-        withdrawals, each re-checked against a live list of the claims just
-        before it is written. Returns the rack as last written, the writes,
-        the devices withheld and whether nothing is left to withdraw later."""
-        name = spec.name
-        full = build(())
-        names = _device_names(full.slices)
-        current = names - _withheld_in(full.slices, existing)
-        first, _ = published_devices(layout, allocated, current)
-        want = build(names - first)
-        plan = plan_writes(want.slices, existing, owner_reference(spec))
-        published, versions = self._apply(spec, plan, want.slices, existing)
-        writes = list(plan.writes)
-        withheld = frozenset(names - first)
-        if published.error is not None:
-            return AvailableStep(want, published, versions, writes, withheld, False)
-        pending = first & withdrawable(layout, allocated)
-        due, wait = self._due(name, pending)
-        synced = self.stores.claims.synced
-        if due and synced:
-            if self.withdraw_lag:
-                time.sleep(self.withdraw_lag)  # a test's window: decided, not yet re-checked
-            live = self._live_allocated(name, aliases)
-            adds, final = published_devices(layout, allocated, first, live, due)
-            kept = due & final
-            if kept:
-                log.info(
-                    "rack %s: %d withdrawals refused: the claims listed now do not block them",
-                    name,
-                    len(kept),
-                )
-            for target in (adds & names, final & names):
-                if names - target == withheld:
-                    continue
-                existing = self._list_slices(name)
-                want = build(names - target)
-                plan = plan_writes(want.slices, existing, owner_reference(spec))
-                published, versions = self._apply(spec, plan, want.slices, existing)
-                writes += plan.writes
-                withheld = frozenset(names - target)
-                if published.error is not None:
-                    return AvailableStep(want, published, versions, writes, withheld, False)
-        elif pending and not synced:
-            wait = WITHDRAW_AFTER
-        with self._withheld_lock:
-            self.withheld[name] = withheld
-        if wait is not None:
-            self.on_later(name, wait)
-        settled = not pending - withheld
-        return AvailableStep(want, published, versions, writes, withheld, settled)
-
-    def _due(self, rack: str, pending: frozenset[str]) -> tuple[frozenset[str], float | None]:
-        """Of the devices `pending` withdrawal, those blocked for `withdraw_after`
-        seconds or more, and how long until the next of the others is (None: none)."""
-        now = time.monotonic()
-        seen = self.blocked_since.get(rack, {})
-        since = {d: seen.get(d, now) for d in pending}
-        self.blocked_since[rack] = since
-        due = frozenset(d for d, t in since.items() if now - t >= self.withdraw_after)
-        later = [t + self.withdraw_after - now for d, t in since.items() if d not in due]
-        return due, (max(min(later), 0.05) if later else None)
-
-    def _live_allocated(
-        self, rack: str, aliases: Mapping[tuple[str, str], tuple[str, ...]] | None
-    ) -> set[str]:
-        """The rack's allocated devices as the apiserver has them now, not as watched."""
-        self.metrics.claim_lists.inc()
-        claims = {key_of(c): claim_devices(c) for c in self.kube.list_all(CLAIMS)}
-        return allocated_devices(claims, self.driver, rack, aliases)
-
-    def withheld_of(self, rack: str) -> frozenset[str]:
-        """The devices `available` publishing last left out of the rack's slices."""
-        with self._withheld_lock:
-            return self.withheld.get(rack, frozenset())
+        return Outcome(name, len(plan.writes), published.pool_generation)
 
     def _occupancy(self, name: str, whole: bool) -> tuple[Occupancy, bool]:
         """What the claims hold of rack `name` and whether its rack device is
@@ -564,24 +428,3 @@ def racks_for_nodes(racks: Mapping[str, JSON], nodes: Iterable[str]) -> set[str]
 
 def racks_of_claim(driver: str, allocations: Sequence[frozenset[Allocation] | None]) -> set[str]:
     return {rack_of_pool(pool) for a in allocations if a for drv, pool, _ in a if drv == driver}
-
-
-def _device_names(slices: Sequence[JSON]) -> frozenset[str]:
-    return frozenset(str(d["name"]) for s in slices for d in s["spec"].get("devices") or [])
-
-
-def _withheld_in(desired: Sequence[JSON], existing: Sequence[JSON]) -> frozenset[str]:
-    """Devices of `desired` slices missing from the existing slice of the same
-    name; a slice not written yet withholds nothing (its devices count as
-    published, so only a re-checked withdrawal ever leaves them out)."""
-    present = {
-        str(s["metadata"]["name"]): {str(d["name"]) for d in s["spec"].get("devices") or []}
-        for s in existing
-    }
-    return frozenset(
-        str(d["name"])
-        for s in desired
-        if str(s["metadata"]["name"]) in present
-        for d in s["spec"].get("devices") or []
-        if str(d["name"]) not in present[str(s["metadata"]["name"])]
-    )

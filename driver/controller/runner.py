@@ -76,8 +76,6 @@ class Controller:
             on_advertised=self._advertised_moved,
             profile=flags.profile,
             publishing=flags.publishing,
-            on_later=self.queue.add,
-            withdraw_lag=flags.withdraw_lag_seconds,
         )
         self.slice_watch = SliceWatch(
             self.objects.server,
@@ -240,7 +238,6 @@ class Controller:
             driver=self.flags.driver_name,
             login=lambda **_: kopf_login(self.configuration),
             rack_claimed=self._rack_claimed,
-            withheld=self.reconciler.withheld_of,
         )
         run_kopf(registry, self.flags.identity)
 

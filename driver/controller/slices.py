@@ -12,8 +12,9 @@ pool. The AWS profile publishes a pool per node, named after the node, in
 AWS's vocabulary (driver/devicemodel/awsprofile.py), each device of a node
 that AWS's UltraServer operator allocated carrying its `workloadId`
 (workloadtags.py). With `order` publishing, each partitioned slice lists the
-devices the allocated ones block after the free ones; with `available`, the
-devices the reconciler withholds are left out, each slice kept (blocking.py).
+devices the allocated ones block after the free ones. Devices `withheld`
+are left out of their slices, each slice kept (the scheduler benchmark's
+availability arms; blocking.py).
 `pool.generation` is
 left at 0 here: the reconciler decides it, and `resourceSliceCount` counts
 the slices of each pool.
@@ -87,7 +88,7 @@ class RackInput:
     """Names of the rack's devices some claim holds, which `order` publishing
     lists blocked devices after (blocking.py)."""
     withheld: frozenset[str] = frozenset()
-    """`available` publishing: names of blocked devices left out of their slices."""
+    """Names of blocked devices left out of their slices (blocking.withdrawable)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def _published_layout(inp: RackInput) -> Layout:
     layout = build_layout(inp.rack, inp.layout)
     if inp.publishing == "order":
         return replace(layout, devices=device_order(layout, inp.allocated))
-    if inp.publishing == "available" and inp.withheld:
+    if inp.withheld:
         return replace(
             layout, devices=tuple(d for d in layout.devices if d.name not in inp.withheld)
         )

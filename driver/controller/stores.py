@@ -25,8 +25,6 @@ class Store(Generic[T]):
         self._lock = threading.Lock()
         self._items: dict[str, T] = {}
         self._during_list: dict[str, T | None] | None = None
-        self.synced = False
-        """True once a list has filled the store: it then knows every object."""
 
     def relist(self, fetch: Callable[[], Iterable[Mapping[str, Any]]]) -> set[str]:
         """Replace the items with what `fetch` lists; returns the keys whose
@@ -54,7 +52,6 @@ class Store(Generic[T]):
                 if self._items.get(key) != listed.get(key)
             }
             self._items = listed
-            self.synced = True
             return changed
 
     def apply(self, event_type: str | None, obj: Mapping[str, Any]) -> tuple[T | None, T | None]:

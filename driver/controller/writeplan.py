@@ -9,14 +9,13 @@ per pool:
   so a resync with nothing changed makes no write at all;
 - a change confined to one existing slice is one update that keeps the pool
   generation: a single write is atomic, consumers never see a mixed pool;
-- so are taints added or lifted, devices reordered, and devices withdrawn
-  from or put back into their own slice, in several slices (a failed chip
-  taints its own devices, its server and the rack-wide device; `order`
-  publishing moves blocked devices back; `available` publishing withdraws
-  them): each device stays in its slice, so a consumer that reads the pool
-  between the updates sees every device at most once, tainted or not yet,
-  there or not yet, as if the change came a moment later, and the eviction
-  controller acts on the first slice written;
+- so are taints added or lifted, devices reordered, and devices left out of
+  or put back into their own slice, in several slices (a failed chip taints
+  its own devices, its server and the rack-wide device; `order` publishing
+  moves blocked devices back): each device stays in its slice, so a consumer
+  that reads the pool between the updates sees every device at most once,
+  tainted or not yet, there or not yet, as if the change came a moment
+  later, and the eviction controller acts on the first slice written;
 - anything larger (slices added or removed, several changed otherwise) moves
   the pool generation, so every slice of the pool is written with it. Consumers
   ignore the pool until all `resourceSliceCount` slices of the new generation

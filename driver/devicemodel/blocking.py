@@ -1,6 +1,6 @@
 """Which devices of a rack are blocked, the publishing order that lists
-them last (publishing option `order`) and the devices published when blocked
-ones are withdrawn (`available`), docs/device-model.md.
+them last (publishing option `order`) and what withdrawing blocked devices
+would publish (not offered by the controller: docs/device-model.md).
 
 Pure: a Layout and the names of its allocated devices in, names or an order
 out. A device is *blocked* when it is not allocated itself but some counter
@@ -18,9 +18,8 @@ from typing import Final
 
 from driver.devicemodel.layout import Layout, PlannedDevice
 
-PUBLISHING: Final = ("plain", "order", "available")
-"""`plain`: every slice in layout order; `order`: blocked devices after the
-free ones; `available`: blocked devices withdrawn until their counters free."""
+PUBLISHING: Final = ("plain", "order")
+"""`plain`: every slice in layout order; `order`: blocked devices after the free ones."""
 
 
 def blocked_devices(layout: Layout, allocated: Collection[str]) -> frozenset[str]:
@@ -62,7 +61,7 @@ def device_order(layout: Layout, allocated: Collection[str]) -> tuple[PlannedDev
 def withdrawable(
     layout: Layout, allocated: Collection[str], live: Collection[str] | None = None
 ) -> frozenset[str]:
-    """Devices `available` publishing may leave out of the slices: blocked by
+    """Devices availability-aware publishing may leave out of the slices: blocked by
     the `allocated` devices (the watched claims) and, when a `live` read of
     the claims is given, blocked by its devices too and allocated in neither.
     The allocator counts only published devices' counters, so an allocated
@@ -80,7 +79,7 @@ def published_devices(
     live: Collection[str] | None = None,
     due: Collection[str] | None = None,
 ) -> tuple[frozenset[str], frozenset[str]]:
-    """What `available` publishing writes, given the devices `current`ly
+    """What availability-aware publishing writes, given the devices `current`ly
     published: (the devices after a first write that only adds, the devices
     after the withdrawals). The first puts back every device not withdrawable
     (a counter freed, or allocated in either read); without a `live` read

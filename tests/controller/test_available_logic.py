@@ -1,5 +1,6 @@
-"""`available` publishing, pure parts: which devices are withdrawn, what the
-two writes of a pass publish, the slices it builds and the writes they take."""
+"""Availability-aware publishing, pure parts (the controller does not offer
+it, docs/device-model.md): which devices are withdrawn, what the two writes
+of a pass publish, the slices built without them and the writes they take."""
 
 import copy
 from collections.abc import Sequence
@@ -113,7 +114,6 @@ def rack_input(pools: str, withheld: frozenset[str]) -> RackInput:
         {},
         False,
         layout=LayoutOptions(pools),
-        publishing="available",
         withheld=withheld,
     )
 
