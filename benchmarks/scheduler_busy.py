@@ -24,6 +24,7 @@ from kubernetes import client
 from benchmarks.report import interleaved
 from benchmarks.scheduler_layouts import (
     FLEET_LAYOUTS,
+    available_slices,
     fleet_rack_name,
     node_pool_slices,
     ordered_slices,
@@ -111,6 +112,27 @@ def _ordered(pools: str) -> Callable[[int, Sequence[Held]], list[JSON]]:
     return slices
 
 
+def _available(pools: str) -> Callable[[int, Sequence[Held]], list[JSON]]:
+    """`pools` with every device the held ones block withdrawn (static, as
+    `_ordered` is); rack devices as `_node_pools` publishes them."""
+
+    def slices(racks: int, held: Sequence[Held]) -> list[JSON]:
+        busy = {h.rack for h in held}
+        return [
+            s
+            for r in range(racks)
+            for s in available_slices(
+                rack_nodes(r),
+                fleet_rack_name(r),
+                pools,
+                frozenset(h.device for h in held if h.rack == r),
+                advertised=r not in busy,
+            )
+        ]
+
+    return slices
+
+
 def _node(h: Held) -> str:
     return rack_nodes(h.rack)[h.server]
 
@@ -140,6 +162,13 @@ BUSY_LAYOUTS: Final = {
     ),
     "server pools (ordered)": BusyLayout(
         _ordered("server"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+    ),
+    "rack pools (available)": BusyLayout(_available("rack"), lambda h: fleet_rack_name(h.rack)),
+    "node pools (available)": BusyLayout(
+        _available("node"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+    ),
+    "server pools (available)": BusyLayout(
+        _available("server"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
     ),
     COUNTERS_FIRST_ARM: BusyLayout(
         _NODE_POOLS.slices, _NODE_POOLS.pool_of, scheduler=COUNTERS_FIRST

@@ -13,10 +13,12 @@ the other two are shapes other drivers use:
 """
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Final
 
 from driver.controller.slices import RackInput, build_slices
-from driver.devicemodel.layout import PARTITION_SIZES, LayoutOptions
+from driver.devicemodel.blocking import withdrawable
+from driver.devicemodel.layout import PARTITION_SIZES, LayoutOptions, build_layout
 from driver.devicemodel.nodemap import HOSTNAME_LABEL, map_nodes
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, parse_spec
 from driver.jsontypes import JSON
@@ -56,6 +58,7 @@ def _rack_input(
     advertised: bool = True,
     publishing: str = "plain",
     allocated: frozenset[str] = frozenset(),
+    withheld: frozenset[str] = frozenset(),
 ) -> RackInput:
     obj = {
         "metadata": {"name": name},
@@ -82,6 +85,7 @@ def _rack_input(
         rack_advertised=advertised,
         publishing=publishing,
         allocated=allocated,
+        withheld=withheld,
     )
 
 
@@ -153,6 +157,23 @@ def ordered_slices(
             publishing="order",
             allocated=allocated,
         )
+    )
+
+
+def available_slices(
+    nodes: Sequence[str],
+    name: str,
+    pools: str,
+    allocated: frozenset[str],
+    *,
+    advertised: bool = True,
+) -> list[JSON]:
+    """The controller's partitioned slices in `pools` with every device the
+    `allocated` ones block withdrawn (`blocking.withdrawable`): what
+    availability-aware publishing would show the scheduler once settled."""
+    inp = _rack_input(nodes, "partitioned", pools, name, advertised=advertised)
+    return build_slices(
+        replace(inp, withheld=withdrawable(build_layout(inp.rack, inp.layout), allocated))
     )
 
 

@@ -353,7 +353,10 @@ def occupancy_part(occupancy: Occupancy) -> list[str]:
         "larger fleet gathers its rack's whole pool for every pod. The `(ordered)` rows",
         "publish the same layout as the controller's `--publishing order` does over the",
         'held devices (docs/device-model.md, "Publishing order"): the devices they block',
-        "last in each slice, the same devices as the plain row.",
+        "last in each slice, the same devices as the plain row. The `(available)` rows",
+        "publish the layout with every device the held ones block withdrawn",
+        "(`blocking.withdrawable`): what availability-aware publishing would show the",
+        "scheduler once settled; the controller does not offer it (docs/device-model.md).",
         "",
         row(
             "racks",

@@ -12,7 +12,9 @@ pool. The AWS profile publishes a pool per node, named after the node, in
 AWS's vocabulary (driver/devicemodel/awsprofile.py), each device of a node
 that AWS's UltraServer operator allocated carrying its `workloadId`
 (workloadtags.py). With `order` publishing, each partitioned slice lists the
-devices the allocated ones block after the free ones (blocking.py).
+devices the allocated ones block after the free ones. Devices `withheld`
+are left out of their slices, each slice kept (the scheduler benchmark's
+availability arms; blocking.py).
 `pool.generation` is
 left at 0 here: the reconciler decides it, and `resourceSliceCount` counts
 the slices of each pool.
@@ -85,6 +87,8 @@ class RackInput:
     allocated: frozenset[str] = frozenset()
     """Names of the rack's devices some claim holds, which `order` publishing
     lists blocked devices after (blocking.py)."""
+    withheld: frozenset[str] = frozenset()
+    """Names of blocked devices left out of their slices (blocking.withdrawable)."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,10 @@ def _published_layout(inp: RackInput) -> Layout:
     layout = build_layout(inp.rack, inp.layout)
     if inp.publishing == "order":
         return replace(layout, devices=device_order(layout, inp.allocated))
+    if inp.withheld:
+        return replace(
+            layout, devices=tuple(d for d in layout.devices if d.name not in inp.withheld)
+        )
     return layout
 
 
