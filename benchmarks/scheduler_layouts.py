@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Final
 
 from driver.controller.slices import RackInput, build_slices
-from driver.devicemodel.blocking import withdrawable
+from driver.devicemodel.blocking import blocked_devices
 from driver.devicemodel.layout import PARTITION_SIZES, LayoutOptions, build_layout
 from driver.devicemodel.nodemap import HOSTNAME_LABEL, map_nodes
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, parse_spec
@@ -169,11 +169,11 @@ def available_slices(
     advertised: bool = True,
 ) -> list[JSON]:
     """The controller's partitioned slices in `pools` with every device the
-    `allocated` ones block withdrawn (`blocking.withdrawable`): what
+    `allocated` ones block withdrawn (`blocking.blocked_devices`): what
     availability-aware publishing would show the scheduler once settled."""
     inp = _rack_input(nodes, "partitioned", pools, name, advertised=advertised)
     return build_slices(
-        replace(inp, withheld=withdrawable(build_layout(inp.rack, inp.layout), allocated))
+        replace(inp, withheld=blocked_devices(build_layout(inp.rack, inp.layout), allocated))
     )
 
 

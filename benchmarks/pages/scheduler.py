@@ -355,7 +355,7 @@ def occupancy_part(occupancy: Occupancy) -> list[str]:
         'held devices (docs/device-model.md, "Publishing order"): the devices they block',
         "last in each slice, the same devices as the plain row. The `(available)` rows",
         "publish the layout with every device the held ones block withdrawn",
-        "(`blocking.withdrawable`): what availability-aware publishing would show the",
+        "(`blocking.blocked_devices`): what availability-aware publishing would show the",
         "scheduler once settled; the controller does not offer it (docs/device-model.md).",
         "",
         row(

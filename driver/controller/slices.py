@@ -88,7 +88,7 @@ class RackInput:
     """Names of the rack's devices some claim holds, which `order` publishing
     lists blocked devices after (blocking.py)."""
     withheld: frozenset[str] = frozenset()
-    """Names of blocked devices left out of their slices (blocking.withdrawable)."""
+    """Names of blocked devices left out of their slices (blocking.blocked_devices)."""
 
 
 @dataclass(frozen=True)

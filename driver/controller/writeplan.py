@@ -9,13 +9,12 @@ per pool:
   so a resync with nothing changed makes no write at all;
 - a change confined to one existing slice is one update that keeps the pool
   generation: a single write is atomic, consumers never see a mixed pool;
-- so are taints added or lifted, devices reordered, and devices left out of
-  or put back into their own slice, in several slices (a failed chip taints
-  its own devices, its server and the rack-wide device; `order` publishing
-  moves blocked devices back): each device stays in its slice, so a consumer
-  that reads the pool between the updates sees every device at most once,
-  tainted or not yet, there or not yet, as if the change came a moment
-  later, and the eviction controller acts on the first slice written;
+- so are taints added or lifted, and devices reordered, in several slices (a
+  failed chip taints its own devices, its server and the rack-wide device;
+  `order` publishing moves blocked devices back): each device stays in its
+  slice, so a consumer that reads the pool between the updates sees every
+  device once, tainted or not yet, as if the failure came a moment later, and
+  the eviction controller acts on the first slice written;
 - anything larger (slices added or removed, several changed otherwise) moves
   the pool generation, so every slice of the pool is written with it. Consumers
   ignore the pool until all `resourceSliceCount` slices of the new generation
@@ -23,7 +22,7 @@ per pool:
 Obsolete slices are deleted first, then updates, then creates.
 """
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -95,10 +94,7 @@ def _plan_pool(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | 
     changed = [n for n in wanted if n in current and not same(want(n, generation), current[n])]
     creates = [n for n in wanted if n not in current]
     deletes = [n for n in current if n not in wanted]
-    # Devices in only one version of the pool were withdrawn or put back: the
-    # others keep their slice. One found in both but moved counts in two slices.
-    aside = _device_names(desired) ^ _device_names(existing)
-    beyond = [n for n in changed if not same_devices(want(n, generation), current[n], aside)]
+    beyond = [n for n in changed if not same_devices(want(n, generation), current[n])]
     if not creates and not deletes and len(beyond) <= 1 and len(generations) <= 1:
         return Plan(generation, tuple(_update(want(n, generation), current[n]) for n in changed))
     generation += 1
@@ -162,22 +158,17 @@ def same(desired: JSON, existing: JSON) -> bool:
     return normalize_spec(desired["spec"]) == normalize_spec(existing["spec"])
 
 
-def same_devices(desired: JSON, existing: JSON, aside: Collection[str] = ()) -> bool:
-    """Equal once every device's taints are set aside, devices are taken by
-    name, in any order, and the devices named in `aside` are left out."""
-    return same(_untainted_by_name(desired, aside), _untainted_by_name(existing, aside))
+def same_devices(desired: JSON, existing: JSON) -> bool:
+    """Equal once every device's taints are set aside and devices are taken
+    by name, in any order."""
+    return same(_untainted_by_name(desired), _untainted_by_name(existing))
 
 
-def _device_names(slices: Sequence[JSON]) -> set[str]:
-    return {str(d["name"]) for s in slices for d in s["spec"].get("devices") or []}
-
-
-def _untainted_by_name(slice_: JSON, aside: Collection[str]) -> JSON:
+def _untainted_by_name(slice_: JSON) -> JSON:
     devices = sorted(
         (
             {k: v for k, v in d.items() if k != "taints"}
             for d in slice_["spec"].get("devices") or []
-            if d["name"] not in aside
         ),
         key=lambda d: str(d.get("name")),
     )

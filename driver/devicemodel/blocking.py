@@ -56,38 +56,3 @@ def device_order(layout: Layout, allocated: Collection[str]) -> tuple[PlannedDev
         *(d for d in layout.devices if d.name not in blocked),
         *(d for d in layout.devices if d.name in blocked),
     )
-
-
-def withdrawable(
-    layout: Layout, allocated: Collection[str], live: Collection[str] | None = None
-) -> frozenset[str]:
-    """Devices availability-aware publishing may leave out of the slices: blocked by
-    the `allocated` devices (the watched claims) and, when a `live` read of
-    the claims is given, blocked by its devices too and allocated in neither.
-    The allocator counts only published devices' counters, so an allocated
-    device is never among them; counter sets are never withdrawn."""
-    out = blocked_devices(layout, allocated)
-    if live is not None:
-        out = (out & blocked_devices(layout, live)) - frozenset(live)
-    return out
-
-
-def published_devices(
-    layout: Layout,
-    allocated: Collection[str],
-    current: Collection[str],
-    live: Collection[str] | None = None,
-    due: Collection[str] | None = None,
-) -> tuple[frozenset[str], frozenset[str]]:
-    """What availability-aware publishing writes, given the devices `current`ly
-    published: (the devices after a first write that only adds, the devices
-    after the withdrawals). The first puts back every device not withdrawable
-    (a counter freed, or allocated in either read); without a `live` read
-    nothing is withdrawn, with one the devices blocked in both reads are,
-    only those in `due` when it is given."""
-    names = frozenset(d.name for d in layout.devices)
-    keep = withdrawable(layout, allocated, live)
-    adds = (frozenset(current) & names) | (names - keep)
-    if live is None:
-        return adds, adds
-    return adds, adds - (keep if due is None else keep & frozenset(due))
