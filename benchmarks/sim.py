@@ -11,12 +11,28 @@ and one list append per item, measured in the same run.
 """
 
 import argparse
+import json
+import resource
 import statistics
+import subprocess
+import sys
 import time
+import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from benchmarks.report import REPEATS, Conditions, add_noisy_flag, interleaved, write_results
+import yaml
+
+from benchmarks.paths import ROOT
+from benchmarks.report import (
+    REPEATS,
+    Conditions,
+    add_noisy_flag,
+    interleaved,
+    machine,
+    write_results,
+)
 from simdevice.isa import Program
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import gemm
@@ -38,6 +54,76 @@ from simdevice.workloads import (
 COMMAND = "make bench-sim"
 RACK = rack_spec("trn3-gen2")
 STEP = {"kind": "train-step", "hidden": 4096, "seq": 2048, "layers": 2, "chips": 144}
+# The rack's training step as the 36-pod gang example submits it from every
+# node: each node daemon plans it on its own server's 32 cores.
+GANG_EXAMPLE = Path("deploy/examples/gang-rack/gang-rack.yaml")
+PLAN_TARGETS = {"cpu_s": 0.5, "peak_mib": 50.0}  # per node daemon
+
+
+def gang_step() -> dict[str, Any]:
+    """The workload the gang-rack example's pods submit (their annotation)."""
+    for doc in yaml.safe_load_all((ROOT / GANG_EXAMPLE).read_text()):
+        if doc and doc.get("kind") == "Job":
+            annotations = doc["spec"]["template"]["metadata"]["annotations"]
+            spec: dict[str, Any] = json.loads(annotations["trainium.sim.dev/workload"])
+            return spec
+    raise ValueError(f"{GANG_EXAMPLE}: no Job with a trainium.sim.dev/workload annotation")
+
+
+def plan_in_this_process(traced: bool) -> None:
+    """One node daemon's plan of the gang's step, in a fresh process, printed
+    as JSON: the CPU seconds of `ServerSim.plan_job` and how much it raised the
+    process's peak resident size (after its imports and the server); with
+    `traced`, instead the peak of what planning allocated (tracemalloc, which
+    also sees numpy's buffers; it slows the run, so CPU is measured apart)."""
+    workload = parse_workload(gang_step())
+    server = ServerSim(RACK, 0, clock=FakeClock())
+    if traced:
+        tracemalloc.start()
+        server.plan_job(workload, ALL_CORES)
+        _, peak = tracemalloc.get_traced_memory()
+        print(json.dumps({"peak_mib": peak / 2**20}))
+        return
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu0 = time.process_time()
+    planned = server.plan_job(workload, ALL_CORES)
+    cpu = time.process_time() - cpu0
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "cpu_s": cpu,
+                "rss_growth_mib": (after - before) / 1024,  # ru_maxrss is in KiB on Linux
+                "resident_before_mib": before / 1024,
+                "step_s": planned.plan.iteration_time,
+            }
+        )
+    )
+
+
+def node_daemon_plan(repeats: int = REPEATS) -> dict[str, Any]:
+    """`plan_in_this_process` in `repeats` fresh processes, one after another;
+    the median of each figure, every run's beside it, and the targets."""
+    runs = []
+    for _ in range(repeats):
+        run: dict[str, Any] = {}
+        for traced in (False, True):
+            code = (
+                f"from benchmarks.sim import plan_in_this_process; plan_in_this_process({traced})"
+            )
+            done = subprocess.run(
+                [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+            )
+            run.update(json.loads(done.stdout))
+        runs.append(run)
+    out: dict[str, Any] = {"spec": gang_step(), "example": str(GANG_EXAMPLE)}
+    for key in ("cpu_s", "peak_mib", "rss_growth_mib", "resident_before_mib", "step_s"):
+        values = [float(r[key]) for r in runs]
+        out[key] = statistics.median(values)
+        out[f"{key}_runs"] = values
+    out["targets"] = PLAN_TARGETS
+    out["misses"] = [key for key, limit in PLAN_TARGETS.items() if out[key] > limit]
+    return out
 
 
 def median_seconds(fn: Callable[[], object], repeats: int = REPEATS) -> float:
@@ -228,7 +314,9 @@ def rack_step_per_job(steps: int = 100) -> dict[str, Any]:
     t0 = time.perf_counter()
     for _ in range(steps):
         ids = [s.submit(workload, ALL_CORES) for s in servers]
-        clock.now = max(
+        # a nanosecond past the last end: a job's end is its start plus 1 / (1 /
+        # duration), which can round an ulp past start + duration
+        clock.now = 1e-9 + max(
             s.job(j).submitted + s.job(j).duration for s, j in zip(servers, ids, strict=True)
         )
         for s, j in zip(servers, ids, strict=True):
@@ -254,6 +342,7 @@ def measure() -> dict[str, Any]:
     }
     kept = interleaved(bookkeeping)
     long_job, per_step = middle_run(kept["long"]), middle_run(kept["per_step"])
+    daemon_plan = node_daemon_plan()
     step_plan = plan(parse_workload(STEP), RACK, len(ALL_CORES), RACK.chips_per_server)
     per_core_instr = step_plan.compute.instructions * step_plan.iterations
     rack_instr = per_core_instr * RACK.cores
@@ -286,6 +375,7 @@ def measure() -> dict[str, Any]:
             "goal_met": exact["ratio"] >= 1.0 and exact["ratio_cpu"] >= 1.0,
         },
         "bookkeeping": {"long_job": long_job, "step_per_job": per_step},
+        "node_daemon_plan": daemon_plan,
         # every core's program timed, at the exact path's rate
         "rack_no_reuse_projected_ratio": step_plan.duration / (rack_instr / exact["instr_per_s"]),
     }
@@ -293,10 +383,34 @@ def measure() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.sim")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="write the results to this file only, not to benchmarks/results/ and the "
+        "pages: for trying the benchmark on a busy machine",
+    )
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
     conditions = Conditions.begin(args.noisy, kubernetes=False)
-    print(write_results("sim", COMMAND, measure(), conditions))
+    results = measure()
+    daemon = results["node_daemon_plan"]
+    for key in daemon["misses"]:
+        print(
+            f"missed: a node daemon's plan of the rack's step took {key} = {daemon[key]:.3f}, "
+            f"target <= {daemon['targets'][key]}"
+        )
+    if args.out is not None:
+        payload = {
+            "benchmark": "sim",
+            "command": COMMAND,
+            "machine": machine(),
+            "conditions": conditions.end(),
+            "results": results,
+        }
+        args.out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        print(args.out)
+        return 0
+    print(write_results("sim", COMMAND, results, conditions))
     return 0
 
 

@@ -59,8 +59,8 @@ class JobInfo:
 @dataclass(frozen=True)
 class PlannedJob:
     """A workload checked and planned on its cores, not queued yet. A first
-    plan of a large shape costs seconds of CPU, which is why planning and
-    queueing are two steps."""
+    plan of a large shape costs CPU (much more on a host where every node plans
+    at once), which is why planning and queueing are two steps."""
 
     workload: Workload
     cores: tuple[tuple[int, int], ...]  # sorted (local chip, physical core)

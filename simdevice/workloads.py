@@ -32,8 +32,9 @@ from simdevice.isa import (
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import block_rows, gemm, output_dtype
 from simdevice.kernels.rowwise import elementwise, layernorm, softmax
+from simdevice.players import play
 from simdevice.step import StepProgram, layer_programs
-from simdevice.timing import ProgramTiming, combine, time_program
+from simdevice.timing import ProgramTiming, combine
 from simdevice.topology import ChipSpec, RackSpec
 
 KINDS: tuple[str, ...] = (
@@ -251,7 +252,7 @@ def _timed(
     dma_bandwidth: float | None,
 ) -> ProgramTiming:
     with collector_paused():
-        timing = time_program(builder(*args), chip, dma_bandwidth)
+        timing = play(builder, args, chip, dma_bandwidth)
     TIMED.programs += 1
     TIMED.instructions += timing.instructions
     return timing

@@ -34,6 +34,45 @@ def how_timed(repeats: dict[str, Any], what: str) -> str:
     return f"best of {n}"
 
 
+def node_daemon_plan(daemon: dict[str, Any] | None) -> str:
+    """A node daemon's cold plan of the rack's step against its targets; each
+    miss named."""
+    if daemon is None:
+        return (
+            "A node daemon's plan of the rack's training step (CPU and memory against "
+            "the targets of 0.5 s and 50 MiB): not measured in this run."
+        )
+    targets = daemon["targets"]
+    rows = "\n".join(
+        f"| {name} | {spread(daemon[f'{key}_runs'], fmt)} {unit} | <= {targets[key]:g} {unit} | "
+        f"{'**missed**' if key in daemon['misses'] else 'met'} |"
+        for name, key, fmt, unit in (
+            ("CPU of `ServerSim.plan_job`", "cpu_s", "{:.3f}", "s"),
+            (
+                "peak of what it allocates (tracemalloc, numpy included)",
+                "peak_mib",
+                "{:.1f}",
+                "MiB",
+            ),
+        )
+    )
+    growth = spread(daemon["rss_growth_mib_runs"], "{:.1f}")
+    misses = ", ".join(daemon["misses"]) or "none"
+    return f"""A node daemon's cold plan of the rack's training step: the workload the
+`{daemon["example"]}` example's 36 pods submit, `{daemon["spec"]}`, planned
+on one server's 32 cores as each node daemon does (`ServerSim.plan_job`), in a
+fresh process each of {len(daemon["cpu_s_runs"])} runs (median, range in brackets). The process had
+{daemon["resident_before_mib"]:.0f} MiB resident before planning, and planning raised its
+peak resident size by {growth} MiB; the step is
+{daemon["step_s"] * 1e3:.1f} ms simulated.
+
+| per node daemon | measured | target | |
+|---|---|---|---|
+{rows}
+
+Targets missed: {misses}."""
+
+
 def render(payload: dict[str, Any]) -> str:
     """The section's body for the results of `benchmarks.sim`."""
     results = payload["results"]
@@ -110,6 +149,8 @@ and backward share, attention's backward, layernorm's four passes:
 for {c["reuse_factor"]:,.0f} executed on the rack. Timing every core's program
 separately at the exact path's rate would run at
 {no_reuse_ratio:.6f}x real time.
+
+{node_daemon_plan(results.get("node_daemon_plan"))}
 
 The fast path plans the step {c["fast_vs_exact_speedup"]:.1f}x faster than the
 exact model in the same run, and its step differs from the exact one by

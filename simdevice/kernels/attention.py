@@ -37,7 +37,8 @@ KV_SETS = 2
 TRANSPOSES = 4  # P^T blocks in flight; their PSUM->SBUF copies alternate engines
 
 
-def attention(seq: int, head_dim: int, dtype: str = "bf16", heads: int = 1) -> Program:
+def _declared(seq: int, head_dim: int, dtype: str, heads: int) -> ProgramBuilder:
+    """A builder with the program's buffers declared (its arguments checked)."""
     if not 1 <= seq <= MAX_SEQ:
         raise ProgramError(f"seq: must be in [1, {MAX_SEQ}] for one core, got {seq}")
     if not 1 <= head_dim <= PARTITIONS:
@@ -49,22 +50,62 @@ def attention(seq: int, head_dim: int, dtype: str = "bf16", heads: int = 1) -> P
     s, d = seq, head_dim
     suffix = f"x{heads}h" if heads > 1 else ""
     pb = ProgramBuilder(f"attention-{s}x{d}{suffix}-{dtype}")
-    q_t, k_t = pb.hbm("qT", heads * d, s, dtype), pb.hbm("kT", heads * d, s, dtype)
-    v, o = pb.hbm("v", heads * s, d, dtype), pb.hbm("o", heads * s, d, dtype)
+    pb.hbm("qT", heads * d, s, dtype)
+    pb.hbm("kT", heads * d, s, dtype)
+    pb.hbm("v", heads * s, d, dtype)
+    pb.hbm("o", heads * s, d, dtype)
+    key_chunks = -(-s // PARTITIONS)
+    for name, partitions, free in (
+        ("qT_sb", d, s),
+        ("kT_sb", d, s),
+        ("v_sb", PARTITIONS, key_chunks * d),
+    ):
+        for i in range(min(KV_SETS, heads)):
+            pb.sbuf(f"{name}{i}", partitions, free, dtype)
+    for prefix, partitions, free, dt in (
+        ("scores", PARTITIONS, s, "fp32"),
+        ("probs", PARTITIONS, s, dtype),
+        ("pT", PARTITIONS, PARTITIONS, dtype),
+        ("out", PARTITIONS, d, dtype),
+        ("max", PARTITIONS, 1, "fp32"),
+        ("sum", PARTITIONS, 1, "fp32"),
+    ):
+        for i in range(TRANSPOSES if prefix == "pT" else SLOTS):
+            pb.sbuf(f"{prefix}{i}", partitions, free, dt)
+    for i in range(2):
+        pb.psum(f"ps_scores{i}", PARTITIONS, MOVING_FREE_MAX)
+    for i in range(TRANSPOSES):
+        pb.psum(f"ps_t{i}", PARTITIONS, PARTITIONS)
+    for i in range(SLOTS):
+        pb.psum(f"ps_o{i}", PARTITIONS, d)
+    return pb
+
+
+def attention_buffers(seq: int, head_dim: int, dtype: str = "bf16", heads: int = 1) -> Program:
+    """The program's buffers without its instructions: what it keeps in SBUF,
+    PSUM and HBM (a player times the instructions without building them)."""
+    return _declared(seq, head_dim, dtype, heads).build()
+
+
+def attention(seq: int, head_dim: int, dtype: str = "bf16", heads: int = 1) -> Program:
+    pb = _declared(seq, head_dim, dtype, heads)
+    s, d = seq, head_dim
+    buf = pb.program.buffers
+    q_t, k_t, v, o = buf["qT"], buf["kT"], buf["v"], buf["o"]
     key_chunks = -(-s // PARTITIONS)
     sets = min(KV_SETS, heads)
-    q_sb = [pb.sbuf(f"qT_sb{i}", d, s, dtype) for i in range(sets)]
-    k_sb = [pb.sbuf(f"kT_sb{i}", d, s, dtype) for i in range(sets)]
-    v_sb = [pb.sbuf(f"v_sb{i}", PARTITIONS, key_chunks * d, dtype) for i in range(sets)]
-    scores = [pb.sbuf(f"scores{i}", PARTITIONS, s, "fp32") for i in range(SLOTS)]
-    probs = [pb.sbuf(f"probs{i}", PARTITIONS, s, dtype) for i in range(SLOTS)]
-    p_t = [pb.sbuf(f"pT{i}", PARTITIONS, PARTITIONS, dtype) for i in range(TRANSPOSES)]
-    out = [pb.sbuf(f"out{i}", PARTITIONS, d, dtype) for i in range(SLOTS)]
-    row_max = [pb.sbuf(f"max{i}", PARTITIONS, 1, "fp32") for i in range(SLOTS)]
-    row_sum = [pb.sbuf(f"sum{i}", PARTITIONS, 1, "fp32") for i in range(SLOTS)]
-    ps_s = [pb.psum(f"ps_scores{i}", PARTITIONS, MOVING_FREE_MAX) for i in range(2)]
-    ps_t = [pb.psum(f"ps_t{i}", PARTITIONS, PARTITIONS) for i in range(TRANSPOSES)]
-    ps_o = [pb.psum(f"ps_o{i}", PARTITIONS, d) for i in range(SLOTS)]
+    q_sb = [buf[f"qT_sb{i}"] for i in range(sets)]
+    k_sb = [buf[f"kT_sb{i}"] for i in range(sets)]
+    v_sb = [buf[f"v_sb{i}"] for i in range(sets)]
+    scores = [buf[f"scores{i}"] for i in range(SLOTS)]
+    probs = [buf[f"probs{i}"] for i in range(SLOTS)]
+    p_t = [buf[f"pT{i}"] for i in range(TRANSPOSES)]
+    out = [buf[f"out{i}"] for i in range(SLOTS)]
+    row_max = [buf[f"max{i}"] for i in range(SLOTS)]
+    row_sum = [buf[f"sum{i}"] for i in range(SLOTS)]
+    ps_s = [buf[f"ps_scores{i}"] for i in range(2)]
+    ps_t = [buf[f"ps_t{i}"] for i in range(TRANSPOSES)]
+    ps_o = [buf[f"ps_o{i}"] for i in range(SLOTS)]
 
     set_free: list[Token | None] = [None] * sets  # last matmul reading a Q/K/V set
 

@@ -195,9 +195,10 @@ def test_a_plan_longer_than_a_request_starts_one_job(
         daemon.paths(node).workload_socket,
         mounts[edits.env["TRAINIUM_DRA_TOKEN_FILE"]].read_text().strip(),
     )
-    # a shape no other test plans: its first plan takes seconds of CPU on any machine
-    spec = {"kind": "train-step", "hidden": 8192, "seq": 4096, "layers": 3, "iterations": 10**6}
-    monkeypatch.setattr(claimendpoint, "TIMEOUT", 1.0)
+    # a shape no other test plans: its first plan takes a few tenths of a second
+    # of CPU, many times the request's 20 ms
+    spec = {"kind": "train-step", "hidden": 8192, "seq": 8192, "layers": 3, "iterations": 10**6}
+    monkeypatch.setattr(claimendpoint, "TIMEOUT", 0.02)
     job_id = container.once_up(lambda: endpoint.start(spec), wait=120)
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("=", 1)[0] for line in lines] == ["waiting_for_api"], lines

@@ -5,7 +5,7 @@ lock, because gRPC, HTTP and the health loop call it from different threads,
 and remembers which claim submitted each job.
 
 Planning a job runs outside that lock, under a lock of its claim alone: a
-first plan of a rack-wide shape is seconds of CPU (minutes on a host where
+first plan of a rack-wide shape is CPU time (much more on a host where
 every node plans at once), and health checks, metrics and other claims must
 not wait for it. The claim's own job list and release do wait, so a client
 that repeats a timed-out start finds the job in progress instead of queueing
