@@ -1,5 +1,6 @@
 """A container's client of its claim on the node's workload API: the socket
-and token its CDI environment names, the claim's view, its jobs.
+and token its CDI environment names, the claim's view, its jobs, its
+collectives.
 
 Used inside workload containers (the image's entry point) and by the local
 cluster's kubelet stand-in, so it depends on neither side.
@@ -91,6 +92,11 @@ class ClaimEndpoint:
             if job["state"] in ("queued", "running"):
                 return str(job["id"])
         return str(self.submit(workload)["id"])
+
+    def collectives(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Collectives timed by the node on the claim's chips (and the peers named)."""
+        answer: dict[str, Any] = self._request("POST", "/collectives", dict(request))
+        return answer
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every job of the claim the daemon still remembers."""

@@ -2,17 +2,16 @@
 
 The operation names, the common flags and the output table are those of the
 Neuron SDK's nccom-test; the times come from `simdevice.collectives` on the
-ranks' chips: `--chips`, else the claim's chips a workload container gets in
-TRAINIUM_DRA_RING. Parsing and formatting are pure; `main` reads the
-environment and prints.
+ranks' chips. With `--chips` the command times them here (no cluster
+needed); inside a workload container the node daemon times them on the
+claim's own chips (`driver/nccomtest.py` asks it). Parsing, the offline
+answer and the table are pure functions here.
 """
 
 import argparse
-import os
 import re
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simdevice.collectives import ALGORITHMS, CollectiveTiming, time_collective
 from simdevice.fabric import RankPlace, rank_places
@@ -43,7 +42,9 @@ DTYPE_BYTES: Mapping[str, int] = {
     "int32": 4,
     "fp32": 4,
 }
-RING_ENV = "TRAINIUM_DRA_RING"
+CLAIM_ENV = "TRAINIUM_DRA_CLAIM_UID"
+GENERATION_ENV = "TRAINIUM_DRA_GENERATION"
+DEFAULT_GENERATION = "trn3-gen2"
 GIB = float(1 << 30)
 _SIZE = re.compile(r"^(\d+)\s*([kmg]?)(?:i?b)?$", re.IGNORECASE)
 
@@ -107,7 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nccom-test",
         description="Time collectives on the ranks' chips with the simulator's fabric model "
-        "(one rank per chip; operation names and flags as AWS's nccom-test).",
+        "(one rank per chip; operation names and flags as AWS's nccom-test). Inside a "
+        "workload container the node daemon times them on the claim's chips; --chips "
+        "times them here, without a cluster.",
     )
     p.add_argument("operation", help=f"one of {', '.join(OPERATION_NAMES)}")
     p.add_argument("-r", "--nworkers", type=int, required=True, help="ranks (one per chip)")
@@ -121,29 +124,58 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--show-algorithm", action="store_true", help="add the algorithm column")
     p.add_argument(
         "--chips",
-        help=f"the ranks' rack chip indexes, e.g. 0-7 or 0:0,1:0 (default: ${RING_ENV}, "
-        "the claim's chips inside a workload container)",
+        help="time here, without a cluster, on these rack chip indexes (rank i on the i-th), "
+        "e.g. 0-7 or RACK:INDEX for several racks, 0:0,1:0",
     )
-    p.add_argument("--generation", default="trn3-gen2", choices=GENERATIONS)
+    p.add_argument(
+        "--peers",
+        help="inside a workload container: the chips of the ranks outside the claim (a gang's "
+        "other pods), after the claim's own; rack chip indexes of the claim's rack, or "
+        "RACK:INDEX with RACK >= 1 for another rack",
+    )
+    p.add_argument(
+        "--generation",
+        choices=GENERATIONS,
+        help=f"with --chips: the racks' generation (default ${GENERATION_ENV}, else "
+        f"{DEFAULT_GENERATION})",
+    )
     p.add_argument("--algorithm", choices=ALGORITHMS, help="force one (default: the fastest)")
     return p
 
 
 @dataclass(frozen=True)
 class Run:
-    """What to time: validated arguments."""
+    """What to time: validated arguments. `places` is set when timed here
+    (--chips); else the node daemon places the claim's ranks and `peers`."""
 
     operation: str
-    places: list[RankPlace]
+    nworkers: int
     sizes: list[int]
     datatype: str
-    generation: str
     algorithm: str | None
     show_algorithm: bool
+    iterations: int  # warm-up and measured operations, each size
+    generation: str = DEFAULT_GENERATION
+    places: list[RankPlace] | None = None
+    peers: list[tuple[int, int]] | None = None
 
 
-def parse(argv: Sequence[str], env: Mapping[str, str]) -> Run:
-    args = _parser().parse_args(list(argv))
+@dataclass(frozen=True)
+class Row:
+    """One size's line of the table."""
+
+    size: int
+    duration: float  # seconds
+    algbw: float  # bytes/s
+    busbw: float  # bytes/s
+    algorithm: str
+
+    @classmethod
+    def of(cls, t: CollectiveTiming) -> "Row":
+        return cls(int(t.size), t.duration, t.algbw, t.busbw, t.algorithm)
+
+
+def _common(args: argparse.Namespace) -> None:
     if args.operation in NOT_MODELLED:
         raise UsageError(
             f"operation: {args.operation} needs per-rank counts the model does not take; "
@@ -163,25 +195,29 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> Run:
     ):
         if value < low:
             raise UsageError(f"{flag}: must be >= {low}, got {value}")
-    if args.chips is not None:
-        chips = parse_chips("--chips", args.chips)
-    elif env.get(RING_ENV):
-        chips = parse_chips(RING_ENV, env[RING_ENV])
-    else:
+
+
+def _offline_places(args: argparse.Namespace, generation: str) -> list[RankPlace]:
+    if args.peers is not None:
         raise UsageError(
-            f"--chips: no chips; give --chips (e.g. 0-{args.nworkers - 1}) or run inside a "
-            f"workload container, whose claim's chips are in ${RING_ENV}"
+            "--peers: only inside a workload container, where the claim's chips come from "
+            "the node; with --chips name every rank's chip there"
         )
+    chips = parse_chips("--chips", args.chips)
     if args.nworkers > len(chips):
         raise UsageError(
             f"-r/--nworkers: {args.nworkers} ranks need {args.nworkers} chips, one per rank; "
             f"only {len(chips)} given"
         )
-    spec = rack_spec(args.generation)
     try:
-        places = rank_places(spec, chips[: args.nworkers])
+        return rank_places(rack_spec(generation), chips[: args.nworkers])
     except ValueError as err:
         raise UsageError(f"--chips: {err}") from err
+
+
+def parse(argv: Sequence[str], env: Mapping[str, str]) -> Run:
+    args = _parser().parse_args(list(argv))
+    _common(args)
     stepbytes = parse_size("-i/--stepbytes", args.stepbytes) if args.stepbytes else None
     swept = sizes(
         parse_size("-b/--minbytes", args.minbytes),
@@ -189,57 +225,67 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> Run:
         stepbytes,
         args.stepfactor,
     )
-    return Run(
+    run = Run(
         OPERATION_NAMES[args.operation],
-        places,
+        args.nworkers,
         swept,
         args.datatype,
-        args.generation,
         args.algorithm,
         args.show_algorithm,
+        args.iters + args.warmup_iters,
     )
+    if args.chips is not None:
+        generation = args.generation or env.get(GENERATION_ENV) or DEFAULT_GENERATION
+        if generation not in GENERATIONS:
+            raise UsageError(
+                f"--generation: ${GENERATION_ENV} is {generation!r}, not one of "
+                f"{', '.join(GENERATIONS)}"
+            )
+        return replace(run, generation=generation, places=_offline_places(args, generation))
+    if not env.get(CLAIM_ENV):
+        raise UsageError(
+            f"--chips: no chips; give --chips (e.g. 0-{args.nworkers - 1}) or run inside a "
+            f"workload container, whose node times the claim's own chips"
+        )
+    if args.generation is not None:
+        raise UsageError(
+            "--generation: only with --chips; inside a workload container the node's rack decides"
+        )
+    peers = parse_chips("--peers", args.peers) if args.peers else []
+    return replace(run, peers=peers)
 
 
-def timings(run: Run) -> list[CollectiveTiming]:
+def offline_rows(run: Run) -> list[Row]:
+    """The model's answer here, for --chips."""
+    if run.places is None:
+        raise UsageError("--chips: no chips to time here")
     spec = rack_spec(run.generation)
-    return [time_collective(run.operation, spec, run.places, s, run.algorithm) for s in run.sizes]
+    return [
+        Row.of(time_collective(run.operation, spec, run.places, s, run.algorithm))
+        for s in run.sizes
+    ]
 
 
-def table(run: Run, results: Sequence[CollectiveTiming]) -> str:
+def table(run: Run, rows: Sequence[Row]) -> str:
     """nccom-test's output: one row per size, then the average bus bandwidth."""
     columns = ["size(B)", "count(elems)", "type", "time:avg(us)", "algbw(GB/s)", "busbw(GB/s)"]
     if run.show_algorithm:
         columns.append("algorithm")
-    rows = [columns]
-    for t in results:
-        row = [
-            str(int(t.size)),
-            str(int(t.size) // DTYPE_BYTES[run.datatype]),
+    cells = [columns]
+    for r in rows:
+        line = [
+            str(r.size),
+            str(r.size // DTYPE_BYTES[run.datatype]),
             run.datatype,
-            f"{t.duration * 1e6:.2f}",
-            f"{t.algbw / GIB:.2f}",
-            f"{t.busbw / GIB:.2f}",
+            f"{r.duration * 1e6:.2f}",
+            f"{r.algbw / GIB:.2f}",
+            f"{r.busbw / GIB:.2f}",
         ]
         if run.show_algorithm:
-            row.append(t.algorithm)
-        rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
-    lines = ["    ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
-    average = sum(t.busbw for t in results) / len(results) / GIB
+            line.append(r.algorithm)
+        cells.append(line)
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = ["    ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)) for r in cells]
+    average = sum(r.busbw for r in rows) / len(rows) / GIB
     lines.append(f"Avg bus bandwidth:\t{average:.4f}GB/s")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        run = parse(sys.argv[1:] if argv is None else argv, os.environ)
-        results = timings(run)
-    except ValueError as err:
-        print(f"nccom-test: {err}", file=sys.stderr)
-        return 2
-    print(table(run, results))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

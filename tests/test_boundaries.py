@@ -30,6 +30,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "driver.kubeapi": (),
     "driver.devicemodel": ("simdevice",),
     "driver.container": ("driver.claimendpoint", "driver.mainwait"),
+    "driver.nccomtest": ("simdevice", "driver.claimendpoint"),
     "driver.controller": (
         "simdevice",
         "driver.devicemodel",

@@ -3,8 +3,8 @@
 One CDI device per claim, named by the claim UID, carrying the claim's core
 list (`NEURON_RT_VISIBLE_CORES`, host-global logical ids), its LNC, its
 UltraServer mode when AWS's UltraServerConfig set one
-(`NEURON_RT_ULTRASERVER_*`, the variables the Neuron runtime reads), its
-fabric ring and addresses, and mounts for the node's workload API socket and
+(`NEURON_RT_ULTRASERVER_*`, the variables the Neuron runtime reads), the
+rack's generation, its fabric ring and addresses, and mounts for the node's workload API socket and
 the claim's token file. The socket is reached through a mount of its
 directory, not of the socket file: a bind mount pins the inode it was made
 from, and a restarted daemon binds a new one.
@@ -39,6 +39,7 @@ class ClaimEdits:
     node_name: str
     ultraserver: str
     server_index: int
+    generation: str  # the rack's, so nccom-test without a cluster picks the fabric
     ring: Sequence[int]  # rack chip indexes of the claim's devices, in ring order
     fabric_ips: Sequence[str]  # their fabric addresses, as in the claim's status
     ultraserver_mode: int | None = None  # AWS's UltraServerConfig, for the Neuron runtime
@@ -75,6 +76,7 @@ def claim_spec(driver: str, edits: ClaimEdits) -> dict[str, Any]:
         f"TRAINIUM_DRA_NODE={edits.node_name}",
         f"TRAINIUM_DRA_ULTRASERVER={edits.ultraserver}",
         f"TRAINIUM_DRA_SERVER_INDEX={edits.server_index}",
+        f"TRAINIUM_DRA_GENERATION={edits.generation}",
         f"TRAINIUM_DRA_RING={','.join(map(str, edits.ring))}",
         f"TRAINIUM_DRA_FABRIC_IPS={','.join(edits.fabric_ips)}",
     ]

@@ -86,6 +86,7 @@ class SimNode:
         self.paths = paths
         self.options = options
         self.health_sink = health_sink
+        self.metrics = metrics
         ensure_dirs(paths)
         self.sim = SimHost(place.rack, place.server_index)
         self.state = NodeState(Checkpoint(paths.checkpoint))
@@ -99,7 +100,7 @@ class SimNode:
             reader=reader,
             state=self.state,
             metrics=metrics,
-            release_claim=self.sim.release,
+            release_claim=self._release,
         )
         self.plugin = KubeletPlugin(
             driver, paths, self.preparer, self.monitor, options.grpc_workers
@@ -111,6 +112,11 @@ class SimNode:
         self._workload_inode: int | None = None
         self.workload_tcp_port: int | None = None
         self._reported: dict[Place, PlaceState] | None = None
+
+    def _release(self, claim_uid: str) -> None:
+        """On unprepare: the claim's jobs cancelled, its collective series dropped."""
+        self.sim.release(claim_uid)
+        self.metrics.forget_claim(self.name, claim_uid)
 
     @property
     def name(self) -> str:
@@ -152,7 +158,7 @@ class SimNode:
         self._threads.append(thread)
 
     def _start_workload_api(self) -> None:
-        app = create_app(self.name, self.state, self.sim, self.place.rack.chip.cores)
+        app = create_app(self.place, self.state, self.sim, self.metrics)
         listeners = [unix_listener(self.paths.workload_socket)]
         self._workload_inode = self.paths.workload_socket.stat().st_ino
         if self.options.workload_tcp:

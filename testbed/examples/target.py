@@ -5,9 +5,12 @@ differs is the rack's size, how faults reach the simulator, and whether a
 pod's container really runs and can tell what it was given."""
 
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 from kubernetes import client
@@ -17,6 +20,7 @@ from driver.jsontypes import JSON
 from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.commands.running import open_running
 from driver.localsim.commands.top import Sample, parse_all
+from driver.node.cdi import host_path
 from simdevice.topology import RackSpec, rack_spec
 from testbed.examples.rackscale import for_rack, server_on
 from testbed.localcluster import Cluster, example_file, wait_for
@@ -114,6 +118,37 @@ class Target:
             return found if HOLDING in found or ERROR in found else None
 
         return wait_for(f"the container of {namespace}/{name} to say what it got", lines)
+
+    def nccom_test(self, pod: JSON, *argv: str) -> str:
+        """`nccom-test ARGV` in the pod's container, its output. Where no
+        container runs (the stand-in), the installed command on the host with
+        the claim's CDI environment, its socket and token at their host paths:
+        the same requests on the same workload API socket."""
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        if self.containers_run:
+            done = self.cluster.kubectl(
+                "-n", namespace, "exec", name, "--", "nccom-test", *argv, check=False
+            )
+        else:
+            claim = self.claim_of(pod)
+            node, uid = pod["spec"]["nodeName"], claim["metadata"]["uid"]
+            spec_file = (
+                self.cluster.paths.cdi_dir(node) / f"k8s.{self.cluster.driver}-claim_{uid}.json"
+            )
+            edits = json.loads(spec_file.read_text())["devices"][0]["containerEdits"]
+            env = dict(item.split("=", 1) for item in edits["env"])
+            for key in ("TRAINIUM_DRA_WORKLOAD_SOCKET", "TRAINIUM_DRA_TOKEN_FILE"):
+                env[key] = str(host_path(edits["mounts"], env[key]))
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "nccom-test"), *argv],
+                env={"PATH": os.environ["PATH"], **env},
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+            )
+        assert done.returncode == 0, f"nccom-test in {namespace}/{name}: {done.stderr}"
+        return done.stdout
 
     def sample(self) -> Sample:
         """Per-core utilization of every node, as `trainium-dra top` reads it."""

@@ -159,6 +159,7 @@ def test_the_ultraserver_mode_reaches_the_container_as_the_neuron_runtime_reads_
         node_name="node-b",
         ultraserver="us-a",
         server_index=1,
+        generation="trn3-gen2",
         ring=(),
         fabric_ips=(),
         ultraserver_mode=4,

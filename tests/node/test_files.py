@@ -91,6 +91,7 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
         node_name="node-1",
         ultraserver="rack-a",
         server_index=1,
+        generation="trn3-gen2",
         ring=[4, 5],
         fabric_ips=["fd00::1/64", "fd00::2/64"],
     )
@@ -103,6 +104,7 @@ def test_cdi_spec_resolves_to_env_and_mounts(tmp_path: Path) -> None:
     assert resolved.env["NEURON_RT_VISIBLE_CORES"] == "8,9"
     assert resolved.env["NEURON_LOGICAL_NC_CONFIG"] == "2"
     assert resolved.env["TRAINIUM_DRA_RING"] == "4,5"
+    assert resolved.env["TRAINIUM_DRA_GENERATION"] == "trn3-gen2"
     assert resolved.env["TRAINIUM_DRA_FABRIC_IPS"] == "fd00::1/64,fd00::2/64"
     assert {m["containerPath"] for m in resolved.mounts} == {
         cdi.CONTAINER_WORKLOAD_DIR,

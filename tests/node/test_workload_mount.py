@@ -58,6 +58,7 @@ def check_reached_after_rebind(tmp_path: Path) -> None:
         node_name="node-0",
         ultraserver="rack-a",
         server_index=0,
+        generation="trn3-gen2",
         ring=[0],
         fabric_ips=[],
     )

@@ -8,6 +8,7 @@ examples that assume the 36-server Gen2 rack fitted to it
 
 import pytest
 
+from testbed.examples.collectives import test_nccom_test_on_one_server_and_across_two
 from testbed.examples.health import test_a_failed_core_evicts_only_the_partition_over_it
 from testbed.examples.manifests import (
     test_admin_access,
@@ -50,6 +51,7 @@ __all__ = [
     "test_four_server_gang_on_one_rack",
     "test_invalid_config",
     "test_lnc2_partition",
+    "test_nccom_test_on_one_server_and_across_two",
     "test_quota_refuses_the_fifth_core",
     "test_single_core",
     "test_the_binpack_profile_puts_core_requests_on_the_fullest_node",

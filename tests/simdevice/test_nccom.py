@@ -1,6 +1,7 @@
 """The `nccom-test` command: AWS's flags and table, the model's answers, and
 errors that name the flag. The installed console script runs as a real
-program too."""
+program too. (Its answer from the node daemon, inside a workload container,
+is tested in tests/node/test_collectives_api.py and on the clusters.)"""
 
 import subprocess
 import sys
@@ -8,9 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from driver.nccomtest import main, request_of
 from simdevice.collectives import time_collective
 from simdevice.fabric import first_chips, rank_places
-from simdevice.nccom import RING_ENV, UsageError, main, parse, parse_chips, parse_size, sizes
+from simdevice.nccom import (
+    CLAIM_ENV,
+    GENERATION_ENV,
+    UsageError,
+    parse,
+    parse_chips,
+    parse_size,
+    sizes,
+)
 from simdevice.topology import rack_spec
 
 GEN2 = rack_spec("trn3-gen2")
@@ -58,19 +68,41 @@ def test_output_table_is_the_models_answer(capsys: pytest.CaptureFixture[str]) -
     assert average == pytest.approx(sum(busbws) / len(busbws), abs=1e-4)
 
 
-def test_chips_come_from_the_claim_in_a_container() -> None:
-    run = parse(["-r", "2", "allg"], {RING_ENV: "12,13,14,15"})
-    assert run.places == rank_places(GEN2, [(0, 12), (0, 13)])
-    assert run.operation == "all-gather" and run.sizes == [32 << 20]
-    forced = parse(["-r", "2", "--chips", "0,4", "allg"], {RING_ENV: "12,13"})
+def test_in_a_container_the_node_places_the_claims_ranks() -> None:
+    """Without --chips the command asks the node: it sends no chip of the
+    claim, only the peers' and what to time."""
+    run = parse(["-r", "6", "--peers", "8,9", "-n", "3", "-w", "1", "allg"], {CLAIM_ENV: "u"})
+    assert run.places is None and run.peers == [(0, 8), (0, 9)]
+    assert request_of(run) == {
+        "operation": "all-gather",
+        "nworkers": 6,
+        "sizes": [32 << 20],
+        "algorithm": None,
+        "peers": [[0, 8], [0, 9]],
+        "iterations": 4,
+    }
+    forced = parse(["-r", "2", "--chips", "0,4", "allg"], {CLAIM_ENV: "u"})
     assert forced.places == rank_places(GEN2, [(0, 0), (0, 4)])
+
+
+def test_offline_generation_comes_from_the_claims_environment() -> None:
+    trn2 = rack_spec("trn2")
+    run = parse(["-r", "2", "--chips", "0,16", "allr"], {GENERATION_ENV: "trn2"})
+    assert run.generation == "trn2" and run.places == rank_places(trn2, [(0, 0), (0, 16)])
+    flag = parse(["-r", "2", "--chips", "0,4", "--generation", "trn3-gen1", "allr"], {})
+    assert flag.generation == "trn3-gen1"
+    assert parse(["-r", "2", "--chips", "0,4", "allr"], {}).generation == "trn3-gen2"
 
 
 @pytest.mark.parametrize(
     ("argv", "env", "starts"),
     [
         (["-r", "2", "allr"], {}, "--chips: no chips"),
-        (["-r", "4", "allr"], {RING_ENV: "0,1"}, "-r/--nworkers: 4 ranks need 4 chips"),
+        (["-r", "4", "--chips", "0,1", "allr"], {}, "-r/--nworkers: 4 ranks need 4 chips"),
+        (["-r", "4", "--chips", "0-3", "--peers", "4", "allr"], {}, "--peers: only inside"),
+        (["-r", "4", "--peers", "4,y", "allr"], {CLAIM_ENV: "u"}, "--peers: 'y' is not a chip"),
+        (["-r", "4", "--generation", "trn2", "allr"], {CLAIM_ENV: "u"}, "--generation: only"),
+        (["-r", "2", "--chips", "0,1", "allr"], {GENERATION_ENV: "trn9"}, "--generation: $"),
         (["-r", "2", "--chips", "0,x", "allr"], {}, "--chips: 'x' is not a chip"),
         (["-r", "2", "--chips", "0,0", "allr"], {}, "--chips: chips: rack 0 chip 0 is given twice"),
         (["-r", "2", "--chips", "0,200", "allr"], {}, "--chips: chips: chip 200"),

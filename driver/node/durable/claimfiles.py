@@ -148,6 +148,7 @@ class ClaimFiles:
             node_name=self.place.node_name,
             ultraserver=self.place.ultraserver,
             server_index=self.place.server_index,
+            generation=self.place.rack.generation,
             ring=ring,
             fabric_ips=fabric_ips,
             ultraserver_mode=record.ultraserver_mode,

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from driver.localsim.controlplane.children import trainium_dra_argv
+from testbed.examples.collectives import test_nccom_test_on_one_server_and_across_two
 from testbed.examples.manifests import (
     node_of,
     test_admin_access,
@@ -36,6 +37,7 @@ __all__ = [
     "test_first_available",
     "test_invalid_config",
     "test_lnc2_partition",
+    "test_nccom_test_on_one_server_and_across_two",
     "test_single_core",
     "test_two_chips_same_server",
     "test_whole_chip",
