@@ -57,7 +57,7 @@ log "helm install kueue $version from $chart"
 for _ in {1..60}; do
   if out=$("${kubectl[@]}" apply -f "$work/queues.yaml" 2>&1); then
     "${kubectl[@]}" wait --for=condition=Active --timeout=60s clusterqueue/trainium >/dev/null
-    log "default queues: $(tr '\n' ' ' <<<"$out")"
+    log "default queues: ${out//$'\n'/, }"
     exit 0
   fi
   grep -q "failed calling webhook" <<<"$out" || { log "kubectl apply: $out"; exit 1; }

@@ -12,7 +12,7 @@ writes the chart's values to VALUES and the default queues to QUEUES (YAML)."""
 import argparse
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,11 @@ from driver.names import DEFAULT_DRIVER_NAME
 from simdevice.topology import rack_spec
 
 
-def of_kind(objects: list[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
+def of_kind(objects: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str, Any]]:
     return [o for o in objects if o["kind"] == kind]
 
 
-def racks_of(objects: list[Mapping[str, Any]]) -> tuple[RackPlan, ...]:
+def racks_of(objects: Sequence[Mapping[str, Any]]) -> tuple[RackPlan, ...]:
     """Each UltraServer with the Nodes its rack label gives it."""
     nodes = of_kind(objects, "Node")
     plans = []
@@ -42,7 +42,7 @@ def racks_of(objects: list[Mapping[str, Any]]) -> tuple[RackPlan, ...]:
     return tuple(plans)
 
 
-def node_allocatable(objects: list[Mapping[str, Any]]) -> dict[str, str]:
+def node_allocatable(objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The cpu and memory one Node offers; the queue counts every Node alike."""
     offered = {
         tuple(n["status"]["allocatable"][r] for r in NODE_RESOURCES)
