@@ -109,9 +109,9 @@ CHART_LEASE = "c1f6bfd2.kueue.x-k8s.io"
 
 def chart_configuration(mappings: list[dict[str, Any]]) -> dict[str, Any]:
     """The Configuration for Kueue's own Helm chart (`make kind-kueue`): the
-    chart's ports on every address, leader election and Kueue's own webhook
-    certificates, as the chart expects; what it admits and counts as the
-    local cluster's manager does."""
+    chart's ports on every address, leader election, Kueue's own webhook
+    certificates and its visibility API, as the chart expects; what it admits
+    and counts as the local cluster's manager does."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -122,4 +122,8 @@ def chart_configuration(mappings: list[dict[str, Any]]) -> dict[str, Any]:
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": CHART_LEASE},
         **admission(mappings, []),
+        # The chart always installs the visibility APIServices and their
+        # Service: the manager must serve them, or every namespace deletion
+        # stalls on their failing discovery.
+        "featureGates": {**FEATURE_GATES, "VisibilityOnDemand": True},
     }
