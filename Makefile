@@ -109,7 +109,7 @@ lane-%:
 
 test-stand-in: venv binaries image
 	$(WITH_BINARIES) $(PY) -m pytest -n 2 --no-loadscope-reorder \
-	  --ignore=tests/realnodes --ignore=tests/realnodes_aws --ignore=tests/countersfirst
+	  --ignore=tests/realnodes --ignore=tests/realnodes_aws --ignore=tests/countersfirst --ignore=tests/kind
 
 test-real-nodes: venv binaries node-packages image
 	$(WITH_BINARIES) $(PY) -m pytest tests/realnodes tests/realnodes_aws
@@ -346,7 +346,7 @@ kind-demo: kind-tools
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get pods -o wide
 
 # Kueue from its own chart, with its manager's image built here (docs/kind.md).
-kind-kueue: kind-tools
+kind-kueue: kind-tools venv
 	$(KIND_ENV) hack/kind/kueue.sh $(KIND_CLUSTER)
 
 kind-down: kind-tools
@@ -355,5 +355,5 @@ kind-down: kind-tools
 # The whole of docs/kind.md on this machine, checked, then deleted; non-zero
 # on any failure, and the cluster is deleted either way.
 # `+`: e2e.sh runs make for each step, which then shares this make's jobs.
-kind-e2e: kind-tools
+kind-e2e: kind-tools venv
 	+$(KIND_ENV) hack/kind/e2e.sh

@@ -1,14 +1,19 @@
-"""Reading Kueue's objects on a local cluster started with `--with-kueue`:
-Workloads by the Job or pod they stand for, their conditions, ClusterQueue
-status, and the device claim of a pod Kueue let through."""
+"""Reading Kueue's objects on a cluster running Kueue (`up --with-kueue`, or
+kind after `make kind-kueue`): Workloads by the Job or pod they stand for,
+their conditions, ClusterQueue status, the device claim of a pod Kueue let
+through, and the waits the Kueue checks share."""
+
+import time
 
 from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.localsim.kueue.queues import API_VERSION
-from testbed.localcluster import Cluster
+from testbed.localcluster import Cluster, wait_for
 
 GROUP, VERSION = API_VERSION.split("/")
+QUIET = 5.0
+"""How long a Workload must stay unadmitted to count as held back."""
 
 
 def workloads(cluster: Cluster, namespace: str) -> dict[str, JSON]:
@@ -66,3 +71,34 @@ def device_claim(cluster: Cluster, pod: JSON) -> JSON:
     )
     claim: JSON = cluster.api.sanitize_for_serialization(found)
     return claim
+
+
+def running_pods(cluster: Cluster, namespace: str, job: str, count: int) -> list[JSON]:
+    def probe() -> list[JSON] | None:
+        pods = [
+            p for p in pods_of_job(cluster, namespace, job) if p["status"].get("phase") == "Running"
+        ]
+        return pods if len(pods) == count else None
+
+    try:
+        return wait_for(f"{count} pods of {namespace}/{job} Running", probe, timeout=180)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{cluster.job_story(namespace, job)}") from None
+
+
+def held_back(cluster: Cluster, namespace: str, name: str) -> None:
+    """The Workload stays without quota for QUIET seconds."""
+    deadline = time.monotonic() + QUIET
+    while time.monotonic() < deadline:
+        workload = workloads(cluster, namespace)[name]
+        assert not is_true(workload, "QuotaReserved"), workload["status"]
+        time.sleep(0.5)
+
+
+def pending_reason(cluster: Cluster, namespace: str, name: str) -> JSON:
+    def probe() -> JSON | None:
+        workload = workloads(cluster, namespace).get(name)
+        found = condition(workload, "QuotaReserved") if workload else None
+        return found if found and found["status"] == "False" and found.get("message") else None
+
+    return wait_for(f"{namespace}/{name} pending with a reason", probe)

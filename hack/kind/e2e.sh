@@ -38,8 +38,10 @@ volumes_before=$("$provider" volume ls -q | sort)
 network_before=$("$provider" network inspect kind >/dev/null 2>&1 && echo yes || echo no)
 
 deleted=no
+kubeconfig=""
 on_exit() {
   local rc=$?
+  [ -z "$kubeconfig" ] || rm -f "$kubeconfig"
   if [ "$deleted" = no ]; then
     if [ $rc -ne 0 ]; then
       log "state before deleting the cluster:"
@@ -47,6 +49,7 @@ on_exit() {
       "${kubectl[@]}" -n "$namespace" describe pods >&2 || true
       "${kubectl[@]}" -n trainium-dra logs ds/trainium-dra-node --tail 50 >&2 || true
       "${kubectl[@]}" -n kueue-system logs deploy/kueue-controller-manager --tail 50 >&2 || true
+      "${kubectl[@]}" get workloads.kueue.x-k8s.io -A >&2 || true
     fi
     make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster" || true
   fi
@@ -85,10 +88,20 @@ started=$SECONDS
 "$root/hack/kind/check-pod-network.sh" "$cluster"
 timings+=("checks $((SECONDS - started))")
 
+# The demo's and the checks' pods stayed off the control plane; the Kueue
+# examples' whole-rack jobs need a pod on each of the rack's four servers.
+"${kubectl[@]}" taint nodes "$cluster-control-plane" node-role.kubernetes.io/control-plane:NoSchedule-
 step kind-kueue
 started=$SECONDS
 "$root/hack/kind/check-kueue.sh" "$cluster"
 timings+=("kueue-example $((SECONDS - started))")
+
+started=$SECONDS
+kubeconfig=$(mktemp)
+"${KIND:-kind}" get kubeconfig --name "$cluster" >"$kubeconfig"
+TRAINIUM_DRA_KIND_KUBECONFIG=$kubeconfig "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider \
+  --rootdir "$root" "$root/tests/kind"
+timings+=("kueue-examples $((SECONDS - started))")
 
 started=$SECONDS
 make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster"

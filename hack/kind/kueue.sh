@@ -4,7 +4,13 @@
 # pins) alone in a one-layer image that runs as a non-root user, as the
 # chart's securityContext asks, kept as an OCI archive in the cache, put on
 # every node (never pulled) and named by the chart's image values. The chart
-# is read from the Go module at run time. Run by `make kind-kueue`.
+# is read from the Go module at run time. The manager's configuration and the
+# default queues are those of `trainium-dra up --with-kueue`, made from the
+# cluster's DeviceClasses, UltraServers and Nodes by
+# driver/localsim/kueue/chartvalues.py (the `DynamicResourceAllocation` gate,
+# a `deviceClassMappings` entry per DeviceClass with an extended resource
+# name, the ClusterQueue `trainium` holding the cluster). Run by `make
+# kind-kueue`.
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 set -euo pipefail
 shopt -s inherit_errexit
@@ -13,7 +19,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cluster=${1:?usage: kueue.sh CLUSTER}
 cache=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}
+kubectl=("${KUBECTL:-kubectl}" --context "kind-$cluster")
 log() { echo "kind-kueue: $*" >&2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 dir=$("$root/hack/kueue/build.sh")
 version=$(cd "$root/hack/kueue" && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
@@ -29,10 +38,30 @@ if [ ! -f "$archive" ]; then
   mv "$archive.partial" "$archive"
 fi
 "${KIND:-kind}" load image-archive "$archive" --name "$cluster"
+"${kubectl[@]}" get deviceclasses,ultraservers,nodes -o json |
+  "$root/.venv/bin/python" -m driver.localsim.kueue.chartvalues "$work/values.yaml" "$work/queues.yaml"
 log "helm install kueue $version from $chart"
+# Small requests: the kind nodes share one machine (the chart asks for 500m).
 "${HELM:-helm}" upgrade --install kueue "$chart" --kube-context "kind-$cluster" \
-  --namespace kueue-system --create-namespace \
+  --namespace kueue-system --create-namespace --values "$work/values.yaml" \
+  --set controllerManager.manager.resources.requests.cpu=50m \
+  --set controllerManager.manager.resources.requests.memory=128Mi \
   --set controllerManager.manager.image.repository="$repository" \
   --set controllerManager.manager.image.tag="$version" \
   --set controllerManager.manager.image.pullPolicy=Never \
   --wait=legacy --timeout 5m
+
+# Helm's wait ends when the manager's pod is ready, which can be before its
+# webhook Service routes to it (connection refused): retry while it does not
+# answer.
+for _ in {1..60}; do
+  if out=$("${kubectl[@]}" apply -f "$work/queues.yaml" 2>&1); then
+    "${kubectl[@]}" wait --for=condition=Active --timeout=60s clusterqueue/trainium >/dev/null
+    log "default queues: ${out//$'\n'/, }"
+    exit 0
+  fi
+  grep -q "failed calling webhook" <<<"$out" || { log "kubectl apply: $out"; exit 1; }
+  sleep 2
+done
+log "Kueue's webhooks did not answer in 120 s: $out"
+exit 1

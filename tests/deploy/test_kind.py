@@ -24,7 +24,7 @@ from driver.devicemodel.ultraserver import parse_spec
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.k8srelease import DEFAULT
 from driver.localsim.controlplane.plane import ControlPlane
-from driver.names import device_class_name
+from driver.names import WHOLE_BY_NAME, device_class_name
 from tests.deploy.chart import CHART, fresh_namespace, kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,16 +144,28 @@ def test_nodes_are_servers_of_the_kind_rack() -> None:
     spec = parse_spec({"metadata": {"name": rack["name"]}, "spec": rack["spec"]})
     nodes = kind_nodes()
     mapping = map_nodes(spec, nodes)
-    # The control plane is server 0, the workers servers 1 and 2; server 3 has no node.
+    # The whole rack: the control plane is server 0, the workers servers 1 to 3.
     name = cluster()["name"]
-    assert mapping.nodes == {0: f"{name}-control-plane", 1: f"{name}-worker", 2: f"{name}-worker2"}
-    assert set(mapping.missing) == set(range(3, spec.rack.servers))
+    assert mapping.nodes == {
+        0: f"{name}-control-plane",
+        1: f"{name}-worker",
+        2: f"{name}-worker2",
+        3: f"{name}-worker3",
+    }
+    assert not mapping.missing
     obj = {"metadata": {"name": rack["name"]}, "spec": rack["spec"]}
     for index, name in mapping.nodes.items():
         assert find_place(name, nodes[name], [obj], values()["node"]["ultraserver"])[:2] == (
             rack["name"],
             index,
         )
+
+
+def test_whole_servers_and_racks_are_named_as_with_kueue_on_the_local_cluster() -> None:
+    """Kueue on kind counts what the local cluster's Kueue counts: the same
+    extended resource names on the server and UltraServer classes."""
+    named = values()["extendedResources"]
+    assert {f"extendedResources.{k}": v for k, v in named.items()} == WHOLE_BY_NAME
 
 
 def test_daemon_runs_on_every_node_and_controller_on_the_control_plane() -> None:

@@ -1,6 +1,7 @@
 """Kueue in front of the scheduler: the default queues of `up --with-kueue` and
-each deploy/examples/kueue-* example, on one full-rack local cluster (started
-with Prometheus too, for Kueue's metrics), checked as its README says."""
+each deploy/examples/kueue-* example (testbed/examples/kueue.py, which the kind
+lane runs too), on one full-rack local cluster (started with Prometheus too,
+for Kueue's metrics), checked as its README says."""
 
 import contextlib
 import functools
@@ -10,29 +11,42 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.localsim.kueue.queues import CLUSTER_QUEUE, LOCAL_QUEUE, LOCAL_QUEUE_NAMESPACE
 from driver.localsim.prometheus import query
 from simdevice.topology import rack_spec
+from testbed.examples.kueue import (
+    test_a_team_borrows_and_the_lender_reclaims,
+    test_high_priority_rack_job_preempts_low_jobs,
+    test_kueue_refuses_claims_it_cannot_count,
+    test_rack_gang_is_admitted_whole_and_not_overtaken,
+    test_team_quota_admits_jobs_up_to_its_cores,
+)
+from testbed.examples.target import Target, rack_of
 from testbed.kueue import (
+    QUIET,
     admitted,
     cluster_queue,
-    condition,
     device_claim,
     is_true,
-    pods_of_job,
+    running_pods,
     workloads,
 )
 from testbed.localcluster import Cluster, results, running_cluster, wait_for
 
 pytestmark = pytest.mark.integration
 
+__all__ = [
+    "test_a_team_borrows_and_the_lender_reclaims",
+    "test_high_priority_rack_job_preempts_low_jobs",
+    "test_kueue_refuses_claims_it_cannot_count",
+    "test_rack_gang_is_admitted_whole_and_not_overtaken",
+    "test_team_quota_admits_jobs_up_to_its_cores",
+]
+
 ROOT = Path(__file__).resolve().parents[2]
 RACK = rack_spec("trn3-gen2")
-QUIET = 5.0
-"""How long a Workload must stay unadmitted to count as held back."""
 
 
 @pytest.fixture(scope="module")
@@ -41,35 +55,10 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-def running_pods(cluster: Cluster, namespace: str, job: str, count: int) -> list[JSON]:
-    def probe() -> list[JSON] | None:
-        pods = [
-            p for p in pods_of_job(cluster, namespace, job) if p["status"].get("phase") == "Running"
-        ]
-        return pods if len(pods) == count else None
-
-    try:
-        return wait_for(f"{count} pods of {namespace}/{job} Running", probe, timeout=180)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{cluster.job_story(namespace, job)}") from None
-
-
-def held_back(cluster: Cluster, namespace: str, name: str) -> None:
-    """The Workload stays without quota for QUIET seconds."""
-    deadline = time.monotonic() + QUIET
-    while time.monotonic() < deadline:
-        workload = workloads(cluster, namespace)[name]
-        assert not is_true(workload, "QuotaReserved"), workload["status"]
-        time.sleep(0.5)
-
-
-def pending_reason(cluster: Cluster, namespace: str, name: str) -> JSON:
-    def probe() -> JSON | None:
-        workload = workloads(cluster, namespace).get(name)
-        found = condition(workload, "QuotaReserved") if workload else None
-        return found if found and found["status"] == "False" and found.get("message") else None
-
-    return wait_for(f"{namespace}/{name} pending with a reason", probe)
+@pytest.fixture
+def target(cluster: Cluster) -> Target:
+    """The examples' checks run on the stand-in rack (no simulator controls needed)."""
+    return Target(cluster, rack_of(cluster), lambda node: cluster.sim_control(), False)
 
 
 CHIP_CONTAINER: JSON = {
@@ -176,142 +165,6 @@ def test_a_pod_group_is_admitted_once_all_its_pods_exist(cluster: Cluster) -> No
     finally:
         for name in ("pair-0", "pair-1"):
             delete_plain_pod(cluster, LOCAL_QUEUE_NAMESPACE, name)
-
-
-def test_team_quota_admits_jobs_up_to_its_cores(cluster: Cluster) -> None:
-    files = ("kueue-team-quota/team-quota.yaml",)
-    namespace = "example-kueue-team"
-    cluster.apply(*files)
-    try:
-        jobs = {f"train-{i}" for i in range(1, 6)}
-        wait_for("four of five Jobs admitted", lambda: len(admitted(cluster, namespace)) == 4)
-        [waiting] = jobs - admitted(cluster, namespace)
-        reason = pending_reason(cluster, namespace, waiting)
-        assert reason["reason"] == "Pending"
-        assert (
-            "insufficient unused quota for aws.amazon.com/neuroncore in flavor trainium"
-            in reason["message"]
-        )
-        for job in admitted(cluster, namespace):
-            [pod] = running_pods(cluster, namespace, job, 1)
-            assert len(results(device_claim(cluster, pod))) == 2, job
-        held_back(cluster, namespace, waiting)
-        job_object = client.BatchV1Api(cluster.api).read_namespaced_job(waiting, namespace)
-        assert job_object.spec.suspend
-        usage = cluster_queue(cluster, "example-team-quota")["status"]["flavorsReservation"][0]
-        reserved = {r["name"]: r["total"] for r in usage["resources"]}
-        assert reserved["aws.amazon.com/neuroncore"] == "8"
-        # A freed slot admits the waiting Job.
-        first = sorted(admitted(cluster, namespace))[0]
-        cluster.kubectl("delete", "job", first, "-n", namespace, "--wait")
-        wait_for(f"{waiting} admitted", lambda: waiting in admitted(cluster, namespace))
-    finally:
-        cluster.delete(*files)
-
-
-def test_rack_gang_is_admitted_whole_and_not_overtaken(cluster: Cluster) -> None:
-    folder = "kueue-rack-gang"
-    namespace = "example-kueue-gang"
-    files = [f"{folder}/{name}.yaml" for name in ("queue", "small-1", "rack-train", "small-2")]
-    cluster.apply(files[0], files[1])
-    try:
-        wait_for("small-1 admitted", lambda: admitted(cluster, namespace) == {"small-1"})
-        cluster.apply(files[2])
-        reason = pending_reason(cluster, namespace, "rack-train")
-        assert (
-            "insufficient unused quota for aws.amazon.com/neuron in flavor trainium"
-            in (reason["message"])
-        )
-        assert pods_of_job(cluster, namespace, "rack-train") == []
-        time.sleep(1.1)  # Workloads are ordered by creation time, to the second
-        cluster.apply(files[3])
-        wait_for("small-2's Workload", lambda: "small-2" in workloads(cluster, namespace))
-        held_back(cluster, namespace, "small-2")
-        cluster.kubectl("delete", "-f", str(ROOT / "deploy/examples" / files[1]), "--wait")
-        wait_for("rack-train admitted", lambda: "rack-train" in admitted(cluster, namespace))
-        pods = running_pods(cluster, namespace, "rack-train", RACK.servers)
-        assert len({p["spec"]["nodeName"] for p in pods}) == RACK.servers
-        for pod in pods:
-            assert len(results(device_claim(cluster, pod))) == RACK.chips_per_server
-        assert admitted(cluster, namespace) == {"rack-train"}
-    finally:
-        cluster.delete(*files)
-
-
-def test_high_priority_rack_job_preempts_low_jobs(cluster: Cluster) -> None:
-    folder = "kueue-priority"
-    namespace = "example-kueue-priority"
-    files = [f"{folder}/{name}.yaml" for name in ("queue", "low", "rack-train")]
-    cluster.apply(files[0], files[1])
-    try:
-        wait_for("low jobs admitted", lambda: admitted(cluster, namespace) == {"low-1", "low-2"})
-        for job in ("low-1", "low-2"):
-            running_pods(cluster, namespace, job, 1)
-        cluster.apply(files[2])
-        wait_for("rack-train admitted", lambda: admitted(cluster, namespace) == {"rack-train"})
-        found = workloads(cluster, namespace)
-        for job in ("low-1", "low-2"):
-            evicted = condition(found[job], "Evicted")
-            assert evicted is not None and evicted["reason"] == "Preempted", found[job]["status"]
-            assert client.BatchV1Api(cluster.api).read_namespaced_job(job, namespace).spec.suspend
-        running_pods(cluster, namespace, "rack-train", RACK.servers)
-        for job in ("low-1", "low-2"):
-            assert pods_of_job(cluster, namespace, job) == []
-            assert not is_true(workloads(cluster, namespace)[job], "QuotaReserved")
-    finally:
-        cluster.delete(*files)
-
-
-def test_a_team_borrows_and_the_lender_reclaims(cluster: Cluster) -> None:
-    folder = "kueue-borrowing"
-    files = [f"{folder}/{name}.yaml" for name in ("queues", "team-a", "team-b")]
-    team_a, team_b = "example-kueue-team-a", "example-kueue-team-b"
-    cluster.apply(files[0], files[1])
-    try:
-        wait_for("a's three Jobs admitted", lambda: len(admitted(cluster, team_a)) == 3)
-
-        def borrowed() -> dict[str, str]:
-            status = cluster_queue(cluster, "example-team-a")["status"]
-            resources = status["flavorsReservation"][0]["resources"]
-            return {r["name"]: r.get("borrowed", "0") for r in resources}
-
-        wait_for("a borrowing 4 cores", lambda: borrowed()["aws.amazon.com/neuroncore"] == "4")
-        cluster.apply(files[2])
-        wait_for("b's two Jobs admitted", lambda: len(admitted(cluster, team_b)) == 2)
-        wait_for("a back within its quota", lambda: len(admitted(cluster, team_a)) == 2)
-        evicted = [
-            name
-            for name, w in workloads(cluster, team_a).items()
-            if (condition(w, "Evicted") or {}).get("reason") == "Preempted"
-        ]
-        assert len(evicted) == 1
-        wait_for("a borrowing nothing", lambda: borrowed()["aws.amazon.com/neuroncore"] == "0")
-    finally:
-        cluster.delete(*files)
-
-
-REFUSED = {
-    "first-available": "FirstAvailable device selection is not supported",
-    "partition": "DeviceClass core.trainium.sim.dev is not mapped in DRA configuration",
-    "named-claim": "DynamicResourceAllocation feature does not support use of resource claims",
-}
-
-
-def test_kueue_refuses_claims_it_cannot_count(cluster: Cluster) -> None:
-    files = ("kueue-refused/refused.yaml",)
-    namespace = "example-kueue-refused"
-    cluster.apply(*files)
-    try:
-        for pod, message in REFUSED.items():
-            reason = pending_reason(cluster, namespace, pod)
-            assert reason["reason"] == "Inadmissible", reason
-            assert message in reason["message"], reason
-            found = cluster.pod(namespace, pod)
-            assert found is not None
-            assert {"name": "kueue.x-k8s.io/admission"} in found["spec"]["schedulingGates"]
-            assert not found["spec"].get("nodeName")
-    finally:
-        cluster.delete(*files)
 
 
 def test_prometheus_scrapes_kueue_and_the_dashboard_panel_has_data(cluster: Cluster) -> None:

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from driver.localsim.addon.ports import ManagerPorts
 from driver.localsim.clusterspec import ClusterSpec
 from driver.localsim.commands.flags import parse_up
+from driver.localsim.kueue.chartvalues import chart_values, node_allocatable, racks_of
 from driver.localsim.kueue.install import KUEUE_VERSION, KueueInstall, KueueMissingError
 from driver.localsim.kueue.queues import (
     CLUSTER_QUEUE,
@@ -23,6 +25,8 @@ from driver.localsim.kueue.queues import (
     scale_quantity,
 )
 from driver.localsim.kueue.settings import (
+    admission,
+    chart_configuration,
     configuration,
     device_class_mappings,
     transformations,
@@ -187,3 +191,62 @@ def test_prometheus_scrapes_kueue_over_https_with_the_cluster_ca(tmp_path: Path)
     assert jobs[KUEUE_JOB]["scheme"] == "https"
     assert jobs[KUEUE_JOB]["tls_config"] == {"ca_file": str(tmp_path / "ca.crt")}
     assert jobs[KUEUE_JOB]["authorization"] == {"credentials_file": str(tmp_path / "token")}
+
+
+def kind_node(name: str, rack: str | None, cpu: str = "2") -> dict[str, Any]:
+    labels = {"trainium.sim.dev/ultraserver": rack} if rack else {}
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}},
+    }
+
+
+KIND_RACK = {
+    "kind": "UltraServer",
+    "metadata": {"name": "kind-rack"},
+    "spec": {"generation": "trn3-gen1"},
+}
+
+
+def test_kueue_from_its_chart_admits_and_counts_as_the_local_clusters() -> None:
+    mappings = device_class_mappings(CLASSES)
+    local = configuration(ManagerPorts(webhook=1, metrics=2, health=3), Path("/certs"), mappings)
+    chart = chart_configuration(mappings)
+    for key, value in admission(mappings, []).items():
+        if key != "featureGates":
+            assert chart[key] == local[key] == value, key
+    # The same gates, but the chart's visibility APIServices need their server.
+    assert chart["featureGates"] == {**local["featureGates"], "VisibilityOnDemand": True}
+    assert chart["featureGates"]["DynamicResourceAllocation"] is True
+    # The chart's own ports and certificates, not the local cluster's loopback ones.
+    assert chart["webhook"] == {"port": 9443}
+    assert "internalCertManagement" not in chart
+    values = chart_values(mappings)
+    assert yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"]) == chart
+
+
+def test_kind_nodes_make_one_full_rack_and_its_queue() -> None:
+    objects = [KIND_RACK, *(kind_node(f"n{i}", "kind-rack") for i in range(4)), *CLASSES]
+    (rack,) = racks_of(objects)
+    assert (rack.name, rack.generation, rack.servers, rack.nodes) == (
+        "kind-rack",
+        "trn3-gen1",
+        4,
+        4,
+    )
+    spec = ClusterSpec((rack,))
+    quota = quotas(spec, device_class_mappings(CLASSES), DRIVER, node_allocatable(objects))
+    assert quota == {
+        "cpu": "8",
+        "memory": "64Gi",
+        "aws.amazon.com/neuroncore": str(4 * 16 * 8),
+        "aws.amazon.com/neuron": "64",
+    }
+
+
+def test_kind_nodes_that_differ_or_no_rack_are_refused() -> None:
+    with pytest.raises(QueueSpecError, match="different cpu and memory"):
+        node_allocatable([kind_node("a", "kind-rack"), kind_node("b", "kind-rack", cpu="4")])
+    with pytest.raises(QueueSpecError, match="install the driver's chart"):
+        racks_of([kind_node("a", None)])

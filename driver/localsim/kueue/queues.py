@@ -95,11 +95,17 @@ def scale_quantity(quantity: str, times: int) -> str:
     return f"{int(match.group(1)) * times}{match.group(2)}"
 
 
-def quotas(spec: ClusterSpec, mappings: list[dict[str, Any]], driver: str) -> dict[str, str]:
+def quotas(
+    spec: ClusterSpec,
+    mappings: list[dict[str, Any]],
+    driver: str,
+    allocatable: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Resource name -> the cluster's whole amount: the devices each mapped
-    DeviceClass (`<kind>.<driver>`) selects, and the Nodes' cpu and memory."""
+    DeviceClass (`<kind>.<driver>`) selects, and the Nodes' cpu and memory,
+    each Node's `allocatable` (default: a stand-in Node's)."""
     nodes = sum(rack.nodes for rack in spec.racks)
-    allocatable: Mapping[str, str] = fake_node_status()["allocatable"]
+    allocatable = allocatable or fake_node_status()["allocatable"]
     found = {name: scale_quantity(allocatable[name], nodes) for name in NODE_RESOURCES}
     for mapping in mappings:
         counts = set()

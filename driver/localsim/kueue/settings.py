@@ -55,6 +55,28 @@ def transformations(cores: Mapping[str, int], core_resource: str) -> list[dict[s
     ]
 
 
+def admission(mappings: list[dict[str, Any]], transforms: list[dict[str, Any]]) -> dict[str, Any]:
+    """What Kueue admits and how it counts, the same wherever its manager runs:
+    Jobs and pods with a queue label only, never those of kube-system or
+    Kueue's own namespace, and devices counted by `mappings` (or, in cores,
+    by `transforms`)."""
+    return {
+        "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": ["kube-system", NAMESPACE],
+                }
+            ]
+        },
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+        "featureGates": dict(FEATURE_GATES),
+        "resources": {"deviceClassMappings": mappings, "transformations": transforms},
+    }
+
+
 def configuration(
     ports: ManagerPorts,
     cert_dir: Path,
@@ -77,17 +99,31 @@ def configuration(
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "clientConnection": {"qps": CLIENT_QPS, "burst": CLIENT_QPS},
-        "manageJobsWithoutQueueName": False,
-        "managedJobsNamespaceSelector": {
-            "matchExpressions": [
-                {
-                    "key": "kubernetes.io/metadata.name",
-                    "operator": "NotIn",
-                    "values": ["kube-system", NAMESPACE],
-                }
-            ]
-        },
-        "integrations": {"frameworks": list(FRAMEWORKS)},
-        "featureGates": dict(FEATURE_GATES),
-        "resources": {"deviceClassMappings": mappings, "transformations": transforms or []},
+        **admission(mappings, transforms or []),
+    }
+
+
+CHART_LEASE = "c1f6bfd2.kueue.x-k8s.io"
+"""The leader-election Lease Kueue's Helm chart names (its default config)."""
+
+
+def chart_configuration(mappings: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Configuration for Kueue's own Helm chart (`make kind-kueue`): the
+    chart's ports on every address, leader election, Kueue's own webhook
+    certificates and its visibility API, as the chart expects; what it admits
+    and counts as the local cluster's manager does."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        # The ports the chart's probes, metrics Service and webhook Service use.
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": CHART_LEASE},
+        **admission(mappings, []),
+        # The chart always installs the visibility APIServices and their
+        # Service: the manager must serve them, or every namespace deletion
+        # stalls on their failing discovery.
+        "featureGates": {**FEATURE_GATES, "VisibilityOnDemand": True},
     }
