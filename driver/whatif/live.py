@@ -51,6 +51,7 @@ from driver.whatif.livefaults import (
 from driver.whatif.observe import WorkMetrics, WorkState
 from driver.whatif.podwatch import PodEvent, PodWatch
 from driver.whatif.replay import JobRecord, Replay, Sample
+from driver.whatif.settlecost import SettleCosts
 from driver.whatif.writer import Writer, set_fault
 from simdevice.topology import RackSpec
 
@@ -130,6 +131,8 @@ class SettleStats:
     wall_p50: float | None
     wall_max: float | None
     timeouts: int
+    costs: dict[str, float] = field(default_factory=dict)
+    """Per event time: wall seconds by part and /metrics read (`SettleCosts.summary`)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,7 @@ class _LiveRun:
         self.deletions = 0
         """Runs the replay has deleted so far (ended or evicted)."""
         self.creations = 0
+        self.costs = SettleCosts()
 
     def _due(self, now: float) -> bool:
         return (
@@ -186,7 +190,8 @@ class _LiveRun:
             # Kueue orders its queue by creation time, which the apiserver
             # keeps to the second: jobs arriving later must be created in a
             # later wall second than every job before them.
-            time.sleep(1.0 - time.time() % 1.0 + 0.01)
+            with self.costs.part("spacing"):
+                time.sleep(1.0 - time.time() % 1.0 + 0.01)
         while self._due(now):
             entry = self.arrivals[self.next_arrival]
             entry.created, entry.created_wall = now, time.monotonic()
@@ -482,7 +487,7 @@ def _settle_loop(
 ) -> SettleStats:
     """At each event time: the due events, then wait for the cluster to
     settle, then on to the next event time; stop when no event is left."""
-    metrics = WorkMetrics(clock.metrics_url, clock.token, clock.controller_metrics_url)
+    metrics = WorkMetrics(clock.metrics_url, clock.token, clock.controller_metrics_url, run.costs)
     spent: list[float] = []
     timeouts = 0
     started = 0
@@ -496,14 +501,16 @@ def _settle_loop(
             run.arrive(now)
             run.end_due(now)
             if faults is not None and fault_due:
-                _apply_faults(run, pods, faults, fault_due)
+                with run.costs.part("faults"):
+                    _apply_faults(run, pods, faults, fault_due)
             if not _settle(run, pods, metrics, clock, kueue, now=now, before=before):
                 timeouts += 1
             spent.append(time.monotonic() - began)
             started = _report(run, started, progress)
             times = [t for t in (run.next_event(), _next_fault(faults, run)) if t is not None]
             if not times:
-                return SettleStats(len(spent), percentile(spent, 0.5), max(spent), timeouts)
+                costs = run.costs.summary(len(spent), sum(spent))
+                return SettleStats(len(spent), percentile(spent, 0.5), max(spent), timeouts, costs)
             now = max(now, min(times))
     finally:
         metrics.close()
@@ -548,20 +555,23 @@ def _settle(
     why = "writes in flight"
     while time.monotonic() < deadline:
         _drain(run, pods, now)
-        if not run.writes_done(timeout=POLL):
+        with run.costs.part("writes"):
+            done = run.writes_done(timeout=POLL)
+        if not done:
             why = "writes in flight"
             continue
         view = pods.view(run.wanted(), run.deleting)
-        why = view.unsettled() or ""
+        why, part = view.unsettled() or "", "pods"
         if not why:
             deciders.showing()
         if not why and view.queued and kueue is not None:
-            why = kueue.why(*pods.queued_and_present()) or ""
+            why, part = kueue.why(*pods.queued_and_present()) or "", "kueue"
         if not why and view.waiting:
-            why = deciders.moving(run, view.waiting)
+            why, part = deciders.moving(run, view.waiting), "deciders"
         if not why and pods.events.empty():
             return True
-        time.sleep(POLL)
+        with run.costs.part(part):
+            time.sleep(POLL)
     log.warning("simulated second %.0f: not settled after %.0f s: %s", now, clock.timeout, why)
     return False
 
@@ -625,7 +635,8 @@ class _Deciders:
             if first.backoff > waiting or retried < 2 * first.backoff:
                 return "the scheduler retries pods after a backoff"
             return ""
-        time.sleep(self.clock.quiet)
+        with run.costs.part("quiet"):
+            time.sleep(self.clock.quiet)
         second = self.metrics.state()
         if second.progress != first.progress or second.busy(controller) or second.backoff:
             return "the scheduler or the controller is still moving"
