@@ -49,7 +49,7 @@ from driver.whatif.livefaults import (
     fault_request,
 )
 from driver.whatif.observe import WorkMetrics, WorkState
-from driver.whatif.podwatch import PodEvent, PodWatch
+from driver.whatif.podwatch import NamespaceView, PodEvent, PodWatch
 from driver.whatif.replay import JobRecord, Replay, Sample
 from driver.whatif.settlecost import SettleCosts
 from driver.whatif.writer import Writer, set_fault
@@ -497,7 +497,8 @@ def _settle_loop(
             fault_due = faults.clock.due(now) if faults is not None else []
             began = time.monotonic()
             run.released.clear()
-            before = Step(metrics.state(), run.creations, run.deletions, bool(fault_due))
+            baseline = _baseline(run, pods, metrics)
+            before = Step(baseline, run.creations, run.deletions, bool(fault_due))
             run.arrive(now)
             run.end_due(now)
             if faults is not None and fault_due:
@@ -526,9 +527,13 @@ def _next_fault(faults: _Faults | None, run: _LiveRun) -> float | None:
 
 @dataclass(frozen=True)
 class Step:
-    """The cluster and the replay before one event time's writes."""
+    """The cluster and the replay before one event time's writes. `state` is
+    None when no pod of the replay waited then (none unschedulable, none
+    undecided, none held back): every pod that waits after the writes was
+    then tried after they began, which is what comparing the scheduler's
+    progress with `state` would have shown, so the clock does not read it."""
 
-    state: WorkState
+    state: WorkState | None
     creations: int
     deletions: int
     faulted: bool
@@ -536,6 +541,18 @@ class Step:
 
     def wrote(self, run: _LiveRun) -> bool:
         return self.faulted or (run.creations, run.deletions) != (self.creations, self.deletions)
+
+
+def needs_baseline(view: NamespaceView) -> bool:
+    """Whether a pod of the replay waits before a step's writes (`Step`):
+    unschedulable, held back by Kueue, or not yet decided or seen."""
+    return bool(view.unsettled() or view.waiting or view.queued)
+
+
+def _baseline(run: _LiveRun, pods: PodWatch, metrics: WorkMetrics) -> WorkState | None:
+    """The scheduler's state before this step's writes, if a pod waits."""
+    view = pods.view(run.wanted(), run.deleting)
+    return metrics.state(controller=False) if needs_baseline(view) else None
 
 
 def _settle(
@@ -551,7 +568,7 @@ def _settle(
     """Take pod events until the cluster has settled; False if it did not
     within the clock's timeout."""
     deadline = time.monotonic() + clock.timeout
-    deciders = _Deciders(metrics, clock, before)
+    deciders = Deciders(metrics.state, clock, before.state, costs=run.costs)
     why = "writes in flight"
     while time.monotonic() < deadline:
         _drain(run, pods, now)
@@ -567,7 +584,11 @@ def _settle(
         if not why and view.queued and kueue is not None:
             why, part = kueue.why(*pods.queued_and_present()) or "", "kueue"
         if not why and view.waiting:
-            why, part = deciders.moving(run, view.waiting), "deciders"
+            controller = bool(clock.controller_metrics_url) and run.needs_controller()
+            why = deciders.moving(
+                wrote=before.wrote(run), controller=controller, waiting=view.waiting
+            )
+            part = "deciders"
         if not why and pods.events.empty():
             return True
         with run.costs.part(part):
@@ -576,13 +597,19 @@ def _settle(
     return False
 
 
-class _Deciders:
+class Deciders:
     """Whether the scheduler and the driver's controller may still change
     something for a waiting pod at this event time. Both must have taken up
     this step's writes (the scheduler has handled events since they began;
     when a release may let a waiting rack job in, the controller has queued or
     reconciled work since the namespace showed it, as it moves the rack
-    guard), be idle, and read unchanged across the clock's quiet seconds."""
+    guard), be idle, and read unchanged across the clock's quiet seconds.
+
+    Each reading of the scheduler's /metrics is half a megabyte of text the
+    scheduler renders and the replay parses, so the clock reads only what a
+    decision needs: no reading when the namespace shows the writes (the first
+    look at a waiting pod takes the state then), and the controller's only
+    while a release may let a waiting rack job in."""
 
     CONTROLLER_GRACE = 10.0
     """Wall seconds after which a controller that took up nothing is taken
@@ -590,10 +617,23 @@ class _Deciders:
     and than the seconds it took to advertise a rack again after some
     seventy claims in it went at once."""
 
-    def __init__(self, metrics: WorkMetrics, clock: SettleClock, before: Step) -> None:
-        self.metrics, self.clock, self.before = metrics, clock, before
-        self.shown: tuple[float, WorkState] | None = None
-        """When the namespace first showed this step's writes, and the state then."""
+    def __init__(
+        self,
+        read: Callable[[bool], WorkState],
+        clock: SettleClock,
+        before: WorkState | None,
+        *,
+        costs: SettleCosts,
+    ) -> None:
+        """`read(controller)`: the deciders' state now, the controller's part
+        only when asked; `before`: the scheduler's before the writes (`Step`)."""
+        self.read, self.clock, self.before, self.costs = read, clock, before, costs
+        self.since: float | None = None
+        """When the namespace first showed this step's writes."""
+        self.shown: WorkState | None = None
+        """The scheduler's state at the first look at a waiting pod since then."""
+        self.shown_reconciled: float | None = None
+        """The controller's reconciles at the first look that needed them."""
         self.controller_took = False
         self.reconciles: tuple[float, float, float] | None = None
         """The controller's reconcile count, the scheduler's progress and the
@@ -602,26 +642,32 @@ class _Deciders:
     def showing(self) -> None:
         """The namespace shows this step's writes (pods and claims deleted
         are gone): what the deciders do from now on is their answer to them."""
-        if self.shown is None:
-            self.shown = (time.monotonic(), self.metrics.state())
+        if self.since is None:
+            self.since = time.monotonic()
 
-    def moving(self, run: _LiveRun, waiting: int) -> str:
-        first = self.metrics.state()
+    def moving(self, *, wrote: bool, controller: bool, waiting: int) -> str:
+        """Why a decider may still move for the `waiting` pods ("" if none
+        will): `wrote`, this step wrote; `controller`, the controller's next
+        reconcile may change what the scheduler can place."""
+        first = self.read(controller)
         self.showing()
-        assert self.shown is not None
-        if self.before.wrote(run) and first.progress == self.before.state.progress:
+        assert self.since is not None
+        if self.shown is None:
+            self.shown = first
+        if controller and self.shown_reconciled is None:
+            self.shown_reconciled = first.reconciled
+        if wrote and self.before is not None and first.progress == self.before.progress:
             return "the scheduler has not yet taken up this step's writes"
-        controller = bool(self.clock.controller_metrics_url) and run.needs_controller()
         if controller:
-            since, shown = self.shown
+            assert self.shown_reconciled is not None
             self.controller_took |= (
                 first.controller > 0
-                or first.reconciled > shown.reconciled
-                or time.monotonic() - since > self.CONTROLLER_GRACE
+                or first.reconciled > self.shown_reconciled
+                or time.monotonic() - self.since > self.CONTROLLER_GRACE
             )
             if not self.controller_took:
                 return "the controller has not yet taken up the released claims"
-            if self._controller_writes_unseen(first):
+            if self._controller_writes_unseen(first, self.shown_reconciled):
                 return "the scheduler has not yet taken up the controller's writes"
         if first.busy(controller):
             return "the scheduler or the controller has work"
@@ -631,23 +677,22 @@ class _Deciders:
             # have failed twice since the namespace showed this step's writes,
             # the second time a backoff (a second or more) after any event
             # those writes caused had reached the scheduler.
-            retried = first.failed - self.shown[1].failed
+            retried = first.failed - self.shown.failed
             if first.backoff > waiting or retried < 2 * first.backoff:
                 return "the scheduler retries pods after a backoff"
             return ""
-        with run.costs.part("quiet"):
+        with self.costs.part("quiet"):
             time.sleep(self.clock.quiet)
-        second = self.metrics.state()
+        second = self.read(controller)
         if second.progress != first.progress or second.busy(controller) or second.backoff:
             return "the scheduler or the controller is still moving"
         return ""
 
-    def _controller_writes_unseen(self, state: WorkState) -> bool:
+    def _controller_writes_unseen(self, state: WorkState, shown: float) -> bool:
         """The controller reconciled in this step (it may have advertised a
         rack device again) and the scheduler has handled nothing since, for
         less than the grace a reconcile that wrote nothing is given."""
-        assert self.shown is not None
-        if state.reconciled <= self.shown[1].reconciled:
+        if state.reconciled <= shown:
             return False
         if self.reconciles is None or self.reconciles[0] != state.reconciled:
             self.reconciles = (state.reconciled, state.progress, time.monotonic())

@@ -164,13 +164,15 @@ class WorkMetrics:
         self.http = httpx.Client(headers={"Authorization": token}, verify=False, timeout=10.0)
         self.plain = httpx.Client(timeout=10.0)
 
-    def state(self) -> WorkState:
+    def state(self, controller: bool) -> WorkState:
+        """The scheduler's state, with the controller's when `controller`
+        (and its /metrics were given); else the controller's fields are 0."""
         with self.costs.part("metrics"):
             response = self.http.get(self.scheduler)
             response.raise_for_status()
             self.costs.read(len(response.content))
             state = scheduler_work(response.text)
-            if self.controller is None:
+            if self.controller is None or not controller:
                 return state
             answer = self.plain.get(self.controller)
             answer.raise_for_status()
