@@ -61,6 +61,10 @@ REQUEST_TIMEOUT = 30.0
 CREATORS = 4
 POLL = 0.02
 """Wall seconds between looks at a cluster that has not settled."""
+NAMESPACE_WAIT = 1.0
+"""Wall seconds a settle waits for a pod or claim event while the namespace
+does not yet show the writes (it wakes at the event; this bounds a wait
+for one that will not come, as after a watch's restart)."""
 TAINTS_SETTLE = 1.0
 """Wall seconds a fault's taints must stand still before the replay goes on."""
 
@@ -571,6 +575,7 @@ def _settle(
     deciders = Deciders(metrics.state, clock, before.state, costs=run.costs)
     why = "writes in flight"
     while time.monotonic() < deadline:
+        pods.mark()
         _drain(run, pods, now)
         with run.costs.part("writes"):
             done = run.writes_done(timeout=POLL)
@@ -592,7 +597,11 @@ def _settle(
         if not why and pods.events.empty():
             return True
         with run.costs.part(part):
-            time.sleep(POLL)
+            if part == "pods":
+                # Only a pod or claim event changes the namespace's view.
+                pods.wait_change(NAMESPACE_WAIT)
+            else:
+                time.sleep(POLL)
     log.warning("simulated second %.0f: not settled after %.0f s: %s", now, clock.timeout, why)
     return False
 
