@@ -40,7 +40,7 @@ from driver.whatif.jobobjects import CLAIMS as CLAIM_PODS
 from driver.whatif.jobobjects import PodStyle, job_objects, pod_name
 from driver.whatif.jobs import Job
 from driver.whatif.kueue import KueueQueue
-from driver.whatif.kueuewatch import KueueWatch, through_kueue
+from driver.whatif.kueuewatch import KueueWatch, spacing, through_kueue
 from driver.whatif.livefaults import (
     FaultAction,
     FaultClock,
@@ -165,8 +165,10 @@ class _LiveRun:
         gangs: bool,
         style: PodStyle,
         servers: Mapping[str, tuple[int, int]],
+        kueue: KueueWatch | None = None,
     ) -> None:
         self.objects, self.pool, self.namespace, self.driver = objects, pool, namespace, driver
+        self.kueue = kueue
         self.gangs, self.style, self.servers = gangs, style, servers
         self.released: set[int | None] = set()
         """Racks this event time's deletions gave devices back on (None: unknown)."""
@@ -191,11 +193,12 @@ class _LiveRun:
 
     def arrive(self, now: float) -> None:
         if self._due(now) and self.style.queue and self.next_arrival:
-            # Kueue orders its queue by creation time, which the apiserver
-            # keeps to the second: jobs arriving later must be created in a
-            # later wall second than every job before them.
+            # Jobs arriving later must queue behind every job before them.
+            # Without a watch of the Workloads, the latest may be this second's.
+            wall = time.time()
+            latest = self.kueue.latest_created() if self.kueue is not None else None
             with self.costs.part("spacing"):
-                time.sleep(1.0 - time.time() % 1.0 + 0.01)
+                time.sleep(spacing(wall, wall if latest is None else latest))
         while self._due(now):
             entry = self.arrivals[self.next_arrival]
             entry.created, entry.created_wall = now, time.monotonic()
@@ -388,6 +391,7 @@ def replay_live(
                 gangs=gangs,
                 style=style,
                 servers=servers or {},
+                kueue=watch,
             )
             try:
                 if isinstance(clock, SettleClock):
