@@ -65,6 +65,12 @@ NAMESPACE_WAIT = 1.0
 """Wall seconds a settle waits for a pod or claim event while the namespace
 does not yet show the writes (it wakes at the event; this bounds a wait
 for one that will not come, as after a watch's restart)."""
+DECIDERS_WAIT = 0.1
+"""Wall seconds between readings of a scheduler that has work or has not yet
+taken up the writes, unless a pod event comes first (a binding, a pod
+reported unschedulable). Each reading is a /metrics text the scheduler
+renders while it works: polled every POLL, most of a trial's readings were
+of a busy scheduler."""
 TAINTS_SETTLE = 1.0
 """Wall seconds a fault's taints must stand still before the replay goes on."""
 
@@ -604,6 +610,8 @@ def _settle(
             if part == "pods":
                 # Only a pod or claim event changes the namespace's view.
                 pods.wait_change(NAMESPACE_WAIT)
+            elif part == "deciders":
+                pods.wait_change(DECIDERS_WAIT)
             else:
                 time.sleep(POLL)
     log.warning("simulated second %.0f: not settled after %.0f s: %s", now, clock.timeout, why)
