@@ -6,11 +6,13 @@ quota is not free until Kueue finishes it), and all of this has stood still
 for a quiet spell (QUIET): a StrictFIFO head is retried without end, so Kueue's own
 attempt counters never stand still and cannot tell."""
 
+import math
 import threading
 import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 from driver.kubeapi.apiserver import ApiServer
@@ -35,6 +37,32 @@ QUIET: Final = 1.5
 """Wall seconds Kueue's decisions must stand still: longer than the second
 Kueue 0.17 batches the requeue of inadmissible workloads by after quota
 frees (BestEffortFIFO waits that long before trying them again)."""
+
+
+SPACING_MARGIN: Final = 0.01
+"""Wall seconds past a second's turn, so a creation lands in the next second."""
+
+
+def created_at(obj: Mapping[str, Any]) -> float:
+    """An object's creationTimestamp, seconds since the epoch (whole seconds:
+    the apiserver keeps no finer)."""
+    return datetime.fromisoformat(obj["metadata"]["creationTimestamp"]).timestamp()
+
+
+def spacing(now: float, latest: float) -> float:
+    """Wall seconds to wait at epoch time `now` before creating jobs that
+    must queue behind every Workload created so far, the latest at epoch
+    `latest`.
+
+    Kueue orders a queue by priority, then by the Workload's creation time,
+    then by its UID (Kueue 0.17, cache/queue's baseCompareFunc), and the
+    apiserver keeps creation times to the second: two Workloads of one second
+    are ordered by their random UIDs. A Workload is created after the pods it
+    admits, so pods created in a wall second later than `latest`'s have
+    Workloads ordered after every one so far. Once the second of `latest`
+    has passed, no wait is needed: a settle through Kueue lasts more than its
+    quiet spell, so a replay seldom waits at all."""
+    return max(0.0, math.floor(latest) + 1.0 + SPACING_MARGIN - now)
 
 
 @dataclass(frozen=True)
@@ -80,12 +108,15 @@ def unsettled(
 
 
 class KueueWatch:
-    """The namespace's Workloads, and since when Kueue's decisions have stood still."""
+    """The namespace's Workloads, since when Kueue's decisions have stood
+    still, and when the latest of them was created."""
 
     def __init__(self, server: ApiServer, namespace: str) -> None:
         self.lock = threading.Lock()
         self.workloads: dict[str, WorkloadState] = {}
         self.changed = time.monotonic()
+        self.latest: float | None = None
+        """The latest creation time of any Workload seen, deleted ones too (epoch seconds)."""
         self.informer: Informer[Mapping[str, Any]] = Informer(
             server,
             path_of(WORKLOADS, namespace=namespace),
@@ -108,14 +139,24 @@ class KueueWatch:
                 why = "Kueue decided something a moment ago"
             return why
 
+    def latest_created(self) -> float | None:
+        with self.lock:
+            return self.latest
+
+    def _created(self, obj: Mapping[str, Any]) -> None:
+        self.latest = max(created_at(obj), self.latest or 0.0)
+
     def _listed(self, objs: list[Mapping[str, Any]]) -> None:
         with self.lock:
             self.workloads = {o["metadata"]["name"]: workload_state(o) for o in objs}
             self.changed = time.monotonic()
+            for obj in objs:
+                self._created(obj)
 
     def _event(self, kind: str, obj: Mapping[str, Any]) -> None:
         name = obj["metadata"]["name"]
         with self.lock:
+            self._created(obj)
             before = self.workloads.get(name)
             if kind == "DELETED":
                 self.workloads.pop(name, None)

@@ -40,7 +40,7 @@ from driver.whatif.jobobjects import CLAIMS as CLAIM_PODS
 from driver.whatif.jobobjects import PodStyle, job_objects, pod_name
 from driver.whatif.jobs import Job
 from driver.whatif.kueue import KueueQueue
-from driver.whatif.kueuewatch import KueueWatch, through_kueue
+from driver.whatif.kueuewatch import KueueWatch, spacing, through_kueue
 from driver.whatif.livefaults import (
     FaultAction,
     FaultClock,
@@ -49,8 +49,9 @@ from driver.whatif.livefaults import (
     fault_request,
 )
 from driver.whatif.observe import WorkMetrics, WorkState
-from driver.whatif.podwatch import PodEvent, PodWatch
+from driver.whatif.podwatch import NamespaceView, PodEvent, PodWatch
 from driver.whatif.replay import JobRecord, Replay, Sample
+from driver.whatif.settlecost import SettleCosts
 from driver.whatif.writer import Writer, set_fault
 from simdevice.topology import RackSpec
 
@@ -60,6 +61,16 @@ REQUEST_TIMEOUT = 30.0
 CREATORS = 4
 POLL = 0.02
 """Wall seconds between looks at a cluster that has not settled."""
+NAMESPACE_WAIT = 1.0
+"""Wall seconds a settle waits for a pod or claim event while the namespace
+does not yet show the writes (it wakes at the event; this bounds a wait
+for one that will not come, as after a watch's restart)."""
+DECIDERS_WAIT = 0.1
+"""Wall seconds between readings of a scheduler that has work or has not yet
+taken up the writes, unless a pod event comes first (a binding, a pod
+reported unschedulable). Each reading is a /metrics text the scheduler
+renders while it works: polled every POLL, most of a trial's readings were
+of a busy scheduler."""
 TAINTS_SETTLE = 1.0
 """Wall seconds a fault's taints must stand still before the replay goes on."""
 
@@ -130,6 +141,8 @@ class SettleStats:
     wall_p50: float | None
     wall_max: float | None
     timeouts: int
+    costs: dict[str, float] = field(default_factory=dict)
+    """Per event time: wall seconds by part and /metrics read (`SettleCosts.summary`)."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +171,10 @@ class _LiveRun:
         gangs: bool,
         style: PodStyle,
         servers: Mapping[str, tuple[int, int]],
+        kueue: KueueWatch | None = None,
     ) -> None:
         self.objects, self.pool, self.namespace, self.driver = objects, pool, namespace, driver
+        self.kueue = kueue
         self.gangs, self.style, self.servers = gangs, style, servers
         self.released: set[int | None] = set()
         """Racks this event time's deletions gave devices back on (None: unknown)."""
@@ -174,6 +189,7 @@ class _LiveRun:
         self.deletions = 0
         """Runs the replay has deleted so far (ended or evicted)."""
         self.creations = 0
+        self.costs = SettleCosts()
 
     def _due(self, now: float) -> bool:
         return (
@@ -183,10 +199,12 @@ class _LiveRun:
 
     def arrive(self, now: float) -> None:
         if self._due(now) and self.style.queue and self.next_arrival:
-            # Kueue orders its queue by creation time, which the apiserver
-            # keeps to the second: jobs arriving later must be created in a
-            # later wall second than every job before them.
-            time.sleep(1.0 - time.time() % 1.0 + 0.01)
+            # Jobs arriving later must queue behind every job before them.
+            # Without a watch of the Workloads, the latest may be this second's.
+            wall = time.time()
+            latest = self.kueue.latest_created() if self.kueue is not None else None
+            with self.costs.part("spacing"):
+                time.sleep(spacing(wall, wall if latest is None else latest))
         while self._due(now):
             entry = self.arrivals[self.next_arrival]
             entry.created, entry.created_wall = now, time.monotonic()
@@ -379,6 +397,7 @@ def replay_live(
                 gangs=gangs,
                 style=style,
                 servers=servers or {},
+                kueue=watch,
             )
             try:
                 if isinstance(clock, SettleClock):
@@ -482,7 +501,7 @@ def _settle_loop(
 ) -> SettleStats:
     """At each event time: the due events, then wait for the cluster to
     settle, then on to the next event time; stop when no event is left."""
-    metrics = WorkMetrics(clock.metrics_url, clock.token, clock.controller_metrics_url)
+    metrics = WorkMetrics(clock.metrics_url, clock.token, clock.controller_metrics_url, run.costs)
     spent: list[float] = []
     timeouts = 0
     started = 0
@@ -492,18 +511,21 @@ def _settle_loop(
             fault_due = faults.clock.due(now) if faults is not None else []
             began = time.monotonic()
             run.released.clear()
-            before = Step(metrics.state(), run.creations, run.deletions, bool(fault_due))
+            baseline = _baseline(run, pods, metrics)
+            before = Step(baseline, run.creations, run.deletions, bool(fault_due))
             run.arrive(now)
             run.end_due(now)
             if faults is not None and fault_due:
-                _apply_faults(run, pods, faults, fault_due)
+                with run.costs.part("faults"):
+                    _apply_faults(run, pods, faults, fault_due)
             if not _settle(run, pods, metrics, clock, kueue, now=now, before=before):
                 timeouts += 1
             spent.append(time.monotonic() - began)
             started = _report(run, started, progress)
             times = [t for t in (run.next_event(), _next_fault(faults, run)) if t is not None]
             if not times:
-                return SettleStats(len(spent), percentile(spent, 0.5), max(spent), timeouts)
+                costs = run.costs.summary(len(spent), sum(spent))
+                return SettleStats(len(spent), percentile(spent, 0.5), max(spent), timeouts, costs)
             now = max(now, min(times))
     finally:
         metrics.close()
@@ -519,9 +541,13 @@ def _next_fault(faults: _Faults | None, run: _LiveRun) -> float | None:
 
 @dataclass(frozen=True)
 class Step:
-    """The cluster and the replay before one event time's writes."""
+    """The cluster and the replay before one event time's writes. `state` is
+    None when no pod of the replay waited then (none unschedulable, none
+    undecided, none held back): every pod that waits after the writes was
+    then tried after they began, which is what comparing the scheduler's
+    progress with `state` would have shown, so the clock does not read it."""
 
-    state: WorkState
+    state: WorkState | None
     creations: int
     deletions: int
     faulted: bool
@@ -529,6 +555,18 @@ class Step:
 
     def wrote(self, run: _LiveRun) -> bool:
         return self.faulted or (run.creations, run.deletions) != (self.creations, self.deletions)
+
+
+def needs_baseline(view: NamespaceView) -> bool:
+    """Whether a pod of the replay waits before a step's writes (`Step`):
+    unschedulable, held back by Kueue, or not yet decided or seen."""
+    return bool(view.unsettled() or view.waiting or view.queued)
+
+
+def _baseline(run: _LiveRun, pods: PodWatch, metrics: WorkMetrics) -> WorkState | None:
+    """The scheduler's state before this step's writes, if a pod waits."""
+    view = pods.view(run.wanted(), run.deleting)
+    return metrics.state(controller=False) if needs_baseline(view) else None
 
 
 def _settle(
@@ -544,35 +582,55 @@ def _settle(
     """Take pod events until the cluster has settled; False if it did not
     within the clock's timeout."""
     deadline = time.monotonic() + clock.timeout
-    deciders = _Deciders(metrics, clock, before)
+    deciders = Deciders(metrics.state, clock, before.state, costs=run.costs)
     why = "writes in flight"
     while time.monotonic() < deadline:
+        pods.mark()
         _drain(run, pods, now)
-        if not run.writes_done(timeout=POLL):
+        with run.costs.part("writes"):
+            done = run.writes_done(timeout=POLL)
+        if not done:
             why = "writes in flight"
             continue
         view = pods.view(run.wanted(), run.deleting)
-        why = view.unsettled() or ""
+        why, part = view.unsettled() or "", "pods"
         if not why:
             deciders.showing()
         if not why and view.queued and kueue is not None:
-            why = kueue.why(*pods.queued_and_present()) or ""
+            why, part = kueue.why(*pods.queued_and_present()) or "", "kueue"
         if not why and view.waiting:
-            why = deciders.moving(run, view.waiting)
+            controller = bool(clock.controller_metrics_url) and run.needs_controller()
+            why = deciders.moving(
+                wrote=before.wrote(run), controller=controller, waiting=view.waiting
+            )
+            part = "deciders"
         if not why and pods.events.empty():
             return True
-        time.sleep(POLL)
+        with run.costs.part(part):
+            if part == "pods":
+                # Only a pod or claim event changes the namespace's view.
+                pods.wait_change(NAMESPACE_WAIT)
+            elif part == "deciders":
+                pods.wait_change(DECIDERS_WAIT)
+            else:
+                time.sleep(POLL)
     log.warning("simulated second %.0f: not settled after %.0f s: %s", now, clock.timeout, why)
     return False
 
 
-class _Deciders:
+class Deciders:
     """Whether the scheduler and the driver's controller may still change
     something for a waiting pod at this event time. Both must have taken up
     this step's writes (the scheduler has handled events since they began;
     when a release may let a waiting rack job in, the controller has queued or
     reconciled work since the namespace showed it, as it moves the rack
-    guard), be idle, and read unchanged across the clock's quiet seconds."""
+    guard), be idle, and read unchanged across the clock's quiet seconds.
+
+    Each reading of the scheduler's /metrics is half a megabyte of text the
+    scheduler renders and the replay parses, so the clock reads only what a
+    decision needs: no reading when the namespace shows the writes (the first
+    look at a waiting pod takes the state then), and the controller's only
+    while a release may let a waiting rack job in."""
 
     CONTROLLER_GRACE = 10.0
     """Wall seconds after which a controller that took up nothing is taken
@@ -580,10 +638,23 @@ class _Deciders:
     and than the seconds it took to advertise a rack again after some
     seventy claims in it went at once."""
 
-    def __init__(self, metrics: WorkMetrics, clock: SettleClock, before: Step) -> None:
-        self.metrics, self.clock, self.before = metrics, clock, before
-        self.shown: tuple[float, WorkState] | None = None
-        """When the namespace first showed this step's writes, and the state then."""
+    def __init__(
+        self,
+        read: Callable[[bool], WorkState],
+        clock: SettleClock,
+        before: WorkState | None,
+        *,
+        costs: SettleCosts,
+    ) -> None:
+        """`read(controller)`: the deciders' state now, the controller's part
+        only when asked; `before`: the scheduler's before the writes (`Step`)."""
+        self.read, self.clock, self.before, self.costs = read, clock, before, costs
+        self.since: float | None = None
+        """When the namespace first showed this step's writes."""
+        self.shown: WorkState | None = None
+        """The scheduler's state at the first look at a waiting pod since then."""
+        self.shown_reconciled: float | None = None
+        """The controller's reconciles at the first look that needed them."""
         self.controller_took = False
         self.reconciles: tuple[float, float, float] | None = None
         """The controller's reconcile count, the scheduler's progress and the
@@ -592,26 +663,32 @@ class _Deciders:
     def showing(self) -> None:
         """The namespace shows this step's writes (pods and claims deleted
         are gone): what the deciders do from now on is their answer to them."""
-        if self.shown is None:
-            self.shown = (time.monotonic(), self.metrics.state())
+        if self.since is None:
+            self.since = time.monotonic()
 
-    def moving(self, run: _LiveRun, waiting: int) -> str:
-        first = self.metrics.state()
+    def moving(self, *, wrote: bool, controller: bool, waiting: int) -> str:
+        """Why a decider may still move for the `waiting` pods ("" if none
+        will): `wrote`, this step wrote; `controller`, the controller's next
+        reconcile may change what the scheduler can place."""
+        first = self.read(controller)
         self.showing()
-        assert self.shown is not None
-        if self.before.wrote(run) and first.progress == self.before.state.progress:
+        assert self.since is not None
+        if self.shown is None:
+            self.shown = first
+        if controller and self.shown_reconciled is None:
+            self.shown_reconciled = first.reconciled
+        if wrote and self.before is not None and first.progress == self.before.progress:
             return "the scheduler has not yet taken up this step's writes"
-        controller = bool(self.clock.controller_metrics_url) and run.needs_controller()
         if controller:
-            since, shown = self.shown
+            assert self.shown_reconciled is not None
             self.controller_took |= (
                 first.controller > 0
-                or first.reconciled > shown.reconciled
-                or time.monotonic() - since > self.CONTROLLER_GRACE
+                or first.reconciled > self.shown_reconciled
+                or time.monotonic() - self.since > self.CONTROLLER_GRACE
             )
             if not self.controller_took:
                 return "the controller has not yet taken up the released claims"
-            if self._controller_writes_unseen(first):
+            if self._controller_writes_unseen(first, self.shown_reconciled):
                 return "the scheduler has not yet taken up the controller's writes"
         if first.busy(controller):
             return "the scheduler or the controller has work"
@@ -621,22 +698,22 @@ class _Deciders:
             # have failed twice since the namespace showed this step's writes,
             # the second time a backoff (a second or more) after any event
             # those writes caused had reached the scheduler.
-            retried = first.failed - self.shown[1].failed
+            retried = first.failed - self.shown.failed
             if first.backoff > waiting or retried < 2 * first.backoff:
                 return "the scheduler retries pods after a backoff"
             return ""
-        time.sleep(self.clock.quiet)
-        second = self.metrics.state()
+        with self.costs.part("quiet"):
+            time.sleep(self.clock.quiet)
+        second = self.read(controller)
         if second.progress != first.progress or second.busy(controller) or second.backoff:
             return "the scheduler or the controller is still moving"
         return ""
 
-    def _controller_writes_unseen(self, state: WorkState) -> bool:
+    def _controller_writes_unseen(self, state: WorkState, shown: float) -> bool:
         """The controller reconciled in this step (it may have advertised a
         rack device again) and the scheduler has handled nothing since, for
         less than the grace a reconcile that wrote nothing is given."""
-        assert self.shown is not None
-        if state.reconciled <= self.shown[1].reconciled:
+        if state.reconciled <= shown:
             return False
         if self.reconciles is None or self.reconciles[0] != state.reconciled:
             self.reconciles = (state.reconciled, state.progress, time.monotonic())

@@ -502,6 +502,7 @@ def clock_fields(got: LiveResult) -> dict[str, Any]:
             "wall_s_p50": settle.wall_p50,
             "wall_s_max": settle.wall_max,
             "timeouts": settle.timeouts,
+            "per_event": settle.costs,
         },
     }
 

@@ -13,6 +13,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from driver.procstat import process_cpu_seconds
+from driver.whatif.settlecost import SettleCosts
 
 log = logging.getLogger(__name__)
 ATTEMPTS = "scheduler_schedule_attempts"
@@ -153,24 +154,31 @@ def controller_work(text: str) -> tuple[int, float]:
 
 class WorkMetrics:
     """Reads the scheduler's /metrics, and the controller's when given, over
-    kept-alive connections."""
+    kept-alive connections; each read counted in `costs`."""
 
-    def __init__(self, scheduler: str, token: str, controller: str | None) -> None:
-        self.scheduler, self.controller = scheduler, controller
+    def __init__(
+        self, scheduler: str, token: str, controller: str | None, costs: SettleCosts
+    ) -> None:
+        self.scheduler, self.controller, self.costs = scheduler, controller, costs
         # The local scheduler's certificate is self-signed, and it listens on loopback.
         self.http = httpx.Client(headers={"Authorization": token}, verify=False, timeout=10.0)
         self.plain = httpx.Client(timeout=10.0)
 
-    def state(self) -> WorkState:
-        response = self.http.get(self.scheduler)
-        response.raise_for_status()
-        state = scheduler_work(response.text)
-        if self.controller is None:
-            return state
-        answer = self.plain.get(self.controller)
-        answer.raise_for_status()
-        pending, reconciled = controller_work(answer.text)
-        return replace(state, controller=pending, reconciled=reconciled)
+    def state(self, controller: bool) -> WorkState:
+        """The scheduler's state, with the controller's when `controller`
+        (and its /metrics were given); else the controller's fields are 0."""
+        with self.costs.part("metrics"):
+            response = self.http.get(self.scheduler)
+            response.raise_for_status()
+            self.costs.read(len(response.content))
+            state = scheduler_work(response.text)
+            if self.controller is None or not controller:
+                return state
+            answer = self.plain.get(self.controller)
+            answer.raise_for_status()
+            self.costs.read(len(answer.content))
+            pending, reconciled = controller_work(answer.text)
+            return replace(state, controller=pending, reconciled=reconciled)
 
     def close(self) -> None:
         self.http.close()

@@ -84,6 +84,8 @@ class PodWatch:
         """Pods Kueue holds back."""
         self.claims: dict[str, str] = {}
         """Claim -> the pod it serves."""
+        self.changed = threading.Event()
+        """Set on every pod or claim event: a `view` taken since may differ."""
         self.pods: Informer[Mapping[str, Any]] = Informer(
             server,
             path_of(PODS, namespace=namespace),
@@ -127,6 +129,17 @@ class PodWatch:
                 queued=sum(1 for p in seen if p in self.gated),
             )
 
+    def mark(self) -> None:
+        """From now on, `wait_change` waits for an event; call it before
+        taking a `view`, so no event after the view is missed."""
+        self.changed.clear()
+
+    def wait_change(self, timeout: float) -> bool:
+        """Wait up to `timeout` wall seconds for a pod or claim event since
+        `mark`, so a settle waiting on the namespace wakes when it changes
+        rather than on a fixed poll; True if one came."""
+        return self.changed.wait(timeout)
+
     def queued_and_present(self) -> tuple[set[str], set[str]]:
         """The pods Kueue holds back, and every pod present."""
         with self.lock:
@@ -137,6 +150,7 @@ class PodWatch:
             return any(name in self.present for name in names)
 
     def _listed(self, pods: list[Mapping[str, Any]]) -> None:
+        self.changed.set()
         names = {pod["metadata"]["name"] for pod in pods}
         with self.lock:
             for name, job in list(self.present.items()):
@@ -151,6 +165,7 @@ class PodWatch:
         meta = pod["metadata"]
         name, job = meta["name"], meta["labels"][JOB_LABEL]
         with self.lock:
+            self.changed.set()
             if deleted:
                 self.present.pop(name, None)
                 self.unschedulable.discard(name)
@@ -171,10 +186,12 @@ class PodWatch:
 
     def _claims_listed(self, claims: list[Mapping[str, Any]]) -> None:
         with self.lock:
+            self.changed.set()
             self.claims = {c["metadata"]["name"]: claim_pod(c) for c in claims}
 
     def _claim(self, claim: Mapping[str, Any], deleted: bool) -> None:
         with self.lock:
+            self.changed.set()
             if deleted:
                 self.claims.pop(claim["metadata"]["name"], None)
             else:

@@ -5,7 +5,15 @@ import pytest
 from driver.whatif.jobobjects import PodStyle, job_objects
 from driver.whatif.jobs import Job, PodShape
 from driver.whatif.kueue import PRIORITY_LABEL, KueueQueue, queue_objects
-from driver.whatif.kueuewatch import WorkloadState, gated, unsettled, workload_state
+from driver.whatif.kueuewatch import (
+    SPACING_MARGIN,
+    WorkloadState,
+    created_at,
+    gated,
+    spacing,
+    unsettled,
+    workload_state,
+)
 
 
 def test_the_replay_queue_counts_the_fleet_in_cores_for_its_namespace_only() -> None:
@@ -83,3 +91,15 @@ def test_a_workload_is_read_from_its_owners_and_conditions() -> None:
     assert gated({"spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}})
     assert not gated({"spec": {"schedulingGates": [{"name": "other"}]}})
     assert not gated({"spec": {}})
+
+
+def test_arrivals_wait_only_while_the_latest_workload_s_second_lasts() -> None:
+    """Kueue breaks a tie of creation seconds by UID: later arrivals must be
+    created in a later second than the latest Workload, and need not wait once
+    that second has passed."""
+    latest = created_at({"metadata": {"creationTimestamp": "2026-12-06T22:30:01Z"}})
+    assert latest == 1796596201.0
+    assert spacing(latest + 0.25, latest) == pytest.approx(0.75 + SPACING_MARGIN, abs=1e-6)
+    assert spacing(latest + 0.999, latest) == pytest.approx(0.001 + SPACING_MARGIN, abs=1e-6)
+    assert spacing(latest + 1 + SPACING_MARGIN, latest) == 0.0
+    assert spacing(latest + 7.5, latest) == 0.0
