@@ -17,6 +17,8 @@ import numpy as np
 
 from benchmarks.collectives_tables import algorithms_table, busbw_tables, fabric_table
 from simdevice.checks import MAX_ATTENTION_SEQ, MAX_ELEMENTS, MAX_GEMM_MACS, check
+from simdevice.collectives import time_collective
+from simdevice.fabric import first_chips
 from simdevice.isa import (
     BF16_EQUIVALENT,
     MAX_CONTRACTION_TILES,
@@ -600,6 +602,7 @@ def run() -> dict[str, Any]:
             ("attention", {"seq": 512, "head_dim": 64}),
         )
     }
+    results["all_reduce_1_gib"] = {str(chips): _all_reduce_gib(chips) for chips in (4, 16, 144)}
     results["fast_path_reported_shapes_cycles"] = {
         f"{m}x{n}x{k}": dict(zip(("exact", "fast"), fast_vs_exact(m, n, k, "bf16"), strict=True))
         for m, n, k in REPORTED
@@ -621,6 +624,20 @@ def run() -> dict[str, Any]:
         "max_relative_error": float(f"{max(attention_fast_error(*c) for c in cases):.2g}"),
     }
     return results
+
+
+def _all_reduce_gib(chips: int) -> dict[str, Any]:
+    """A 1 GiB all-reduce over the first `chips` chips of a Gen2 rack: bandwidth-bound
+    (step latency a small share of its time) at no more than its fastest level's bandwidth."""
+    spec = rack_spec("trn3-gen2")
+    c = time_collective("all-reduce", spec, first_chips(spec, chips), float(GiB))
+    return {
+        "levels": [p.level for p in c.phases],
+        "ms": round(c.duration * 1e3, 3),
+        "busbw_gb_per_s": round(c.busbw / 1e9, 1),
+        "fastest_level_gb_per_s": round(max(p.bandwidth for p in c.phases) / 1e9, 1),
+        "latency_share": round(sum(p.latency for p in c.phases) / c.duration, 4),
+    }
 
 
 def _pct(x: float) -> str:
@@ -702,6 +719,15 @@ def validation_table(r: dict[str, Any]) -> str:
             ", ".join(f"{k} {e:g}" for k, e in r["kernel_numerics_relative_error"].items()),
         ),
     ]
+    for chips, c in r.get("all_reduce_1_gib", {}).items():
+        rows.append(
+            _row(
+                f"all-reduce of 1 GiB over the first {chips} Gen2 chips",
+                "bandwidth-bound (step latency under 5%), busbw at most the fastest level's",
+                f"{c['ms']} ms over {' then '.join(c['levels'])}; busbw {c['busbw_gb_per_s']} "
+                f"of {c['fastest_level_gb_per_s']} GB/s; latency {_pct(c['latency_share'])}",
+            )
+        )
     for shape, c in r["fast_path_reported_shapes_cycles"].items():
         rows.append(
             _row(
