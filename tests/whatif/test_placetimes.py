@@ -3,8 +3,13 @@
 S bytes runs as a ring of one step each way, 2 x (latency + S / 2 / bandwidth)
 = 2 latency + S / bandwidth, at the level between the two chips."""
 
+import json
+from pathlib import Path
+
 import pytest
 
+from benchmarks.paths import ROOT
+from driver.whatif import main as whatif
 from driver.whatif.figures import summarize
 from driver.whatif.fleet import Fleet
 from driver.whatif.jobs import Job, JobError, PodShape
@@ -22,6 +27,7 @@ from driver.whatif.placetimes import (
     replace_iterations,
     spread_seconds,
 )
+from driver.whatif.report import SPREAD_LOST
 from simdevice.fabric import RankPlace, first_chips
 from simdevice.topology import rack_spec
 from simdevice.workloads import train_step_comm
@@ -151,3 +157,16 @@ def test_a_replay_of_jobs_without_work_reports_no_spread() -> None:
     run = replay([Job("plain", 0, 2, PodShape("chips", 1), 5.0)], GEN2, 2, policy="spread")
     assert run.records[0].end == 5.0
     assert "spread_lost_job_s" not in summarize(run)
+
+
+def test_offline_with_spread_writes_the_lost_job_seconds_per_rule(tmp_path: Path) -> None:
+    trace = ROOT / "benchmarks" / "traces" / "packed-versus-spread.csv"
+    args = ["offline", "--trace", str(trace), "--racks", "2", "--with-spread"]
+    assert whatif.main([*args, "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "result.json").read_text())
+    lost = {(r["policy"], r["queueing"]): r["spread_lost_job_s"]["total"] for r in result["runs"]}
+    assert {p for p, _ in lost} == {"first-fit", "best-fit", "spread"}
+    assert lost["spread", "backfill"] > lost["first-fit", "backfill"]
+    spread = result["jobs"]["spread backfill, gangs on"]
+    assert sum(j["spread_s"] for j in spread) == pytest.approx(lost["spread", "backfill"])
+    assert SPREAD_LOST in (tmp_path / "report.md").read_text()
