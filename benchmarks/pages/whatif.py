@@ -1,10 +1,11 @@
-"""docs/whatif.md's example block, from benchmarks/results/whatif.json."""
+"""docs/whatif.md's example and packed-versus-spread blocks, from
+benchmarks/results/whatif.json."""
 
 from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.pages.common import provenance, replace_block, run_line
-from driver.whatif.report import MAKESPAN, table
+from driver.whatif.report import COLUMNS, MAKESPAN, SPREAD_LOST, table, without_spread
 
 
 def alike_makespans(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -57,8 +58,37 @@ def render(page: str, payload: dict[str, Any]) -> str:
             f"{faults['repair_hours']:g} hours: assumed, as no failure rate of Trainium "
             f"chips is published.{evictions_note(runs)}",
             "",
-            table(runs, leave_out=(MAKESPAN,) if alike else ()),
+            table(runs, leave_out=((MAKESPAN,) if alike else ()) + without_spread(runs)),
             *(["", makespan_note(alike)] if alike else []),
         ]
     )
-    return replace_block(page, "example", body)
+    page = replace_block(page, "example", body)
+    if "spread_runs" in r:
+        page = replace_block(page, "spread", spread_body(payload))
+    return page
+
+
+SPREAD_COLUMNS = ("placement", "jobs run", MAKESPAN, "completion p50 / p90 / max (s)", SPREAD_LOST)
+
+
+def spread_body(payload: dict[str, Any]) -> str:
+    """Packed versus spread: the lost job-seconds under each placement rule."""
+    r = payload["results"]
+    case, runs = r["spread_case"], r["spread_runs"]
+    lost = {run["policy"]: run["spread_lost_job_s"]["total"] for run in runs}
+    packed = min(v for k, v in lost.items() if k != "spread")
+    return "\n".join(
+        [
+            f"From benchmarks/results/whatif.json. {run_line(payload)}",
+            "",
+            f"`{case['trace']}`, {runs[0]['jobs']} jobs, on {case['racks']} "
+            f"{case['generation']} racks, backfill queueing, gangs on:",
+            "",
+            table(runs, leave_out=[h for h in COLUMNS if h not in SPREAD_COLUMNS]),
+            "",
+            f"Spread loses {lost['spread']:,.0f} job-seconds, "
+            f"{lost['spread'] / packed:,.0f} times the packing rules' fewest ({packed:,.0f})."
+            if packed > 0
+            else f"Spread loses {lost['spread']:,.0f} job-seconds; the packing rules lose none.",
+        ]
+    )

@@ -1,6 +1,7 @@
 """Figures of one replay: queueing delay, completion time, makespan, how full
 the fleet was and how much of its free capacity the waiting jobs could not
-use. Time-weighted figures hold each sample's value until the next sample.
+use, and the job-seconds lost to spread. Time-weighted figures hold each
+sample's value until the next sample.
 Allocation is taken while jobs still arrive: after the last arrival the
 fleet only drains, which says nothing about the placement rule."""
 
@@ -35,6 +36,29 @@ def time_weighted(
         total += value(here) * span
         weight += span
     return total / weight if weight else None
+
+
+def spread_figures(run: Replay) -> dict[str, Any]:
+    """Job-seconds lost to spread, {} where none is counted: no job carries
+    work (a job without work runs its trace duration wherever it lands), or
+    the replay did not time jobs by their placement (the live one). Per job
+    over the jobs with work that ran; signed, as a looser placement is
+    sometimes the faster one."""
+    lost = [
+        r.spread_seconds
+        for r in run.records
+        if r.timed_by_placement() and r.end is not None and r.spread_seconds is not None
+    ]
+    if not lost:
+        return {}
+    return {
+        "spread_lost_job_s": {
+            "total": sum(lost),
+            "p50": percentile(lost, 0.5),
+            "p90": percentile(lost, 0.9),
+            "jobs": len(lost),
+        }
+    }
 
 
 def summarize(run: Replay) -> dict[str, Any]:
@@ -89,4 +113,5 @@ def summarize(run: Replay) -> dict[str, Any]:
                 only=lambda s: s.waiting_jobs,
             )
         ),
+        **spread_figures(run),
     }

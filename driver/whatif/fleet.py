@@ -13,6 +13,10 @@ from driver.whatif.jobs import PodShape
 from simdevice.topology import RackSpec
 
 POLICIES: Final = ("first-fit", "best-fit")
+"""The anchors' placement rules, replayed beside every live replay."""
+SPREAD: Final = "spread"
+PLACEMENTS: Final = (*POLICIES, SPREAD)
+"""Every rule `Fleet.place` knows; `spread` is asked for by name."""
 
 
 @dataclass(frozen=True)
@@ -70,12 +74,23 @@ class Fleet:
         First fit takes the lowest rack, server, chip and offset; best fit the
         candidate whose chip, then server, then rack has the fewest free
         cores, so pieces fill what is already in use and whole chips, servers
-        and racks stay whole for the pods that need them."""
+        and racks stay whole for the pods that need them. Spread takes the
+        candidate on the server, then the rack, with the most free cores
+        (first fit among equals), as the kube-scheduler's default scoring
+        (least allocated) spreads pods over nodes: a job's pods land on as
+        many servers and racks as are free."""
         candidates = self._candidates(shape)
         if policy == "first-fit":
             return next(candidates, (None, None))[1]
+        if policy == SPREAD:
+            return min((c[1] for c in candidates), key=self._crowding, default=None)
         best = min(candidates, key=lambda c: c[0], default=(None, None))
         return best[1]
+
+    def _crowding(self, placement: Placement) -> tuple[int, int]:
+        """How held the server and rack of a placement's first chip are."""
+        (r, s, _), _ = placement.masks[0]
+        return -self.server_free[r][s], -self.rack_free[r]
 
     def _candidates(self, shape: PodShape) -> Iterator[tuple[tuple[int, ...], Placement]]:
         """(best-fit key, placement) of every place the pod fits, in first-fit order."""

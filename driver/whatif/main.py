@@ -5,8 +5,9 @@
     trainium-dra whatif stats ALIBABA_CSV
 
 `offline` replays the trace with the offline anchor (no API, idealized
-placement) under first fit and best fit, each with backfill and with strict
-FIFO queueing (with `--with-kueue`, also behind a Kueue-like quota). `live`
+placement) under first fit and best fit (with `--with-spread`, also spread),
+each with backfill and with strict FIFO queueing (with `--with-kueue`, also
+behind a Kueue-like quota). `live`
 replays it through the real kube-scheduler on the running local cluster
 (`trainium-dra up`; with `--kueue`, every job waits in a Kueue queue first),
 on a clock that jumps from event to event once the cluster has settled (or,
@@ -38,7 +39,7 @@ from driver.localsim.kueue.queues import CLUSTER_QUEUE as DEFAULT_CLUSTER_QUEUE
 from driver.localsim.state import default_state_dir
 from driver.whatif.faults import HOUR, Failures, FaultRates, RandomFailures, ScriptedFailures
 from driver.whatif.figures import percentile, summarize
-from driver.whatif.fleet import POLICIES
+from driver.whatif.fleet import POLICIES, SPREAD
 from driver.whatif.jobdiff import diff
 from driver.whatif.jobobjects import PodStyle
 from driver.whatif.jobs import KINDS, Job, JobError, check_fits, offered
@@ -137,6 +138,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also replay with a quota in front of placement, as Kueue admits: "
         "kueue-strict (StrictFIFO) and kueue-best-effort (BestEffortFIFO)",
+    )
+    off.add_argument(
+        "--with-spread",
+        action="store_true",
+        help="also replay with the spread placement rule (each pod on the emptiest server, "
+        "as the default scheduler scores): jobs with work run longer where their chips spread",
     )
     off.add_argument(
         "--partition-sizes",
@@ -254,11 +261,12 @@ def anchor_runs(
     gangs: bool,
     failures: Callable[[], Failures],
     queueings: Sequence[str] = QUEUEING,
+    policies: Sequence[str] = POLICIES,
 ) -> list[Replay]:
     """The trace under each placement rule and queueing policy; `failures`
     gives each its own failures, drawn alike."""
     runs = []
-    for policy in POLICIES:
+    for policy in policies:
         for queueing in queueings:
             print(f"{policy} {queueing}: replaying {len(jobs)} jobs on {racks} racks", flush=True)
             runs.append(
@@ -308,6 +316,7 @@ def offline(args: argparse.Namespace) -> int:
         gangs=not args.no_gangs,
         failures=lambda: RandomFailures(rates, rack, args.racks, args.seed),
         queueings=QUEUEING + KUEUE_QUEUEING if args.with_kueue else QUEUEING,
+        policies=(*POLICIES, SPREAD) if args.with_spread else POLICIES,
     )
     result = {
         "trace": str(args.out / "trace.csv"),

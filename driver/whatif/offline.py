@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from typing import Final
 
 from driver.whatif.faults import Failure, Failures
-from driver.whatif.fleet import POLICIES, Fleet, Placement, servers_of
+from driver.whatif.fleet import PLACEMENTS, Fleet, Placement, servers_of
 from driver.whatif.jobs import Job, check_fits
 from driver.whatif.jobtimes import timed_all
+from driver.whatif.placetimes import duration_on, places_of
 from driver.whatif.replay import JobRecord, Replay, Sample
 from simdevice.topology import RackSpec
 
@@ -105,8 +106,10 @@ class _Run:
             if self.quota is not None and id(record) not in self.admitted:
                 continue
             if _try_start(self.fleet, record, self.policy, self.gangs):
+                duration = duration_on(record.job, self.fleet.rack, places_of(record.held))
                 record.start = now
-                record.end = now + record.job.duration
+                record.end = now + duration
+                record.spread_seconds = duration - record.job.duration
                 record.servers = servers_of(record.held)
                 heapq.heappush(self.ends, (record.end, id(record), record))
                 self.waiting.remove(record)
@@ -137,10 +140,11 @@ def replay(
 ) -> Replay:
     """Run every job to completion (or to the end of events, for jobs that
     still wait when nothing else will ever finish); a job with a workload runs
-    as long as it takes on `rack`'s generation. Failures happen only while
+    as long as it takes on `rack`'s generation on the chips it was placed on
+    (its `duration` stays the packed one, the reference). Failures happen only while
     some job runs: a fleet that only waits or drains breaks nothing."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy {policy!r}: choose one of {', '.join(POLICIES)}")
+    if policy not in PLACEMENTS:
+        raise ValueError(f"policy {policy!r}: choose one of {', '.join(PLACEMENTS)}")
     if queueing not in QUEUEING + KUEUE_QUEUEING:
         choices = ", ".join(QUEUEING + KUEUE_QUEUEING)
         raise ValueError(f"queueing {queueing!r}: choose one of {choices}")
@@ -178,7 +182,14 @@ def replay(
             failure = failures.after(now)
         samples.append(run.sample(now))
     return Replay(
-        rack, racks, policy, gangs, tuple(records), tuple(samples), run.failures, queueing
+        rack,
+        racks,
+        policy,
+        gangs,
+        tuple(records),
+        tuple(samples),
+        run.failures,
+        queueing,
     )
 
 

@@ -22,11 +22,19 @@ class JobRecord:
     lost_core_seconds: float = 0.0
     servers: list[tuple[int, int]] = field(default_factory=list)
     """(rack, server) of every server its last run held devices on."""
+    spread_seconds: float | None = None
+    """Seconds its last run took beyond its packed duration, for where its
+    chips were (`driver.whatif.placetimes`); 0 for a job without work, None
+    where the replay did not time the job by its placement."""
     nodes: list[str] = field(default_factory=list)
     """The nodes its pods were bound to; live replays only."""
 
     def order(self) -> tuple[float, str]:
         return self.job.arrival, self.job.name
+
+    def timed_by_placement(self) -> bool:
+        """Did its last run's length follow from where its chips were?"""
+        return self.job.work is not None and self.spread_seconds is not None
 
     def as_json(self) -> dict[str, Any]:
         """What `result.json` keeps of the job: enough to check its fate by hand."""
@@ -42,6 +50,7 @@ class JobRecord:
             "evictions": self.evictions,
             "servers": [list(s) for s in self.servers],
             **({"nodes": self.nodes} if self.nodes else {}),
+            **({"spread_s": self.spread_seconds} if self.timed_by_placement() else {}),
         }
 
 

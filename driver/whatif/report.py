@@ -27,7 +27,13 @@ def _seconds_of(figures: dict[str, Any], *keys: str) -> str:
     return " / ".join(seconds(figures.get(key)) for key in keys)
 
 
+def _spread(run: dict[str, Any]) -> str:
+    lost = run.get("spread_lost_job_s")
+    return "" if lost is None else _seconds_of(lost, "total", "p50", "p90")
+
+
 MAKESPAN: Final = "makespan (s)"
+SPREAD_LOST: Final = "job-seconds lost to spread: total / p50 / p90"
 COLUMNS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
     "placement": lambda run: str(run["policy"]),
     "queueing": _queueing,
@@ -53,10 +59,17 @@ COLUMNS: Final[dict[str, Callable[[dict[str, Any]], str]]] = {
     "failures": lambda run: str(run["failures"]),
     "evictions": lambda run: str(run["evictions"]),
     "lost core-hours": lambda run: f"{run['lost_core_hours']:,.1f}",
+    SPREAD_LOST: _spread,
 }
 """Each column's header and its cell for one replay. Allocation counts every
 held core, so the cores an attempt held before a failure evicted it count
-although its work is lost and runs again."""
+although its work is lost and runs again. Job-seconds lost to spread are
+left out of a table whose replays have none to count (`without_spread`)."""
+
+
+def without_spread(runs: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """The spread column's header where no replay counts job-seconds lost to spread."""
+    return () if any("spread_lost_job_s" in run for run in runs) else (SPREAD_LOST,)
 
 
 def table(runs: Sequence[dict[str, Any]], leave_out: Collection[str] = ()) -> str:
@@ -125,7 +138,7 @@ def markdown(result: dict[str, Any], title: str, plots: Sequence[str] = ()) -> s
         "# What-if report\n\n"
         f"{first['jobs']} jobs from `{result['trace']}` on {first['racks']} "
         f"{first['generation']} racks ({first['cores']:,} cores); {title}.\n\n"
-        + table(result["runs"])
+        + table(result["runs"], leave_out=without_spread(result["runs"]))
         + "\n"
         + diffs(result)
         + cost(result)

@@ -6,13 +6,8 @@ import pytest
 
 from driver.whatif import main as whatif
 from driver.whatif.jobs import Job, JobError, PodShape
-from driver.whatif.jobtimes import (
-    iteration_seconds,
-    parse_work,
-    placement_size,
-    timed,
-    with_work,
-)
+from driver.whatif.jobtimes import parse_work, timed, with_work
+from driver.whatif.placetimes import compute_seconds, packed_duration, replace_iterations
 from driver.whatif.trace import read_trace, write_trace
 from simdevice.timing import core_dma_bandwidth, core_timing
 from simdevice.topology import TopologyError, rack_spec
@@ -35,25 +30,21 @@ def test_a_job_that_computes_runs_as_long_as_its_work_takes_on_the_generation() 
 def test_one_iteration_is_timed_once_per_workload_generation_and_shape() -> None:
     work = parse_work('{"kind": "train-step", "hidden": 512, "seq": 512, "iterations": 3}')
     jobs = [Job(f"j{i}", 0, 1, PodShape("chips", 2), 1.0, work) for i in range(5)]
-    before = iteration_seconds.cache_info()
+    before = compute_seconds.cache_info()
     durations = {timed(j, GEN2).duration for j in jobs}
-    after = iteration_seconds.cache_info()
+    after = compute_seconds.cache_info()
     assert len(durations) == 1
     assert after.misses - before.misses == 1 and after.hits - before.hits == 4
 
 
 def test_iterations_fill_the_drawn_duration_on_the_reference_generation() -> None:
     work = parse_work(STEP)
-    step = iteration_seconds(work, GEN2, 8, 1)
+    step = packed_duration(
+        Job("j", 0, 1, PodShape("chips", 1), 1.0, replace_iterations(work, 1)), GEN2
+    )
     job = with_work(Job("j", 0, 1, PodShape("chips", 1), 100 * step), work, GEN2)
     assert job.work is not None and job.work.iterations == 100
     assert job.duration == pytest.approx(100 * step)
-
-
-def test_shapes_hold_cores_and_chips() -> None:
-    assert placement_size(3, PodShape("cores", 2), GEN2) == (6, 3)
-    assert placement_size(2, PodShape("server"), GEN2) == (64, 8)
-    assert placement_size(2, PodShape("rack"), GEN2) == (2304, 144)
 
 
 def test_work_survives_the_trace_file(tmp_path: Path) -> None:
