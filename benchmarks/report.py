@@ -53,6 +53,31 @@ def add_noisy_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_out_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="write the results to this file only, not to benchmarks/results/ and the "
+        "pages: for trying the benchmark on a busy machine",
+    )
+
+
+def write_trial(
+    out: Path, name: str, command: str, results: dict[str, Any], conditions: "Conditions"
+) -> Path:
+    """A trial run's results, as a results file holds them, into `out` alone:
+    benchmarks/results/ and the pages stay as they are."""
+    payload = {
+        "benchmark": name,
+        "command": command,
+        "machine": machine(),
+        "conditions": conditions.end(),
+        "results": results,
+    }
+    out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    return out
+
+
 def admit(load: float, cpus: int, noisy: bool) -> None:
     """Refuse to start at a 1-minute load above the CPU count (more runnable
     work than CPUs: timings would measure the queue) unless `noisy` (the

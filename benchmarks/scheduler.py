@@ -29,7 +29,14 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from benchmarks.report import REPEATS, Conditions, add_noisy_flag, interleaved, write_results
+from benchmarks.report import (
+    REPEATS,
+    Conditions,
+    add_noisy_flag,
+    add_out_flag,
+    interleaved,
+    write_results,
+)
 from benchmarks.scheduler_busy import (
     BUSY_LAYOUTS,
     OCCUPANCIES,
@@ -356,12 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "kube-scheduler (hack/k8s-counters-first, built first when missing), an arm "
         "interleaved with the stock ones",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="write the results to this file only, not to benchmarks/results/ and the "
-        "pages: for trying the benchmark on a busy machine",
-    )
+    add_out_flag(parser)
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
     if args.profile_seconds < 0:

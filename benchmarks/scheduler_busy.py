@@ -90,38 +90,19 @@ def _per_node(racks: int, held: Sequence[Held]) -> list[JSON]:
     ]
 
 
-def _ordered(pools: str) -> Callable[[int, Sequence[Held]], list[JSON]]:
-    """`pools` as `--publishing order` publishes it over the held devices
-    (static: the pods a run schedules do not reorder it, as the controller's
-    next pass would); rack devices as `_node_pools` publishes them."""
+def _over_held(
+    build: Callable[..., list[JSON]], pools: str
+) -> Callable[[int, Sequence[Held]], list[JSON]]:
+    """`pools` as `build` (`ordered_slices` or `available_slices`) publishes it
+    over the held devices, static: the pods a run schedules do not change it, as
+    the controller's next pass would; rack devices as `_node_pools` publishes them."""
 
     def slices(racks: int, held: Sequence[Held]) -> list[JSON]:
         busy = {h.rack for h in held}
         return [
             s
             for r in range(racks)
-            for s in ordered_slices(
-                rack_nodes(r),
-                fleet_rack_name(r),
-                pools,
-                frozenset(h.device for h in held if h.rack == r),
-                advertised=r not in busy,
-            )
-        ]
-
-    return slices
-
-
-def _available(pools: str) -> Callable[[int, Sequence[Held]], list[JSON]]:
-    """`pools` with every device the held ones block withdrawn (static, as
-    `_ordered` is); rack devices as `_node_pools` publishes them."""
-
-    def slices(racks: int, held: Sequence[Held]) -> list[JSON]:
-        busy = {h.rack for h in held}
-        return [
-            s
-            for r in range(racks)
-            for s in available_slices(
+            for s in build(
                 rack_nodes(r),
                 fleet_rack_name(r),
                 pools,
@@ -156,19 +137,26 @@ BUSY_LAYOUTS: Final = {
         _server_pools, lambda h: server_pool(fleet_rack_name(h.rack), h.server)
     ),
     "per-node pools (same devices)": BusyLayout(_per_node, _node, per_node=True),
-    "rack pools (ordered)": BusyLayout(_ordered("rack"), lambda h: fleet_rack_name(h.rack)),
+    "rack pools (ordered)": BusyLayout(
+        _over_held(ordered_slices, "rack"), lambda h: fleet_rack_name(h.rack)
+    ),
     "node pools (ordered)": BusyLayout(
-        _ordered("node"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+        _over_held(ordered_slices, "node"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
     ),
     "server pools (ordered)": BusyLayout(
-        _ordered("server"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+        _over_held(ordered_slices, "server"),
+        lambda h: server_pool(fleet_rack_name(h.rack), h.server),
     ),
-    "rack pools (available)": BusyLayout(_available("rack"), lambda h: fleet_rack_name(h.rack)),
+    "rack pools (available)": BusyLayout(
+        _over_held(available_slices, "rack"), lambda h: fleet_rack_name(h.rack)
+    ),
     "node pools (available)": BusyLayout(
-        _available("node"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+        _over_held(available_slices, "node"),
+        lambda h: server_pool(fleet_rack_name(h.rack), h.server),
     ),
     "server pools (available)": BusyLayout(
-        _available("server"), lambda h: server_pool(fleet_rack_name(h.rack), h.server)
+        _over_held(available_slices, "server"),
+        lambda h: server_pool(fleet_rack_name(h.rack), h.server),
     ),
     COUNTERS_FIRST_ARM: BusyLayout(
         _NODE_POOLS.slices, _NODE_POOLS.pool_of, scheduler=COUNTERS_FIRST

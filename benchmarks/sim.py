@@ -29,9 +29,10 @@ from benchmarks.report import (
     REPEATS,
     Conditions,
     add_noisy_flag,
+    add_out_flag,
     interleaved,
-    machine,
     write_results,
+    write_trial,
 )
 from simdevice.isa import Program
 from simdevice.kernels.attention import attention
@@ -383,12 +384,7 @@ def measure() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.sim")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="write the results to this file only, not to benchmarks/results/ and the "
-        "pages: for trying the benchmark on a busy machine",
-    )
+    add_out_flag(parser)
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
     conditions = Conditions.begin(args.noisy, kubernetes=False)
@@ -400,15 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             f"target <= {daemon['targets'][key]}"
         )
     if args.out is not None:
-        payload = {
-            "benchmark": "sim",
-            "command": COMMAND,
-            "machine": machine(),
-            "conditions": conditions.end(),
-            "results": results,
-        }
-        args.out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-        print(args.out)
+        print(write_trial(args.out, "sim", COMMAND, results, conditions))
         return 0
     print(write_results("sim", COMMAND, results, conditions))
     return 0

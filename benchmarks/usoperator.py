@@ -12,19 +12,19 @@ Usage: python -m benchmarks.usoperator [--noisy --out FILE] (`make bench-usopera
 """
 
 import argparse
-import json
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.report import (
     REPEATS,
     Conditions,
     add_noisy_flag,
+    add_out_flag,
     interleaved,
     make_command,
     write_results,
+    write_trial,
 )
 from testbed.examples.target import Target, rack_of
 from testbed.examples.usoperator import (
@@ -64,12 +64,7 @@ def record(run: FailureRun) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.usoperator")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="write the results to this file only, not to benchmarks/results/ and the "
-        "pages: for trying the benchmark on a busy machine",
-    )
+    add_out_flag(parser)
     parser.add_argument(
         "--repeats", type=int, default=REPEATS, help=f"runs of each case (default {REPEATS})"
     )
@@ -102,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         faults[kind]["strategies"][strategy] = found
     results = {"cluster": list(OPERATOR_RACKS), "poll_seconds": TIMED_POLL, "faults": faults}
     if args.out:
-        results["load"] = conditions.end()
-        args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        write_trial(args.out, "usoperator", make_command(COMMAND, argv), results, conditions)
         return 0
     write_results("usoperator", make_command(COMMAND, argv), results, conditions)
     return 0

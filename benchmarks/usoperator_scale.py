@@ -23,7 +23,6 @@ Usage: python -m benchmarks.usoperator_scale [--racks 100] [--workloads 50]
 """
 
 import argparse
-import json
 import subprocess
 import tempfile
 import time
@@ -40,9 +39,10 @@ from benchmarks.publishing import rss_bytes
 from benchmarks.report import (
     Conditions,
     add_noisy_flag,
-    machine,
+    add_out_flag,
     make_command,
     write_results,
+    write_trial,
 )
 from driver.controller.slices import AwsRack, RackInput, build_slices
 from driver.devicemodel.awsprofile import (
@@ -335,12 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.usoperator_scale")
     parser.add_argument("--racks", type=int, default=100, help="Trn3 Gen1 UltraServers")
     parser.add_argument("--workloads", type=int, default=50, help="workloads created at once")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="write the results to this file only, not to benchmarks/results/ and the "
-        "pages: for trying the benchmark on a busy machine",
-    )
+    add_out_flag(parser)
     add_noisy_flag(parser)
     args = parser.parse_args(argv)
     if args.racks < 1 or args.workloads < 1:
@@ -353,14 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         results = allocate_and_release(f, args.workloads)
     if args.out is not None:
-        payload = {
-            "benchmark": "usoperator-scale",
-            "command": make_command(COMMAND, argv),
-            "machine": machine(),
-            "conditions": conditions.end(),
-            "results": results,
-        }
-        args.out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        write_trial(args.out, "usoperator-scale", make_command(COMMAND, argv), results, conditions)
         return 0
     write_results("usoperator-scale", make_command(COMMAND, argv), results, conditions)
     return 0

@@ -10,13 +10,11 @@ Usage: python -m benchmarks.whatif [--out FILE] (`make bench-whatif`)
 """
 
 import argparse
-import json
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.paths import ROOT
-from benchmarks.report import Conditions, machine, write_results
+from benchmarks.report import Conditions, add_out_flag, write_results, write_trial
 from driver.whatif.faults import FaultRates, RandomFailures
 from driver.whatif.figures import summarize
 from driver.whatif.fleet import POLICIES, SPREAD
@@ -97,12 +95,7 @@ def run_spread_case(case: dict[str, Any] = SPREAD_CASE) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.whatif")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="write the results to this file only, not to benchmarks/results/ and the "
-        "pages: for trying the benchmark",
-    )
+    add_out_flag(parser)
     args = parser.parse_args(argv)
     conditions = Conditions.begin(noisy=True, kubernetes=False)  # no timing, no cluster
     results = {
@@ -113,15 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "spread_runs": run_spread_case(),
     }
     if args.out is not None:
-        payload = {
-            "benchmark": "whatif",
-            "command": COMMAND,
-            "machine": machine(),
-            "conditions": conditions.end(),
-            "results": results,
-        }
-        args.out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-        print(args.out)
+        print(write_trial(args.out, "whatif", COMMAND, results, conditions))
         return 0
     write_results("whatif", COMMAND, results, conditions)
     return 0
