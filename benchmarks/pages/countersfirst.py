@@ -34,7 +34,7 @@ def file_diff(patch: str, path: str) -> str:
 HEAD: Final = [
     "## Counters before selectors: a proposal for upstream",
     "",
-    'On a busy fleet (docs/benchmarks.md, "Busy fleets") the scheduler\'s CPU per',
+    'On a busy fleet (docs/bench-scheduler.md, "Busy fleets") the scheduler\'s CPU per',
     "single-core pod grows with the share of cores already held for our node and",
     "server pool layouts, and hardly for per-node pools of the same devices without",
     "counters; the profile of those runs puts the growth in the device selectors",

@@ -51,7 +51,7 @@ def node_layout(payload: dict[str, Any]) -> str:
     return "\n".join(
         [
             "From benchmarks/results/scheduler.json (`make bench-scheduler`, its `racks` step; "
-            'docs/benchmarks.md, "Fleet sizes"): single-core pods, the median of the rounds '
+            'docs/bench-scheduler.md, "Fleet sizes"): single-core pods, the median of the rounds '
             "with their range.",
             "",
             table(header, rows),

@@ -154,7 +154,8 @@ def realrack(payload: Mapping[str, Any] | None) -> str:
         f"The largest cluster the project starts, a whole {r['generation']} rack on "
         f"{r['nodes']} real nodes (`{payload['command']}`, as root; not part of `make test`), "
         f"took {gib(in_use)} of the machine's memory once idle, measured on "
-        f"{payload['machine']['date']} ([docs/benchmarks.md](docs/benchmarks.md))."
+        f"{payload['machine']['date']} "
+        "([docs/bench-real-nodes.md](docs/bench-real-nodes.md#realrack))."
     )
 
 

@@ -1,4 +1,4 @@
-"""The `scheduler` section of docs/benchmarks.md, from
+"""The `scheduler` section of docs/bench-scheduler.md, from
 benchmarks/results/scheduler.json: what the device layout costs the real
 kube-scheduler, device orders, and random-mix packing."""
 

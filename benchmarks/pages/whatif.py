@@ -1,4 +1,4 @@
-"""docs/whatif.md's example and packed-versus-spread blocks, from
+"""docs/bench-whatif.md's example and packed-versus-spread blocks, from
 benchmarks/results/whatif.json."""
 
 from collections.abc import Sequence

@@ -1,7 +1,8 @@
-"""docs/whatif.md's block of live replays, from benchmarks/results/whatif-live.json:
-each case's figures beside the offline anchor's for the same trace, and the
-measurements that say where a replay's wall time went; and docs/queues.md's
-block of what putting jobs through Kueue costs, from the same cases."""
+"""docs/bench-whatif.md's block of live replays, from
+benchmarks/results/whatif-live.json: each case's figures beside the offline
+anchor's for the same trace, and the measurements that say where a replay's
+wall time went; and docs/queues.md's block of what putting jobs through Kueue
+costs, from the same cases."""
 
 import re
 from collections.abc import Mapping
