@@ -4,8 +4,9 @@ docs/scale.md (and its plots) and the generated blocks of docs/simulator.md,
 docs/device-model.md (what the node pool layout costs the scheduler),
 docs/bench-whatif.md (the what-if's example and its live replays),
 docs/queues.md (what Kueue's policies cost), docs/aws-neuron.md (the
-UltraServer operator's failure strategies and its scale) and README.md (the
-time, memory and disk of the first `make demo` and `make test`).
+UltraServer operator's failure strategies and its scale), README.md's box of
+the first `make demo` and `make test` and docs/bench-first-runs.md, which tells
+them in full.
 
 Usage: python -m benchmarks.render (`make pages`)
 """
@@ -74,6 +75,7 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
     out[page] = usoperator_scale.render(text, found.get("usoperator-scale"))
     readme_page = docs.parent / "README.md"
     out[readme_page] = readme.render(readme_page.read_text(), found)
+    out[docs / readme.PAGE] = readme.first_runs_page(found)
     return out
 
 

@@ -63,7 +63,8 @@ HOW: Final = """# Benchmarks
 
 ## How pages are made
 
-Every figure on the benchmark pages listed below, on docs/reliability.md and
+Every figure on the benchmark pages listed below, on docs/bench-first-runs.md
+(the first `make demo` and `make test`), docs/reliability.md and
 docs/scale.md, and in the generated blocks of docs/simulator.md,
 docs/device-model.md, docs/bench-whatif.md, docs/queues.md and README.md is
 rendered by `make pages` (`python -m benchmarks.render`) from the committed
