@@ -8,7 +8,7 @@ import hashlib
 from typing import Any, Final
 
 from benchmarks.pages.common import conditions_note, median, row, spread, values
-from benchmarks.pages.scheduler import BUSY_ANCHOR, pairwise_ratios
+from benchmarks.pages.scheduler import BUSY_ANCHOR, SOURCE, pairwise_ratios
 from benchmarks.paths import ROOT
 from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 
@@ -163,7 +163,7 @@ def figures(scheduler: dict[str, Any] | None) -> list[str]:
         row(*["---"] * 8),
         *rows,
         "",
-        conditions_note((results.get("loads") or {}).get("occupancy")),
+        conditions_note((results.get("loads") or {}).get("occupancy"), SOURCE),
     ]
     if stale:
         lines += [

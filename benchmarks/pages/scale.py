@@ -107,7 +107,11 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
         "",
         f"Publishing, from benchmarks/results/controller.json. {run_line(controller)}",
         "",
-        conditions_note(load_conditions(controller)),
+        conditions_note(
+            load_conditions(controller),
+            "benchmarks/results/controller.json",
+            controller["machine"]["date"],
+        ),
     ]
     if scale is not None and scale["results"].get("scheduler"):
         out += [
@@ -115,7 +119,9 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
             f"The scheduler, from benchmarks/results/scale.json. {run_line(scale)} "
             f"{scale_points(scale['results']['scheduler'])}",
             "",
-            conditions_note(load_conditions(scale)),
+            conditions_note(
+                load_conditions(scale), "benchmarks/results/scale.json", scale["machine"]["date"]
+            ),
         ]
     return out
 
