@@ -79,7 +79,8 @@ def spread_body(payload: dict[str, Any]) -> str:
     packed = min(v for k, v in lost.items() if k != "spread")
     return "\n".join(
         [
-            f"From benchmarks/results/whatif.json. {run_line(payload)}",
+            f"From benchmarks/results/whatif.json. {run_line(payload)} "
+            f"{provenance(payload['conditions'])}",
             "",
             f"`{case['trace']}`, {runs[0]['jobs']} jobs, on {case['racks']} "
             f"{case['generation']} racks, backfill queueing, gangs on:",

@@ -305,7 +305,7 @@ def queues(page: str, payload: Mapping[str, Any]) -> str:
             "partitions, chips, four-server gangs and whole racks, more work than the rack "
             "holds; pods ask by extended resource name; the settle clock, so waits are "
             "simulated seconds. The anchor is best fit under the same queueing: backfill for "
-            "the bare scheduler, Kueue's quota rule for the others.",
+            f"the bare scheduler, Kueue's quota rule for the others.{_commits(payload)}",
             "",
             table(header, rows),
         ]
