@@ -156,7 +156,7 @@ demo-nodes: venv binaries node-packages image
 demo-stop: venv
 	$(VENV)/bin/trainium-dra down
 
-# Every benchmark page (docs/benchmarks.md, reliability.md, scale.md and its
+# Every benchmark page (docs/benchmarks.md and bench-*.md, reliability.md, scale.md and its
 # plots, simulator.md's tables) from benchmarks/results/*.json alone. Each
 # benchmark below refuses a machine whose load exceeds its CPUs unless
 # BENCH_ARGS=--noisy (CHAOS_ARGS=--noisy for chaos), which marks its section.
@@ -196,11 +196,11 @@ whatif-live: venv binaries
 	$(WITH_BINARIES) $(VENV)/bin/trainium-dra whatif live --state-dir=$(WHATIF_STATE) $(or $(WHATIF_ARGS),--jobs 300); \
 	  status=$$?; $(VENV)/bin/trainium-dra down --state-dir=$(WHATIF_STATE); exit $$status
 
-# The example of docs/whatif.md: one trace, both placement rules, gangs on and off.
+# The example of docs/bench-whatif.md: one trace, both placement rules, gangs on and off.
 bench-whatif: venv
 	$(PY) -m benchmarks.whatif
 
-# The live replays of docs/whatif.md, each on a cluster of its own; BENCH_ARGS
+# The live replays of docs/bench-whatif.md, each on a cluster of its own; BENCH_ARGS
 # takes --cases NAME,... (benchmarks/whatif_live.py lists them) and --noisy.
 bench-whatif-live: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.whatif_live $(BENCH_ARGS)

@@ -1,10 +1,12 @@
 """Every benchmark page, rendered from benchmarks/results/*.json alone:
-docs/benchmarks.md, docs/reliability.md, docs/scale.md (and its plots) and the
-generated blocks of docs/simulator.md, docs/device-model.md (what the node pool
-layout costs the scheduler), docs/whatif.md (its example and its live
-replays), docs/queues.md (what Kueue's policies cost), docs/aws-neuron.md (the
-UltraServer operator's failure strategies and its scale) and README.md (the
-time, memory and disk of the first `make demo` and `make test`).
+docs/benchmarks.md and its topic pages (docs/bench-*.md), docs/reliability.md,
+docs/scale.md (and its plots) and the generated blocks of docs/simulator.md,
+docs/device-model.md (what the node pool layout costs the scheduler),
+docs/bench-whatif.md (the what-if's example and its live replays),
+docs/queues.md (what Kueue's policies cost), docs/aws-neuron.md (the
+UltraServer operator's failure strategies and its scale), README.md's box of
+the first `make demo` and `make test` and docs/bench-first-runs.md, which tells
+them in full.
 
 Usage: python -m benchmarks.render (`make pages`)
 """
@@ -43,7 +45,7 @@ def results(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
 def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str]:
     """Each page's path and its text. The simulator page's prose is its own, so
     its current text is the template its blocks are written into."""
-    out = {docs / "benchmarks.md": benchmarks.document(found)}
+    out = {docs / name: text for name, text in benchmarks.documents(found).items()}
     if "chaos" in found:
         out[docs / "reliability.md"] = reliability.render(found["chaos"])
     if "controller" in found:
@@ -51,7 +53,7 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
             found["controller"], found.get("scale"), found.get("scheduler"), found.get("storage")
         )
     if "whatif" in found or "whatif-live" in found:
-        page = docs / "whatif.md"
+        page = docs / "bench-whatif.md"
         text = page.read_text()
         if "whatif" in found:
             text = whatif.render(text, found["whatif"])
@@ -73,6 +75,7 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
     out[page] = usoperator_scale.render(text, found.get("usoperator-scale"))
     readme_page = docs.parent / "README.md"
     out[readme_page] = readme.render(readme_page.read_text(), found)
+    out[docs / readme.PAGE] = readme.first_runs_page(found)
     return out
 
 

@@ -89,10 +89,20 @@ def load_conditions(payload: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 NOT_RECORDED: Final = (
-    "> **Conditions not recorded.** This run predates the record of the machine's load, "
-    "the Kubernetes release and the commit: nothing says what else ran beside it, nor "
-    "what it ran on."
+    "> **Conditions not recorded.** These figures predate the record of a run's "
+    "conditions: nothing says what else ran beside the run (the machine's load), nor which "
+    "Kubernetes release and commit it ran on."
 )
+
+
+def not_recorded(source: str | None = None, date: str | None = None) -> str:
+    """The warning for a run that recorded no conditions, with what its results
+    file `source` keeps of it: its date where the file's date is the run's."""
+    if source is None:
+        return NOT_RECORDED
+    if date is None:
+        return f"{NOT_RECORDED} {source} keeps neither this part's date nor its commit."
+    return f"{NOT_RECORDED} {source} dates the run {date} and names no commit."
 
 
 def loads_text(conditions: Mapping[str, Any]) -> str:
@@ -112,6 +122,11 @@ def provenance(conditions: Mapping[str, Any]) -> str:
     """The Kubernetes release and the commit the run recorded, or that it did
     not record them (a run that starts no Kubernetes component records None)."""
     parts = []
+    if "kubernetes_version" not in conditions and "git_commit" not in conditions:
+        return (
+            "These figures predate the record of the Kubernetes release and the commit: "
+            "neither is known."
+        )
     if "kubernetes_version" not in conditions:
         parts.append("Kubernetes release not recorded")
     elif conditions["kubernetes_version"]:
@@ -125,12 +140,14 @@ def provenance(conditions: Mapping[str, Any]) -> str:
     return f"{text[0].upper()}{text[1:]}."
 
 
-def conditions_note(conditions: Mapping[str, Any] | None) -> str:
+def conditions_note(
+    conditions: Mapping[str, Any] | None, source: str | None = None, date: str | None = None
+) -> str:
     """A run's load, release and commit: a quiet run's plainly, a noisy one's
     (benchmarks/conditions.py decides) or one that recorded none as a warning
-    nobody can miss."""
+    nobody can miss, naming what its results file `source` keeps of it."""
     if conditions is None:
-        return NOT_RECORDED
+        return not_recorded(source, date)
     cpus = conditions["cpus"]
     if is_noisy(conditions):
         load = (
@@ -154,7 +171,8 @@ def section_head(title: str, payload: Mapping[str, Any], note: str | None = None
     """A section's title, the command that made it and the conditions it ran
     under (`note` where the file's own conditions do not cover the section)."""
     if note is None:
-        note = conditions_note(load_conditions(payload))
+        source = f"benchmarks/results/{title}.json"
+        note = conditions_note(load_conditions(payload), source, payload["machine"]["date"])
     return "\n\n".join([f"## {title}", run_line(payload), note])
 
 

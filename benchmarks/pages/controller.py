@@ -1,4 +1,4 @@
-"""The `controller` section of docs/benchmarks.md, from
+"""The `controller` section of docs/bench-controller.md, from
 benchmarks/results/controller.json: publishing beside the upstream controller."""
 
 import statistics

@@ -8,7 +8,7 @@ import hashlib
 from typing import Any, Final
 
 from benchmarks.pages.common import conditions_note, median, row, spread, values
-from benchmarks.pages.scheduler import BUSY_ANCHOR, pairwise_ratios
+from benchmarks.pages.scheduler import BUSY_ANCHOR, SOURCE, pairwise_ratios
 from benchmarks.paths import ROOT
 from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 
@@ -34,7 +34,7 @@ def file_diff(patch: str, path: str) -> str:
 HEAD: Final = [
     "## Counters before selectors: a proposal for upstream",
     "",
-    'On a busy fleet (docs/benchmarks.md, "Busy fleets") the scheduler\'s CPU per',
+    'On a busy fleet (docs/bench-scheduler.md, "Busy fleets") the scheduler\'s CPU per',
     "single-core pod grows with the share of cores already held for our node and",
     "server pool layouts, and hardly for per-node pools of the same devices without",
     "counters; the profile of those runs puts the growth in the device selectors",
@@ -163,7 +163,7 @@ def figures(scheduler: dict[str, Any] | None) -> list[str]:
         row(*["---"] * 8),
         *rows,
         "",
-        conditions_note((results.get("loads") or {}).get("occupancy")),
+        conditions_note((results.get("loads") or {}).get("occupancy"), SOURCE),
     ]
     if stale:
         lines += [

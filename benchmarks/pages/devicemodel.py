@@ -7,7 +7,7 @@ from typing import Any, Final
 
 from benchmarks.pages.common import conditions_note, replace_block, spread, table, values
 from benchmarks.pages.scale import NODE_LAYOUTS
-from benchmarks.pages.scheduler import FLEET_ANCHORS, pairwise_ratios
+from benchmarks.pages.scheduler import FLEET_ANCHORS, SOURCE, pairwise_ratios
 
 PARTS: Final = ("node selectors", "slice conversion", "counter validation")
 """What the node layout's scheduler spends beyond per-node pools of the same
@@ -51,12 +51,12 @@ def node_layout(payload: dict[str, Any]) -> str:
     return "\n".join(
         [
             "From benchmarks/results/scheduler.json (`make bench-scheduler`, its `racks` step; "
-            'docs/benchmarks.md, "Fleet sizes"): single-core pods, the median of the rounds '
+            'docs/bench-scheduler.md, "Fleet sizes"): single-core pods, the median of the rounds '
             "with their range.",
             "",
             table(header, rows),
             "",
-            conditions_note((r.get("loads") or {}).get("racks")),
+            conditions_note((r.get("loads") or {}).get("racks"), SOURCE),
         ]
     )
 

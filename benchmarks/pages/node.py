@@ -1,4 +1,4 @@
-"""The `node` section of docs/benchmarks.md, from benchmarks/results/node.json."""
+"""The `node` section of docs/bench-node-daemon.md, from benchmarks/results/node.json."""
 
 import statistics
 from typing import Any

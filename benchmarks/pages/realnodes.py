@@ -1,4 +1,4 @@
-"""The `realnodes` section of docs/benchmarks.md, from
+"""The `realnodes` section of docs/bench-real-nodes.md, from
 benchmarks/results/realnodes.json: the kubelets' own DRA histograms."""
 
 import math

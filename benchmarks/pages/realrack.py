@@ -1,4 +1,4 @@
-"""The `realrack` section of docs/benchmarks.md, from
+"""The `realrack` section of docs/bench-real-nodes.md, from
 benchmarks/results/realrack.json: a whole Gen2 rack on real kubelets."""
 
 from typing import Any

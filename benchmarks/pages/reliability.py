@@ -312,5 +312,6 @@ def render(data: dict[str, Any]) -> str:
     for name, write in SECTIONS.items():
         if name in data.get("results", {}):
             parts.append(write(data["results"][name], data["commands"][name]))
-            parts.append(conditions_note(conditions.get(name)) + "\n")
+            note = conditions_note(conditions.get(name), "benchmarks/results/chaos.json", m["date"])
+            parts.append(note + "\n")
     return "\n".join(parts)

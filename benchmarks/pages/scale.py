@@ -107,7 +107,11 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
         "",
         f"Publishing, from benchmarks/results/controller.json. {run_line(controller)}",
         "",
-        conditions_note(load_conditions(controller)),
+        conditions_note(
+            load_conditions(controller),
+            "benchmarks/results/controller.json",
+            controller["machine"]["date"],
+        ),
     ]
     if scale is not None and scale["results"].get("scheduler"):
         out += [
@@ -115,7 +119,9 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
             f"The scheduler, from benchmarks/results/scale.json. {run_line(scale)} "
             f"{scale_points(scale['results']['scheduler'])}",
             "",
-            conditions_note(load_conditions(scale)),
+            conditions_note(
+                load_conditions(scale), "benchmarks/results/scale.json", scale["machine"]["date"]
+            ),
         ]
     return out
 
@@ -267,7 +273,7 @@ DESIGN_SCHEDULER: Final = [
     '(docs/device-model.md, "Pool layouts"), whose server pools the scheduler reads',
     "per node from Kubernetes 1.37 on, with the rack device kept apart by the",
     "controller's guard; `make bench-scheduler` measures both layouts beside per-node",
-    'pools at 1, 10 and 100 racks (docs/benchmarks.md, "Fleet sizes"). Beyond it:',
+    'pools at 1, 10 and 100 racks (docs/bench-scheduler.md, "Fleet sizes"). Beyond it:',
     "keep workloads rack-scoped (a CEL selector or node affinity on the UltraServer",
     "label), publish only the partition sizes a site uses (`spec.partitionSizes`), and",
     "partition nodes among scheduler profiles or schedulers.",
@@ -282,7 +288,7 @@ the fewest shared slices first."""
 
 def node_layout_part(scheduler: dict[str, Any] | None) -> list[str]:
     """The node pool layout against per-node pools of the same devices at each
-    fleet size `make bench-scheduler` measured (docs/benchmarks.md, "Fleet sizes")."""
+    fleet size `make bench-scheduler` measured (docs/bench-scheduler.md, "Fleet sizes")."""
     racks = ((scheduler or {}).get("results") or {}).get("racks") or {}
     key = "scheduler_cpu_ms_per_pod"
     said = []
@@ -301,13 +307,13 @@ def node_layout_part(scheduler: dict[str, Any] | None) -> list[str]:
     return [
         "Measured since, with the `node` pool layout (median scheduler CPU per single-core",
         "pod, then its ratio to per-node pools of the same devices in the same rounds,",
-        'median and range; docs/benchmarks.md, "Fleet sizes"): ' + "; ".join(said) + ".",
+        'median and range; docs/bench-scheduler.md, "Fleet sizes"): ' + "; ".join(said) + ".",
         "",
     ]
 
 
 OTHER_SCHEDULER_MEASURES: Final = [
-    "docs/benchmarks.md measures the same cost in two other ways, each named with",
+    "docs/bench-scheduler.md measures the same cost in two other ways, each named with",
     "what it counts: the wall time per pod of filling one whole rack (its first",
     'table) and the scheduler process\'s own CPU time per pod ("Fleet sizes", "Busy',
     'fleets"), which other work on the machine hardly stretches.',
@@ -382,7 +388,7 @@ def cold_publish(at: dict[str, float], slice_bytes: float) -> list[str]:
         f"{at['publish_seconds'] / 3600:,.1f} h",
         f"here, bound by the apiserver's work per {slice_bytes / 1024:,.0f} KiB slice "
         "(the upstream controller,",
-        "publishing the same slices, is measured beside ours in docs/benchmarks.md).",
+        "publishing the same slices, is measured beside ours in docs/bench-controller.md).",
         "A fleet is brought up rack by rack, so this is a one-off cost; sharded",
         "replicas and apiservers publish in parallel.",
         "",

@@ -1,4 +1,4 @@
-"""The `scheduler` section of docs/benchmarks.md, from
+"""The `scheduler` section of docs/bench-scheduler.md, from
 benchmarks/results/scheduler.json: what the device layout costs the real
 kube-scheduler, device orders, and random-mix packing."""
 
@@ -27,6 +27,8 @@ WORST_SHARE_MIN_RUNS: Final = 10
 about the allocator: the page then shows each run and no worst case."""
 
 
+SOURCE: Final = "benchmarks/results/scheduler.json"
+"""Its date is its last run's, so a step that recorded no conditions has no date."""
 HEAD_NOTE: Final = (
     "The steps below (`--steps`) may come from different runs, and the file keeps each "
     "step's conditions: each part says those of the run that measured it."
@@ -36,7 +38,7 @@ HEAD_NOTE: Final = (
 
 def step_note(r: dict[str, Any], step: str) -> list[str]:
     """The conditions of the run that measured `step`."""
-    return ["", conditions_note((r.get("loads") or {}).get(step))]
+    return ["", conditions_note((r.get("loads") or {}).get(step), SOURCE)]
 
 
 def runs(layout: dict[str, Any]) -> list[dict[str, Any]]:

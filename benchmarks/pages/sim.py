@@ -1,4 +1,4 @@
-"""The `sim` section of docs/benchmarks.md, from benchmarks/results/sim.json."""
+"""The `sim` section of docs/bench-simulator.md, from benchmarks/results/sim.json."""
 
 from typing import Any
 

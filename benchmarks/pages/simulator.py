@@ -4,12 +4,21 @@ The prose around them is the page's own."""
 
 from typing import Any
 
-from benchmarks.pages.common import replace_block
+from benchmarks.pages.common import provenance, replace_block
 from benchmarks.sim_validation import STATIC_BLOCKS, validation_table
+
+
+def validation(results: dict[str, Any]) -> str:
+    """The validation table with the commit it was computed at; nothing in it
+    is timed, and the file keeps no date."""
+    return (
+        f"{validation_table(results)}\n\nFrom benchmarks/results/sim-validation.json "
+        f"(`make validate-sim`), which keeps no date. {provenance(results['conditions'])}"
+    )
 
 
 def render(page: str, results: dict[str, Any]) -> str:
     """`page` with every generated block written afresh."""
     for name, text in STATIC_BLOCKS.items():
         page = replace_block(page, name, text())
-    return replace_block(page, "validation", validation_table(results))
+    return replace_block(page, "validation", validation(results))

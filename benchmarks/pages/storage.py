@@ -46,7 +46,9 @@ def section(storage: dict[str, Any]) -> list[str]:
         "",
         f"From benchmarks/results/storage.json. {run_line(storage)}",
         "",
-        conditions_note(load_conditions(storage)),
+        conditions_note(
+            load_conditions(storage), "benchmarks/results/storage.json", storage["machine"]["date"]
+        ),
         "",
         f"{results['racks']} Trn3 Gen2 racks published by the controller, per layout; etcd's",
         "history compacted and its file defragmented before and after, and the bytes it has",

@@ -81,7 +81,11 @@ def render(page: str, payload: dict[str, Any]) -> str:
         [
             f"From benchmarks/results/usoperator.json. {run_line(payload)}",
             "",
-            conditions_note(load_conditions(payload)),
+            conditions_note(
+                load_conditions(payload),
+                "benchmarks/results/usoperator.json",
+                payload["machine"]["date"],
+            ),
             "",
             f"On the stand-in (`trainium-dra up {' '.join(r['cluster'])}`): per fault kind and "
             "strategy, a workload of one pair with its two pods Running, then the fault put on "

@@ -49,7 +49,11 @@ def render(page: str, payload: dict[str, Any] | None) -> str:
         [
             f"From benchmarks/results/usoperator-scale.json. {run_line(payload)}",
             "",
-            conditions_note(load_conditions(payload)),
+            conditions_note(
+                load_conditions(payload),
+                "benchmarks/results/usoperator-scale.json",
+                payload["machine"]["date"],
+            ),
             "",
             f"{r['racks']} Trn3 Gen1 UltraServers ({r['nodes']} nodes); {r['workloads']} "
             f"workloads created at once, their `topologySize`\u00d7`serverCount` in turn "

@@ -1,4 +1,4 @@
-"""docs/whatif.md's example and packed-versus-spread blocks, from
+"""docs/bench-whatif.md's example and packed-versus-spread blocks, from
 benchmarks/results/whatif.json."""
 
 from collections.abc import Sequence
@@ -79,7 +79,8 @@ def spread_body(payload: dict[str, Any]) -> str:
     packed = min(v for k, v in lost.items() if k != "spread")
     return "\n".join(
         [
-            f"From benchmarks/results/whatif.json. {run_line(payload)}",
+            f"From benchmarks/results/whatif.json. {run_line(payload)} "
+            f"{provenance(payload['conditions'])}",
             "",
             f"`{case['trace']}`, {runs[0]['jobs']} jobs, on {case['racks']} "
             f"{case['generation']} racks, backfill queueing, gangs on:",

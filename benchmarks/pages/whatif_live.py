@@ -1,7 +1,8 @@
-"""docs/whatif.md's block of live replays, from benchmarks/results/whatif-live.json:
-each case's figures beside the offline anchor's for the same trace, and the
-measurements that say where a replay's wall time went; and docs/queues.md's
-block of what putting jobs through Kueue costs, from the same cases."""
+"""docs/bench-whatif.md's block of live replays, from
+benchmarks/results/whatif-live.json: each case's figures beside the offline
+anchor's for the same trace, and the measurements that say where a replay's
+wall time went; and docs/queues.md's block of what putting jobs through Kueue
+costs, from the same cases."""
 
 import re
 from collections.abc import Mapping
@@ -169,7 +170,14 @@ def _policies(cases: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _cost(name: str, case: Mapping[str, Any], day: str) -> str:
+def _commits(payload: Mapping[str, Any]) -> str:
+    """What the file says of the commits the cases ran from."""
+    if (payload.get("conditions") or {}).get("git_commit"):
+        return f" The last run was at commit {payload['conditions']['git_commit'][:10]}."
+    return " No case recorded the commit it ran from: these runs predate that record."
+
+
+def _cost(name: str, case: Mapping[str, Any]) -> str:
     cpu = case["cpu_seconds_by_process"]
     busiest = sorted(cpu.items(), key=lambda kv: -kv[1])[:TOP_PROCESSES]
     top = ", ".join(f"{p} {s:,.0f}" for p, s in busiest)
@@ -181,8 +189,9 @@ def _cost(name: str, case: Mapping[str, Any], day: str) -> str:
     for result, a in sorted(attempts.items()):
         share = f", {a.get('seconds', 0.0) / spent:.0%} of its attempt time" if spent else ""
         parts.append(f"{result} {a.get('attempts', 0):,.0f}{share}")
+    when = case.get("date") or "date not recorded"
     return (
-        f"- `{name}` ({case.get('date', day)}): {case['what']}. The cluster's processes used "
+        f"- `{name}` ({when}): {case['what']}. The cluster's processes used "
         f"{total:,.0f} CPU seconds of the {wall_cpu:,.0f} the {case['cpus']} CPUs had in "
         f"its {case['wall_seconds']:,.0f} s (most: {top}). The scheduler's attempts: "
         f"{'; '.join(parts) or 'not read'}."
@@ -242,7 +251,7 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             "machine; on the wall clock (a speed-up) the scheduler's latency shows as "
             "queueing. A case whose 1-minute load exceeded the CPU count at any reading is "
             "marked noisy: its wall times, and on the wall clock its figures, include waiting "
-            "for a CPU.",
+            f"for a CPU.{_commits(payload)}",
             "",
             table(
                 header,
@@ -255,7 +264,7 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             "Where each replay's time went (CPU seconds by process, and the scheduler's "
             "attempts by result, from its /metrics):",
             "",
-            *(_cost(name, case, payload["machine"]["date"]) for name, case in cases.items()),
+            *(_cost(name, case) for name, case in cases.items()),
             *(
                 ["", "Replayed again (the settle clock's reproducibility):", ""]
                 if any("repeats" in case for case in cases.values())
@@ -296,7 +305,7 @@ def queues(page: str, payload: Mapping[str, Any]) -> str:
             "partitions, chips, four-server gangs and whole racks, more work than the rack "
             "holds; pods ask by extended resource name; the settle clock, so waits are "
             "simulated seconds. The anchor is best fit under the same queueing: backfill for "
-            "the bare scheduler, Kueue's quota rule for the others.",
+            f"the bare scheduler, Kueue's quota rule for the others.{_commits(payload)}",
             "",
             table(header, rows),
         ]

@@ -150,11 +150,21 @@ def test_what_a_run_did_not_record_is_said_not_guessed() -> None:
     older = {"cpus": 2, "load_1min_before": 0.4, "load_1min_after": 0.9, "noisy": False}
     assert conditions_note(older) == (
         "1-minute load average 0.4 before and 0.9 after the run, not sampled during it, "
-        "2 CPUs.\n\nKubernetes release not recorded; commit not recorded."
+        "2 CPUs.\n\nThese figures predate the record of the Kubernetes release and the "
+        "commit: neither is known."
     )
     offline = {**QUIET, "kubernetes_version": None}
     assert provenance(offline) == "Commit not recorded."
+    assert provenance({**QUIET, "git_commit": "0123456789abcdef"}) == (
+        "Kubernetes release not recorded; commit 0123456789."
+    )
     assert conditions_note(None).startswith("> **Conditions not recorded.**")
+    dated = conditions_note(None, "benchmarks/results/chaos.json", "2026-12-03")
+    assert dated.endswith(
+        "benchmarks/results/chaos.json dates the run 2026-12-03 and names no commit."
+    )
+    undated = conditions_note(None, "benchmarks/results/scheduler.json")
+    assert undated.endswith("keeps neither this part's date nor its commit.")
 
 
 def test_the_recorded_flag_does_not_overrule_the_readings() -> None:

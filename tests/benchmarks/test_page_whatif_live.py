@@ -52,6 +52,19 @@ def test_each_case_is_a_row_beside_the_anchor_with_where_its_cpu_went() -> None:
     assert "scheduled 31, 75% of its attempt time; unschedulable 9, 25% of its attempt time" in page
 
 
+def test_a_case_keeps_its_own_date_and_says_what_was_not_recorded() -> None:
+    undated = {k: v for k, v in CASE.items() if k != "date"}
+    machine = {"cpus": 2, "date": "2026-12-06"}
+    cases = {"dated": CASE, "undated": undated}
+    payload = {"command": "make x", "machine": machine, "results": {"cases": cases}}
+    page = whatif_live.render(PAGE, payload)
+    assert "- `dated` (2026-12-05 00:20): " in page
+    assert "- `undated` (date not recorded): " in page and "2026-12-06" not in page
+    assert "No case recorded the commit it ran from" in page
+    committed = {**payload, "conditions": {"git_commit": "0123456789abcdef"}}
+    assert "The last run was at commit 0123456789." in whatif_live.render(PAGE, committed)
+
+
 def case_rows(payload: dict[str, Any]) -> dict[str, str]:
     """The live table's rows of the rendered page, by their first cell."""
     return {

@@ -14,11 +14,17 @@ FOUND = render.results()
 RENDERED = render.pages(FOUND)
 PAGES = (
     "benchmarks.md",
+    "bench-simulator.md",
+    "bench-node-daemon.md",
+    "bench-controller.md",
+    "bench-real-nodes.md",
+    "bench-scheduler.md",
+    "bench-first-runs.md",
     "reliability.md",
     "scale.md",
     "simulator.md",
     "device-model.md",
-    "whatif.md",
+    "bench-whatif.md",
     "queues.md",
     "aws-neuron.md",
 )
@@ -48,7 +54,8 @@ def test_a_changed_result_changes_its_page() -> None:
     changed = copy.deepcopy(FOUND)
     for run in changed["controller"]["results"]["publish"][0]["runs"]:
         run["seconds"] += 1.0
-    assert render.pages(changed)[DOCS / "benchmarks.md"] != RENDERED[DOCS / "benchmarks.md"]
+    page = DOCS / "bench-controller.md"
+    assert render.pages(changed)[page] != RENDERED[page]
     assert render.pages(changed)[DOCS / "scale.md"] != RENDERED[DOCS / "scale.md"]
 
 
@@ -75,6 +82,7 @@ def test_readme_first_run_figure_is_rendered_from_its_results() -> None:
     changed = copy.deepcopy(FOUND)
     changed["first-demo"]["results"]["make_demo_seconds"] += 120.0
     assert render.pages(changed)[readme] != RENDERED[readme]
+    assert render.pages(changed)[FIRST_RUNS] != RENDERED[FIRST_RUNS]
 
 
 DISK = {
@@ -127,20 +135,36 @@ def first_test_payload(**results: object) -> dict[str, Any]:
     }
 
 
+FIRST_RUNS = DOCS / "bench-first-runs.md"
+
+
 def readme_block(found: dict[str, dict[str, Any]], name: str) -> str:
     text = render.pages(found)[DOCS.parent / "README.md"]
     return text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
 
 
+def first_runs_section(found: dict[str, dict[str, Any]], command: str) -> str:
+    """The section of docs/bench-first-runs.md that tells `make <command>`'s run."""
+    text = render.pages(found)[FIRST_RUNS]
+    return text.split(f"## make {command}\n")[1].split("\n## ")[0]
+
+
+def box_rows(found: dict[str, dict[str, Any]]) -> list[str]:
+    """README's box of first runs, row by row, its header left out."""
+    return [line for line in readme_block(found, "first-runs").splitlines() if line[:3] == "| `"]
+
+
 def test_readme_says_what_is_not_measured_yet_and_how_to_measure_it() -> None:
     found = {k: v for k, v in FOUND.items() if k != "first-test"}
-    block = readme_block(found, "first-test")
+    block = first_runs_section(found, "test")
     assert "not measured yet" in block and "`make bench-first-test`" in block
+    (row,) = [r for r in box_rows(found) if r.startswith("| `make test`")]
+    assert "not measured yet (`make bench-first-test`)" in row
 
 
 def test_readme_renders_the_first_make_test_from_its_results() -> None:
     found = {**FOUND, "first-test": first_test_payload()}
-    block = readme_block(found, "first-test")
+    block = first_runs_section(found, "test")
     assert "**45 minutes** (2,700 s) and passed, with cold caches" in block
     assert "Kubernetes v1.37.2, and what can depend on the release on v1.36.3 too" in block
     assert "`1200 passed, 4 skipped in 1800.00s (0:30:00)`" in block
@@ -149,12 +173,12 @@ def test_readme_renders_the_first_make_test_from_its_results() -> None:
     assert "`make bench-first-test`" in block
     assert "lanes" not in block
     laned = first_test_payload(lane_seconds={"stand-in": 1140, "real-nodes": 1320, "kind": 660})
-    block = readme_block({**FOUND, "first-test": laned}, "first-test")
+    block = first_runs_section({**FOUND, "first-test": laned}, "test")
     assert "its lanes, side by side, took stand-in 19 min, real-nodes 22 min, kind 11 min;" in block
     failed = first_test_payload(
         exit_code=2, passed=False, caches="warm", releases_built_before=["v1.36.3", "v1.37.2"]
     )
-    block = readme_block({**FOUND, "first-test": failed}, "first-test")
+    block = first_runs_section({**FOUND, "first-test": failed}, "test")
     assert "and **failed** (exit code 2), with warm caches" in block
     assert "already held the builds of v1.36.3, v1.37.2" in block
 
@@ -165,22 +189,41 @@ def test_readme_renders_the_cold_run_then_the_warm_one() -> None:
     both = copy.deepcopy(cold)
     for key in ("results", "conditions", "commands"):
         both[key].update(warm[key])
-    block = readme_block({**FOUND, "first-test": both}, "first-test")
+    block = first_runs_section({**FOUND, "first-test": both}, "test")
     cold_at, warm_at = block.index("with cold caches"), block.index("with warm caches")
     assert cold_at < warm_at
     assert "**45 minutes** (2,700 s)" in block[:warm_at]
     assert "**19 minutes** (1,149 s)" in block[cold_at:]
     assert "on 2026-12-06 at commit" in block[:warm_at]
     assert "on 2026-12-08 at commit" in block[cold_at:]
+    cold_row, warm_row = box_rows({**FOUND, "first-test": both})[1:]
+    assert cold_row == (
+        "| `make test`, as root, cold caches | 45 min (2,700 s) | 9.0 GiB | 13.2 GiB "
+        "| 2026-12-06, commit 0123456789, **noisy** |"
+    )
+    assert "| 19 min (1,149 s) |" in warm_row and "| 2026-12-08, commit 0123456789" in warm_row
+
+
+def test_the_readme_box_marks_a_noisy_run_beside_its_figures() -> None:
+    quiet = first_test_payload()
+    quiet["conditions"]["cold"]["load_during_1min"]["max"] = 1.5
+    (row,) = box_rows({**FOUND, "first-test": quiet})[1:]
+    assert row.endswith("| 2026-12-06, commit 0123456789 |")
+    quiet["conditions"]["cold"]["load_1min_after"] = 7.5
+    (row,) = box_rows({**FOUND, "first-test": quiet})[1:]
+    assert row.endswith("| 2026-12-06, commit 0123456789, **noisy** |")
 
 
 def test_readme_renders_the_first_demos_memory_and_disk_once_recorded() -> None:
-    assert "recorded neither memory nor disk" in readme_block(FOUND, "first-demo")
+    assert "recorded neither memory nor disk" in first_runs_section(FOUND, "demo")
     changed = copy.deepcopy(FOUND)
     changed["first-demo"]["results"].update(MEMORY, disk_after_mib=DISK)
-    block = readme_block(changed, "first-demo")
+    block = first_runs_section(changed, "demo")
     assert "memory in use on the machine peaked at 9.0 GiB" in block
     assert "the new user's 13.2 GiB of disk" in block
+    before, after = box_rows(FOUND)[0], box_rows(changed)[0]
+    assert "| not recorded | not recorded |" in before
+    assert "| 9.0 GiB | 13.2 GiB |" in after
 
 
 def test_a_changed_fleet_run_changes_the_device_model_page() -> None:
