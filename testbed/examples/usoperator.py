@@ -394,9 +394,10 @@ class FailureRun:
     """Running pod -> node once every pod runs again; under NoOp, the pods
     Running a second after the operator reported."""
     seconds: dict[str, float | None]
-    """From the fault to `degraded` (its NeuronUltraServer), `acted` (the
-    workload's reason names the strategy's act) and `running` (every pod
-    Running again; None where the failed node's pod stays Pending: NoOp)."""
+    """From the fault to `degraded` (its NeuronUltraServer Degraded, naming the
+    failed node), `acted` (the workload's reason names the strategy's act) and
+    `running` (every pod Running again; None where the failed node's pod stays
+    Pending: NoOp)."""
     claims_made: int
     """Claims of the workload's namespace made after the fault."""
     degraded: str
@@ -421,16 +422,21 @@ def fail_a_node(target: Target, file: str, name: str, fault: Fault = CHIP) -> Fa
         try:
 
             def degraded() -> str | None:
+                """The message once it names the victim: on the stand-in one
+                daemon renews every node's Lease in turn, so a stopped daemon's
+                nodes may go silent a moment apart, the victim not first."""
                 return next(
                     (
                         str(u["status"].get("message"))
                         for u in ultraservers(cluster)
-                        if u["metadata"]["name"] == us and u["status"].get("health") == "Degraded"
+                        if u["metadata"]["name"] == us
+                        and u["status"].get("health") == "Degraded"
+                        and f"{victim}:" in str(u["status"].get("message"))
                     ),
                     None,
                 )
 
-            why = waiting.wait_for(f"{us} Degraded", degraded, WAIT, TIMED_POLL)
+            why = waiting.wait_for(f"{us} Degraded, naming {victim}", degraded, WAIT, TIMED_POLL)
             to_degraded = time.monotonic() - started
 
             def acted() -> JSON | None:
