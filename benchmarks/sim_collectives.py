@@ -39,47 +39,58 @@ def _placements(generation: str) -> list[tuple[str, list[RankPlace]]]:
 
 
 def model() -> dict[str, Any]:
-    """The model's inputs: every generation's fabric levels and the algorithms."""
+    """The model's inputs: every generation's fabric levels and the algorithms,
+    as lists, so the file keeps their order."""
     return {
-        "fabric": {
-            generation: [
-                {
-                    "level": level.name,
-                    "what": level.what,
-                    "bandwidth": level.bandwidth,
-                    "link_bandwidth": level.link_bandwidth,
-                    "torus": list(level.torus),
-                    "latency": level.latency,
-                    "bandwidth_source": level.bandwidth_source,
-                    "latency_source": level.latency_source,
-                }
-                for level in FABRIC_LEVELS[generation]
-            ]
+        "fabric": [
+            {
+                "generation": generation,
+                "levels": [
+                    {
+                        "level": level.name,
+                        "what": level.what,
+                        "bandwidth": level.bandwidth,
+                        "link_bandwidth": level.link_bandwidth,
+                        "torus": list(level.torus),
+                        "latency": level.latency,
+                        "bandwidth_source": level.bandwidth_source,
+                        "latency_source": level.latency_source,
+                    }
+                    for level in FABRIC_LEVELS[generation]
+                ],
+            }
             for generation in GENERATIONS
-        },
-        "algorithms": {
-            a: {"steps": ALGORITHM_STEPS[a], "link_use": LINK_USE[a]} for a in ALGORITHMS
-        },
+        ],
+        "algorithms": [
+            {"algorithm": a, "steps": ALGORITHM_STEPS[a], "link_use": LINK_USE[a]}
+            for a in ALGORITHMS
+        ],
     }
 
 
 def compute() -> dict[str, Any]:
-    """busbw (bytes/s) and the algorithm, for every operation, row and size."""
-    out: dict[str, Any] = {}
+    """busbw (bytes/s) and the algorithm, for every generation, operation, row and size."""
+    tables = []
     for generation in TABLE_GENERATIONS:
         spec = rack_spec(generation)
         rows = _placements(generation)
-        tables = {}
-        for operation in OPERATIONS:
-            tables[operation] = [
-                [
-                    {"busbw": t.busbw, "algorithm": t.algorithm}
-                    for t in (time_collective(operation, spec, places, s) for s in SIZES)
-                ]
-                for _, places in rows
-            ]
-        out[generation] = {"rows": [name for name, _ in rows], "operations": tables}
-    return {"sizes": list(SIZES), "busbw": out}
+        operations = [
+            {
+                "operation": operation,
+                "cells": [
+                    [
+                        {"busbw": t.busbw, "algorithm": t.algorithm}
+                        for t in (time_collective(operation, spec, places, s) for s in SIZES)
+                    ]
+                    for _, places in rows
+                ],
+            }
+            for operation in OPERATIONS
+        ]
+        tables.append(
+            {"generation": generation, "rows": [n for n, _ in rows], "operations": operations}
+        )
+    return {"sizes": list(SIZES), "tables": tables}
 
 
 def main() -> None:

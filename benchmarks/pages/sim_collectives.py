@@ -3,7 +3,7 @@ alone: the run's command and commit, the fabric levels with their sources,
 the algorithms, and busbw for every operation by ranks and size on each
 generation the file holds."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks.pages.common import replace_block, table
@@ -38,8 +38,9 @@ def run_line(payload: Mapping[str, Any]) -> str:
 def fabric_table(model: Mapping[str, Any]) -> str:
     """One row per generation and level."""
     rows = []
-    for generation, levels in model["fabric"].items():
-        for level in levels:
+    for found in model["fabric"]:
+        generation = found["generation"]
+        for level in found["levels"]:
             torus = level["torus"]
             per_link = (
                 f"{level['link_bandwidth'] / GB:g} GB/s x {2 * len(torus)} "
@@ -73,21 +74,21 @@ def fabric_table(model: Mapping[str, Any]) -> str:
 
 
 def algorithms_table(model: Mapping[str, Any]) -> str:
-    rows = [(a, x["steps"], f"{x['link_use']:g}") for a, x in model["algorithms"].items()]
+    rows = [(x["algorithm"], x["steps"], f"{x['link_use']:g}") for x in model["algorithms"]]
     return table(("algorithm", "steps per phase over n", "share of the level's bandwidth"), rows)
 
 
-def busbw_tables(results: Mapping[str, Any], generation: str) -> str:
-    """For every operation: busbw in GB/s and the algorithm, by row and size."""
-    found = results["busbw"][generation]
-    header = ("ranks", *(_size(s) for s in results["sizes"]))
+def busbw_tables(sizes: Sequence[int], found: Mapping[str, Any]) -> str:
+    """For every operation of one generation's tables: busbw in GB/s and the
+    algorithm, by row and size."""
+    header = ("ranks", *(_size(s) for s in sizes))
     out = []
-    for operation, cells in found["operations"].items():
+    for operation in found["operations"]:
         rows = [
             (name, *(f"{_gb(c['busbw'])} {c['algorithm']}" for c in row))
-            for name, row in zip(found["rows"], cells, strict=True)
+            for name, row in zip(found["rows"], operation["cells"], strict=True)
         ]
-        title = f"**{operation}**, busbw in GB/s and the algorithm chosen:"
+        title = f"**{operation['operation']}**, busbw in GB/s and the algorithm chosen:"
         out += [title, "", table(header, rows), ""]
     return "\n".join(out[:-1])
 
@@ -98,6 +99,8 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
     page = replace_block(page, "collectives-run", run_line(payload))
     page = replace_block(page, "fabric", fabric_table(model))
     page = replace_block(page, "algorithms", algorithms_table(model))
-    for generation, block in TABLE_BLOCKS.items():
-        page = replace_block(page, block, busbw_tables(payload["results"], generation))
+    results = payload["results"]
+    for found in results["tables"]:
+        tables = busbw_tables(results["sizes"], found)
+        page = replace_block(page, TABLE_BLOCKS[found["generation"]], tables)
     return page
