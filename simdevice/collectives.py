@@ -7,8 +7,9 @@ does: a reduce-scatter runs inside each server first, then between the
 servers of a rack on the ranks of the same place, then between racks; an
 all-gather runs the same phases outermost first; an all-reduce is the two
 back to back; an all-to-all sends each level's share across that level. Each
-phase runs at its own level's bandwidth and step latency, with its own
-algorithm:
+phase runs at its own level's step latency and bandwidth (on a switched
+level its whole figure; on a torus, Trn2's, the links a ring over the
+phase's chips rides: simdevice.torus), with its own algorithm:
 
     ring  n-1 steps (all-to-all: pairwise, one step per peer), full bandwidth
     rdh   log2(n) steps, n a power of two, LINK_USE["rdh"] of the bandwidth
@@ -88,7 +89,7 @@ class Phase:
     bytes_sent: float  # bytes one rank sends in this phase
     duration: float  # seconds
     latency: float  # seconds of it spent on step latency
-    bandwidth: float  # bytes/s of the level (the slowest crossed, for a flat phase)
+    bandwidth: float  # bytes/s a ring gets across the level (the slowest, for a flat phase)
 
 
 @dataclass(frozen=True)
