@@ -8,17 +8,30 @@ links (256e9 each) and 1.5 us a step; inter-instance 256e9 B/s a chip over
 the 2 links of the ring of 4 instances (128e9 each) and 2 us a step. Chips
 are numbered instance-major, row-major on the torus (chips 0-3 a row)."""
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdevice.collectives import OPERATIONS, time_collective
-from simdevice.fabric import FABRIC_LEVELS, first_chips, rank_places
-from simdevice.topology import rack_spec
+from simdevice.fabric import FABRIC_LEVELS, SERVER, FabricLevel, first_chips, rank_places
+from simdevice.topology import TopologyError, rack_spec
 
 TRN2 = rack_spec("trn2")
 GiB, MiB = 1 << 30, 1 << 20
 LEVELS = {level.name: level for level in FABRIC_LEVELS["trn2"]}
+
+
+def test_the_tori_are_the_ultraservers() -> None:
+    """The instance torus holds an instance's chips, the ring its instances;
+    a torus side of 2 (one neighbour twice) is refused."""
+    assert math.prod(LEVELS["intra-server"].torus) == TRN2.chips_per_server
+    assert math.prod(LEVELS["inter-server"].torus) == TRN2.servers
+    assert LEVELS["intra-server"].link_bandwidth == 256e9
+    assert LEVELS["inter-server"].link_bandwidth == 128e9
+    with pytest.raises(TopologyError, match=r"^torus: every side must be >= 3"):
+        FabricLevel(SERVER, 1e9, 1e-6, "", "", "", torus=(2, 4))
 
 
 def test_a_whole_instance_rides_every_torus_link() -> None:
