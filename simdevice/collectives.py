@@ -161,12 +161,10 @@ def _ring_link(level: FabricLevel, groups: Iterable[frozenset[int]]) -> _Link:
 def _same_spots(places: Sequence[RankPlace], by_server: bool) -> bool:
     """Whether every rack (every server, `by_server`) holds the ranks in the
     same places inside it."""
-    spots: dict[tuple[int, int], set[tuple[int, int]]] = {}
+    spots: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
     for p in places:
-        outer, inner = (
-            ((p.rack, p.server), (0, p.chip)) if by_server else ((p.rack, 0), (p.server, p.chip))
-        )
-        spots.setdefault(outer, set()).add(inner)
+        outer = (p.rack, p.server) if by_server else (p.rack,)
+        spots.setdefault(outer, set()).add((p.chip,) if by_server else (p.server, p.chip))
     return len({frozenset(s) for s in spots.values()}) == 1
 
 
