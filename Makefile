@@ -172,7 +172,7 @@ validate-sim: venv
 	$(PY) -m benchmarks.sim_validation
 
 # The collectives model's fabric, algorithms and busbw tables (computed, not
-# timed): benchmarks/results/collectives.json and docs/simulator.md.
+# timed): benchmarks/results/sim-collectives.json and docs/simulator.md.
 sim-collectives: venv
 	$(PY) -m benchmarks.sim_collectives
 
