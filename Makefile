@@ -19,7 +19,7 @@ WITH_BINARIES = TRAINIUM_DRA_BIN_DIR=$$(cat $(BIN_DIR_FILE))
 # lanes read these files while another lane's set-up may write them again.
 into = > $(1).$$$$.tmp && mv -f $(1).$$$$.tmp $(1)
 
-.PHONY: venv binaries control-plane-binaries promtool kueue lws node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-usoperator bench-usoperator-scale bench-scheduler scheduler-counters-first test-counters-first bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim chaos clean
+.PHONY: venv binaries control-plane-binaries promtool kueue lws node-packages dra-example-driver image previous-binaries test test-stand-in test-real-nodes test-kind test-previous test-previous-examples test-previous-real-nodes lint unit demo demo-nodes demo-stop guard-races pages whatif whatif-live bench-whatif bench-whatif-live bench-sim bench-controller bench-scale bench-storage bench-usoperator bench-usoperator-scale bench-scheduler scheduler-counters-first test-counters-first bench-node bench-realnodes bench-realrack bench-first-demo bench-first-test validate-sim sim-collectives chaos clean
 
 $(UV):
 	python3 -m venv $(CACHE)/uv-$(UV_VERSION)
@@ -170,6 +170,11 @@ bench-sim: venv
 # docs/simulator.md and benchmarks/results/sim-validation.json.
 validate-sim: venv
 	$(PY) -m benchmarks.sim_validation
+
+# The collectives model's fabric, algorithms and busbw tables (computed, not
+# timed): benchmarks/results/sim-collectives.json and docs/simulator.md.
+sim-collectives: venv
+	$(PY) -m benchmarks.sim_collectives
 
 bench-controller: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.controller $(BENCH_ARGS)

@@ -1,6 +1,7 @@
 """Every benchmark page, rendered from benchmarks/results/*.json alone:
 docs/benchmarks.md and its topic pages (docs/bench-*.md), docs/reliability.md,
-docs/scale.md (and its plots) and the generated blocks of docs/simulator.md,
+docs/scale.md (and its plots) and the generated blocks of docs/simulator.md (its
+validation and its collectives),
 docs/device-model.md (what the node pool layout costs the scheduler),
 docs/bench-whatif.md (the what-if's example and its live replays),
 docs/queues.md (what Kueue's policies cost), docs/aws-neuron.md (the
@@ -21,6 +22,7 @@ from benchmarks.pages import (
     readme,
     reliability,
     scale,
+    sim_collectives,
     simulator,
     usoperator,
     usoperator_scale,
@@ -65,9 +67,14 @@ def pages(found: dict[str, dict[str, Any]], docs: Path = DOCS) -> dict[Path, str
     if "scheduler" in found:
         page = docs / "device-model.md"
         out[page] = devicemodel.render(page.read_text(), found["scheduler"])
-    if "sim-validation" in found:
+    if "sim-validation" in found or "sim-collectives" in found:
         page = docs / "simulator.md"
-        out[page] = simulator.render(page.read_text(), found["sim-validation"])
+        text = page.read_text()
+        if "sim-validation" in found:
+            text = simulator.render(text, found["sim-validation"])
+        if "sim-collectives" in found:
+            text = sim_collectives.render(text, found["sim-collectives"])
+        out[page] = text
     page = docs / "aws-neuron.md"
     text = page.read_text()
     if "usoperator" in found:

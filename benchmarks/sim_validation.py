@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.collectives_tables import algorithms_table, busbw_tables, fabric_table
 from simdevice.checks import MAX_ATTENTION_SEQ, MAX_ELEMENTS, MAX_GEMM_MACS, check
 from simdevice.collectives import time_collective
 from simdevice.fabric import first_chips
@@ -777,9 +776,6 @@ STATIC_BLOCKS: dict[str, Callable[[], str]] = {
     "older-core": older_core,
     "leaves-out": leaves_out,
     "limits": model_limits,
-    "fabric": fabric_table,
-    "algorithms": algorithms_table,
-    "collectives": busbw_tables,
 }
 
 

@@ -7,8 +7,9 @@ does: a reduce-scatter runs inside each server first, then between the
 servers of a rack on the ranks of the same place, then between racks; an
 all-gather runs the same phases outermost first; an all-reduce is the two
 back to back; an all-to-all sends each level's share across that level. Each
-phase runs at its own level's bandwidth and step latency, with its own
-algorithm:
+phase runs at its own level's step latency and bandwidth (on a switched
+level its whole figure; on a torus, Trn2's, the links a ring over the
+phase's chips rides: simdevice.torus), with its own algorithm:
 
     ring  n-1 steps (all-to-all: pairwise, one step per peer), full bandwidth
     rdh   log2(n) steps, n a power of two, LINK_USE["rdh"] of the bandwidth
@@ -28,12 +29,21 @@ reduce-scatter. Nothing here shares bandwidth between concurrent collectives.
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from simdevice.fabric import RACK, RACKS, FabricLevel, RankPlace, fabric_levels, levels_spanned
+from simdevice.fabric import (
+    RACK,
+    RACKS,
+    SERVER,
+    FabricLevel,
+    RankPlace,
+    fabric_levels,
+    levels_spanned,
+)
 from simdevice.topology import RackSpec
+from simdevice.torus import ring_links
 
 OPERATIONS: tuple[str, ...] = (
     "all-reduce",
@@ -79,7 +89,7 @@ class Phase:
     bytes_sent: float  # bytes one rank sends in this phase
     duration: float  # seconds
     latency: float  # seconds of it spent on step latency
-    bandwidth: float  # bytes/s of the level (the slowest crossed, for a flat phase)
+    bandwidth: float  # bytes/s a ring gets across the level (the slowest, for a flat phase)
 
 
 @dataclass(frozen=True)
@@ -124,7 +134,11 @@ class _Link:
     latency: float
 
 
-def _path(name: str, hops: Sequence[FabricLevel]) -> _Link:
+def _whole(level: FabricLevel) -> _Link:
+    return _Link(level.name, level.bandwidth, level.latency)
+
+
+def _path(name: str, hops: Sequence[_Link]) -> _Link:
     """Levels crossed one after another: the slowest bandwidth, the latencies added."""
     return _Link(name, min(x.bandwidth for x in hops), sum(x.latency for x in hops))
 
@@ -132,6 +146,26 @@ def _path(name: str, hops: Sequence[FabricLevel]) -> _Link:
 def _slowest(name: str, links: Sequence[_Link]) -> _Link:
     """Steps that cross any of `links`: the slowest bandwidth and the longest latency."""
     return _Link(name, min(x.bandwidth for x in links), max(x.latency for x in links))
+
+
+def _ring_link(level: FabricLevel, groups: Iterable[frozenset[int]]) -> _Link:
+    """The level for rings over each group at once (positions on its torus):
+    on a switch its whole figure; on a torus the links the worst-placed
+    group's ring rides (simdevice.torus)."""
+    if not level.torus:
+        return _whole(level)
+    links = min(ring_links(level.torus, g) for g in groups if len(g) > 1)
+    return _Link(level.name, level.link_bandwidth * links, level.latency)
+
+
+def _same_spots(places: Sequence[RankPlace], by_server: bool) -> bool:
+    """Whether every rack (every server, `by_server`) holds the ranks in the
+    same places inside it."""
+    spots: dict[tuple[int, ...], set[tuple[int, ...]]] = {}
+    for p in places:
+        outer = (p.rack, p.server) if by_server else (p.rack,)
+        spots.setdefault(outer, set()).add((p.chip,) if by_server else (p.server, p.chip))
+    return len({frozenset(s) for s in spots.values()}) == 1
 
 
 def _cost(
@@ -185,15 +219,36 @@ def _rack_link(levels: Mapping[str, FabricLevel], places: Sequence[RankPlace]) -
     """The inter-rack link joins chips in the same place of two racks; when
     the racks hold the ranks in different places, a step also crosses the far
     rack's servers."""
-    spots: dict[int, set[tuple[int, int]]] = {}
+    direct = _whole(levels[RACKS])
+    if _same_spots(places, by_server=False):
+        return direct
+    return _path(RACKS, [direct, _whole(levels[RACK])])
+
+
+def _server_link(levels: Mapping[str, FabricLevel], places: Sequence[RankPlace]) -> _Link:
+    """Between servers: a switch reaches any chip; a ring of servers (Trn2's
+    UltraServer) joins chips of the same coordinates, so when the servers
+    hold the ranks in different places a step also crosses a torus link."""
+    level = levels[RACK]
+    servers: dict[int, set[int]] = {}
     for p in places:
-        spots.setdefault(p.rack, set()).add((p.server, p.chip))
-    same = len({frozenset(s) for s in spots.values()}) == 1
-    return _path(RACKS, [levels[RACKS]] if same else [levels[RACKS], levels[RACK]])
+        servers.setdefault(p.rack, set()).add(p.server)
+    link = _ring_link(level, (frozenset(s) for s in servers.values()))
+    if not level.torus or _same_spots(places, by_server=True):
+        return link
+    inner = levels[SERVER]
+    return _path(RACK, [link, _Link(SERVER, inner.link_bandwidth, inner.latency)])
 
 
 def _level_link(levels: Mapping[str, FabricLevel], places: Sequence[RankPlace], name: str) -> _Link:
-    return _rack_link(levels, places) if name == RACKS else _path(name, [levels[name]])
+    if name == RACKS:
+        return _rack_link(levels, places)
+    if name == RACK:
+        return _server_link(levels, places)
+    chips: dict[tuple[int, int], set[int]] = {}
+    for p in places:
+        chips.setdefault((p.rack, p.server), set()).add(p.chip)
+    return _ring_link(levels[SERVER], (frozenset(c) for c in chips.values()))
 
 
 def time_collective(

@@ -1,8 +1,9 @@
 """The levels of a rack's chip-to-chip fabric as data: for each generation,
 what one chip can send per second across each level and the latency of one
-algorithm step across it, each figure with its source; and where a rank's
-chip sits (rack, server, chip on the server), which decides the level
-between two ranks.
+algorithm step across it, each figure with its source, and the torus a
+level's links form where they form one (Trn2's); and where a rank's chip
+sits (rack, server, chip on the server), which decides the level between
+two ranks.
 
 Sources are named by page and section (docs/simulator.md, "Collectives",
 says which AWS figure applies to which level and why). Latencies have no
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from simdevice.topology import RackSpec, TopologyError, chip_places
+from simdevice.torus import links_per_chip
 
 SERVER, RACK, RACKS = "intra-server", "inter-server", "inter-rack"
 LEVEL_NAMES: tuple[str, ...] = (SERVER, RACK, RACKS)
@@ -22,7 +24,8 @@ LEVEL_NAMES: tuple[str, ...] = (SERVER, RACK, RACKS)
 
 TRN3_EC2 = "Neuron docs, Amazon EC2 Trn3 Architecture page"
 TRN2_EC2 = "Neuron docs, Amazon EC2 Trn2 Architecture page"
-INTRANODE = "Neuron docs, Intra-node Collective Communications page, Overview"
+INTRANODE_PAGE = "Neuron docs, Intra-node Collective Communications page"
+INTRANODE = f"{INTRANODE_PAGE}, Overview"
 INTERNODE = "Neuron docs, Inter-node Collective Communications page"
 MODEL_LATENCY = (
     f"no per-level AWS figure: the simulator's choice inside the 1-2 us per ring hop of {INTRANODE}"
@@ -39,6 +42,11 @@ class FabricLevel:
     what: str  # the links, in a few words
     bandwidth_source: str
     latency_source: str
+    torus: tuple[int, ...] = ()
+    """The torus (or ring) this level's links form, sides in positions; empty
+    for a switched level, where a chip reaches every other at the full
+    figure. On a torus the figure is split evenly over the chip's links and a
+    ring gets those it rides (simdevice.torus)."""
 
     def __post_init__(self) -> None:
         if self.name not in LEVEL_NAMES:
@@ -47,6 +55,13 @@ class FabricLevel:
             raise TopologyError(f"bandwidth: must be > 0 bytes/s, got {self.bandwidth!r}")
         if not self.latency > 0:
             raise TopologyError(f"latency: must be > 0 seconds, got {self.latency!r}")
+        if any(side < 3 for side in self.torus):
+            raise TopologyError(f"torus: every side must be >= 3 positions, got {self.torus!r}")
+
+    @property
+    def link_bandwidth(self) -> float:
+        """Bytes/s of one of the chip's links (each direction): the figure on a switch."""
+        return self.bandwidth / links_per_chip(self.torus) if self.torus else self.bandwidth
 
 
 _TRN3 = (
@@ -87,17 +102,22 @@ FABRIC_LEVELS: Mapping[str, tuple[FabricLevel, ...]] = MappingProxyType(
                 SERVER,
                 1024e9,
                 1.5e-6,
-                "NeuronLink-v3, 4x4 2D torus",
-                f"{TRN2_EC2}, specifications (intra-instance NeuronLink-v3 per chip)",
+                "NeuronLink-v3, the instance's 4x4 2D torus (4 links a chip)",
+                f"{TRN2_EC2}, Trn2 instance specifications (intra-instance NeuronLink-v3 "
+                f"per chip); split over the 4 torus neighbours of {INTRANODE_PAGE}, RDH",
                 MODEL_LATENCY + " (its middle: torus neighbours)",
+                torus=(4, 4),
             ),
             FabricLevel(
                 RACK,
                 256e9,
                 2.0e-6,
-                "NeuronLink-v3 rings between chips of the same coordinates",
-                f"{TRN2_EC2}, specifications (inter-instance NeuronLink-v3 per chip)",
+                "NeuronLink-v3 ring of the UltraServer's 4 instances, chips of the same "
+                "coordinates (2 links a chip)",
+                f"{TRN2_EC2}, Trn2 instance specifications (inter-instance NeuronLink-v3 "
+                "per chip); split over the 2 neighbours of the Trn2 UltraServer section's ring",
                 MODEL_LATENCY + " (its high end)",
+                torus=(4,),
             ),
         ),
         # NVLink Fusion is announced without figures: Trn3's fabric stands in.

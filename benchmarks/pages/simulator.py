@@ -1,6 +1,7 @@
 """docs/simulator.md's generated blocks: the tables written from the model's
-code, and the validation table from benchmarks/results/sim-validation.json.
-The prose around them is the page's own."""
+code, and the validation table from benchmarks/results/sim-validation.json
+(the collectives blocks: benchmarks/pages/sim_collectives.py). The prose around
+them is the page's own."""
 
 from typing import Any
 

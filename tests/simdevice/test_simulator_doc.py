@@ -1,5 +1,6 @@
 """docs/simulator.md types no figure by hand: its tables are what `make
-validate-sim` writes from the code (and from the committed results), and any
+validate-sim` writes from the code (and from the committed results; the
+collectives tables: tests/benchmarks/test_sim_collectives.py), and any
 figure left in the prose names the AWS (or OCP) source it quotes."""
 
 import json
@@ -27,7 +28,7 @@ def test_validation_table_is_the_committed_results() -> None:
 
 def hand_written(page: str) -> list[str]:
     """Paragraphs and list items outside generated blocks and code."""
-    page = re.sub(r"<!-- ([a-z-]+):start -->.*?<!-- \1:end -->", "", page, flags=re.DOTALL)
+    page = re.sub(r"<!-- ([a-z0-9-]+):start -->.*?<!-- \1:end -->", "", page, flags=re.DOTALL)
     page = re.sub(r"```.*?```", "", page, flags=re.DOTALL)
     return [p for p in re.split(r"\n\s*\n|\n(?=- )", page) if p.strip()]
 
