@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from benchmarks.sim_validation import PAGE, RESULTS, STATIC_BLOCKS, block, validation_table
+from benchmarks.pages.simulator import validation
+from benchmarks.sim_validation import PAGE, RESULTS, STATIC_BLOCKS, block
 
 TEXT = PAGE.read_text()
 # a number with a unit the model has a constant for
@@ -23,7 +24,7 @@ def test_generated_block_matches_the_code(name: str) -> None:
 
 def test_validation_table_is_the_committed_results() -> None:
     results = json.loads(RESULTS.read_text())
-    assert block(TEXT, "validation") == validation_table(results)
+    assert block(TEXT, "validation") == validation(results)
 
 
 def hand_written(page: str) -> list[str]:
