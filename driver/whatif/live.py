@@ -17,8 +17,8 @@ A job starts when the last of its pods is bound (its claims are allocated
 then) and ends its duration later. A job with work runs as long as its work
 takes on the chips its claims were allocated (`driver.whatif.claimplaces`,
 `driver.whatif.placetimes`), so where the scheduler put it decides when it
-ends; that is known as it starts, so the clock's events stay the trace's,
-the starts' and the ends'. With failures, the replay injects each into the simulated hardware of
+ends; that is known when it starts, so the clock needs no event of its own
+for it. With failures, the replay injects each into the simulated hardware of
 the node it falls on and clears it after the repair time; the driver taints
 the failed devices and Kubernetes evicts the pods on them. A job that loses a
 pod that way is deleted whole and created again, to run from the start."""
@@ -187,7 +187,7 @@ class _LiveRun:
         servers: Mapping[str, tuple[int, int]],
         watch: PodWatch,
         rack: RackSpec,
-        devices: FleetDevices | None = None,
+        devices: FleetDevices,
         kueue: KueueWatch | None = None,
     ) -> None:
         self.objects, self.pool, self.namespace, self.driver = objects, pool, namespace, driver
@@ -264,7 +264,7 @@ class _LiveRun:
             return job.duration
         entry.spread = None
         results = self.watch.allocations(entry.pods(), ALLOCATION_WAIT)
-        if results is None or self.devices is None:
+        if results is None:
             log.warning("job %s: no allocations seen; it runs its duration", job.name)
             return job.duration
         places = self.devices.places(HeldDevices(entry.bound[p], results[p]) for p in results)
@@ -410,7 +410,7 @@ def replay_live(
     if servers is None and any(j.work is not None for j in jobs):
         raise ValueError("servers: jobs with work are timed on their chips, numbered by node")
     objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
-    devices = FleetDevices(driver, _ultraservers(objects), servers) if servers is not None else None
+    devices = FleetDevices(driver, _ultraservers(objects), servers or {})
     try:
         objects.create(NAMESPACES, {"metadata": {"name": namespace}})
     except ApiError as err:
