@@ -134,7 +134,11 @@ CASES: Final = {
         "2 Trn3 Gen2 racks, claims, 36 training jobs of 2 to 8 chips, each timed on the "
         "chips it was given",
         ("--racks", "2", "--pools", "node"),
-        ("--trace", str(ROOT / "benchmarks" / "traces" / "packed-versus-spread.csv")),
+        (
+            "--trace",
+            str(ROOT / "benchmarks" / "traces" / "packed-versus-spread.csv"),
+            "--with-spread",
+        ),
     ),
     "hundred-racks": Case(
         "100 Trn3 Gen2 racks (115,200 cores, 3,600 nodes), 500 jobs at offered load 0.8, "
