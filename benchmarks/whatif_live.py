@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from kubernetes import client
 
+from benchmarks.paths import ROOT
 from benchmarks.publishing import create_racks, rack_nodes
 from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 from benchmarks.scale import all_ready
@@ -128,6 +129,16 @@ CASES: Final = {
         "1 rack, every job through Kueue (BestEffortFIFO), Neuron-style requests",
         KUEUE_UP,
         (*POLICY_TRACE, "--kueue", "best-effort"),
+    ),
+    "packed-versus-spread": Case(
+        "2 Trn3 Gen2 racks, claims, 36 training jobs of 2 to 8 chips, each timed on the "
+        "chips it was given",
+        ("--racks", "2", "--pools", "node"),
+        (
+            "--trace",
+            str(ROOT / "benchmarks" / "traces" / "packed-versus-spread.csv"),
+            "--with-spread",
+        ),
     ),
     "hundred-racks": Case(
         "100 Trn3 Gen2 racks (115,200 cores, 3,600 nodes), 500 jobs at offered load 0.8, "

@@ -177,6 +177,34 @@ def _commits(payload: Mapping[str, Any]) -> str:
     return " No case recorded the commit it ran from: these runs predate that record."
 
 
+def _lost(run: Mapping[str, Any]) -> str:
+    lost = run["spread_lost_job_s"]
+    return f"{lost['total']:,.0f} / {lost['p50']:,.0f} / {lost['p90']:,.0f}"
+
+
+def _spread(cases: Mapping[str, Any]) -> list[str]:
+    """The cases whose jobs carry work: the job-seconds each lost to spread,
+    live and under each anchor queueing alike; empty if no case has them."""
+    rows = [
+        [f"`{name}`", policy, f"{run['spread_lost_job_s']['jobs']:,}", _lost(run)]
+        for name, case in cases.items()
+        if "spread_lost_job_s" in _by_policy(case)["kube-scheduler"]
+        for policy, run in _by_policy(case).items()
+        if "spread_lost_job_s" in run
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "Job time by placement: jobs with work run as long as their work takes on the "
+        "chips they were given, live as in the anchors; the job-seconds each replay lost "
+        "to spread (signed: a looser placement is sometimes the faster), over its jobs "
+        "with work that ran:",
+        "",
+        table(["case", "placement", "jobs", "lost to spread: total / p50 / p90 (s)"], rows),
+    ]
+
+
 def _cost(name: str, case: Mapping[str, Any]) -> str:
     cpu = case["cpu_seconds_by_process"]
     busiest = sorted(cpu.items(), key=lambda kv: -kv[1])[:TOP_PROCESSES]
@@ -272,6 +300,7 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             ),
             *(_repeats(name, case) for name, case in cases.items() if "repeats" in case),
             *_policies(cases),
+            *_spread(cases),
         ]
     )
     return replace_block(page, "live", body)

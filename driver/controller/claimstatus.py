@@ -5,14 +5,12 @@ the scheduler, waiting on their binding conditions, binds the pods; so does
 the guard of a rack device in the `node` pool layout (`devicemodel.rackguard`)."""
 
 import datetime
-import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from driver.controller.slices import planned_devices
 from driver.devicemodel.fabric import device_status
-from driver.devicemodel.layout import DEFAULT_OPTIONS, LayoutOptions, PlannedDevice
+from driver.devicemodel.layout import devices_by_name
 from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS, RackHold, guard_conditions
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
@@ -20,20 +18,12 @@ from driver.jsontypes import JSON
 from driver.kubeapi.apiserver import MERGE_PATCH, ApiError
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import CLAIMS, path_of
-from simdevice.topology import rack_spec
 
 log = logging.getLogger(__name__)
 
 
 class StatusConflictError(RuntimeError):
     """The claim changed between our read and our write; read it again."""
-
-
-@functools.lru_cache(maxsize=32)
-def devices_by_name(
-    generation: str, mode: str, flat_device: str, layout: LayoutOptions = DEFAULT_OPTIONS
-) -> Mapping[str, PlannedDevice]:
-    return {d.name: d for d in planned_devices(rack_spec(generation), mode, flat_device, layout)}
 
 
 def allocated_at(claim: Mapping[str, Any], now: datetime.datetime) -> datetime.datetime:

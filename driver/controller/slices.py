@@ -99,15 +99,6 @@ class AwsRack:
     versions: AwsVersions
 
 
-def planned_devices(
-    rack: RackSpec, mode: str, flat_device: str, layout: LayoutOptions = DEFAULT_OPTIONS
-) -> tuple[PlannedDevice, ...]:
-    """All devices the rack could publish in `mode`, whether or not their nodes exist."""
-    if mode == "partitioned":
-        return build_layout(rack, layout).devices
-    return flat_devices(rack, flat_device)
-
-
 def build_slices(inp: RackInput) -> list[JSON]:
     """The rack's ResourceSlices, sorted by name (the allocator's order)."""
     if inp.aws is not None:

@@ -25,7 +25,7 @@ server claims), so nothing but the counters has to keep devices apart.
 """
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
@@ -37,7 +37,7 @@ from driver.devicemodel.naming import (
     partition_name,
     server_name,
 )
-from simdevice.topology import ChipPlace, RackSpec, chip_places
+from simdevice.topology import ChipPlace, RackSpec, chip_places, rack_spec
 
 MAX_CORES_PER_COUNTER_SET: Final = 32
 CORES_PER_COUNTER: Final = 2
@@ -366,3 +366,21 @@ def flat_devices(rack: RackSpec, unit: str) -> tuple[PlannedDevice, ...]:
                     )
                 )
     return tuple(devices)
+
+
+def planned_devices(
+    rack: RackSpec, mode: str, flat_device: str, layout: LayoutOptions = DEFAULT_OPTIONS
+) -> tuple[PlannedDevice, ...]:
+    """All devices the rack could publish in `mode`, whether or not their nodes exist."""
+    if mode == "partitioned":
+        return build_layout(rack, layout).devices
+    return flat_devices(rack, flat_device)
+
+
+@functools.lru_cache(maxsize=32)
+def devices_by_name(
+    generation: str, mode: str, flat_device: str, layout: LayoutOptions = DEFAULT_OPTIONS
+) -> Mapping[str, PlannedDevice]:
+    """A rack's devices by the name an allocation result gives (device names
+    are unique within a rack, whichever pool holds them)."""
+    return {d.name: d for d in planned_devices(rack_spec(generation), mode, flat_device, layout)}

@@ -41,9 +41,9 @@ def time_weighted(
 def spread_figures(run: Replay) -> dict[str, Any]:
     """Job-seconds lost to spread, {} where none is counted: no job carries
     work (a job without work runs its trace duration wherever it lands), or
-    the replay did not time jobs by their placement (the live one). Per job
-    over the jobs with work that ran; signed, as a looser placement is
-    sometimes the faster one."""
+    none that ran was timed by its placement (a live job whose chips could
+    not be read). Per job over the jobs with work that ran; signed, as a
+    looser placement is sometimes the faster one."""
     lost = [
         r.spread_seconds
         for r in run.records

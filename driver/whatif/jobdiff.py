@@ -5,7 +5,8 @@ fragmentation (where the scheduler put earlier pods left no piece of the
 shape the job asks for); with too few free it is a fuller fleet (earlier jobs
 ran differently). An earlier start is the anchor's strict FIFO holding the job
 behind an earlier one, its Kueue-like queue not admitting it yet, or the
-anchor's own placement or fullness. Pure: the
+anchor's own placement or fullness. Beside them, the job-seconds each
+lost to spread, where jobs with work were timed by their chips. Pure: the
 replays in, a summary out."""
 
 import bisect
@@ -13,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
+from driver.whatif.figures import spread_figures
 from driver.whatif.replay import JobRecord, Replay
 
 SAME: Final = 1.0
@@ -92,8 +94,9 @@ def _cause(
 
 
 def diff(live: Replay, anchor: Replay) -> dict[str, Any]:
-    """How many jobs started alike, each cause's count, and the jobs whose
-    start moved most, with their causes."""
+    """How many jobs started alike, each cause's count, the jobs whose
+    start moved most, with their causes, and the job-seconds lost to spread
+    live and in the anchor (where either counts them)."""
     free = (_Free(live), _Free(anchor))
     theirs = {r.job.name: r for r in anchor.records}
     found: list[JobDiff] = []
@@ -110,10 +113,16 @@ def diff(live: Replay, anchor: Replay) -> dict[str, Any]:
             return float("inf")
         return abs(d.live_start - d.anchor_start)
 
+    lost = {
+        side: figures["spread_lost_job_s"]["total"]
+        for side, run in (("live", live), ("anchor", anchor))
+        if (figures := spread_figures(run))
+    }
     return {
         "anchor": f"{anchor.policy} {anchor.queueing}",
         "jobs": len(live.records),
         "alike": len(live.records) - len(found),
         "causes": dict(Counter(d.cause for d in found).most_common()),
         "largest": [d.as_json() for d in sorted(found, key=moved, reverse=True)[:SHOWN]],
+        **({"spread_lost_job_s": lost} if lost else {}),
     }

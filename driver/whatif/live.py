@@ -14,7 +14,11 @@ wall time since the start times a speed-up: a replay to watch live, whose
 queueing includes the scheduler's own latency times the speed-up.
 
 A job starts when the last of its pods is bound (its claims are allocated
-then). With failures, the replay injects each into the simulated hardware of
+then) and ends its duration later. A job with work runs as long as its work
+takes on the chips its claims were allocated (`driver.whatif.claimplaces`,
+`driver.whatif.placetimes`), so where the scheduler put it decides when it
+ends; that is known when it starts, so the clock needs no event of its own
+for it. With failures, the replay injects each into the simulated hardware of
 the node it falls on and clears it after the repair time; the driver taints
 the failed devices and Kubernetes evicts the pods on them. A job that loses a
 pod that way is deleted whole and created again, to run from the start."""
@@ -31,9 +35,11 @@ from dataclasses import dataclass, field
 
 from kubernetes import client
 
+from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.kubeapi.apiserver import ApiError, ApiServer
 from driver.kubeapi.objects import Objects
-from driver.kubeapi.resources import CLAIMS, NAMESPACES, SLICES
+from driver.kubeapi.resources import CLAIMS, NAMESPACES, SLICES, ULTRASERVERS
+from driver.whatif.claimplaces import FleetDevices, HeldDevices
 from driver.whatif.faults import Failure, Failures
 from driver.whatif.figures import percentile
 from driver.whatif.jobobjects import CLAIMS as CLAIM_PODS
@@ -49,6 +55,7 @@ from driver.whatif.livefaults import (
     fault_request,
 )
 from driver.whatif.observe import WorkMetrics, WorkState
+from driver.whatif.placetimes import duration_on
 from driver.whatif.podwatch import NamespaceView, PodEvent, PodWatch
 from driver.whatif.replay import JobRecord, Replay, Sample
 from driver.whatif.settlecost import SettleCosts
@@ -73,6 +80,9 @@ renders while it works: polled every POLL, most of a trial's readings were
 of a busy scheduler."""
 TAINTS_SETTLE = 1.0
 """Wall seconds a fault's taints must stand still before the replay goes on."""
+ALLOCATION_WAIT = 30.0
+"""Wall seconds a started job with work waits for its claims' allocations
+to reach the replay's watch (they were written before its pods bound)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,10 @@ class LiveJob:
     start: float | None = None
     start_wall: float | None = None
     end: float | None = None
+    spread: float | None = None
+    """Seconds its run takes beyond its packed duration for where its chips
+    are (0 without work); None until it starts, or where its chips could not
+    be read."""
     evicted_runs: list[tuple[float, float]] = field(default_factory=list)
     """(start, eviction) of every run a failure cut short."""
 
@@ -171,9 +185,13 @@ class _LiveRun:
         gangs: bool,
         style: PodStyle,
         servers: Mapping[str, tuple[int, int]],
+        watch: PodWatch,
+        rack: RackSpec,
+        devices: FleetDevices,
         kueue: KueueWatch | None = None,
     ) -> None:
         self.objects, self.pool, self.namespace, self.driver = objects, pool, namespace, driver
+        self.watch, self.rack, self.devices = watch, rack, devices
         self.kueue = kueue
         self.gangs, self.style, self.servers = gangs, style, servers
         self.released: set[int | None] = set()
@@ -233,8 +251,29 @@ class _LiveRun:
         entry.bound[event.pod] = event.node
         if len(entry.bound) == entry.job.pods and entry.start is None:
             entry.start, entry.start_wall = now, event.wall
-            heapq.heappush(self.ends, (now + entry.job.duration, event.job, entry.attempt))
+            duration = self._duration(entry)
+            heapq.heappush(self.ends, (now + duration, event.job, entry.attempt))
         return True
+
+    def _duration(self, entry: LiveJob) -> float:
+        """How long the run that starts now takes, with its `spread` set: a
+        job with work on the chips its claims got, any other its duration."""
+        job = entry.job
+        entry.spread = 0.0
+        if job.work is None:
+            return job.duration
+        entry.spread = None
+        results = self.watch.allocations(entry.pods(), ALLOCATION_WAIT)
+        if results is None:
+            log.warning("job %s: no allocations seen; it runs its duration", job.name)
+            return job.duration
+        places = self.devices.places(HeldDevices(entry.bound[p], results[p]) for p in results)
+        if places is None:
+            log.warning("job %s: devices the model does not name; it runs its duration", job.name)
+            return job.duration
+        duration = duration_on(job, self.rack, places)
+        entry.spread = duration - job.duration
+        return duration
 
     def _evict(self, entry: LiveJob, now: float) -> None:
         """One of the job's pods was evicted: the rest go too, and the job
@@ -359,14 +398,19 @@ def replay_live(
     kueue: KueueQueue | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> LiveResult:
-    """Replay `jobs` (their durations already for `rack`'s generation) on the
-    cluster `api` reaches; every object goes into `namespace`, which is
-    created and deleted here. `failures` need `fault_targets`; `servers` maps
-    a node to its (rack, server), to record where each job ran; with `kueue`
-    every job waits in that queue (`style` must name its LocalQueue)."""
+    """Replay `jobs` (their durations already for `rack`'s generation, a job
+    with work's the packed one) on the cluster `api` reaches; every object
+    goes into `namespace`, which is created and deleted here. `failures` need
+    `fault_targets`; `servers` maps a node to its (rack, server), to record
+    where each job ran and number the chips of jobs with work, which need it;
+    with `kueue` every job waits in that queue (`style` must name its
+    LocalQueue)."""
     if failures is not None and fault_targets is None:
         raise ValueError("fault_targets: failures need the simulator-control sockets to send to")
+    if servers is None and any(j.work is not None for j in jobs):
+        raise ValueError("servers: jobs with work are timed on their chips, numbered by node")
     objects = Objects(ApiServer(api.configuration, USER_AGENT, REQUEST_TIMEOUT))
+    devices = FleetDevices(driver, _ultraservers(objects), servers or {})
     try:
         objects.create(NAMESPACES, {"metadata": {"name": namespace}})
     except ApiError as err:
@@ -397,6 +441,9 @@ def replay_live(
                 gangs=gangs,
                 style=style,
                 servers=servers or {},
+                watch=pods,
+                rack=rack,
+                devices=devices,
                 kueue=watch,
             )
             try:
@@ -432,6 +479,18 @@ def replay_live(
         list(injected),
         settle,
     )
+
+
+def _ultraservers(objects: Objects) -> dict[str, UltraServerSpec]:
+    """The cluster's racks by name, as the controller reads their specs."""
+    found = {}
+    for obj in objects.list_all(ULTRASERVERS):
+        try:
+            spec = parse_spec(obj)
+        except SpecError:
+            continue
+        found[spec.name] = spec
+    return found
 
 
 def _wall_loop(
@@ -802,6 +861,7 @@ def _as_replay(
                 len(e.evicted_runs),
                 lost,
                 servers=where,
+                spread_seconds=e.spread if e.start is not None else None,
                 nodes=sorted(set(e.bound.values())),
             )
         )

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from driver.jsontypes import JSON
+from driver.whatif.claimplaces import allocation_results
 from driver.whatif.faults import Failure, Failures
 from driver.whatif.jobobjects import claim_pod
 from simdevice.topology import RackSpec
@@ -97,10 +98,8 @@ def claims_on(claims: Iterable[JSON], devices: frozenset[tuple[str, str]]) -> li
     those Kubernetes is to evict."""
     found = []
     for claim in claims:
-        status = claim.get("status") or {}
-        if not status.get("reservedFor"):
+        if not (claim.get("status") or {}).get("reservedFor"):
             continue
-        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
-        if any((r["pool"], r["device"]) in devices for r in results):
+        if any((r["pool"], r["device"]) in devices for r in allocation_results(claim)):
             found.append(claim_pod(claim))
     return found

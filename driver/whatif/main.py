@@ -90,7 +90,8 @@ def parse_kinds(text: str, flag: str, value: Callable[[str], V], example: str) -
 
 
 def _source(p: argparse.ArgumentParser) -> None:
-    """Where the jobs come from, and the output directory: shared by offline and live."""
+    """Where the jobs come from, how the anchor replays them, and the output
+    directory: shared by offline and live."""
     source = p.add_mutually_exclusive_group()
     source.add_argument("--trace", type=Path, help="a trace CSV this command wrote")
     source.add_argument(
@@ -116,6 +117,13 @@ def _source(p: argparse.ArgumentParser) -> None:
         "--max-duration-hours", type=float, help="cut generated durations to this many hours"
     )
     p.add_argument("--no-gangs", action="store_true", help="place a job's pods one by one")
+    p.add_argument(
+        "--with-spread",
+        action="store_true",
+        help="also replay the anchor with the spread placement rule (each pod on the emptiest "
+        "server, as the default scheduler scores): jobs with work run longer where their chips "
+        "spread",
+    )
     p.add_argument("--out", type=Path, default=Path("whatif-out"))
     p.add_argument("--chip-mtbf-hours", type=float, help="mean hours between one chip's failures")
     p.add_argument("--core-mtbf-hours", type=float, help="mean hours between one core's failures")
@@ -138,12 +146,6 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also replay with a quota in front of placement, as Kueue admits: "
         "kueue-strict (StrictFIFO) and kueue-best-effort (BestEffortFIFO)",
-    )
-    off.add_argument(
-        "--with-spread",
-        action="store_true",
-        help="also replay with the spread placement rule (each pod on the emptiest server, "
-        "as the default scheduler scores): jobs with work run longer where their chips spread",
     )
     off.add_argument(
         "--partition-sizes",
@@ -577,6 +579,7 @@ def replay_on(cluster: LiveCluster, args: argparse.Namespace) -> int:
         gangs=not args.no_gangs,
         failures=lambda: ScriptedFailures(got.failures, repair),
         queueings=QUEUEING + KUEUE_QUEUEING if queue else QUEUEING,
+        policies=(*POLICIES, SPREAD) if args.with_spread else POLICIES,
     )
     runs = [got.replay, *anchor]
     result = {

@@ -1,6 +1,7 @@
 """What the replay learns of its namespace from two informers: when each pod
 was first seen bound (and where), when each went away, which pods the
-scheduler has reported unschedulable, and which claims still exist. A pod
+scheduler has reported unschedulable, and which claims still exist and
+what they were allocated. A pod
 that goes without the replay deleting it was evicted (a failed device's taint
 does that). The settle clock reads the rest (`PodWatch.view`)."""
 
@@ -14,6 +15,7 @@ from typing import Any, Literal
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
 from driver.kubeapi.resources import CLAIMS, PODS, path_of
+from driver.whatif.claimplaces import allocation_results
 from driver.whatif.jobobjects import JOB_LABEL, claim_pod
 from driver.whatif.kueuewatch import gated
 
@@ -84,6 +86,10 @@ class PodWatch:
         """Pods Kueue holds back."""
         self.claims: dict[str, str] = {}
         """Claim -> the pod it serves."""
+        self.results: dict[str, list[Mapping[str, Any]]] = {}
+        """Claim -> its allocation results, once allocated."""
+        self.allocated = threading.Condition(self.lock)
+        """Notified on every claim event, for `allocations`."""
         self.changed = threading.Event()
         """Set on every pod or claim event: a `view` taken since may differ."""
         self.pods: Informer[Mapping[str, Any]] = Informer(
@@ -140,6 +146,26 @@ class PodWatch:
         rather than on a fixed poll; True if one came."""
         return self.changed.wait(timeout)
 
+    def allocations(
+        self, pods: Collection[str], timeout: float
+    ) -> dict[str, list[Mapping[str, Any]]] | None:
+        """Each pod's claims' allocation results, waiting up to `timeout` wall
+        seconds until every pod has an allocated claim; None if one has not.
+        The scheduler writes a claim's allocation before it binds the pod, but
+        the claims' watch may deliver it after the pods' watch the binding."""
+        with self.allocated:
+            found: dict[str, list[Mapping[str, Any]]] = {}
+
+            def complete() -> bool:
+                found.clear()
+                for claim, results in self.results.items():
+                    pod = self.claims.get(claim, "")
+                    if pod in pods:
+                        found.setdefault(pod, []).extend(results)
+                return len(found) == len(pods)
+
+            return found if self.allocated.wait_for(complete, timeout) else None
+
     def queued_and_present(self) -> tuple[set[str], set[str]]:
         """The pods Kueue holds back, and every pod present."""
         with self.lock:
@@ -188,11 +214,24 @@ class PodWatch:
         with self.lock:
             self.changed.set()
             self.claims = {c["metadata"]["name"]: claim_pod(c) for c in claims}
+            self.results = {
+                c["metadata"]["name"]: allocation_results(c)
+                for c in claims
+                if allocation_results(c)
+            }
+            self.allocated.notify_all()
 
     def _claim(self, claim: Mapping[str, Any], deleted: bool) -> None:
         with self.lock:
             self.changed.set()
+            name = claim["metadata"]["name"]
+            results = allocation_results(claim)
             if deleted:
-                self.claims.pop(claim["metadata"]["name"], None)
+                self.claims.pop(name, None)
             else:
-                self.claims[claim["metadata"]["name"]] = claim_pod(claim)
+                self.claims[name] = claim_pod(claim)
+            if results and not deleted:
+                self.results[name] = results
+            else:
+                self.results.pop(name, None)
+            self.allocated.notify_all()

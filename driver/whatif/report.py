@@ -121,7 +121,16 @@ def diffs(result: dict[str, Any]) -> str:
     out = ["\n## Where live and the anchors part\n"]
     for d in result["diff"]:
         causes = "; ".join(f"{n} {CAUSES[c]}" for c, n in d["causes"].items()) or "none"
-        out.append(f"- against {d['anchor']}: {d['alike']} of {d['jobs']} jobs alike; {causes}.")
+        lost = d.get("spread_lost_job_s", {})
+        spread = (
+            f" Job-seconds lost to spread: live {seconds(lost.get('live'))}, "
+            f"anchor {seconds(lost.get('anchor'))}."
+            if lost
+            else ""
+        )
+        out.append(
+            f"- against {d['anchor']}: {d['alike']} of {d['jobs']} jobs alike; {causes}.{spread}"
+        )
         for j in d["largest"]:
             out.append(
                 f"  - `{j['name']}` ({j['shape']}): live {seconds(j['live_start'])}, "

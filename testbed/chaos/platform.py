@@ -18,7 +18,7 @@ from typing import Any
 
 from kubernetes import client
 
-from driver.controller.slices import planned_devices
+from driver.devicemodel.layout import planned_devices
 from driver.localsim.clusterspec import node_labels
 from driver.localsim.controlplane.children import Child
 from driver.localsim.controlplane.plane import free_port

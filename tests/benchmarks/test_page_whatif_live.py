@@ -236,3 +236,27 @@ def test_the_queues_page_shows_the_kueue_cases_beside_the_bare_scheduler() -> No
     )
     empty = whatif_live.queues(page, {**payload, "results": {"cases": {"c": CASE}}})
     assert "Not measured yet: `make bench-whatif-live BENCH_ARGS='--cases" in empty
+
+
+def test_a_case_of_jobs_with_work_shows_the_job_seconds_each_replay_lost_to_spread() -> None:
+    def lost(total: float) -> dict[str, Any]:
+        return {
+            "spread_lost_job_s": {"total": total, "p50": total / 4, "p90": total / 2, "jobs": 36}
+        }
+
+    live = {**run("kube-scheduler", 0.6, 40), **lost(1200.0)}
+    first = {**run("first-fit", 0.61, 0), **lost(0.0)}
+    best = {**run("best-fit", 0.65, 0), **lost(-40.0)}
+    payload = {
+        "command": "make x",
+        "machine": {"cpus": 2, "date": "d"},
+        "results": {"cases": {"w": {**CASE, "runs": [live, first, best]}, "c": CASE}},
+    }
+    page = whatif_live.render(PAGE, payload)
+    assert "| `w` | kube-scheduler | 36 | 1,200 / 300 / 600 |" in page
+    assert "| `w` | first-fit | 36 | 0 / 0 / 0 |" in page
+    assert "| `w` | best-fit | 36 | -40 / -10 / -20 |" in page
+    assert "| `c` | kube-scheduler | 36" not in page
+    assert "lost to spread" not in whatif_live.render(
+        PAGE, {**payload, "results": {"cases": {"c": CASE}}}
+    )

@@ -7,9 +7,8 @@ import ipaddress
 import pytest
 
 from driver.controller.claimstatus import as_stored, desired_devices
-from driver.controller.slices import planned_devices
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_READY, DeviceStatus, device_status
-from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.layout import PlannedDevice, planned_devices
 from driver.devicemodel.ultraserver import FabricSpec, SpecError, parse_spec
 from driver.jsontypes import JSON
 from driver.node.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of

@@ -1,10 +1,13 @@
 """Where a live replay and an anchor part, job by job, with the cause read
-from the two fleets: worked out by hand on a two-server rack."""
+from the two fleets, and the job-seconds each lost to spread: worked out
+by hand on a two-server rack."""
 
 from driver.whatif.jobdiff import diff
 from driver.whatif.jobs import Job, PodShape
+from driver.whatif.jobtimes import parse_work, timed
 from driver.whatif.offline import replay
 from driver.whatif.replay import JobRecord, Replay, Sample
+from driver.whatif.report import diffs
 from simdevice.topology import TRAINIUM3, RackSpec
 
 RACK = RackSpec("trn3-gen2", servers=2, chips_per_server=2, chip=TRAINIUM3)
@@ -52,3 +55,22 @@ def test_a_later_start_is_fragmentation_with_cores_free_and_fullness_without() -
     )
     assert diff(fragmented, anchor)["causes"] == {"later-fragmented": 1}
     assert diff(full, anchor)["causes"] == {"later-fuller": 1}
+
+
+def test_the_job_seconds_lost_to_spread_stand_live_beside_the_anchor() -> None:
+    work = parse_work('{"kind": "train-step", "hidden": 128, "seq": 256, "iterations": 10}')
+    pair = timed(Job("pair", 0, 2, PodShape("chips", 1), 1.0, work), RACK)
+    anchor = replay([pair], RACK, 1, policy="best-fit")  # both chips of one server: none lost
+    live = live_replay(
+        [JobRecord(pair, 0, pair.duration + 4.0, servers=[(0, 0), (0, 1)], spread_seconds=4.0)],
+        [Sample(0, 16, 0, None), Sample(pair.duration + 4.0, 0, 0, None)],
+    )
+    found = diff(live, anchor)
+    assert found["spread_lost_job_s"] == {"live": 4.0, "anchor": 0.0}
+    result = {"diff": [found]}
+    assert "Job-seconds lost to spread: live 4, anchor 0." in diffs(result)
+    plain = Job("plain", 0, 1, PodShape("chips", 1), 10)
+    without = diff(
+        live_replay([JobRecord(plain, 0, 10)], []), replay([plain], RACK, 1, policy="best-fit")
+    )
+    assert "spread_lost_job_s" not in without

@@ -2,22 +2,33 @@
 rack, node pools): on the settle clock every job of a small trace runs for
 exactly its duration and a trace with a known answer gets it, job by job,
 as the offline anchor does; a whole-rack job runs alone, after every job
-under it has ended; a chip that fails under a job evicts it through the
-driver's taints; the wall clock still replays a trace to watch live."""
+under it has ended; a job with work runs as long as its work takes on the
+chips its claims were allocated; a chip that fails under a job evicts it
+through the driver's taints; the wall clock still replays a trace to watch
+live."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from driver.kubeapi.apiserver import ApiServer
+from driver.kubeapi.informer import Informer
+from driver.kubeapi.objects import Objects
+from driver.kubeapi.resources import CLAIMS, SLICES, path_of
 from driver.localsim.commands.running import Running, open_running
 from driver.whatif import main as whatif
 from driver.whatif.faults import Failure, ScriptedFailures
+from driver.whatif.figures import summarize
 from driver.whatif.jobs import Job, PodShape
+from driver.whatif.jobtimes import parse_work, with_work
 from driver.whatif.live import FaultTargets, SettleClock, replay_live
 from driver.whatif.main import bearer_token
 from driver.whatif.offline import QUEUEING, replay
+from driver.whatif.placetimes import duration_on
+from simdevice.fabric import RankPlace
 from simdevice.topology import rack_spec
 from testbed.localcluster import Cluster, running_cluster
 
@@ -147,6 +158,89 @@ def test_a_trace_with_a_known_answer_gets_it_job_by_job(cluster: Cluster) -> Non
         assert {r.job.name: r.start for r in anchor.records} == known, queueing
     [rack] = [r for r in got.replay.records if r.job.name == "rack"]
     assert rack.end == 1500.0 and len(rack.servers) == GEN1.servers
+
+
+class AllocatedChips:
+    """The chips each claim of `namespace` was allocated, as the cluster tells
+    them: a watch of the claims, and each device's server and chip from the
+    attributes the driver published on it."""
+
+    def __init__(self, running: Running, namespace: str) -> None:
+        server = ApiServer(running.api.configuration, "trainium-dra-test", 30.0)
+        self.chips: dict[tuple[str, str], tuple[int, int]] = {
+            (s["spec"]["pool"]["name"], d["name"]): (
+                d["attributes"]["serverIndex"]["int"],
+                d["attributes"]["chipIndex"]["int"],
+            )
+            for s in Objects(server).list_all(SLICES)
+            for d in s["spec"].get("devices") or ()
+            if "chipIndex" in d["attributes"]
+        }
+        self.held: dict[str, set[tuple[int, int]]] = {}
+        self.informer: Informer[Mapping[str, Any]] = Informer(
+            server,
+            path_of(CLAIMS, namespace=namespace),
+            {},
+            lambda claim: claim,
+            on_list=self._list,
+            on_event=lambda _, claim: self._see(claim),
+        )
+
+    def _list(self, claims: list[Mapping[str, Any]]) -> None:
+        for claim in claims:
+            self._see(claim)
+
+    def _see(self, claim: Mapping[str, Any]) -> None:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for r in allocation.get("devices", {}).get("results") or ():
+            self.held.setdefault(claim["metadata"]["name"], set()).add(
+                self.chips[(r["pool"], r["device"])]
+            )
+
+    def of(self, job: Job) -> tuple[RankPlace, ...]:
+        """The job's chips on the one rack, from its first run's claims."""
+        found = {c for i in range(job.pods) for c in self.held[f"{job.name}-{i}"]}
+        return tuple(RankPlace(0, s, c) for s, c in sorted(found))
+
+
+def test_a_job_with_work_runs_as_long_as_it_takes_on_the_chips_it_got(cluster: Cluster) -> None:
+    """Fifteen chips of every server held, a pair arriving then gets one chip
+    on each of two servers and loses job-seconds to spread (latency rules a
+    step this small); a job of four chips in one pod later loses none. Each
+    ends when its work would on the chips its claims were allocated."""
+    work = parse_work('{"kind": "train-step", "hidden": 128, "seq": 256}')
+    hold = Job("hold", 0, GEN1.servers, PodShape("chips", GEN1.chips_per_server - 1), 100)
+    pair = with_work(Job("pair", 1, 2, PodShape("chips", 1), 50), work, GEN1)
+    four = with_work(Job("four", 200, 1, PodShape("chips", 4), 50), work, GEN1)
+    namespace = "whatif-placed"
+    with open_running(cluster.paths) as running:
+        allocated = AllocatedChips(running, namespace)
+        allocated.informer.start()
+        try:
+            got = replay_live(
+                running.api,
+                [hold, pair, four],
+                GEN1,
+                1,
+                namespace=namespace,
+                driver=running.spec.driver,
+                clock=settle_clock(running),
+                servers={n: (0, s) for s, n in enumerate(running.spec.racks[0].node_names())},
+            )
+        finally:
+            allocated.informer.close()
+    records = {r.job.name: r for r in got.replay.records}
+    for job in (hold, pair, four):
+        record = records[job.name]
+        assert record.start is not None and record.end is not None, job.name
+        took = duration_on(job, GEN1, allocated.of(job))
+        assert record.end - record.start == pytest.approx(took), job.name
+        assert record.spread_seconds == pytest.approx(took - job.duration), job.name
+    assert len({p.server for p in allocated.of(pair)}) == 2
+    assert records["pair"].spread_seconds and records["pair"].spread_seconds > 0
+    assert records["four"].spread_seconds == 0 and records["hold"].spread_seconds == 0
+    lost = summarize(got.replay)["spread_lost_job_s"]
+    assert lost["jobs"] == 2 and lost["total"] == pytest.approx(records["pair"].spread_seconds)
 
 
 def test_a_failed_chip_evicts_the_rack_job_which_runs_again_once_repaired(cluster: Cluster) -> None:
