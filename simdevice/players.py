@@ -94,6 +94,40 @@ class _Costs:
         return self._known[key]
 
 
+def _store(  # noqa: PLR0917 - the hot loop's locals, passed and returned as they are
+    pending: list[tuple[float, int, float, float, float]],
+    c_free: list[float],
+    ring: list[float],
+    free_s: float,
+    sync_last: float,
+    ri: int,
+    busy_s: float,
+    dma_bytes: float,
+) -> tuple[float, float, int, float, float]:
+    """`play_gemm`'s pending stores (ready, PSUM bank, busy, latency, bytes)
+    issued on the Sync queue as its inline loads are, and `pending` emptied.
+    A call, not inlined: it runs once per column tile and once at the end.
+    Each store frees its bank in `c_free`; returns the Sync state and sums."""
+    outstanding = len(ring)
+    for ev, bank, busy, latency, nbytes in pending:
+        s = free_s
+        if ev > s:
+            s = ev
+        if ring[ri] > s:
+            s = ring[ri]
+        free_s = s + busy
+        e = free_s + latency
+        if e < sync_last:
+            e = sync_last
+        sync_last = ring[ri] = e
+        ri = (ri + 1) % outstanding
+        busy_s += busy
+        dma_bytes += nbytes
+        c_free[bank] = e
+    pending.clear()
+    return free_s, sync_last, ri, busy_s, dma_bytes
+
+
 def play_gemm(
     m: int,
     n: int,
@@ -226,23 +260,10 @@ def play_gemm(
                         b_wait = e
                     slots.append(slot)
                     if ki == flush_at:
-                        for ev, slot_c, busy, latency, nbytes in pending:
-                            s = free_s
-                            if ev > s:
-                                s = ev
-                            if ring[ri] > s:
-                                s = ring[ri]
-                            free_s = s + busy
-                            e = free_s + latency
-                            if e < sync_last:
-                                e = sync_last
-                            sync_last = ring[ri] = e
-                            ri = (ri + 1) % outstanding
-                            busy_s += busy
-                            dma_bytes += nbytes
-                            c_free[slot_c] = e
                         instructions += len(pending)
-                        pending.clear()
+                        free_s, sync_last, ri, busy_s, dma_bytes = _store(
+                            pending, c_free, ring, free_s, sync_last, ri, busy_s, dma_bytes
+                        )
                 for ls_busy, _, rows_m, mm_busy, mm_latency, bank in matmuls:
                     # LoadStationary: behind the previous matmul, waiting for A
                     s = tensor_start
@@ -282,21 +303,10 @@ def play_gemm(
                 pending.append((free_v, bank, *store, r * nn * out_bytes))
             instructions += len(tile_rows)
         a_free[block % a_buffers] = last_mm
-    for ev, _, busy, latency, nbytes in pending:
-        s = free_s
-        if ev > s:
-            s = ev
-        if ring[ri] > s:
-            s = ring[ri]
-        free_s = s + busy
-        e = free_s + latency
-        if e < sync_last:
-            e = sync_last
-        sync_last = ring[ri] = e
-        ri = (ri + 1) % outstanding
-        busy_s += busy
-        dma_bytes += nbytes
     instructions += len(pending)
+    free_s, sync_last, ri, busy_s, dma_bytes = _store(
+        pending, c_free, ring, free_s, sync_last, ri, busy_s, dma_bytes
+    )
     hbm = (
         k * Buffer("aT", "hbm", k, m, sdt).bytes_per_row
         + k * Buffer("b", "hbm", k, n, sdt).bytes_per_row

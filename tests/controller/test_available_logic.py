@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driver.controller.slices import RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.blocking import blocked_devices
 from driver.devicemodel.layout import POOL_LAYOUTS, Layout, LayoutOptions, build_layout
-from driver.jsontypes import JSON
 from simdevice.topology import rack_spec
+from tests.controller.rackinput import beside_devices, device_names, rack_input
 
 RACK = rack_spec("trn3-gen1")
 LAYOUTS = {pools: build_layout(RACK, LayoutOptions(pools)) for pools in POOL_LAYOUTS}
@@ -40,38 +40,13 @@ def test_a_held_chip_withdraws_what_it_blocks() -> None:
     assert "server01-chip03-core0" in blocked and "server01-chip02" not in blocked
 
 
-def rack_input(pools: str, withheld: frozenset[str]) -> RackInput:
-    nodes = {s: f"n{s}" for s in range(RACK.servers)}
-    sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
-    return RackInput(
-        "r",
-        RACK,
-        "partitioned",
-        "chip",
-        nodes,
-        sel,
-        "d.dev",
-        {},
-        False,
-        layout=LayoutOptions(pools),
-        withheld=withheld,
-    )
-
-
-def names(s: JSON) -> list[str]:
-    return [d["name"] for d in s["spec"].get("devices") or []]
-
-
 @pytest.mark.parametrize("pools", POOL_LAYOUTS)
 def test_withheld_devices_leave_their_slices_and_nothing_else_changes(pools: str) -> None:
     held = frozenset({"server00-chip02", "server03-chip09-core1"})
     withheld = blocked_devices(layout(pools), held)
-    full = build_slices(rack_input(pools, frozenset()))
-    hidden = build_slices(rack_input(pools, withheld))
-    assert [s["metadata"]["name"] for s in full] == [s["metadata"]["name"] for s in hidden]
+    full = build_slices(rack_input(RACK, pools))
+    hidden = build_slices(rack_input(RACK, pools, withheld=withheld))
+    assert beside_devices(hidden) == beside_devices(full)  # counter sets, pool, node selection
     for f, h in zip(full, hidden, strict=True):
-        assert names(h) == [n for n in names(f) if n not in withheld]
-        assert {k: v for k, v in f["spec"].items() if k != "devices"} == {
-            k: v for k, v in h["spec"].items() if k != "devices"
-        }  # counter sets, pool and node selection stay
-    assert held <= {n for s in hidden for n in names(s)}
+        assert device_names(h) == [n for n in device_names(f) if n not in withheld]
+    assert held <= {n for s in hidden for n in device_names(s)}

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from driver.controller.slices import RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.controller.writeplan import Write, plan_writes
 from driver.devicemodel.blocking import blocked_devices, device_order
 from driver.devicemodel.layout import POOL_LAYOUTS, Layout, LayoutOptions, build_layout
 from driver.jsontypes import JSON
 from simdevice.topology import rack_spec
+from tests.controller.rackinput import beside_devices, device_names, rack_input
 
 RACK = rack_spec("trn3-gen2")
 OWNER = {"apiVersion": "v", "kind": "UltraServer", "name": "r", "uid": "u", "controller": True}
@@ -73,48 +74,22 @@ def test_the_order_lists_free_devices_first_keeping_each_parts_order() -> None:
     assert device_order(layout(), set()) == plain
 
 
-def rack_input(pools: str, publishing: str, allocated: frozenset[str]) -> RackInput:
-    nodes = {s: f"n{s}" for s in range(RACK.servers)}
-    sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
-    return RackInput(
-        "r",
-        RACK,
-        "partitioned",
-        "chip",
-        nodes,
-        sel,
-        "d.dev",
-        {},
-        False,
-        layout=LayoutOptions(pools),
-        publishing=publishing,
-        allocated=allocated,
-    )
-
-
-def names(s: JSON) -> list[str]:
-    return [d["name"] for d in s["spec"].get("devices") or []]
-
-
 @pytest.mark.parametrize("pools", POOL_LAYOUTS)
 def test_ordered_slices_hold_the_same_devices_blocked_ones_last(pools: str) -> None:
     held = frozenset({"server03-chip02-core0", "server07-chip00"})
-    plain = build_slices(rack_input(pools, "plain", held))
-    ordered = build_slices(rack_input(pools, "order", held))
+    plain = build_slices(rack_input(RACK, pools, allocated=held))
+    ordered = build_slices(rack_input(RACK, pools, publishing="order", allocated=held))
     blocked = blocked_devices(layout(pools), held)
-    assert [s["metadata"]["name"] for s in plain] == [s["metadata"]["name"] for s in ordered]
+    assert beside_devices(ordered) == beside_devices(plain)
     moved = 0
     for p, o in zip(plain, ordered, strict=True):
-        assert sorted(names(p)) == sorted(names(o))
-        assert {k: v for k, v in p["spec"].items() if k != "devices"} == {
-            k: v for k, v in o["spec"].items() if k != "devices"
-        }
-        flags = [n in blocked for n in names(o)]
+        assert sorted(device_names(p)) == sorted(device_names(o))
+        flags = [n in blocked for n in device_names(o)]
         assert flags == sorted(flags)  # no free device after a blocked one
-        moved += names(p) != names(o)
+        moved += device_names(p) != device_names(o)
     assert moved == 2  # the two held servers' device slices
-    assert build_slices(rack_input(pools, "order", frozenset())) == build_slices(
-        rack_input(pools, "plain", frozenset())
+    assert build_slices(rack_input(RACK, pools, publishing="order")) == build_slices(
+        rack_input(RACK, pools)
     )
 
 
@@ -132,10 +107,11 @@ def test_reordering_several_slices_is_updates_at_the_same_generation() -> None:
     """Each device stays in its slice: a consumer reading between the updates
     sees every device once, so the pool keeps its generation."""
     existing = stored(
-        plan_writes(build_slices(rack_input("rack", "order", frozenset())), [], OWNER).writes
+        plan_writes(build_slices(rack_input(RACK, "rack", publishing="order")), [], OWNER).writes
     )
     held = frozenset({"server01-chip00-core0", "server04-chip03", "server09-chip01-cores4-5"})
-    plan = plan_writes(build_slices(rack_input("rack", "order", held)), existing, OWNER)
+    ordered = rack_input(RACK, "rack", publishing="order", allocated=held)
+    plan = plan_writes(build_slices(ordered), existing, OWNER)
     assert plan.generation == 1
     assert sorted((w.verb, w.name) for w in plan.writes) == [
         ("update", "r.server01.d.dev"),

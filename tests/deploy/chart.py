@@ -16,16 +16,6 @@ from driver.localsim.controlplane.plane import ControlPlane
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainium-dra"
 MONITORING_API = "monitoring.coreos.com/v1"
-ACCESS_KINDS = (
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding",
-)
-"""The chart's identity and access objects: what the RBAC tests install for real."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from testbed import controlplane
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import Site
 from testbed.waiting import wait_for
-from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
+from tests.deploy.access import access_installed
+from tests.deploy.chart import Case, kubectl
 
 pytestmark = pytest.mark.integration
 
@@ -50,37 +51,37 @@ def token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
 @pytest.fixture
 def installed(control_plane: ControlPlane, crds: None) -> Iterator[k8s.ApiClient]:
     cp = control_plane
-    objects = [o for o in render(CASE, f"--set=driverName={DRIVER}") if o["kind"] in ACCESS_KINDS]
-    manifest = yaml.safe_dump_all(objects)
-    api = cp.api_client()
-    custom = k8s.CustomObjectsApi(api)
-    fresh_namespace(cp, CASE.namespace)
-    try:
-        kubectl(cp, "apply", "--server-side", "-n", CASE.namespace, "-f", "-", input=manifest)
-        for node in NODES:
-            cp.create_node(node)
-        custom.create_cluster_custom_object(
-            GROUP, VERSION, "ultraservers", controlplane.ultraserver(RACK, "trn3-gen1", list(NODES))
-        )
-        yield api
-    finally:
-        with suppress(k8s.ApiException):
-            custom.delete_cluster_custom_object(GROUP, VERSION, "ultraservers", RACK)
-        for item in controlplane.rack_slices(api, RACK, DRIVER):
+    with access_installed(cp, CASE, f"--set=driverName={DRIVER}"):
+        api = cp.api_client()
+        custom = k8s.CustomObjectsApi(api)
+        try:
+            for node in NODES:
+                cp.create_node(node)
+            custom.create_cluster_custom_object(
+                GROUP,
+                VERSION,
+                "ultraservers",
+                controlplane.ultraserver(RACK, "trn3-gen1", list(NODES)),
+            )
+            yield api
+        finally:
             with suppress(k8s.ApiException):
-                k8s.ResourceV1Api(api).delete_resource_slice(item["metadata"]["name"])
-        with suppress(k8s.ApiException):
-            custom.delete_cluster_custom_object(GROUP, VERSION, "nodedevicehealths", DAEMON_NODE)
-        with suppress(subprocess.CalledProcessError):
-            cp.kubectl("delete", "pod", POD, "-n", CASE.namespace, "--force", "--grace-period=0")
-        for node in NODES:
+                custom.delete_cluster_custom_object(GROUP, VERSION, "ultraservers", RACK)
+            for item in controlplane.rack_slices(api, RACK, DRIVER):
+                with suppress(k8s.ApiException):
+                    k8s.ResourceV1Api(api).delete_resource_slice(item["metadata"]["name"])
             with suppress(k8s.ApiException):
-                cp.delete_node(node)
-        with suppress(subprocess.CalledProcessError):
-            cp.kubectl("delete", "-n", CASE.namespace, "-f", "-", "--wait=false", input=manifest)
-        with suppress(subprocess.CalledProcessError):
-            cp.kubectl("delete", "namespace", CASE.namespace, "--wait=false")
-        api.close()
+                custom.delete_cluster_custom_object(
+                    GROUP, VERSION, "nodedevicehealths", DAEMON_NODE
+                )
+            with suppress(subprocess.CalledProcessError):
+                cp.kubectl(
+                    "delete", "pod", POD, "-n", CASE.namespace, "--force", "--grace-period=0"
+                )
+            for node in NODES:
+                with suppress(k8s.ApiException):
+                    cp.delete_node(node)
+            api.close()
 
 
 @contextmanager

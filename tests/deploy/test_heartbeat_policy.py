@@ -8,13 +8,12 @@ import json
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.node.heartbeat import lease_object
 from testbed.waiting import wait_for
-from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
-from tests.deploy.test_rbac import NODE_NAME_EXTRA, attempt
+from tests.deploy.access import NODE_NAME_EXTRA, access_installed, attempt
+from tests.deploy.chart import Case, kubectl
 
 pytestmark = pytest.mark.integration
 
@@ -27,21 +26,10 @@ NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 @pytest.fixture(scope="module")
 def installed(control_plane: ControlPlane, crds: None) -> Iterator[None]:
-    objects = [o for o in render(CASE, *SETTINGS) if o["kind"] in ACCESS_KINDS]
-    names = {o["metadata"]["name"] for o in objects}
-    assert any(n.endswith("-own-heartbeat") for n in names), "the policy is rendered"
-    fresh_namespace(control_plane, CASE.namespace)
-    manifest = yaml.safe_dump_all(objects)
-    try:
-        kubectl(
-            control_plane, "apply", "--server-side", "-n", CASE.namespace, "-f", "-", input=manifest
-        )
+    with access_installed(control_plane, CASE, *SETTINGS) as objects:
+        names = {o["metadata"]["name"] for o in objects}
+        assert any(n.endswith("-own-heartbeat") for n in names), "the policy is rendered"
         yield
-    finally:
-        attempt(
-            control_plane, "delete", "-n", CASE.namespace, "-f", "-", "--wait=false", input=manifest
-        )
-        attempt(control_plane, "delete", "namespace", CASE.namespace, "--wait=false")
 
 
 def lease(node: str) -> str:

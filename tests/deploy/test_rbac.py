@@ -4,21 +4,18 @@ a node daemon can write only its own node's NodeDeviceHealth, both when its
 identity is impersonated and with a real pod-bound ServiceAccount token."""
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
-import yaml
 
 from driver.localsim.controlplane.plane import ControlPlane
-from tests.deploy.chart import ACCESS_KINDS, Case, fresh_namespace, kubectl, render
+from tests.deploy.access import ACCESS_KINDS, NODE_NAME_EXTRA, access_installed, attempt
+from tests.deploy.chart import Case, kubectl
 
 pytestmark = pytest.mark.integration
 
 CASE = Case("rbac", None)
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 NODE_A, NODE_B = "deploy-rbac-node-a", "deploy-rbac-node-b"
 CONTROLLER = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dra-controller"
 NODE = f"system:serviceaccount:{CASE.namespace}:{CASE.release}-trainium-dra-node"
@@ -47,38 +44,15 @@ NODE_RULES = {
 NOBODY = "system:serviceaccount:default:trainium-dra-bound-to-nothing"
 
 
-@dataclass(frozen=True)
-class Result:
-    ok: bool
-    output: str
-
-
-def attempt(cp: ControlPlane, *args: str, input: str | None = None) -> Result:
-    try:
-        done = cp.kubectl(*args, input=input)
-    except subprocess.CalledProcessError as err:
-        return Result(False, err.stdout + err.stderr)
-    return Result(True, done.stdout + done.stderr)
-
-
 @pytest.fixture(scope="module")
 def installed(control_plane: ControlPlane, crds: None) -> Iterator[None]:
-    objects = [o for o in render(CASE) if o["kind"] in ACCESS_KINDS]
-    assert {o["kind"] for o in objects} == set(ACCESS_KINDS)
-    fresh_namespace(control_plane, CASE.namespace)
-    manifest = yaml.safe_dump_all(objects)
-    try:
-        kubectl(
-            control_plane, "apply", "--server-side", "-n", CASE.namespace, "-f", "-", input=manifest
-        )
-        yield
-    finally:
-        for name in (NODE_A, NODE_B):
-            attempt(control_plane, "delete", "nodedevicehealth", name, "--ignore-not-found")
-        attempt(
-            control_plane, "delete", "-n", CASE.namespace, "-f", "-", "--wait=false", input=manifest
-        )
-        attempt(control_plane, "delete", "namespace", CASE.namespace, "--wait=false")
+    with access_installed(control_plane, CASE) as objects:
+        assert {o["kind"] for o in objects} == set(ACCESS_KINDS)
+        try:
+            yield
+        finally:
+            for name in (NODE_A, NODE_B):
+                attempt(control_plane, "delete", "nodedevicehealth", name, "--ignore-not-found")
 
 
 def listed_rules(cp: ControlPlane, user: str, namespace: str) -> dict[str, set[str]]:
