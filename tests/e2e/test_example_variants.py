@@ -33,6 +33,7 @@ def test_the_documented_variants_exist() -> None:
         "drain-chip/k8s-1.36/2-drain.yaml",
         "gang-rack/k8s-1.36/gang-rack.yaml",
         "gang-servers/k8s-1.36/gang-servers.yaml",
+        "nccom-test/k8s-1.36/nccom-test.yaml",
     }
 
 
