@@ -302,9 +302,9 @@ KIND_BIN_DIR_FILE := build/kind-bin-dir
 KIND_NODE_IMAGE_FILE := build/kind-node-image
 # Our kind, kubectl and helm first on PATH; podman configured by hack/kind/containers.conf.
 KIND_ENV = PATH=$$(cat $(KIND_BIN_DIR_FILE)):$$PATH KIND_EXPERIMENTAL_PROVIDER=$(KIND_PROVIDER) \
-  CONTAINERS_CONF=$(CURDIR)/hack/kind/containers.conf KIND_PROVIDER=$(KIND_PROVIDER) KIND=$(KIND) KUBECTL=$(KUBECTL)
+  CONTAINERS_CONF=$(CURDIR)/hack/kind/containers.conf KIND_PROVIDER=$(KIND_PROVIDER) KIND=$(KIND) KUBECTL=$(KUBECTL) HELM=$(HELM)
 
-.PHONY: docker-image kind-tools kind-node-image kind-up kind-load kind-install kind-demo kind-kueue kind-down kind-e2e
+.PHONY: docker-image kind-tools kind-node-image kind-up kind-load kind-install kind-demo kind-kueue kind-aws kind-lws kind-down kind-e2e
 
 # The driver image with docker, for a registry or engine of your own
 # (`make image` builds the same image with buildah; kind-load uses that one).
@@ -330,14 +330,15 @@ kind-up: $(if $(KIND_NODE_IMAGE),kind-tools,kind-node-image)
 kind-load: kind-tools image
 	$(KIND_ENV) hack/kind/load.sh $(KIND_CLUSTER) $(IMAGE_REPO):$(IMAGE_TAG)
 
-# --wait=legacy: until the controller and node daemon pods are ready. (Helm's
-# default watcher also waits for the UltraServer to be Ready, which it is not
-# while servers lack nodes, as on the one-node cluster: 1/4 servers.)
+# The chart with deploy/values/kind.yaml (hack/kind/install.sh: helm upgrade
+# --install, until its pods are ready and every node publishes devices).
 kind-install: kind-tools
-	$(KIND_ENV) $(HELM) upgrade --install trainium-dra charts/trainium-dra --kube-context $(KIND_CONTEXT) \
-	  --namespace trainium-dra --create-namespace --values deploy/values/kind.yaml \
-	  --set image.repository=$(IMAGE_REPO) --set image.tag=$(IMAGE_TAG) --wait=legacy --timeout 5m
-	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) get ultraservers
+	$(KIND_ENV) IMAGE_REPO=$(IMAGE_REPO) IMAGE_TAG=$(IMAGE_TAG) hack/kind/install.sh $(KIND_CLUSTER)
+
+# The same release switched to the AWS profile (docs/kind.md): kind.yaml, then
+# deploy/values/kind-aws.yaml; `make kind-install` switches it back.
+kind-aws: kind-tools
+	$(KIND_ENV) IMAGE_REPO=$(IMAGE_REPO) IMAGE_TAG=$(IMAGE_TAG) hack/kind/install.sh $(KIND_CLUSTER) deploy/values/kind-aws.yaml
 
 kind-demo: kind-tools
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) apply -f $(KIND_DEMO)
@@ -348,6 +349,10 @@ kind-demo: kind-tools
 # Kueue from its own chart, with its manager's image built here (docs/kind.md).
 kind-kueue: kind-tools venv
 	$(KIND_ENV) hack/kind/kueue.sh $(KIND_CLUSTER)
+
+# LeaderWorkerSet from its own chart, with its manager's image built here (docs/kind.md).
+kind-lws: kind-tools
+	$(KIND_ENV) hack/kind/lws.sh $(KIND_CLUSTER)
 
 kind-down: kind-tools
 	$(KIND_ENV) hack/kind/down.sh $(KIND_CLUSTER)
