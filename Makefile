@@ -145,7 +145,10 @@ test-previous-real-nodes: venv previous-binaries node-packages image
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
-demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries) $(if $(findstring --with-kueue,$(DEMO_ARGS)),kueue) $(if $(findstring --with-lws,$(DEMO_ARGS)),lws)
+# LeaderWorkerSet is built when the flags start it: --with-lws, or --profile aws
+# without --without-lws.
+DEMO_LWS = $(if $(findstring --without-lws,$(DEMO_ARGS)),,$(or $(findstring --with-lws,$(DEMO_ARGS)),$(findstring --profile aws,$(DEMO_ARGS)),$(findstring --profile=aws,$(DEMO_ARGS))))
+demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries) $(if $(findstring --with-kueue,$(DEMO_ARGS)),kueue) $(if $(DEMO_LWS),lws)
 	$(WITH_BINARIES) $(PY) -m driver.localsim.commands.demo $(DEMO_ARGS)
 
 # The same with real kubelets, containerd and the chart installed by helm
