@@ -43,7 +43,8 @@ for _ in {1..90}; do
     log "webhooks answer: $out"
     exit 0
   fi
-  grep -q "failed calling webhook" <<<"$out" || { log "kubectl create: $out"; exit 1; }
+  # Until the CRD is served and the webhooks answer with the certificate.
+  grep -qE "failed calling webhook|no matches for kind" <<<"$out" || { log "kubectl create: $out"; exit 1; }
   sleep 2
 done
 log "LeaderWorkerSet's webhooks did not answer in 180 s: $out"

@@ -24,8 +24,9 @@ from testbed.localcluster import Cluster, device_attributes, results, wait_for
 DRIVER: Final = "neuron.aws.com"
 GROUPS: Final = 2
 """Each file's LeaderWorkerSet has two replicas."""
-HELD_OFF: Final = "didn't match pod anti-affinity rules"
-"""What the scheduler says of a node that the anti-affinity rules out."""
+HELD_OFF: Final = "anti-affinity rules"
+"""What the scheduler says of a node that an anti-affinity rules out (the
+waiting pod's own, or a running group's)."""
 NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
 GROUP_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
 START_TIMEOUT: Final = 180.0
