@@ -27,7 +27,7 @@ from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, parse_spe
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.k8srelease import DEFAULT
 from driver.localsim.controlplane.plane import ControlPlane
-from driver.names import WHOLE_BY_NAME, device_class_name
+from driver.names import DEFAULT_DRIVER_NAME, WHOLE_BY_NAME, device_class_name
 from simdevice.topology import rack_spec
 from tests.deploy.chart import CHART, Case, by_kind, fresh_namespace, kubectl, one, render
 
@@ -184,22 +184,24 @@ def test_nodes_carry_the_aws_profiles_pair_and_quad_labels() -> None:
 @pytest.mark.integration
 def test_the_aws_values_switch_the_profile_and_keep_the_rack() -> None:
     """`make kind-aws` renders the chart with deploy/values/kind-aws.yaml over
-    kind.yaml: AWS's driver name and DeviceClasses, the same image, daemons
-    and UltraServer."""
+    kind.yaml: AWS's DeviceClasses, and node daemons that differ only in the
+    profile and the driver's name; the image and the UltraServer stay."""
     case = Case("kind", ROOT / "deploy" / "values" / "kind.yaml")
     aws = render(case, f"--values={ROOT / 'deploy' / 'values' / 'kind-aws.yaml'}")
     trainium = render(case)
-    daemon = one(aws, "DaemonSet")["spec"]["template"]["spec"]
-    args = daemon["containers"][0]["args"]
-    assert {"--profile=aws", f"--driver-name={AWS.default_driver}"} <= set(args)
     assert {c["metadata"]["name"] for c in by_kind(aws, "DeviceClass")} == {
         AWS.default_driver,
         EFA_CLASS,
     }
-    assert daemon == {
-        **one(trainium, "DaemonSet")["spec"]["template"]["spec"],
-        "containers": daemon["containers"],
-    }
+
+    def daemon(objects: list[JSON]) -> str:
+        return json.dumps(one(objects, "DaemonSet")["spec"]["template"]["spec"])
+
+    # The kubelet plugin directory is named after the driver.
+    renamed = daemon(trainium)
+    for before in (f"--driver-name={DEFAULT_DRIVER_NAME}", f"plugins/{DEFAULT_DRIVER_NAME}"):
+        renamed = renamed.replace(before, before.replace(DEFAULT_DRIVER_NAME, AWS.default_driver))
+    assert daemon(aws) == renamed.replace("--profile=trainium", "--profile=aws")
     assert by_kind(aws, "UltraServer") == by_kind(trainium, "UltraServer")
 
 
