@@ -145,7 +145,10 @@ test-previous-real-nodes: venv previous-binaries node-packages image
 
 # The local cluster (one Trn3 Gen2 rack, 36 nodes) with a demo job; it keeps
 # running. DEMO_ARGS takes `trainium-dra up` flags, e.g. DEMO_ARGS="--racks 2".
-demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries) $(if $(findstring --with-kueue,$(DEMO_ARGS)),kueue) $(if $(findstring --with-lws,$(DEMO_ARGS)),lws)
+# LeaderWorkerSet is built when the flags start it: --with-lws, or --profile aws
+# without --without-lws.
+DEMO_LWS = $(if $(findstring --without-lws,$(DEMO_ARGS)),,$(or $(findstring --with-lws,$(DEMO_ARGS)),$(findstring --profile aws,$(DEMO_ARGS)),$(findstring --profile=aws,$(DEMO_ARGS))))
+demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries) $(if $(findstring --with-kueue,$(DEMO_ARGS)),kueue) $(if $(DEMO_LWS),lws)
 	$(WITH_BINARIES) $(PY) -m driver.localsim.commands.demo $(DEMO_ARGS)
 
 # The same with real kubelets, containerd and the chart installed by helm
@@ -307,9 +310,9 @@ KIND_BIN_DIR_FILE := build/kind-bin-dir
 KIND_NODE_IMAGE_FILE := build/kind-node-image
 # Our kind, kubectl and helm first on PATH; podman configured by hack/kind/containers.conf.
 KIND_ENV = PATH=$$(cat $(KIND_BIN_DIR_FILE)):$$PATH KIND_EXPERIMENTAL_PROVIDER=$(KIND_PROVIDER) \
-  CONTAINERS_CONF=$(CURDIR)/hack/kind/containers.conf KIND_PROVIDER=$(KIND_PROVIDER) KIND=$(KIND) KUBECTL=$(KUBECTL)
+  CONTAINERS_CONF=$(CURDIR)/hack/kind/containers.conf KIND_PROVIDER=$(KIND_PROVIDER) KIND=$(KIND) KUBECTL=$(KUBECTL) HELM=$(HELM)
 
-.PHONY: docker-image kind-tools kind-node-image kind-up kind-load kind-install kind-demo kind-kueue kind-down kind-e2e
+.PHONY: docker-image kind-tools kind-node-image kind-up kind-load kind-install kind-demo kind-kueue kind-aws kind-lws kind-down kind-e2e
 
 # The driver image with docker, for a registry or engine of your own
 # (`make image` builds the same image with buildah; kind-load uses that one).
@@ -335,14 +338,15 @@ kind-up: $(if $(KIND_NODE_IMAGE),kind-tools,kind-node-image)
 kind-load: kind-tools image
 	$(KIND_ENV) hack/kind/load.sh $(KIND_CLUSTER) $(IMAGE_REPO):$(IMAGE_TAG)
 
-# --wait=legacy: until the controller and node daemon pods are ready. (Helm's
-# default watcher also waits for the UltraServer to be Ready, which it is not
-# while servers lack nodes, as on the one-node cluster: 1/4 servers.)
+# The chart with deploy/values/kind.yaml (hack/kind/install.sh: helm upgrade
+# --install, until its pods are ready and every node publishes devices).
 kind-install: kind-tools
-	$(KIND_ENV) $(HELM) upgrade --install trainium-dra charts/trainium-dra --kube-context $(KIND_CONTEXT) \
-	  --namespace trainium-dra --create-namespace --values deploy/values/kind.yaml \
-	  --set image.repository=$(IMAGE_REPO) --set image.tag=$(IMAGE_TAG) --wait=legacy --timeout 5m
-	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) get ultraservers
+	$(KIND_ENV) IMAGE_REPO=$(IMAGE_REPO) IMAGE_TAG=$(IMAGE_TAG) hack/kind/install.sh $(KIND_CLUSTER)
+
+# The same release switched to the AWS profile (docs/kind.md): kind.yaml, then
+# deploy/values/kind-aws.yaml; `make kind-install` switches it back.
+kind-aws: kind-tools
+	$(KIND_ENV) IMAGE_REPO=$(IMAGE_REPO) IMAGE_TAG=$(IMAGE_TAG) hack/kind/install.sh $(KIND_CLUSTER) deploy/values/kind-aws.yaml
 
 kind-demo: kind-tools
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) apply -f $(KIND_DEMO)
@@ -353,6 +357,10 @@ kind-demo: kind-tools
 # Kueue from its own chart, with its manager's image built here (docs/kind.md).
 kind-kueue: kind-tools venv
 	$(KIND_ENV) hack/kind/kueue.sh $(KIND_CLUSTER)
+
+# LeaderWorkerSet from its own chart, with its manager's image built here (docs/kind.md).
+kind-lws: kind-tools
+	$(KIND_ENV) hack/kind/lws.sh $(KIND_CLUSTER)
 
 kind-down: kind-tools
 	$(KIND_ENV) hack/kind/down.sh $(KIND_CLUSTER)

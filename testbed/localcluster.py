@@ -20,6 +20,7 @@ from driver.localsim.clusterspec import ClusterPaths
 from driver.localsim.controlplane.binaries import Binaries
 from driver.localsim.controlplane.children import die_with_parent, trainium_dra_argv
 from driver.localsim.controlplane.k8srelease import Release, release_of
+from driver.node.cdi import spec_path
 from testbed import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "examples"
@@ -173,11 +174,16 @@ class Cluster:
         spec = json.loads(self.paths.cluster_file.read_text())["spec"]
         return str(spec["driver"])
 
+    def cdi_spec(self, node: str, claim_uid: str) -> JSON:
+        """The CDI spec the node daemon wrote for the claim (on this host)."""
+        spec: JSON = json.loads(
+            spec_path(self.paths.cdi_dir(node), self.driver, claim_uid).read_text()
+        )
+        return spec
+
     def cdi_env(self, node: str, claim_uid: str) -> dict[str, str]:
         """The environment the node daemon's CDI spec gives the claim's containers."""
-        path = self.paths.cdi_dir(node) / f"k8s.{self.driver}-claim_{claim_uid}.json"
-        spec = json.loads(path.read_text())
-        env = spec["devices"][0]["containerEdits"]["env"]
+        env = self.cdi_spec(node, claim_uid)["devices"][0]["containerEdits"]["env"]
         return dict(item.split("=", 1) for item in env)
 
     def sim_control(self, rack: str = "rack-a") -> httpx.Client:

@@ -50,6 +50,9 @@ class Profile:
     names_extended_resources: bool
     """Whether its DeviceClasses carry extended resource names, which Kueue's quotas count."""
     node_labels: NodeLabels
+    leader_worker_set: bool
+    """Whether `trainium-dra up` runs LeaderWorkerSet's manager unless told
+    `--without-lws`: the profile's UltraServer manifests are LeaderWorkerSets."""
     workload_tags: bool
     """True: the controller tags the devices of a node that AWS's UltraServer
     operator allocated (its NeuronUltraServers) with the allocation's
@@ -95,6 +98,7 @@ TRAINIUM: Final = Profile(
     takes_instance_types=False,
     names_extended_resources=True,
     node_labels=_no_labels,
+    leader_worker_set=False,
     workload_tags=False,
 )
 AWS: Final = Profile(
@@ -113,6 +117,7 @@ AWS: Final = Profile(
     takes_instance_types=True,
     names_extended_resources=False,
     node_labels=_aws_labels,
+    leader_worker_set=True,
     workload_tags=True,
 )
 PROFILES: Final = MappingProxyType({p.name: p for p in (TRAINIUM, AWS)})

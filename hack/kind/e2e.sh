@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Runs docs/kind.md on this machine, as its make targets, and checks what the
-# page promises: the node image, the three-node cluster, the driver image on
+# page promises: the node image, the four-node cluster, the driver image on
 # the nodes, the chart installed by helm (a node daemon on every node, the
-# rack's servers 0 to 2 mapped to the nodes), the demo claim allocated and
+# rack's servers 0 to 3 mapped to the nodes), the demo claim allocated and
 # prepared by the node daemon under a worker's kubelet (its pod prints the
 # environment the CDI spec gave it and runs a job through the daemon's
-# workload API), pods on the two workers reaching each other over the pod
+# workload API), pods on the workers reaching each other over the pod
 # network, Kueue from its chart queueing and admitting Jobs
-# (hack/kind/check-kueue.sh), then `make kind-down` leaving no container,
-# volume or network behind. The cluster is deleted on failure too; exits
-# non-zero on any failure. Prints how long each step took. Run by `make kind-e2e` (which sets
-# the environment).
+# (hack/kind/check-kueue.sh) and the Kueue examples (tests/kind), then the
+# chart switched to the AWS profile, LeaderWorkerSet from its chart and AWS's
+# UltraServer LeaderWorkerSets on the UltraServer's pairs and quad
+# (tests/kind/test_lws_examples.py), then `make kind-down` leaving no
+# container, volume or network behind. The cluster is deleted on failure too;
+# exits non-zero on any failure. Prints how long each step took. Run by `make
+# kind-e2e` (which sets the environment).
 #   KIND_CLUSTER  the cluster's name (default: trainium-dra)
 set -euo pipefail
 shopt -s inherit_errexit
@@ -50,6 +53,7 @@ on_exit() {
       "${kubectl[@]}" -n trainium-dra logs ds/trainium-dra-node --tail 50 >&2 || true
       "${kubectl[@]}" -n kueue-system logs deploy/kueue-controller-manager --tail 50 >&2 || true
       "${kubectl[@]}" get workloads.kueue.x-k8s.io -A >&2 || true
+      "${kubectl[@]}" -n lws-system logs deploy/lws-controller-manager --tail 50 >&2 || true
     fi
     make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster" || true
   fi
@@ -96,12 +100,21 @@ started=$SECONDS
 "$root/hack/kind/check-kueue.sh" "$cluster"
 timings+=("kueue-example $((SECONDS - started))")
 
-started=$SECONDS
 kubeconfig=$(mktemp)
 "${KIND:-kind}" get kubeconfig --name "$cluster" >"$kubeconfig"
-TRAINIUM_DRA_KIND_KUBECONFIG=$kubeconfig "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider \
-  --rootdir "$root" "$root/tests/kind"
-timings+=("kueue-examples $((SECONDS - started))")
+# tests/kind/<module> against the cluster, timed as $2.
+examples() {
+  local started=$SECONDS
+  TRAINIUM_DRA_KIND_KUBECONFIG=$kubeconfig "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider \
+    --rootdir "$root" "$root/tests/kind/$1"
+  timings+=("$2 $((SECONDS - started))")
+}
+examples test_kueue_examples.py kueue-examples
+
+# The same cluster in AWS's vocabulary, and AWS's LeaderWorkerSets on it.
+step kind-aws
+step kind-lws
+examples test_lws_examples.py lws-examples
 
 started=$SECONDS
 make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster"

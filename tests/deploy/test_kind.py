@@ -3,9 +3,10 @@ kind-e2e` runs one): the cluster config has the gates, API and CDI settings
 the driver needs and agrees with the node image's containerd and CNI config;
 its nodes are mapped to the servers of the UltraServer that
 deploy/values/kind.yaml creates, by the controller's and the node daemon's own
-mapping code; podman's limits fit this host; the Makefile targets, the demo,
-docs/kind.md and the end-to-end script agree; the demo's objects pass a
-server-side dry-run."""
+mapping code, and carry the AWS profile's pair and quad labels, which
+deploy/values/kind-aws.yaml switches the chart to; podman's limits fit this
+host; the Makefile targets, the demo, docs/kind.md and the end-to-end script
+agree; the demo's objects pass a server-side dry-run."""
 
 import ipaddress
 import json
@@ -18,14 +19,17 @@ from typing import Any
 import pytest
 import yaml
 
+from driver.devicemodel.awsprofile import EFA_CLASS, ULTRASERVER_LABEL_PREFIX
 from driver.devicemodel.nodemap import map_nodes, selector_matches
 from driver.devicemodel.placement import find_place
-from driver.devicemodel.ultraserver import parse_spec
+from driver.devicemodel.profiles import AWS
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, parse_spec
 from driver.jsontypes import JSON
 from driver.localsim.controlplane.k8srelease import DEFAULT
 from driver.localsim.controlplane.plane import ControlPlane
-from driver.names import WHOLE_BY_NAME, device_class_name
-from tests.deploy.chart import CHART, fresh_namespace, kubectl
+from driver.names import DEFAULT_DRIVER_NAME, WHOLE_BY_NAME, device_class_name
+from simdevice.topology import rack_spec
+from tests.deploy.chart import CHART, Case, by_kind, fresh_namespace, kubectl, one, render
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_TARGETS = (
@@ -35,6 +39,8 @@ KIND_TARGETS = (
     "kind-install",
     "kind-demo",
     "kind-kueue",
+    "kind-aws",
+    "kind-lws",
     "kind-down",
 )
 """docs/kind.md's steps, in its order."""
@@ -159,6 +165,44 @@ def test_nodes_are_servers_of_the_kind_rack() -> None:
             rack["name"],
             index,
         )
+
+
+def test_nodes_carry_the_aws_profiles_pair_and_quad_labels() -> None:
+    """What the AWS profile labels a server's node with on the local cluster,
+    kind's nodes carry from the start: the pairs are servers 0 and 1, 2 and 3."""
+    (rack,) = values()["ultraservers"]
+    servers = rack_spec(rack["spec"]["generation"]).servers
+    for labels in kind_nodes().values():
+        server = int(labels[DEFAULT_SERVER_INDEX_LABEL])
+        aws = {k: v for k, v in labels.items() if k.startswith(ULTRASERVER_LABEL_PREFIX)}
+        wanted = AWS.node_labels(rack["name"], rack["spec"]["generation"], servers, None, server)
+        assert aws == wanted, server
+    pairs = {labels[f"{ULTRASERVER_LABEL_PREFIX}2"] for labels in kind_nodes().values()}
+    assert len(pairs) == 2
+
+
+@pytest.mark.integration
+def test_the_aws_values_switch_the_profile_and_keep_the_rack() -> None:
+    """`make kind-aws` renders the chart with deploy/values/kind-aws.yaml over
+    kind.yaml: AWS's DeviceClasses, and node daemons that differ only in the
+    profile and the driver's name; the image and the UltraServer stay."""
+    case = Case("kind", ROOT / "deploy" / "values" / "kind.yaml")
+    aws = render(case, f"--values={ROOT / 'deploy' / 'values' / 'kind-aws.yaml'}")
+    trainium = render(case)
+    assert {c["metadata"]["name"] for c in by_kind(aws, "DeviceClass")} == {
+        AWS.default_driver,
+        EFA_CLASS,
+    }
+
+    def daemon(objects: list[JSON]) -> str:
+        return json.dumps(one(objects, "DaemonSet")["spec"]["template"]["spec"])
+
+    # The kubelet plugin directory is named after the driver.
+    renamed = daemon(trainium)
+    for before in (f"--driver-name={DEFAULT_DRIVER_NAME}", f"plugins/{DEFAULT_DRIVER_NAME}"):
+        renamed = renamed.replace(before, before.replace(DEFAULT_DRIVER_NAME, AWS.default_driver))
+    assert daemon(aws) == renamed.replace("--profile=trainium", "--profile=aws")
+    assert by_kind(aws, "UltraServer") == by_kind(trainium, "UltraServer")
 
 
 def test_whole_servers_and_racks_are_named_as_with_kueue_on_the_local_cluster() -> None:

@@ -38,7 +38,8 @@ __all__ = [
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[Target]:
-    with running_cluster(*AWS_RACKS) as cluster:
+    # deploy/examples/aws-neuron/ needs no LeaderWorkerSet (test_lws.py runs it).
+    with running_cluster(*AWS_RACKS, "--without-lws") as cluster:
         yield Target(cluster, rack_of(cluster), lambda node: cluster.sim_control(), False)
 
 

@@ -1,4 +1,5 @@
-"""deploy/examples/aws-ultraserver/ on a cluster started with `--with-lws`:
+"""deploy/examples/aws-ultraserver/ on a cluster of the AWS profile, which runs
+LeaderWorkerSet's manager unless told `--without-lws`:
 AWS's UltraServer inference groups as LeaderWorkerSets, applied one after the
 other to two Trn3 Gen1 racks under the AWS profile (the checks are
 testbed/examples/lws.py's, which real kubelets run too)."""
@@ -13,8 +14,9 @@ from testbed.localcluster import running_cluster
 
 pytestmark = pytest.mark.integration
 
-CLUSTER = ("--profile=aws", "--racks=2", "--generation=trn3-gen1", "--with-lws")
-"""8 trn3.48xlarge nodes: four `-2` pairs and two `-4` quads (the README's cluster)."""
+CLUSTER = ("--profile=aws", "--racks=2", "--generation=trn3-gen1")
+"""8 trn3.48xlarge nodes: four `-2` pairs and two `-4` quads (the README's
+cluster); the AWS profile runs LeaderWorkerSet by default."""
 
 
 @pytest.fixture(scope="module")

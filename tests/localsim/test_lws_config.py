@@ -27,7 +27,7 @@ from testbed.gomodules import HACK, required_version
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "deploy" / "examples" / "aws-ultraserver"
 EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
-README_CLUSTER = ("--profile", "aws", "--racks", "2", "--generation", "trn3-gen1", "--with-lws")
+README_CLUSTER = ("--profile", "aws", "--racks", "2", "--generation", "trn3-gen1")
 """The cluster deploy/examples/aws-ultraserver/README.md starts."""
 
 
@@ -36,7 +36,9 @@ def test_version_matches_the_go_module() -> None:
 
 
 def test_a_missing_build_names_the_make_target(tmp_path: Path) -> None:
-    with pytest.raises(LwsMissingError, match=r"--with-lws: LeaderWorkerSet v0\.7\.0.*make lws"):
+    with pytest.raises(
+        LwsMissingError, match=r"--with-lws: LeaderWorkerSet v0\.7\.0.*make lws.*--without-lws"
+    ):
         LwsInstall.locate(tmp_path)
 
 
@@ -55,6 +57,20 @@ def test_with_lws_flag_and_settings() -> None:
     assert not parse_up([]).settings.with_lws
     changed = differences(parse_up([]).settings, parse_up(["--with-lws"]).settings)
     assert changed == ["--with-lws: running off, asked on"]
+
+
+def test_the_aws_profile_runs_it_unless_told_without(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_up(list(README_CLUSTER)).settings.with_lws
+    assert not parse_up([*README_CLUSTER, "--without-lws"]).settings.with_lws
+    assert not parse_up(["--without-lws"]).settings.with_lws
+    with pytest.raises(SystemExit):
+        parse_up(["--with-lws", "--without-lws"])
+    assert "not allowed with argument" in capsys.readouterr().err
+    changed = differences(
+        parse_up(list(README_CLUSTER)).settings,
+        parse_up([*README_CLUSTER, "--without-lws"]).settings,
+    )
+    assert changed == ["--with-lws: running on, asked off"]
 
 
 def test_settings_written_before_the_flag_read_as_off(tmp_path: Path) -> None:

@@ -26,6 +26,8 @@ class ManagerInstall:
     VERSION: ClassVar[str]
     """The release hack/<NAME>/go.mod pins (a unit test keeps them equal)."""
     MISSING: ClassVar[type[ManagerMissingError]] = ManagerMissingError
+    OFF: ClassVar[str] = ""
+    """The `up` flag that starts the cluster without it, where it is on by default."""
 
     directory: Path
 
@@ -57,5 +59,6 @@ class ManagerInstall:
             raise cls.MISSING(
                 f"--with-{cls.NAME}: {cls.TITLE} {cls.VERSION} missing ({', '.join(missing)}); "
                 f"build it with `make {cls.NAME}` (hack/{cls.NAME}/build.sh)"
+                + (f", or start without it ({cls.OFF})" if cls.OFF else "")
             )
         return found

@@ -149,12 +149,22 @@ def parse_up(argv: list[str]) -> UpFlags:
         "(a chip, a server and an UltraServer asked by name count as their cores, against "
         "one quota of the cluster's cores; claims are not counted)",
     )
-    p.add_argument(
+    lws = p.add_mutually_exclusive_group()
+    lws.add_argument(
         "--with-lws",
-        action="store_true",
+        action="store_const",
+        const=True,
+        dest="with_lws",
         help="also run LeaderWorkerSet's controller beside the cluster, so manifests that "
-        "run groups of pods as LeaderWorkerSets (AWS's UltraServer examples) run here "
-        "(`make lws` builds it; see docs/aws-neuron.md)",
+        "run groups of pods as LeaderWorkerSets (AWS's UltraServer examples) run here; "
+        "the default with --profile aws (`make lws` builds it; see docs/aws-neuron.md)",
+    )
+    lws.add_argument(
+        "--without-lws",
+        action="store_const",
+        const=False,
+        dest="with_lws",
+        help="with --profile aws, start no LeaderWorkerSet controller",
     )
     p.add_argument(
         "--real-nodes",
@@ -202,7 +212,7 @@ def parse_up(argv: list[str]) -> UpFlags:
         args.with_prometheus,
         args.with_kueue,
         args.kueue_quota or "devices",
-        with_lws=args.with_lws,
+        with_lws=profile.leader_worker_set if args.with_lws is None else args.with_lws,
     )
     return UpFlags(_layout(args), settings, args.foreground, args.recreate)
 

@@ -22,3 +22,4 @@ class LwsInstall(ManagerInstall):
     TITLE: ClassVar[str] = "LeaderWorkerSet"
     VERSION: ClassVar[str] = LWS_VERSION
     MISSING: ClassVar[type[ManagerMissingError]] = LwsMissingError
+    OFF: ClassVar[str] = "--without-lws"

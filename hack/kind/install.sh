@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs or upgrades the chart on kind cluster $1 with
+# deploy/values/kind.yaml and then each values file after it (`make
+# kind-install` gives none, `make kind-aws` deploy/values/kind-aws.yaml), the
+# image $IMAGE_REPO:$IMAGE_TAG that `make kind-load` put on the nodes, and
+# prints the UltraServers. An upgrade that changes the driver's name (another
+# profile) leaves the slices the old controller published behind, as no
+# controller watches that name any more: they are deleted here, and the new
+# controller's slices are waited for on every node.
+set -euo pipefail
+shopt -s inherit_errexit
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cluster=${1:?usage: install.sh CLUSTER [VALUES...]}
+shift
+kubectl=("${KUBECTL:-kubectl}" --context "kind-$cluster")
+log() { echo "kind-install: $*" >&2; }
+values=(--values "$root/deploy/values/kind.yaml")
+for file in "$@"; do
+  values+=(--values "$root/$file")
+done
+
+# --wait=legacy: until the controller and node daemon pods are ready. (Helm's
+# default watcher also waits for the UltraServer to be Ready, which it is not
+# while servers lack nodes, as on the one-node cluster: 1/4 servers.)
+"${HELM:-helm}" upgrade --install trainium-dra "$root/charts/trainium-dra" --kube-context "kind-$cluster" \
+  --namespace trainium-dra --create-namespace "${values[@]}" \
+  --set image.repository="${IMAGE_REPO:?}" --set image.tag="${IMAGE_TAG:?}" --wait=legacy --timeout 5m
+
+args=$("${kubectl[@]}" -n trainium-dra get daemonset trainium-dra-node -o jsonpath='{.spec.template.spec.containers[0].args}')
+driver=$(grep -oE -- '--driver-name=[^"]+' <<<"$args")
+driver=${driver#--driver-name=}
+# Every node publishes devices of this driver (the kind nodes are all the
+# UltraServer's): by spec.nodeName (the AWS profile's pool per node) or by
+# name in a node selector (the trainium profile's server slices). The old
+# controller's slices (its managed-by label, another driver name) are deleted
+# until none is left: a replaced controller still stopping may write again.
+nodes=$("${kubectl[@]}" get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort)
+for _ in {1..60}; do
+  stale=$("${kubectl[@]}" get resourceslices -l app.kubernetes.io/managed-by=trainium-dra-controller \
+    --field-selector "spec.driver!=$driver" -o name)
+  if [ -n "$stale" ]; then
+    log "deleting $(grep -c . <<<"$stale") slices of another driver than $driver"
+    xargs "${kubectl[@]}" delete --ignore-not-found >/dev/null <<<"$stale"
+  fi
+  published=$("${kubectl[@]}" get resourceslices --field-selector "spec.driver=$driver" -o \
+    jsonpath='{range .items[*]}{.spec.nodeName}{.spec.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0]}{"\n"}{end}' |
+    sed '/^$/d' | sort -u)
+  if [ -z "$stale" ] && [ -z "$(comm -23 <(echo "$nodes") <(echo "$published"))" ]; then
+    "${kubectl[@]}" get ultraservers
+    exit 0
+  fi
+  sleep 2
+done
+log "$driver publishes devices of [$(echo $published)] after 120 s, want [$(echo $nodes)]"
+exit 1

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs LeaderWorkerSet on kind cluster $1 from its own Helm chart, with
+# its manager built here (hack/lws/build.sh, the version hack/lws/go.mod pins,
+# as `make lws` builds it) alone in a one-layer image put on every node
+# (hack/kind/manager-image.sh, never pulled) and named by the chart's image
+# values. The chart is read from the Go module at run time and installed into
+# lws-system, the namespace its CRD's conversion webhook names. The manager
+# issues its own webhook certificate (the chart's default), which reaches its
+# pod through a Secret volume some time after the pod is Ready: the script
+# returns once the webhooks answer, so a LeaderWorkerSet applied after it is
+# admitted. Run by `make kind-lws`.
+#   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
+set -euo pipefail
+shopt -s inherit_errexit
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cluster=${1:?usage: lws.sh CLUSTER}
+kubectl=("${KUBECTL:-kubectl}" --context "kind-$cluster")
+log() { echo "kind-lws: $*" >&2; }
+
+dir=$("$root/hack/lws/build.sh")
+version=$(cd "$root/hack/lws" && go list -m -f '{{.Version}}' sigs.k8s.io/lws)
+chart=$(cd "$root/hack/lws" && go list -m -f '{{.Dir}}' sigs.k8s.io/lws)/charts/lws
+"$here/manager-image.sh" "$cluster" lws "$dir/lws" "$version"
+log "helm install lws $version from $chart"
+# Small requests: the kind nodes share one machine (the chart asks for a CPU and 1Gi).
+"${HELM:-helm}" upgrade --install lws "$chart" --kube-context "kind-$cluster" \
+  --namespace lws-system --create-namespace \
+  --set resources.requests.cpu=50m --set resources.requests.memory=64Mi \
+  --set image.manager.repository=localhost/trainium-dra/lws \
+  --set image.manager.tag="$version" --set image.manager.pullPolicy=Never \
+  --wait=legacy --timeout 5m
+
+# The smallest LeaderWorkerSet, created with a server-side dry run: it passes
+# the manager's mutating and validating webhooks once they answer.
+probe='{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+  "metadata": {"name": "webhook-probe", "namespace": "default"},
+  "spec": {"leaderWorkerTemplate": {"size": 1, "workerTemplate": {"spec":
+    {"containers": [{"name": "probe", "image": "localhost/trainium-dra/driver:dev"}]}}}}}'
+for _ in {1..90}; do
+  if out=$("${kubectl[@]}" create --dry-run=server -f - <<<"$probe" 2>&1); then
+    log "webhooks answer: $out"
+    exit 0
+  fi
+  # Until the CRD is served and the webhooks answer with the certificate.
+  grep -qE "failed calling webhook|no matches for kind" <<<"$out" || { log "kubectl create: $out"; exit 1; }
+  sleep 2
+done
+log "LeaderWorkerSet's webhooks did not answer in 180 s: $out"
+exit 1
