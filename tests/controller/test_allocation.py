@@ -2,7 +2,7 @@
 writes, exact exclusivity between a rack and its cores, filling a rack, and
 device taints from node health reports."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -101,14 +101,21 @@ class Claims:
         self.api = api
         self.names: list[str] = []
 
-    def make(self, example: str, name: str, rack: str = RACK, extra_cel: str | None = None) -> str:
+    def make(
+        self,
+        example: str,
+        name: str,
+        rack: str = RACK,
+        extra_cel: str | None = None,
+        on: Sequence[str] = (),
+    ) -> str:
         claim = load_claim(example, name, NS, rack)
         if extra_cel:
             for request in claim["spec"]["devices"]["requests"]:
                 for sub in [request.get("exactly"), *(request.get("firstAvailable") or [])]:
                     if sub is not None:
                         sub["selectors"].append({"cel": {"expression": extra_cel}})
-        create_claim_and_pod(self.api, claim)
+        create_claim_and_pod(self.api, claim, on)
         self.names.append(name)
         return name
 
@@ -264,7 +271,12 @@ def test_decreasing_aligned_claims_fill_the_rack_completely(
     attrs = rack_attrs(api, SMALL)  # read once: the rack's slices are large
     used: set[tuple[int, int]] = set()
     for example, count in plan:
-        names = [claims.make(example, f"fill-{example}-{i}", rack=SMALL) for i in range(count)]
+        # On the rack's nodes, as the claims' rack selector has it: the
+        # scheduler then skips the other rack's 36 nodes and their devices.
+        names = [
+            claims.make(example, f"fill-{example}-{i}", rack=SMALL, on=GEN1_NODES)
+            for i in range(count)
+        ]
         for name in names:
             [result] = claims.allocated(name, timeout=120)
             a = attrs[result["device"]]
