@@ -29,7 +29,7 @@ from benchmarks.report import (
 from testbed.examples.target import Target, rack_of
 from testbed.examples.usoperator import (
     FAULTS,
-    OPERATOR_RACKS,
+    OPERATOR_CLUSTER,
     TIMED_POLL,
     FailureRun,
     fail_a_node,
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error("--repeats: must be 1 or more")
     conditions = Conditions.begin(args.noisy)
-    with running_cluster(*OPERATOR_RACKS) as cluster:
+    with running_cluster(*OPERATOR_CLUSTER) as cluster:
         target = Target(
             cluster,
             rack_of(cluster),
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     for case, found in measured.items():
         kind, strategy = case.split(SEPARATOR)
         faults[kind]["strategies"][strategy] = found
-    results = {"cluster": list(OPERATOR_RACKS), "poll_seconds": TIMED_POLL, "faults": faults}
+    results = {"cluster": list(OPERATOR_CLUSTER), "poll_seconds": TIMED_POLL, "faults": faults}
     if args.out:
         write_trial(args.out, "usoperator", make_command(COMMAND, argv), results, conditions)
         return 0

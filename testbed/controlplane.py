@@ -7,7 +7,7 @@ import copy
 import re
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -195,7 +195,10 @@ def load_claim(name: str, new_name: str, namespace: str, rack: str | None = None
     return claim
 
 
-def pod(name: str, namespace: str, claims: list[str], node: str | None = None) -> JSON:
+def pod(name: str, namespace: str, claims: list[str], on: Sequence[str] = ()) -> JSON:
+    """A pod of `claims` that nothing runs; only on the nodes `on` if any are
+    named (by node affinity on the name, which the scheduler applies before
+    it looks at any other node's devices)."""
     spec: JSON = {
         "containers": [
             {
@@ -207,8 +210,17 @@ def pod(name: str, namespace: str, claims: list[str], node: str | None = None) -
         "resourceClaims": [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)],
         "terminationGracePeriodSeconds": 0,
     }
-    if node is not None:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if on:
+        # A field selector takes one name: a term per node, any of which may hold.
+        terms = [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            for node in on
+        ]
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+            }
+        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -217,12 +229,12 @@ def pod(name: str, namespace: str, claims: list[str], node: str | None = None) -
     }
 
 
-def create_claim_and_pod(api: client.ApiClient, claim: JSON) -> None:
+def create_claim_and_pod(api: client.ApiClient, claim: JSON, on: Sequence[str] = ()) -> None:
     ns, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
     custom(api).create_namespaced_custom_object(
         "resource.k8s.io", "v1", ns, "resourceclaims", claim
     )
-    client.CoreV1Api(api).create_namespaced_pod(ns, pod(name, ns, [name]))
+    client.CoreV1Api(api).create_namespaced_pod(ns, pod(name, ns, [name], on))
 
 
 def allocation(api: client.ApiClient, namespace: str, name: str) -> list[JSON] | None:

@@ -1,8 +1,9 @@
 """The check of deploy/examples/aws-ultraserver/lws-N-node.yaml, AWS's
 UltraServer inference groups as LeaderWorkerSets, on a cluster that runs
 LeaderWorkerSet: the stand-in's two Trn3 Gen1 racks (tests/e2e/test_lws.py),
-the real kubelets' Trn2 UltraServer (tests/realnodes_aws/test_aws_examples.py)
-or kind's one Trn3 Gen1 UltraServer (tests/kind/test_lws_examples.py).
+under real kubelets a Trn2 UltraServer (tests/realnodes_aws/test_aws_examples.py,
+2-node) and two Trn3 Gen1 racks (tests/realnodes_aws/test_ultraserver_operator.py,
+4-node), or kind's one Trn3 Gen1 UltraServer (tests/kind/test_lws_examples.py).
 Every pod of a group that has room Running on a node of its own, holding that
 node's `neuron_node` device; each group on the nodes of one
 `ultraserver-server-id-N` value, no two groups on the same one; and the

@@ -25,9 +25,10 @@ from testbed import waiting
 from testbed.examples.target import Target
 from testbed.localcluster import Cluster, device_attributes, wait_for
 
-OPERATOR_RACKS = ("--profile=aws", "--racks=2", "--generation=trn3-gen1", "--without-lws")
-"""Two Trn3 Gen1 UltraServers of four trn3.48xlarge nodes each; the operator's
-examples need no LeaderWorkerSet."""
+OPERATOR_RACKS = ("--profile=aws", "--racks=2", "--generation=trn3-gen1")
+"""Two Trn3 Gen1 UltraServers of four trn3.48xlarge nodes each."""
+OPERATOR_CLUSTER = (*OPERATOR_RACKS, "--without-lws")
+"""The operator's examples alone: they need no LeaderWorkerSet."""
 DRIVER = "neuron.aws.com"
 EXAMPLE = "aws-ultraserver/{}.yaml"
 CHIP_FAULT = "ecc-uncorrected-hbm"

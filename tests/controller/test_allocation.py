@@ -2,7 +2,7 @@
 writes, exact exclusivity between a rack and its cores, filling a rack, and
 device taints from node health reports."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -101,14 +101,21 @@ class Claims:
         self.api = api
         self.names: list[str] = []
 
-    def make(self, example: str, name: str, rack: str = RACK, extra_cel: str | None = None) -> str:
+    def make(
+        self,
+        example: str,
+        name: str,
+        rack: str = RACK,
+        extra_cel: str | None = None,
+        on: Sequence[str] = (),
+    ) -> str:
         claim = load_claim(example, name, NS, rack)
         if extra_cel:
             for request in claim["spec"]["devices"]["requests"]:
                 for sub in [request.get("exactly"), *(request.get("firstAvailable") or [])]:
                     if sub is not None:
                         sub["selectors"].append({"cel": {"expression": extra_cel}})
-        create_claim_and_pod(self.api, claim)
+        create_claim_and_pod(self.api, claim, on)
         self.names.append(name)
         return name
 
@@ -170,12 +177,19 @@ def claims(api: client.ApiClient) -> Iterator[Claims]:
         made.delete_all()
 
 
+def rack_attrs(api: client.ApiClient, rack: str) -> dict[str, dict[str, Any]]:
+    """Every published device of `rack` and its attributes, from one read of its slices."""
+    return {
+        d["name"]: {k: next(iter(v.values())) for k, v in d["attributes"].items()}
+        for s in rack_slices(api, rack)
+        for d in s["spec"].get("devices", [])
+    }
+
+
 def attrs_of(api: client.ApiClient, rack: str, device: str) -> dict[str, Any]:
-    for s in rack_slices(api, rack):
-        for d in s["spec"].get("devices", []):
-            if d["name"] == device:
-                return {k: next(iter(v.values())) for k, v in d["attributes"].items()}
-    raise AssertionError(f"device {device} not published")
+    published = rack_attrs(api, rack)
+    assert device in published, f"device {device} not published"
+    return published[device]
 
 
 @pytest.mark.parametrize(
@@ -254,12 +268,18 @@ def test_decreasing_aligned_claims_fill_the_rack_completely(
 ) -> None:
     plan = [("chip", 36), ("cores-4", 24), ("cores-2", 32), ("core-1", 64)]
     assert sum({"chip": 8, "cores-4": 4, "cores-2": 2, "core-1": 1}[k] * n for k, n in plan) == 512
+    attrs = rack_attrs(api, SMALL)  # read once: the rack's slices are large
     used: set[tuple[int, int]] = set()
     for example, count in plan:
-        names = [claims.make(example, f"fill-{example}-{i}", rack=SMALL) for i in range(count)]
+        # On the rack's nodes, as the claims' rack selector has it: the
+        # scheduler then skips the other rack's 36 nodes and their devices.
+        names = [
+            claims.make(example, f"fill-{example}-{i}", rack=SMALL, on=GEN1_NODES)
+            for i in range(count)
+        ]
         for name in names:
             [result] = claims.allocated(name, timeout=120)
-            a = attrs_of(api, SMALL, result["device"])
+            a = attrs[result["device"]]
             cores = {
                 (a["rackChipIndex"], c)
                 for c in range(a["coreStart"], a["coreStart"] + a["coreCount"])

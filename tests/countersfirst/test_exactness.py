@@ -84,7 +84,7 @@ def schedule_all(api: client.ApiClient, held: list[Held]) -> dict[str, Outcome]:
                 custom(api).create_namespaced_custom_object(
                     "resource.k8s.io", "v1", NS, "resourceclaims", claim_of(shape, name)
                 )
-                client.CoreV1Api(api).create_namespaced_pod(NS, pod(name, NS, [name], node))
+                client.CoreV1Api(api).create_namespaced_pod(NS, pod(name, NS, [name], [node]))
                 outcomes[name] = wait_for(name, partial(settled, api, name), 60, 0.1)
     finally:
         clear_busy(api)

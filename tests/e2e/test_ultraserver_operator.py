@@ -8,7 +8,7 @@ import pytest
 
 from testbed.examples.target import Target, rack_of
 from testbed.examples.usoperator import (
-    OPERATOR_RACKS,
+    OPERATOR_CLUSTER,
     standin_daemon_pids,
     test_a_claim_not_of_the_workload_is_refused_at_prepare,
     test_a_workload_gets_one_pair_and_its_pods_land_on_it,
@@ -49,7 +49,7 @@ __all__ = [
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[Target]:
-    with running_cluster(*OPERATOR_RACKS) as cluster:
+    with running_cluster(*OPERATOR_CLUSTER) as cluster:
         yield Target(
             cluster,
             rack_of(cluster),

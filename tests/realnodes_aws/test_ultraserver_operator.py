@@ -3,12 +3,17 @@ of real nodes whose chart runs the operator's Deployment (profile aws); the
 real kubelet prepares each claim through the node daemon's socket, so the
 `workloadId` refusal, each strategy, a node's own daemon stopped, cascade
 deletion and bad input are what a real node does (the checks are
-testbed/examples/usoperator.py's, which the stand-in runs in full)."""
+testbed/examples/usoperator.py's, which the stand-in runs in full). The
+cluster runs LeaderWorkerSet's manager too (`--with-lws`), and AWS's 4-node
+inference LeaderWorkerSet (deploy/examples/aws-ultraserver/lws-4-node.yaml)
+runs its two groups on the two racks' `ultraserver-server-id-4` quads (the
+check is testbed/examples/lws.py's)."""
 
 from collections.abc import Iterator
 
 import pytest
 
+from testbed.examples.lws import check_groups_hold_whole_nodes_of_their_own_set
 from testbed.examples.target import Target, rack_of
 from testbed.examples.usoperator import (
     OPERATOR_RACKS,
@@ -44,7 +49,9 @@ __all__ = [
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[Target]:
-    with running_cluster("--real-nodes", *OPERATOR_RACKS, start_timeout=START_TIMEOUT) as cluster:
+    with running_cluster(
+        "--real-nodes", *OPERATOR_RACKS, "--with-lws", start_timeout=START_TIMEOUT
+    ) as cluster:
         real = real_cluster(cluster)
         yield Target(
             cluster,
@@ -53,3 +60,8 @@ def target() -> Iterator[Target]:
             True,
             lambda node: real.process_pids(node, DAEMON_COMMAND),
         )
+
+
+def test_lws_4_node_groups_hold_whole_nodes_of_one_quad_each(target: Target) -> None:
+    """Each rack's four nodes are one quad: one group on each."""
+    check_groups_hold_whole_nodes_of_their_own_set(target, 4)

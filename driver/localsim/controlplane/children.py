@@ -9,7 +9,8 @@ import ctypes
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -62,11 +63,21 @@ class Child:
         return "\n".join(text[-lines:])
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
+        stop_all([self])
+
+
+def stop_all(children: Sequence[Child], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM every child at once and SIGKILL those still running after
+    `timeout`: a cluster's many processes wait out one grace period together,
+    not one each."""
+    for child in children:
+        if child.process.poll() is None:
+            child.process.terminate()
+    deadline = time.monotonic() + timeout
+    for child in children:
+        try:
+            child.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+        child.log.close()

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,10 +133,18 @@ class NodeRuntime:
         return child
 
     def start_containerd(self) -> None:
+        self.spawn_containerd()
+        self.await_containerd()
+
+    def spawn_containerd(self) -> None:
+        """Start containerd without waiting: a cluster's nodes start theirs together."""
         etc = self._path("etc")
-        child = self._start(
+        self._start(
             "containerd", [str(self.binaries.containerd), f"--config={etc / 'containerd.toml'}"]
         )
+
+    def await_containerd(self) -> None:
+        child = self.children["containerd"]
         deadline = time.monotonic() + CONTAINERD_TIMEOUT
         while not self.ctr_ok("version"):
             if not child.alive() or time.monotonic() > deadline:
@@ -222,10 +231,6 @@ class NodeRuntime:
             "network-policy": self.start_network_policy,
         }[what]()
 
-    def stop(self) -> None:
-        """kubelet, kube-proxy and the policy agent first, then containerd; then
-        everything left in the node's cgroups (shims and containers outlive containerd)."""
-        for what in ("kubelet", "kube-proxy", "network-policy", "containerd"):
-            if what in self.children:
-                self.children.pop(what).stop()
-        cgroups.kill_all(self.node.cgroup)
+    def release(self, whats: Sequence[str]) -> list[Child]:
+        """Take the node's processes `whats` out of supervision, for the caller to stop."""
+        return [self.children.pop(what) for what in whats if what in self.children]

@@ -19,6 +19,7 @@ from kubernetes import client
 
 from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
 from driver.localsim.controlplane.binaries import Binaries, NodeBinaries
+from driver.localsim.controlplane.children import stop_all
 from driver.localsim.controlplane.plane import ControlPlane
 from driver.localsim.realnodes import cgroups, hostlimits, mountns, netns, release
 from driver.localsim.realnodes.netpolicy import agent_binary, grant_agent
@@ -27,6 +28,8 @@ from driver.localsim.realnodes.plan import CGROUP_PARENT, RealNode, plan_nodes
 
 NODE_READY_TIMEOUT = 180.0
 NODE_WORKERS = 4
+STOPPED_FIRST = ("kubelet", "kube-proxy", "network-policy")
+"""Stopped before containerd, so nothing asks it for containers while it goes."""
 RESOURCE_HEALTH_GATES = {"ResourceHealthStatus": True}
 """The kubelet's gate for pods' allocatedResourcesStatus from the health stream."""
 
@@ -79,7 +82,7 @@ class RealNodeCluster:
             runtime.prepare()
         progress("starting containerd on every node and importing the images")
         for runtime in self.runtimes:  # this thread owns the children (parent-death signal)
-            runtime.start_containerd()
+            runtime.spawn_containerd()
         self._each(self._import_images)
         progress("starting the kubelets, kube-proxies and NetworkPolicy agents")
         with self.plane.api_client() as api:
@@ -100,6 +103,7 @@ class RealNodeCluster:
         progress("  chart installed; every daemon pod is Ready")
 
     def _import_images(self, runtime: NodeRuntime) -> None:
+        runtime.await_containerd()
         for archive in self.images.archives:
             runtime.import_image(archive)
         runtime.tag_image(self.images.driver_ref, WORKLOAD_IMAGE)
@@ -159,8 +163,11 @@ class RealNodeCluster:
                     runtime.restart(what)
 
     def stop(self) -> None:
-        for runtime in self.runtimes:
-            runtime.stop()
+        """Every node at once: the kubelets, kube-proxies and policy agents, then
+        containerd; then `cleanup` kills what is left in the nodes' cgroups
+        (shims and containers outlive containerd)."""
+        for whats in (STOPPED_FIRST, ("containerd",)):
+            stop_all([c for runtime in self.runtimes for c in runtime.release(whats)])
         cleanup(self.paths.nodes_dir)
 
 
