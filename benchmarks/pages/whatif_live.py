@@ -154,10 +154,17 @@ def _parting(name: str, case: Mapping[str, Any]) -> list[object]:
     ]
 
 
+def _has_large_jobs(case: Mapping[str, Any]) -> bool:
+    """Whether the case kept waits by shape for the shapes the policy table
+    shows (whole racks, four-server gangs): a trace without them has nothing
+    to say there."""
+    return any(set(shapes) & {"rack", "server"} for shapes in case.get("by_shape", {}).values())
+
+
 def _policies(cases: Mapping[str, Any]) -> list[str]:
     """The cases that kept each shape's waits (one trace, one rack, each
     policy), side by side; empty if none did."""
-    rows = [_parting(name, case) for name, case in cases.items() if "by_shape" in case]
+    rows = [_parting(name, case) for name, case in cases.items() if _has_large_jobs(case)]
     if not rows:
         return []
     return [
@@ -170,11 +177,18 @@ def _policies(cases: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _commits(payload: Mapping[str, Any]) -> str:
-    """What the file says of the commits the cases ran from."""
-    if (payload.get("conditions") or {}).get("git_commit"):
-        return f" The last run was at commit {payload['conditions']['git_commit'][:10]}."
-    return " No case recorded the commit it ran from: these runs predate that record."
+def _commits(cases: Mapping[str, Any]) -> str:
+    """The commit each of `cases` ran from, where its own conditions recorded one."""
+    known = {
+        name: case["conditions"]["git_commit"][:10]
+        for name, case in cases.items()
+        if (case.get("conditions") or {}).get("git_commit")
+    }
+    if not known:
+        return " No case recorded the commit it ran from: these runs predate that record."
+    named = ", ".join(f"`{name}` at commit {commit}" for name, commit in sorted(known.items()))
+    rest = " The others predate that record." if len(known) < len(cases) else ""
+    return f" Commits: {named}.{rest}"
 
 
 def _lost(run: Mapping[str, Any]) -> str:
@@ -279,7 +293,7 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             "machine; on the wall clock (a speed-up) the scheduler's latency shows as "
             "queueing. A case whose 1-minute load exceeded the CPU count at any reading is "
             "marked noisy: its wall times, and on the wall clock its figures, include waiting "
-            f"for a CPU.{_commits(payload)}",
+            f"for a CPU.{_commits(cases)}",
             "",
             table(
                 header,
@@ -334,7 +348,8 @@ def queues(page: str, payload: Mapping[str, Any]) -> str:
             "partitions, chips, four-server gangs and whole racks, more work than the rack "
             "holds; pods ask by extended resource name; the settle clock, so waits are "
             "simulated seconds. The anchor is best fit under the same queueing: backfill for "
-            f"the bare scheduler, Kueue's quota rule for the others.{_commits(payload)}",
+            "the bare scheduler, Kueue's quota rule for the others."
+            f"{_commits({n: cases[n] for n in found})}",
             "",
             table(header, rows),
         ]

@@ -61,8 +61,20 @@ def test_a_case_keeps_its_own_date_and_says_what_was_not_recorded() -> None:
     assert "- `dated` (2026-12-05 00:20): " in page
     assert "- `undated` (date not recorded): " in page and "2026-12-06" not in page
     assert "No case recorded the commit it ran from" in page
-    committed = {**payload, "conditions": {"git_commit": "0123456789abcdef"}}
-    assert "The last run was at commit 0123456789." in whatif_live.render(PAGE, committed)
+    with_commit = {
+        **CASE,
+        "conditions": {
+            "cpus": 2,
+            "load_1min_before": 0.5,
+            "load_1min_after": 0.5,
+            "git_commit": "0123456789abcdef",
+        },
+    }
+    committed = {**payload, "results": {"cases": {"dated": with_commit, "undated": undated}}}
+    assert (
+        "Commits: `dated` at commit 0123456789. The others predate that record."
+        in whatif_live.render(PAGE, committed)
+    )
 
 
 def case_rows(payload: dict[str, Any]) -> dict[str, str]:
@@ -202,10 +214,12 @@ def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_pol
         "runs": [live, first, backfill, strict],
         "by_shape": {"kube-scheduler, gangs on": waits},
     }
+    chips = {"chips-1": {"jobs": 3, "never_ran": 0, "wait_mean_s": 0.0, "wait_max_s": 0.0}}
+    small = {**case, "what": "only chips", "by_shape": {"kube-scheduler, gangs on": chips}}
     payload = {
         "command": "make x",
         "machine": {"cpus": 2, "date": "d"},
-        "results": {"cases": {"k": case, "c": CASE}},
+        "results": {"cases": {"k": case, "c": CASE, "small": small}},
     }
     page = whatif_live.render(PAGE, payload)
     assert "| `k` | 30 / 1 | 200 (settle clock) | 50.0% / 54.0% / 55.0% | -5.0 |" in page
@@ -214,6 +228,7 @@ def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_pol
         "| 1,500 / 2,500 (1 never ran) | 10 / 30 |" in page
     )
     assert "| `c` | 1 rack, a test |" not in page, "a case without waits by shape is no policy row"
+    assert "| `small` | only chips |" not in page, "nor one without whole racks or gangs"
 
 
 def test_the_queues_page_shows_the_kueue_cases_beside_the_bare_scheduler() -> None:
