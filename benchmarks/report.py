@@ -256,25 +256,6 @@ def write_results(
     return out
 
 
-def write_computed(name: str, command: str, results: dict[str, Any], model: dict[str, Any]) -> Path:
-    """Store figures computed from the code, not timed, as
-    benchmarks/results/<name>.json, then render every page: their conditions
-    are the commit and the model's inputs, since the machine's load changes
-    none of them."""
-    out = RESULTS_DIR / f"{name}.json"
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "benchmark": name,
-        "command": command,
-        "machine": machine(),
-        "conditions": {**git_state(), "model": model},
-        "results": results,
-    }
-    out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    render.write_pages()
-    return out
-
-
 def make_command(target: str, argv: list[str] | None) -> str:
     """The make command that ran (`target`, e.g. `make bench-storage`), with the
     arguments the benchmark was given."""

@@ -1,16 +1,16 @@
 """`make sim-collectives`: the collectives model's figures for docs/simulator.md,
 into benchmarks/results/sim-collectives.json: busbw and the algorithm chosen for
 every operation, by ranks and size, on a `trn3-gen2` rack and on a Trn2
-UltraServer. Nothing is timed against the clock, so the run's conditions are
-the commit and the model's inputs (the fabric levels with their sources and
-the algorithms' shares), which the file records beside the figures; the page
+UltraServer. Nothing is timed against the clock: the file records the run's
+conditions as every benchmark does, and beside the figures the model's inputs
+(the fabric levels with their sources and the algorithms' shares); the page
 renders both (benchmarks/pages/sim_collectives.py), and a test recomputes them
 from the code, so neither the page nor the file can drift from the model.
 """
 
 from typing import Any
 
-from benchmarks.report import write_computed
+from benchmarks.report import Conditions, write_results
 from simdevice.collectives import ALGORITHMS, LINK_USE, OPERATIONS, time_collective
 from simdevice.fabric import FABRIC_LEVELS, RankPlace, first_chips, rank_places
 from simdevice.topology import GENERATIONS, rack_spec
@@ -94,7 +94,8 @@ def compute() -> dict[str, Any]:
 
 
 def main() -> None:
-    path = write_computed("sim-collectives", COMMAND, compute(), model())
+    conditions = Conditions.begin(noisy=True, kubernetes=False)  # computed, not timed
+    path = write_results("sim-collectives", COMMAND, {"model": model(), **compute()}, conditions)
     print(f"wrote {path} and the pages")
 
 

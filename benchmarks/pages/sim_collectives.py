@@ -95,7 +95,7 @@ def busbw_tables(sizes: Sequence[int], found: Mapping[str, Any]) -> str:
 
 def render(page: str, payload: Mapping[str, Any]) -> str:
     """`page` with the collectives blocks written from the results file."""
-    model = payload["conditions"]["model"]
+    model = payload["results"]["model"]
     page = replace_block(page, "collectives-run", run_line(payload))
     page = replace_block(page, "fabric", fabric_table(model))
     page = replace_block(page, "algorithms", algorithms_table(model))

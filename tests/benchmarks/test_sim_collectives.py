@@ -14,8 +14,9 @@ FIX = "run `make sim-collectives` and commit the result"
 
 
 def test_the_results_file_is_what_the_model_computes() -> None:
-    assert PAYLOAD["results"] == sim_collectives.compute(), f"busbw tables: {FIX}"
-    assert PAYLOAD["conditions"]["model"] == sim_collectives.model(), f"model inputs: {FIX}"
+    figures = {k: v for k, v in PAYLOAD["results"].items() if k != "model"}
+    assert figures == sim_collectives.compute(), f"busbw tables: {FIX}"
+    assert PAYLOAD["results"]["model"] == sim_collectives.model(), f"model inputs: {FIX}"
 
 
 def test_the_page_is_the_rendering_of_the_results_file() -> None:
