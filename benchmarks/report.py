@@ -62,18 +62,25 @@ def add_out_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def write_trial(
-    out: Path, name: str, command: str, results: dict[str, Any], conditions: "Conditions"
-) -> Path:
-    """A trial run's results, as a results file holds them, into `out` alone:
-    benchmarks/results/ and the pages stay as they are."""
-    payload = {
+def _payload(
+    name: str, command: str, results: dict[str, Any], conditions: "Conditions"
+) -> dict[str, Any]:
+    """A results file's content: what ran, on what machine, under which conditions."""
+    return {
         "benchmark": name,
         "command": command,
         "machine": machine(),
         "conditions": conditions.end(),
         "results": results,
     }
+
+
+def write_trial(
+    out: Path, name: str, command: str, results: dict[str, Any], conditions: "Conditions"
+) -> Path:
+    """A trial run's results, as a results file holds them, into `out` alone:
+    benchmarks/results/ and the pages stay as they are."""
+    payload = _payload(name, command, results, conditions)
     out.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return out
 
@@ -237,13 +244,7 @@ def write_results(
         for key, value in results.items():
             last[key] = {**last.get(key, {}), **value} if isinstance(value, dict) else value
         results = last
-    payload = {
-        "benchmark": name,
-        "command": command,
-        "machine": machine(),
-        "conditions": conditions.end(),
-        "results": results,
-    }
+    payload = _payload(name, command, results, conditions)
     if keep_header and out.exists():
         last_payload = json.loads(out.read_text())
         for key in ("command", "machine", "conditions"):
