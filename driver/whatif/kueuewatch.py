@@ -2,9 +2,12 @@
 informer of the namespace's Workloads. Kueue has settled when every pod it
 gates belongs to a Workload it has not admitted (an admitted one's pods are
 ungated next), no admitted Workload is left whose pods are all gone (its
-quota is not free until Kueue finishes it), and all of this has stood still
-for a quiet spell (QUIET): a StrictFIFO head is retried without end, so Kueue's own
-attempt counters never stand still and cannot tell."""
+quota is not free until Kueue finishes it), no waiting Workload that Kueue
+tries fits the quota left (`admissible`: Kueue admits it once its own caches
+and queues catch up, however long a loaded machine makes that take), and all
+of this has stood still for a quiet spell (QUIET): a StrictFIFO head is
+retried without end, so Kueue's own attempt counters never stand still and
+cannot tell."""
 
 import math
 import threading
@@ -71,6 +74,11 @@ class WorkloadState:
     """The pods it owns."""
     admitted: bool
     finished: bool
+    reserved: bool = False
+    """Kueue has counted it against the quota (QuotaReserved)."""
+    order: tuple[int, str, str] = (0, "", "")
+    """Its place in a queue: minus its priority, creation time, UID (Kueue
+    0.17's order for a ClusterQueue without fair sharing)."""
 
 
 def workload_state(obj: Mapping[str, Any]) -> WorkloadState:
@@ -80,6 +88,12 @@ def workload_state(obj: Mapping[str, Any]) -> WorkloadState:
         frozenset(r["name"] for r in meta.get("ownerReferences") or () if r.get("kind") == "Pod"),
         conditions.get("Admitted", False),
         conditions.get("Finished", False),
+        conditions.get("QuotaReserved", False),
+        (
+            -int((obj.get("spec") or {}).get("priority") or 0),
+            meta.get("creationTimestamp", ""),
+            meta.get("uid", ""),
+        ),
     )
 
 
@@ -107,11 +121,51 @@ def unsettled(
     return ", ".join(f"{n} {what}" for what, n in found.items() if n) or None
 
 
+@dataclass(frozen=True)
+class Quota:
+    """The replay's ClusterQueue: `cores` of quota, StrictFIFO or not."""
+
+    cores: int
+    strict: bool
+
+
+def admissible(
+    workloads: Mapping[str, WorkloadState],
+    queued: Collection[str],
+    cores_of: Mapping[str, int],
+    quota: Quota,
+) -> str | None:
+    """The waiting Workload Kueue admits next, if one fits the quota that
+    reserved, unfinished Workloads leave: under StrictFIFO only the head of
+    the queue is tried, otherwise any. None when none fits, or when a pod's
+    cores are not known (the replay's pods of this run, `cores_of`), as
+    then what is left cannot be told."""
+
+    def cores(w: WorkloadState) -> int | None:
+        known = [cores_of.get(p) for p in w.pods]
+        return None if None in known else sum(c for c in known if c is not None)
+
+    holding = [cores(w) for w in workloads.values() if w.reserved and not w.finished]
+    waiting = sorted(
+        (w.order, name, cores(w))
+        for name, w in workloads.items()
+        if not w.reserved and not w.finished and w.pods and w.pods <= set(queued)
+    )
+    if None in holding:
+        return None
+    left = quota.cores - sum(c for c in holding if c is not None)
+    for _, name, need in waiting[:1] if quota.strict else waiting:
+        if need is not None and need <= left:
+            return name
+    return None
+
+
 class KueueWatch:
     """The namespace's Workloads, since when Kueue's decisions have stood
     still, and when the latest of them was created."""
 
-    def __init__(self, server: ApiServer, namespace: str) -> None:
+    def __init__(self, server: ApiServer, namespace: str, quota: Quota) -> None:
+        self.quota = quota
         self.lock = threading.Lock()
         self.workloads: dict[str, WorkloadState] = {}
         self.changed = time.monotonic()
@@ -132,9 +186,15 @@ class KueueWatch:
     def close(self) -> None:
         self.informer.close()
 
-    def why(self, queued: Collection[str], present: Collection[str]) -> str | None:
+    def why(
+        self, queued: Collection[str], present: Collection[str], cores_of: Mapping[str, int]
+    ) -> str | None:
+        """Why Kueue may still admit one of the `queued` pods (None once it
+        will not); `cores_of`: the cores each pod of the replay's runs holds."""
         with self.lock:
             why = unsettled(self.workloads, queued, present)
+            if why is None and (fits := admissible(self.workloads, queued, cores_of, self.quota)):
+                why = f"Workload {fits} fits the quota left: Kueue admits it next"
             if why is None and time.monotonic() - self.changed < QUIET:
                 why = "Kueue decided something a moment ago"
             return why
@@ -179,7 +239,7 @@ def through_kueue(objects: Objects, queue: KueueQueue, namespace: str) -> Iterat
     }
     for obj in queue.objects(namespace):
         objects.create(kinds[obj["kind"]], obj, namespace=obj["metadata"].get("namespace"))
-    watch = KueueWatch(objects.server, namespace)
+    watch = KueueWatch(objects.server, namespace, Quota(queue.cores, queue.strategy == "strict"))
     watch.start()
     try:
         yield watch

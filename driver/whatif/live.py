@@ -325,6 +325,14 @@ class _LiveRun:
             for pod in entry.pods()
         ]
 
+    def pod_cores(self) -> dict[str, int]:
+        """The cores each pod of an arrived job's current run holds."""
+        return {
+            pod: entry.job.shape.cores(self.rack)
+            for entry in self.arrivals[: self.next_arrival]
+            for pod in entry.pods()
+        }
+
     def _rack_of(self, node: str) -> int | None:
         where = self.servers.get(node)
         return None if where is None else where[0]
@@ -656,7 +664,7 @@ def _settle(
         if not why:
             deciders.showing()
         if not why and view.queued and kueue is not None:
-            why, part = kueue.why(*pods.queued_and_present()) or "", "kueue"
+            why, part = kueue.why(*pods.queued_and_present(), run.pod_cores()) or "", "kueue"
         if not why and view.waiting:
             controller = bool(clock.controller_metrics_url) and run.needs_controller()
             why = deciders.moving(

@@ -7,7 +7,9 @@ from driver.whatif.jobs import Job, PodShape
 from driver.whatif.kueue import PRIORITY_LABEL, KueueQueue, queue_objects
 from driver.whatif.kueuewatch import (
     SPACING_MARGIN,
+    Quota,
     WorkloadState,
+    admissible,
     created_at,
     gated,
     spacing,
@@ -52,8 +54,14 @@ def test_each_priority_other_than_0_brings_a_workload_priority_class_named_by_it
     assert PRIORITY_LABEL not in plain["metadata"]["labels"]
 
 
-def workload(pods: set[str], *, admitted: bool = False, finished: bool = False) -> WorkloadState:
-    return WorkloadState(frozenset(pods), admitted, finished)
+def workload(
+    pods: set[str],
+    *,
+    admitted: bool = False,
+    finished: bool = False,
+    order: tuple[int, str, str] = (0, "", ""),
+) -> WorkloadState:
+    return WorkloadState(frozenset(pods), admitted, finished, admitted, order)
 
 
 def test_kueue_has_settled_only_when_every_gated_pod_waits_in_an_unadmitted_workload() -> None:
@@ -66,6 +74,34 @@ def test_kueue_has_settled_only_when_every_gated_pod_waits_in_an_unadmitted_work
     gone = {"b": workload({"b-0"}, admitted=True)}
     assert unsettled(gone, set(), set()) == "1 admitted Workloads whose pods are gone"
     assert unsettled({"b": workload({"b-0"}, admitted=True, finished=True)}, set(), set()) is None
+
+
+def test_kueue_has_not_settled_while_the_workload_it_tries_fits_the_quota_left() -> None:
+    """A rack (8 cores) has ended and its Workload finished: a waiting core
+    fits what is left, though Kueue may not have acted on it yet."""
+    cores = {"rack-0": 8, "core-0": 1, "core-1": 1, "big-0": 8}
+    ended = {"rack": workload({"rack-0"}, admitted=True, finished=True)}
+    first = workload({"core-0"}, order=(0, "2026-12-07T04:00:01Z", "b"))
+    second = workload({"core-1"}, order=(0, "2026-12-07T04:00:02Z", "a"))
+    waiting = ended | {"core-1": second, "core-0": first}
+    queued = {"core-0", "core-1"}
+    assert admissible(waiting, queued, cores, Quota(8, strict=True)) == "core-0"
+    held = waiting | {"rack": workload({"rack-0"}, admitted=True)}
+    assert admissible(held, queued, cores, Quota(8, strict=True)) is None
+    assert admissible(held, queued, cores, Quota(9, strict=False)) == "core-0"
+    urgent = workload({"big-0"}, order=(-5, "2026-12-07T04:00:03Z", "c"))
+    blocked = waiting | {"big": urgent}
+    assert admissible(blocked, queued | {"big-0"}, cores, Quota(7, strict=True)) is None, (
+        "StrictFIFO tries only its head, the higher priority"
+    )
+    assert admissible(blocked, queued | {"big-0"}, cores, Quota(7, strict=False)) == "core-0"
+    assert admissible(waiting, {"core-1"}, cores, Quota(8, strict=True)) == "core-1", (
+        "a Workload whose pods are not all held back is not waiting in the queue"
+    )
+    unknown = held | {"other": workload({"elsewhere-0"}, admitted=True)}
+    assert admissible(unknown, queued, cores, Quota(100, strict=False)) is None, (
+        "quota held by pods of unknown size leaves an unknown remainder"
+    )
 
 
 def test_a_workload_is_read_from_its_owners_and_conditions() -> None:
@@ -87,6 +123,9 @@ def test_a_workload_is_read_from_its_owners_and_conditions() -> None:
         },
     }
     assert workload_state(obj) == workload({"a-0", "a-1"}, admitted=True)
+    obj["metadata"] |= {"creationTimestamp": "2026-12-07T04:00:01Z", "uid": "u"}
+    obj["spec"] = {"priority": 5}
+    assert workload_state(obj).order == (-5, "2026-12-07T04:00:01Z", "u")
     assert workload_state({"metadata": {"name": "w"}}) == workload(set())
     assert gated({"spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}})
     assert not gated({"spec": {"schedulingGates": [{"name": "other"}]}})

@@ -135,12 +135,12 @@ def test_the_live_run_times_each_job_and_keeps_the_rack_alone(cluster: Cluster) 
 
 
 def test_a_trace_with_a_known_answer_gets_it_job_by_job(cluster: Cluster) -> None:
-    """Every chip of the rack taken at 0 for 1,000 s; a whole-rack job arriving
-    at 10 waits for all of them and starts at 1,000: live as in the anchor,
-    under either queueing policy."""
-    chips = [Job(f"chip-{i:02d}", 0, 1, PodShape("chips", 1), 1000) for i in range(GEN1.chips)]
-    jobs = [*chips, Job("rack", 10, 1, PodShape("rack"), 500)]
-    known = {job.name: 0.0 for job in chips} | {"rack": 1000.0}
+    """Every server of the rack taken at 0 for 1,000 s; a whole-rack job
+    arriving at 10 waits for all of them and starts at 1,000: live as in the
+    anchor, under either queueing policy."""
+    servers = [Job(f"server-{i:02d}", 0, 1, PodShape("server"), 1000) for i in range(GEN1.servers)]
+    jobs = [*servers, Job("rack", 10, 1, PodShape("rack"), 500)]
+    known = {job.name: 0.0 for job in servers} | {"rack": 1000.0}
     with open_running(cluster.paths) as running:
         got = replay_live(
             running.api,

@@ -2,13 +2,15 @@
 (one Trn3 Gen1 rack): a trace with a known answer under each queueing
 strategy, live job by job as in the offline anchor that queues alike.
 
-All chips but one are taken at 0 for 1,000 s; a whole-rack job arrives at 10
-and needs all the rack's cores of quota; eight single cores arrive at 20 for
-100 s, which the one free chip holds. StrictFIFO admits nothing
-behind the waiting rack job, so the cores start when it has ended (1,500);
-BestEffortFIFO passes it over and admits them at once (20), and the rack
-job starts at 1,000 either way. With the cores in a higher priority,
-StrictFIFO's queue puts them ahead of the rack job and admits them at 20."""
+All chips but one are taken until 1,000 s (every server but one whole at 0,
+then three chips of the last at 1, so they share its server); a whole-rack
+job arrives at 10 and needs all the rack's cores of quota; eight single
+cores arrive at 20 for 100 s, which the one free chip holds. StrictFIFO
+admits nothing behind the waiting rack job, so the cores start when it has
+ended (1,500); BestEffortFIFO passes it over and admits them at once (20),
+and the rack job starts at 1,000 either way. With the cores in a higher
+priority, StrictFIFO's queue puts them ahead of the rack job and admits
+them at 20."""
 
 import json
 from collections.abc import Iterator
@@ -26,7 +28,10 @@ from testbed.localcluster import Cluster, running_cluster
 pytestmark = pytest.mark.integration
 
 GEN1 = rack_spec("trn3-gen1")
-CHIPS = [Job(f"chip-{i:02d}", 0, 1, PodShape("chips", 1), 1000) for i in range(GEN1.chips - 1)]
+FILLERS = [
+    *(Job(f"server-{i:02d}", 0, 1, PodShape("server"), 1000) for i in range(GEN1.servers - 1)),
+    *(Job(f"chip-{i}", 1, 1, PodShape("chips", 1), 999) for i in range(GEN1.chips_per_server - 1)),
+]
 RACK = Job("rack", 10, 1, PodShape("rack"), 500)
 CORES = [Job(f"core-{i}", 20, 1, PodShape("cores", 1), 100) for i in range(GEN1.chip.cores)]
 KNOWN = {
@@ -52,7 +57,7 @@ def test_each_job_starts_as_the_anchor_queueing_alike_says(
     cluster: Cluster, tmp_path: Path, strategy: str, priority: int
 ) -> None:
     trace = tmp_path / "trace.csv"
-    write_trace(trace, [*CHIPS, RACK, *(replace(c, priority=priority) for c in CORES)])
+    write_trace(trace, [*FILLERS, RACK, *(replace(c, priority=priority) for c in CORES)])
     out = tmp_path / "out"
     argv = ["live", f"--state-dir={cluster.paths.root}", "--trace", str(trace)]
     assert whatif.main([*argv, "--kueue", strategy, "--out", str(out)]) == 0
@@ -65,7 +70,7 @@ def test_each_job_starts_as_the_anchor_queueing_alike_says(
     known = KNOWN[strategy, priority]
     assert {name: live[name] for name in known} == known
     assert {name: anchor[name] for name in known} == known
-    assert all(live[c.name] == 0.0 for c in CHIPS)
+    assert all(live[f.name] == f.arrival for f in FILLERS)
     [run] = [r for r in result["runs"] if r["policy"] == "kube-scheduler"]
     assert run["queueing"] == f"kueue-{strategy}"
 
