@@ -2,6 +2,7 @@
 
 import pytest
 
+from driver.jsontypes import JSON
 from driver.whatif.jobobjects import PodStyle, job_objects
 from driver.whatif.jobs import Job, PodShape
 from driver.whatif.kueue import PRIORITY_LABEL, KueueQueue, queue_objects
@@ -105,7 +106,7 @@ def test_kueue_has_not_settled_while_the_workload_it_tries_fits_the_quota_left()
 
 
 def test_a_workload_is_read_from_its_owners_and_conditions() -> None:
-    obj = {
+    obj: JSON = {
         "metadata": {
             "name": "pod-a",
             "ownerReferences": [
