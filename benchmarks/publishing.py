@@ -22,9 +22,9 @@ from kubernetes import client
 from driver.controller.rackstate import desired_rack
 from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
 from driver.devicemodel.ultraserver import parse_spec
-from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.names import DEFAULT_DRIVER_NAME, rack_label
 from driver.procstat import process_cpu_seconds
+from localsim.controlplane.plane import ControlPlane, free_port
 from testbed.controlplane import (
     WRITE_VERBS,
     controller,

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from driver.localsim.standin.healthcache import HealthCache
+from localsim.standin.healthcache import HealthCache
 
 
 def update(device: str, health: int, timeout: int = 30) -> SimpleNamespace:
