@@ -1,4 +1,4 @@
-"""The kubelet's view of device health, as the stand-in models it: each
+"""The kubelet's view of device health, as the node daemon's tests model it: each
 NodeWatchResources update stamps its devices with the time it arrived, and a
 device whose last update is older than its `health_check_timeout_seconds`
 reads as Unknown — which is why a plugin must resend the list while nothing

@@ -62,9 +62,6 @@ class ChaosCluster:
         """The rack's daemon's simulator-control socket (fault injection)."""
         return self.paths.sim_control_socket(rack)
 
-    def daemon_log(self, rack: str = "rack-a") -> Path:
-        return self.paths.logs / f"node-{rack}.log"
-
     def logs(self) -> list[Path]:
         """Every log of the driver's own processes (controller and daemons)."""
         return sorted(self.paths.logs.glob("*.log"))

@@ -18,12 +18,12 @@ from driver.node import cdi
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
 from localsim.controlplane.plane import ControlPlane
-from localsim.standin.healthcache import HealthCache
 from localsim.standin.kubelet import KubeletError, container_edits
 from simdevice.topology import CoreRange
 from testbed.controlplane import write_allocated
 from testbed.daemon import HEALTH_TIMEOUT, Daemon, short_tmpdir
 from testbed.fleetfill import node_selector
+from testbed.healthcache import HealthCache
 from testbed.rack import DRIVER, NAMESPACE, NODES, RACK, RACK_ID, Rack, published_rack, slices
 from testbed.waiting import wait_for
 

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from localsim.standin.healthcache import HealthCache
+from testbed.healthcache import HealthCache
 
 
 def update(device: str, health: int, timeout: int = 30) -> SimpleNamespace:
