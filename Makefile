@@ -149,12 +149,12 @@ test-previous-real-nodes: venv previous-binaries node-packages image
 # without --without-lws.
 DEMO_LWS = $(if $(findstring --without-lws,$(DEMO_ARGS)),,$(or $(findstring --with-lws,$(DEMO_ARGS)),$(findstring --profile aws,$(DEMO_ARGS)),$(findstring --profile=aws,$(DEMO_ARGS))))
 demo: venv $(if $(findstring --with-prometheus,$(DEMO_ARGS)),binaries,control-plane-binaries) $(if $(findstring --with-kueue,$(DEMO_ARGS)),kueue) $(if $(DEMO_LWS),lws)
-	$(WITH_BINARIES) $(PY) -m driver.localsim.commands.demo $(DEMO_ARGS)
+	$(WITH_BINARIES) $(PY) -m localsim.commands.demo $(DEMO_ARGS)
 
 # The same with real kubelets, containerd and the chart installed by helm
 # (root; docs/real-nodes.md): one Trn3 Gen1 UltraServer, 4 real nodes.
 demo-nodes: venv binaries node-packages image
-	$(WITH_BINARIES) $(PY) -m driver.localsim.commands.demo --real-nodes $(DEMO_ARGS)
+	$(WITH_BINARIES) $(PY) -m localsim.commands.demo --real-nodes $(DEMO_ARGS)
 
 demo-stop: venv
 	$(VENV)/bin/trainium-dra down

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from benchmarks import render
 from benchmarks.paths import RESULTS_DIR
 from benchmarks.report import Conditions, add_noisy_flag, write_results
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.chaos import daemon_edges, parser_edges, slice_edits, startup_edge
 from testbed.chaos.fuzzing import FuzzRun, run_property
 from testbed.chaos.load import load_rounds

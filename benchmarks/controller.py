@@ -37,7 +37,7 @@ from benchmarks.publishing import (
     remove_published,
 )
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, make_command, write_results
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import install
 
 COMMAND = "make bench-controller"

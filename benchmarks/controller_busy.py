@@ -20,8 +20,8 @@ from kubernetes import client
 
 from benchmarks.publishing import GROUP, VERSION, rack_names, rack_nodes
 from driver.devicemodel.naming import server_pool
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.procstat import process_cpu_seconds
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     controller,
     custom,

@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks.firstrun import MemorySampler, disk_mib, first_run_dirs, run_first
 from benchmarks.paths import ROOT
-from driver.localsim.controlplane.binaries import k8s_version
+from localsim.controlplane.binaries import k8s_version
 
 PREVIOUS = re.compile(r"^K8S_PREVIOUS := (v\S+)$", re.MULTILINE)
 """The release `make test` runs again after the pinned one (`make test-previous`)."""

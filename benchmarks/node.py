@@ -36,8 +36,8 @@ from kubernetes import client as k8s
 from benchmarks import pyspy
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
 from driver.kubeletplugin import pluginclient
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.standin.kubelet import KubeletStandIn
+from localsim.controlplane.plane import ControlPlane
+from localsim.standin.kubelet import KubeletStandIn
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import DRIVER, NODES, RACK_ID, Rack, Site, published_rack
 from testbed.waiting import wait_for

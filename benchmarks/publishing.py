@@ -20,11 +20,11 @@ import httpx
 from kubernetes import client
 
 from driver.controller.rackstate import desired_rack
-from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
+from driver.controller.slices import MANAGED
 from driver.devicemodel.ultraserver import parse_spec
-from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.names import DEFAULT_DRIVER_NAME, rack_label
 from driver.procstat import process_cpu_seconds
+from localsim.controlplane.plane import ControlPlane, free_port
 from testbed.controlplane import (
     WRITE_VERBS,
     controller,
@@ -91,9 +91,7 @@ def delete_racks(api: client.ApiClient, names: list[str]) -> None:
             "resource.k8s.io",
             "v1",
             "resourceslices",
-            label_selector=(
-                f"{MANAGED_BY_LABEL}={MANAGED_BY},{rack_label(DEFAULT_DRIVER_NAME)}={name}"
-            ),
+            label_selector=f"{MANAGED},{rack_label(DEFAULT_DRIVER_NAME)}={name}",
         )
         custom(api).delete_cluster_custom_object(GROUP, VERSION, "ultraservers", name)
 

@@ -31,7 +31,7 @@ from benchmarks.kubelet_histograms import Histogram, parse_histogram, summary_ms
 from benchmarks.plugin_metrics import scrape_pods
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, write_results
 from driver.jsontypes import JSON
-from driver.localsim.realnodes import cgroups
+from localsim.realnodes import cgroups
 from testbed.localcluster import Cluster, running_cluster, wait_for
 from testbed.realnodes import (
     DRIVER,

@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
+from localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
 from testbed.realnodes import RealCluster
 
 GO_DRIVER = "gpu.example.com"

@@ -32,8 +32,8 @@ from benchmarks import realnodes
 from benchmarks.kubelet_histograms import summary_ms
 from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 from driver.jsontypes import JSON
-from driver.localsim.images import pause_image
-from driver.localsim.realnodes import cgroups
+from localsim.images import pause_image
+from localsim.realnodes import cgroups
 from simdevice.topology import rack_spec
 from testbed.localcluster import running_cluster
 from testbed.realnodes import DRIVER, RealCluster, claim_template, namespace, real_cluster

@@ -23,7 +23,7 @@ from typing import Any, Final, Self, TypeVar
 from benchmarks import render
 from benchmarks.conditions import is_noisy
 from benchmarks.paths import RESULTS_DIR, ROOT
-from driver.localsim.controlplane.binaries import k8s_version
+from localsim.controlplane.binaries import k8s_version
 
 REPEATS: Final = 3
 """Interleaved repetitions behind every timed figure; the page shows their median

@@ -25,7 +25,7 @@ from benchmarks import render
 from benchmarks.publishing import create_racks, rack_nodes, ready_racks, remove_published
 from benchmarks.report import REPEATS, Conditions, add_noisy_flag, make_command, write_results
 from benchmarks.scalefit import SCHEDULER_RACKS
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import controller, custom, install, load_claim, pod
 from testbed.waiting import wait_for
 

@@ -72,7 +72,7 @@ from benchmarks.scheduler_runs import (
     run_pods,
 )
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import custom, install, load_claim, pod
 from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 from testbed.countersfirst import NAME as COUNTERS_FIRST

@@ -42,8 +42,8 @@ from benchmarks.scheduler_runs import (
 )
 from driver.devicemodel.naming import server_pool
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import custom, load_claim, pod, unschedulable, write_allocated
 from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 from testbed.countersfirst import NAME as COUNTERS_FIRST

@@ -22,8 +22,8 @@ from driver.devicemodel.layout import PARTITION_SIZES, LayoutOptions, build_layo
 from driver.devicemodel.nodemap import HOSTNAME_LABEL, map_nodes
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, parse_spec
 from driver.jsontypes import JSON
-from driver.localsim.clusterspec import RACK_LABEL
 from driver.names import DEFAULT_DRIVER_NAME
+from localsim.clusterspec import RACK_LABEL
 from simdevice.topology import rack_spec
 
 RACK: Final = "bench-sched"

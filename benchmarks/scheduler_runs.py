@@ -21,8 +21,8 @@ from driver.jsontypes import JSON
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
 from driver.kubeapi.resources import PODS, path_of
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.procstat import process_cpu_seconds
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import custom
 from testbed.waiting import wait_for
 

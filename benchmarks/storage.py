@@ -33,7 +33,7 @@ from benchmarks.publishing import (
     storage,
 )
 from benchmarks.report import Conditions, add_noisy_flag, interleaved, make_command, write_results
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import controller, install
 from testbed.waiting import wait_for
 

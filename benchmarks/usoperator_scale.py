@@ -53,8 +53,11 @@ from driver.devicemodel.awsprofile import (
 )
 from driver.devicemodel.profiles import AWS
 from driver.jsontypes import JSON
-from driver.localsim import serviceaccounts
-from driver.localsim.clusterspec import (
+from driver.names import driver_version
+from driver.procstat import process_cpu_seconds
+from driver.usoperator.names import GROUP, ULTRASERVERS, VERSION, WORKLOADS
+from localsim import serviceaccounts
+from localsim.clusterspec import (
     OPERATOR_COMPONENT,
     ClusterPaths,
     ClusterSpec,
@@ -63,12 +66,9 @@ from driver.localsim.clusterspec import (
     operator_argv,
     operator_values,
 )
-from driver.localsim.controlplane import chart
-from driver.localsim.controlplane.binaries import Binaries
-from driver.localsim.controlplane.plane import ControlPlane, free_port
-from driver.names import driver_version
-from driver.procstat import process_cpu_seconds
-from driver.usoperator.names import GROUP, ULTRASERVERS, VERSION, WORKLOADS
+from localsim.controlplane import chart
+from localsim.controlplane.binaries import Binaries
+from localsim.controlplane.plane import ControlPlane, free_port
 from simdevice.topology import rack_spec
 from testbed.controlplane import CONTROLLER, custom, stop
 from testbed.waiting import wait_for

@@ -15,12 +15,12 @@ from typing import Any, Final
 
 from benchmarks.paths import ROOT
 from benchmarks.report import Conditions, add_out_flag, write_results, write_trial
-from driver.whatif.faults import FaultRates, RandomFailures
-from driver.whatif.figures import summarize
-from driver.whatif.fleet import POLICIES, SPREAD
-from driver.whatif.offline import replay
-from driver.whatif.trace import TraceSpec, generate, read_trace
 from simdevice.topology import rack_spec
+from whatif.faults import FaultRates, RandomFailures
+from whatif.figures import summarize
+from whatif.fleet import POLICIES, SPREAD
+from whatif.offline import replay
+from whatif.trace import TraceSpec, generate, read_trace
 
 COMMAND = "make bench-whatif"
 EXAMPLE: Final[dict[str, Any]] = {

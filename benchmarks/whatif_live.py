@@ -41,13 +41,13 @@ from benchmarks.publishing import create_racks, rack_nodes
 from benchmarks.report import Conditions, add_noisy_flag, make_command, write_results
 from benchmarks.scale import all_ready
 from driver.devicemodel.layout import PARTITION_SIZES
-from driver.localsim.controlplane.plane import ControlPlane, free_port
 from driver.names import DEFAULT_DRIVER_NAME
-from driver.whatif import main as whatif
-from driver.whatif.jobdiff import SAME
+from localsim.controlplane.plane import ControlPlane, free_port
 from simdevice.topology import rack_spec
 from testbed.controlplane import controller, install
 from testbed.waiting import wait_for
+from whatif import main as whatif
+from whatif.jobdiff import SAME
 
 NAME: Final = "whatif-live"
 CLI: Final = str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "trainium-dra")

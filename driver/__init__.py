@@ -1,1 +1,2 @@
-"""Kubernetes side of trainium-dra: controller, node plugin and local cluster."""
+"""Kubernetes side of trainium-dra: controller, node plugin, UltraServer operator
+and the workload entry point; what the image carries."""

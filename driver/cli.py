@@ -1,4 +1,8 @@
-"""`trainium-dra` command: one entry point, each component owns its flags."""
+"""`trainium-dra` command: one entry point, each component owns its flags.
+
+The driver's own commands live in `driver`, which the image carries; the
+local cluster's (`localsim`) and the what-if's (`whatif`) are packages of a
+checkout beside it, which the image leaves out."""
 
 import importlib
 import sys
@@ -12,20 +16,20 @@ COMMANDS = {
     ),
     "workload": ("driver.container", "inside a workload container: show the claim, run work"),
     "controlplane": (
-        "driver.localsim.commands.controlplane",
+        "localsim.commands.controlplane",
         "start or stop a local Kubernetes control plane",
     ),
     "up": (
-        "driver.localsim.commands.up",
+        "localsim.commands.up",
         "start a local cluster with simulated UltraServers (make demo)",
     ),
-    "down": ("driver.localsim.commands.down", "stop the local cluster and remove its state"),
+    "down": ("localsim.commands.down", "stop the local cluster and remove its state"),
     "status": (
-        "driver.localsim.commands.status",
+        "localsim.commands.status",
         "racks, devices, allocations and unhealthy devices",
     ),
-    "top": ("driver.localsim.commands.top", "live per-core utilization of a rack"),
-    "whatif": ("driver.whatif.main", "replay a job trace on simulated racks (offline anchor)"),
+    "top": ("localsim.commands.top", "live per-core utilization of a rack"),
+    "whatif": ("whatif.main", "replay a job trace on simulated racks (offline anchor)"),
 }
 
 
@@ -44,7 +48,18 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"trainium-dra: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[command][0])
+    name = COMMANDS[command][0]
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name != name.split(".")[0] or name.startswith("driver."):
+            raise
+        print(
+            f"trainium-dra {command}: runs from a checkout of trainium-dra (its {err.name}/ "
+            "package), not from the driver's image; see docs/quickstart.md",
+            file=sys.stderr,
+        )
+        return 2
     result: int = module.main(rest)
     return result
 

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from driver.localsim.prometheus import substitute
+from localsim.prometheus import substitute
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARDS = ROOT / "charts" / "trainium-dra" / "dashboards"

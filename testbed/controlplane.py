@@ -19,10 +19,10 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from driver.jsontypes import JSON
-from driver.localsim.controlplane import chart
-from driver.localsim.controlplane.binaries import Binaries
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
+from localsim.controlplane import chart
+from localsim.controlplane.binaries import Binaries
+from localsim.controlplane.plane import ControlPlane
 from testbed.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.node.paths import NodePaths
+from localsim.standin.kubelet import KubeletStandIn
 from testbed.rack import SITE, Site
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import time
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.kueue.queues import API_VERSION
+from localsim.kueue.queues import API_VERSION
 from testbed.localcluster import Cluster, wait_for
 
 GROUP, VERSION = API_VERSION.split("/")

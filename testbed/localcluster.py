@@ -16,11 +16,11 @@ from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.kubeapi.credentials import typed_client
-from driver.localsim.clusterspec import ClusterPaths
-from driver.localsim.controlplane.binaries import Binaries
-from driver.localsim.controlplane.children import die_with_parent, trainium_dra_argv
-from driver.localsim.controlplane.k8srelease import Release, release_of
 from driver.node.cdi import spec_path
+from localsim.clusterspec import ClusterPaths
+from localsim.controlplane.binaries import Binaries
+from localsim.controlplane.children import die_with_parent, trainium_dra_argv
+from localsim.controlplane.k8srelease import Release, release_of
 from testbed import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "examples"

@@ -16,8 +16,8 @@ from kubernetes import client as k8s
 
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.objects import Objects
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
+from localsim.controlplane.plane import ControlPlane
 from simdevice.topology import rack_spec
 from testbed.waiting import wait_for
 

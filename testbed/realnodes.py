@@ -15,12 +15,12 @@ import httpx
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.clusterspec import ClusterSpec
-from driver.localsim.controlplane.binaries import Binaries, NodeBinaries
-from driver.localsim.realnodes import cgroups
-from driver.localsim.realnodes.plan import RealNode, plan_nodes
-from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
 from driver.node.durable.checkpoint import Checkpoint
+from localsim.clusterspec import ClusterSpec
+from localsim.controlplane.binaries import Binaries, NodeBinaries
+from localsim.realnodes import cgroups
+from localsim.realnodes.plan import RealNode, plan_nodes
+from localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
 from testbed.localcluster import Cluster, wait_for
 
 DRIVER = "trainium.sim.dev"

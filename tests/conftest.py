@@ -17,7 +17,7 @@ from xdist.scheduler import LoadScopeScheduling
 # hold assertions of their own: pytest rewrites them as it does the tests'.
 pytest.register_assert_rewrite("testbed")
 
-from driver.localsim.controlplane.plane import ControlPlane  # noqa: E402
+from localsim.controlplane.plane import ControlPlane  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CLUSTERS = {

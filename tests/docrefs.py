@@ -14,7 +14,19 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-TOP_DIRS = ("driver", "simdevice", "tests", "docs", "deploy", "charts", "hack", "benchmarks")
+TOP_DIRS = (
+    "driver",
+    "simdevice",
+    "localsim",
+    "whatif",
+    "testbed",
+    "tests",
+    "docs",
+    "deploy",
+    "charts",
+    "hack",
+    "benchmarks",
+)
 TOP_FILES = ("Makefile", "Dockerfile", "pyproject.toml", "uv.lock", "README.md")
 PLACEHOLDER = re.compile(r"[{}<>*…]|\.\.\.|\$")
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)

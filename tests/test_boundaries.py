@@ -4,7 +4,9 @@ per shared module, read from the bottom up, and no exception.
 The controller and the node daemon share only the device model, the
 apiserver client and the small shared modules; the kubelet-plugin machinery
 knows nothing of Trainium; `simdevice` knows nothing of Kubernetes; the
-node daemon reaches the apiserver through `driver.kubeapi` only.
+node daemon reaches the apiserver through `driver.kubeapi` only. Nothing in
+`driver` (what the image carries) imports the local cluster (`localsim`) or
+the what-if (`whatif`), the checkout's tools beside it.
 """
 
 import ast
@@ -53,7 +55,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.httpendpoint",
         "driver.mainwait",
     ),
-    "driver.localsim": (
+    "localsim": (
         "simdevice",
         "driver.devicemodel",
         "driver.kubeapi",
@@ -64,11 +66,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.mainwait",
         "driver.workqueue",
     ),
-    "driver.whatif": (
+    "whatif": (
         "simdevice",
         "driver.devicemodel",
         "driver.kubeapi",
-        "driver.localsim",
+        "localsim",
         "driver.procstat",
     ),
     "driver.cli": (),
@@ -78,7 +80,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.kubeapi",
         "driver.controller",
         "driver.node",
-        "driver.localsim",
+        "localsim",
         "driver.container",
         "driver.usoperator",
     ),
@@ -88,8 +90,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "driver.kubeapi",
         "driver.controller",
         "driver.kubeletplugin",
-        "driver.localsim",
-        "driver.whatif",
+        "localsim",
+        "whatif",
         "driver.usoperator",
         "driver.procstat",
         "testbed",
@@ -105,7 +107,7 @@ FORBIDDEN_OUTSIDE: dict[str, tuple[str, ...]] = {
 }
 """Third-party packages a package must not import."""
 
-OURS = ("driver", "simdevice", "testbed", "benchmarks", "tests")
+OURS = ("driver", "simdevice", "localsim", "whatif", "testbed", "benchmarks", "tests")
 
 
 def package_of(module: str) -> str:
@@ -117,7 +119,7 @@ def package_of(module: str) -> str:
 def source_files() -> dict[str, Path]:
     """Every module of the project's code (tests aside) by its dotted name."""
     out = {}
-    for top in ("driver", "simdevice", "testbed", "benchmarks"):
+    for top in ("driver", "simdevice", "localsim", "whatif", "testbed", "benchmarks"):
         for path in sorted((ROOT / top).rglob("*.py")):
             if "gen" in path.relative_to(ROOT).parts:
                 continue

@@ -1,11 +1,12 @@
 """The image's workload entry point (`driver/container.py`) runs inside user
 containers: nothing it imports, directly or through other modules of
-`driver`, may come from the local cluster (`driver.localsim`)."""
+the project's packages, may come from the local cluster (`localsim`)."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("driver", "simdevice", "localsim", "whatif")
 
 
 def module_file(module: str) -> Path | None:
@@ -16,8 +17,8 @@ def module_file(module: str) -> Path | None:
     return None
 
 
-def driver_imports(path: Path) -> set[str]:
-    """The `driver` modules a file imports, with the packages that hold them."""
+def project_imports(path: Path) -> set[str]:
+    """The project's modules a file imports, with the packages that hold them."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         names = []
@@ -27,7 +28,7 @@ def driver_imports(path: Path) -> set[str]:
             names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
         for name in names:
             parts = name.split(".")
-            if parts[0] == "driver":
+            if parts[0] in PACKAGES:
                 found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
     return {name for name in found if module_file(name) is not None}
 
@@ -37,7 +38,7 @@ def transitive_imports(module: str) -> set[str]:
     while todo:
         path = module_file(todo.pop())
         assert path is not None
-        for name in driver_imports(path) - seen:
+        for name in project_imports(path) - seen:
             seen.add(name)
             todo.append(name)
     return seen
@@ -45,10 +46,10 @@ def transitive_imports(module: str) -> set[str]:
 
 def test_the_walk_follows_imports_through_other_modules() -> None:
     # podsync does not import driver.node.cdi itself; workloadclient does
-    assert "driver.node.cdi" in transitive_imports("driver.localsim.standin.podsync")
+    assert "driver.node.cdi" in transitive_imports("localsim.standin.podsync")
 
 
 def test_the_container_entry_point_imports_nothing_of_the_local_cluster() -> None:
     reached = transitive_imports("driver.container")
     assert "driver.claimendpoint" in reached
-    assert sorted(m for m in reached if m.startswith("driver.localsim")) == []
+    assert sorted(m for m in reached if m.startswith("localsim")) == []

@@ -16,7 +16,7 @@ from unittest import mock
 import pytest
 
 from driver.cli import COMMANDS
-from driver.localsim.controlplane.plane import CONTROLLERS, REAL_NODE_CONTROLLERS
+from localsim.controlplane.plane import CONTROLLERS, REAL_NODE_CONTROLLERS
 from tests.docrefs import (
     DRIVERS,
     chart_device_classes,

@@ -25,7 +25,16 @@ ROOT = Path(__file__).resolve().parent.parent
 DEVELOPMENT = ROOT / "docs" / "development.md"
 PROVIDED = "## What the machine provides"
 INSTALLED = "### Debian packages"
-PYTHON_DIRS = ("driver", "simdevice", "tests", "testbed", "benchmarks", "hack")
+PYTHON_DIRS = (
+    "driver",
+    "simdevice",
+    "localsim",
+    "whatif",
+    "tests",
+    "testbed",
+    "benchmarks",
+    "hack",
+)
 
 
 def shell_scripts() -> dict[str, Script]:

@@ -4,8 +4,8 @@ import threading
 from pathlib import Path
 
 from driver.claimendpoint import ClaimEndpoint
-from driver.localsim.standin.podsync import TICK, PodRecord, next_visit
 from driver.workqueue import WorkQueue
+from localsim.standin.podsync import TICK, PodRecord, next_visit
 
 
 def test_work_queue_dedups_serializes_and_requeues() -> None:

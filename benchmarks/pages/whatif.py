@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.pages.common import provenance, replace_block, run_line
-from driver.whatif.report import COLUMNS, MAKESPAN, SPREAD_LOST, table, without_spread
+from whatif.report import COLUMNS, MAKESPAN, SPREAD_LOST, table, without_spread
 
 
 def alike_makespans(runs: Sequence[dict[str, Any]]) -> dict[str, float]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from benchmarks.conditions import is_noisy
 from benchmarks.pages.common import replace_block, table
-from driver.whatif.jobdiff import CAUSES
+from whatif.jobdiff import CAUSES
 
 TOP_PROCESSES = 5
 

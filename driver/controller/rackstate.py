@@ -220,7 +220,7 @@ def observe_rack(
         for name in want.aliases.get((s["spec"]["pool"]["name"], d["name"]), (d["name"],))
     }
     return Observed(
-        generation=spec.generation,
+        generation=spec.object_generation,
         servers=spec.rack.servers,
         mapping=want.mapping,
         published=[d for d in want.devices if d.name in names],

@@ -329,7 +329,7 @@ class Reconciler:
             for s in existing
         }
         try:
-            if self.refused.get(name) == (spec.uid, spec.generation):
+            if self.refused.get(name) == (spec.uid, spec.object_generation):
                 raise CountersDroppedError(PARTITIONING_OFF)
             self._execute(plan, versions)
         except ApiError as err:
@@ -338,7 +338,7 @@ class Reconciler:
             error = f"{err.status} {err.reason}: {(err.body or '')[:300]}"
             return Published(desired, plan.generation, error), None
         except CountersDroppedError:
-            self.refused[name] = (spec.uid, spec.generation)
+            self.refused[name] = (spec.uid, spec.object_generation)
             for s in self.kube.list_all(SLICES, labels=f"{rack_label(self.driver)}={name}"):
                 self._delete_slice(s["metadata"]["name"])
             return Published([], 0, PARTITIONING_OFF, "PartitionableDevicesOff"), None

@@ -23,7 +23,7 @@ from driver.controller.metrics import ControllerMetrics
 from driver.controller.probes import ReplicaState, Role, report
 from driver.controller.reconciler import ConflictError, Reconciler, Stores, racks_for_nodes
 from driver.controller.sliceindex import SliceIndex
-from driver.controller.slices import MANAGED_BY, MANAGED_BY_LABEL
+from driver.controller.slices import MANAGED, left_by_another_driver
 from driver.controller.slicewatch import SliceWatch
 from driver.controller.workloadwatch import WorkloadWatch
 from driver.devicemodel.rackguard import RackHold, occupancy
@@ -31,7 +31,7 @@ from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, 
 from driver.kopfrun import kopf_login, run_kopf
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.objects import Objects
-from driver.kubeapi.resources import CLAIMS, HEALTH, NODES, ULTRASERVERS
+from driver.kubeapi.resources import CLAIMS, HEALTH, NODES, SLICES, ULTRASERVERS
 from driver.names import rack_label
 from driver.workqueue import WorkQueue
 
@@ -81,7 +81,7 @@ class Controller:
             self.objects.server,
             self.slice_index,
             {
-                "labelSelector": f"{MANAGED_BY_LABEL}={MANAGED_BY}",
+                "labelSelector": MANAGED,
                 "fieldSelector": f"spec.driver={flags.driver_name}",
             },
             on_change=lambda rack: self.queue.add(rack, SLICE_CHANGE_DELAY),
@@ -213,6 +213,19 @@ class Controller:
         if self.workload_watch is not None:
             self.workload_watch.prime()
         self._relist()
+        self._delete_left_by_another_driver()
+
+    def _delete_left_by_another_driver(self) -> None:
+        """Once, as the new leader: the chart keeps one Lease across profiles,
+        so a controller of another driver name that published for these racks
+        has stopped leading, and its slices are left to this one."""
+        driver = self.flags.driver_name
+        listed = self.objects.list_all(SLICES, MANAGED, f"spec.driver!={driver}")
+        names = left_by_another_driver(listed, driver, self.stores.racks.items().keys())
+        for name in names:
+            self.objects.delete(SLICES, name)
+        if names:
+            log.info("deleted %d slices another driver left for these racks", len(names))
 
     def _relist(self) -> None:
         """List every watched kind into its store; queue every rack, any rack that

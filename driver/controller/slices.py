@@ -20,9 +20,9 @@ left at 0 here: the reconciler decides it, and `resourceSliceCount` counts
 the slices of each pool.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Any, Final
 
 from driver.devicemodel import attributes
 from driver.devicemodel.awsprofile import (
@@ -60,6 +60,8 @@ MAX_ATTRIBUTES_AND_CAPACITIES: Final = 32
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "trainium-dra-controller"
+MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+"""The label selector of every slice a controller of this driver writes."""
 
 Taint = Mapping[str, str]
 
@@ -381,3 +383,20 @@ def _common(layers: Iterable[tuple[str, ...]]) -> list[str]:
             break
         out.append(level[0])
     return out
+
+
+def left_by_another_driver(
+    slices: Iterable[Mapping[str, Any]], driver: str, racks: Collection[str]
+) -> list[str]:
+    """Names of the managed `slices` another driver's controller published for
+    one of `racks` (the UltraServers this one serves): what a controller of the
+    previous profile left when the chart changed profile. Nothing updates or
+    deletes them any more, and the scheduler would still hand out their
+    devices beside this driver's. Another driver's slices of racks this one
+    does not serve are not its business."""
+    return [
+        s["metadata"]["name"]
+        for s in slices
+        if s["spec"]["driver"] != driver
+        and (s["metadata"].get("labels") or {}).get(rack_label(s["spec"]["driver"])) in racks
+    ]

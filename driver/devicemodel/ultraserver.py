@@ -36,7 +36,8 @@ class FabricSpec:
 class UltraServerSpec:
     name: str
     uid: str
-    generation: int  # metadata.generation
+    object_generation: int
+    """The object's metadata.generation (the hardware's is `rack.generation`)."""
     rack: RackSpec
     mode: str
     flat_device: str
@@ -114,7 +115,7 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
     return UltraServerSpec(
         name=str(meta["name"]),
         uid=str(meta.get("uid", "")),
-        generation=int(meta.get("generation", 0)),
+        object_generation=int(meta.get("generation", 0)),
         rack=rack,
         mode=mode,
         flat_device=flat_device,

@@ -1,6 +1,6 @@
 """Client side of the kubelet plugin API over unix sockets.
 
-Used by the kubelet stand-in (driver/localsim/standin/kubelet.py) and by this daemon's
+Used by the kubelet stand-in (localsim/standin/kubelet.py) and by this daemon's
 own probes, which call the real services over the real sockets.
 """
 

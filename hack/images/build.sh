@@ -65,7 +65,7 @@ python_base() {
 
 driver_image() {
   local base=$1 key ref archive
-  key=$(cd "$root" && python3 -m driver.localsim.images driver-key)
+  key=$(cd "$root" && python3 -m localsim.images driver-key)
   ref=localhost/trainium-dra/driver:$key
   archive="$out/driver-$key.tar"
   if [ ! -f "$archive" ]; then

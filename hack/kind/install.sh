@@ -3,10 +3,10 @@
 # deploy/values/kind.yaml and then each values file after it (`make
 # kind-install` gives none, `make kind-aws` deploy/values/kind-aws.yaml), the
 # image $IMAGE_REPO:$IMAGE_TAG that `make kind-load` put on the nodes, and
-# prints the UltraServers. An upgrade that changes the driver's name (another
-# profile) leaves the slices the old controller published behind, as no
-# controller watches that name any more: they are deleted here, and the new
-# controller's slices are waited for on every node.
+# prints the UltraServers once the controller's slices are there: for every
+# node, and none left of another driver name (after a change of profile the
+# new controller deletes what the old one published for its racks when it
+# takes the Lease).
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -32,17 +32,11 @@ driver=$(grep -oE -- '--driver-name=[^"]+' <<<"$args")
 driver=${driver#--driver-name=}
 # Every node publishes devices of this driver (the kind nodes are all the
 # UltraServer's): by spec.nodeName (the AWS profile's pool per node) or by
-# name in a node selector (the trainium profile's server slices). The old
-# controller's slices (its managed-by label, another driver name) are deleted
-# until none is left: a replaced controller still stopping may write again.
+# name in a node selector (the trainium profile's server slices).
 nodes=$("${kubectl[@]}" get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort)
 for _ in {1..60}; do
   stale=$("${kubectl[@]}" get resourceslices -l app.kubernetes.io/managed-by=trainium-dra-controller \
     --field-selector "spec.driver!=$driver" -o name)
-  if [ -n "$stale" ]; then
-    log "deleting $(grep -c . <<<"$stale") slices of another driver than $driver"
-    xargs "${kubectl[@]}" delete --ignore-not-found >/dev/null <<<"$stale"
-  fi
   published=$("${kubectl[@]}" get resourceslices --field-selector "spec.driver=$driver" -o \
     jsonpath='{range .items[*]}{.spec.nodeName}{.spec.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0]}{"\n"}{end}' |
     sed '/^$/d' | sort -u)
@@ -52,5 +46,6 @@ for _ in {1..60}; do
   fi
   sleep 2
 done
-log "$driver publishes devices of [$(echo $published)] after 120 s, want [$(echo $nodes)]"
+log "$driver publishes devices of [$(echo $published)] after 120 s, want [$(echo $nodes)];" \
+  "slices of another driver: [$(echo $stale)]"
 exit 1

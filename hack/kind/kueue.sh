@@ -6,7 +6,7 @@
 # is read from the Go module at run time. The manager's configuration and the
 # default queues are those of `trainium-dra up --with-kueue`, made from the
 # cluster's DeviceClasses, UltraServers and Nodes by
-# driver/localsim/kueue/chartvalues.py (the `DynamicResourceAllocation` gate,
+# localsim/kueue/chartvalues.py (the `DynamicResourceAllocation` gate,
 # a `deviceClassMappings` entry per DeviceClass with an extended resource
 # name, the ClusterQueue `trainium` holding the cluster). Run by `make
 # kind-kueue`.
@@ -28,7 +28,7 @@ chart=$(cd "$root/hack/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/cha
 repository=localhost/trainium-dra/kueue
 "$here/manager-image.sh" "$cluster" kueue "$dir/kueue" "$version"
 "${kubectl[@]}" get deviceclasses,ultraservers,nodes -o json |
-  "$root/.venv/bin/python" -m driver.localsim.kueue.chartvalues "$work/values.yaml" "$work/queues.yaml"
+  "$root/.venv/bin/python" -m localsim.kueue.chartvalues "$work/values.yaml" "$work/queues.yaml"
 log "helm install kueue $version from $chart"
 # Small requests: the kind nodes share one machine (the chart asks for 500m).
 "${HELM:-helm}" upgrade --install kueue "$chart" --kube-context "kind-$cluster" \

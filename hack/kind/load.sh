@@ -14,7 +14,7 @@ image=${2:?usage: load.sh CLUSTER IMAGE}
 cache=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}
 provider=${KIND_PROVIDER:-$("$here/provider.sh")}
 
-key=$(cd "$root" && python3 -m driver.localsim.images driver-key)
+key=$(cd "$root" && python3 -m localsim.images driver-key)
 archive="$cache/images/driver-$key.tar"
 [ -f "$archive" ] || { echo "kind-load: no $archive for these sources: run make image" >&2; exit 1; }
 "${KIND:-kind}" load image-archive "$archive" --name "$cluster"

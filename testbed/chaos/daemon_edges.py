@@ -20,10 +20,10 @@ from urllib.parse import quote
 import httpx
 from hypothesis import strategies as st
 
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.standin.kubelet import KubeletStandIn
 from driver.node import cdi
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, Checkpoint
+from localsim.controlplane.plane import ControlPlane
+from localsim.standin.kubelet import KubeletStandIn
 from simdevice.workloads import KINDS
 from testbed.chaos.fuzzing import ACCEPTED, HANG, JSON_VALUES, REFUSED, either, maybe_field
 from testbed.chaos.parser_edges import corrupt

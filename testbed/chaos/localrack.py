@@ -1,7 +1,7 @@
 """A local cluster run inside the calling process, so a chaos run can kill and
 restart any part of it: etcd, the apiserver, the controller, a node daemon.
 
-The parts are the ones `trainium-dra up` runs (driver/localsim): the real
+The parts are the ones `trainium-dra up` runs (localsim): the real
 control plane, the controller, one node daemon per rack and the kubelet
 stand-ins that run pods. A supervisor thread restarts a dead controller or
 daemon as `up` does.
@@ -18,13 +18,13 @@ from pathlib import Path
 from kubernetes import client
 
 from driver.kubeapi.credentials import typed_client
-from driver.localsim.clusterspec import ClusterPaths, ClusterSpec, RackPlan
-from driver.localsim.controlplane.children import Child
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.serving import Progress
-from driver.localsim.standin.serve import StandInCluster
-from driver.localsim.state import remove_state
 from driver.node.durable.checkpoint import Checkpoint, ClaimRecord
+from localsim.clusterspec import ClusterPaths, ClusterSpec, RackPlan
+from localsim.controlplane.children import Child
+from localsim.controlplane.plane import ControlPlane
+from localsim.serving import Progress
+from localsim.standin.serve import StandInCluster
+from localsim.state import remove_state
 from testbed.localcluster import short_state_dir
 
 SUPERVISE_INTERVAL = 0.5
@@ -61,9 +61,6 @@ class ChaosCluster:
     def sim_control(self, rack: str = "rack-a") -> Path:
         """The rack's daemon's simulator-control socket (fault injection)."""
         return self.paths.sim_control_socket(rack)
-
-    def daemon_log(self, rack: str = "rack-a") -> Path:
-        return self.paths.logs / f"node-{rack}.log"
 
     def logs(self) -> list[Path]:
         """Every log of the driver's own processes (controller and daemons)."""

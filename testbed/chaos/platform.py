@@ -19,10 +19,10 @@ from typing import Any
 from kubernetes import client
 
 from driver.devicemodel.layout import planned_devices
-from driver.localsim.clusterspec import node_labels
-from driver.localsim.controlplane.children import Child
-from driver.localsim.controlplane.plane import free_port
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME, rack_label
+from localsim.clusterspec import node_labels
+from localsim.controlplane.children import Child
+from localsim.controlplane.plane import free_port
 from simdevice.topology import rack_spec
 from testbed.chaos import audit
 from testbed.chaos.localrack import ChaosCluster

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from driver.controller.writeplan import same
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.chaos.fuzzing import ACCEPTED, HANG, REFUSED
 from testbed.chaos.parser_edges import edit_pool
 from testbed.chaos.parser_edges import slice_edits as edit_lists

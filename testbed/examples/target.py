@@ -17,10 +17,10 @@ from kubernetes import client
 
 from driver.container import ERROR, HOLDING, SHOWN_ENV
 from driver.jsontypes import JSON
-from driver.localsim.clusterspec import ClusterSpec
-from driver.localsim.commands.running import open_running
-from driver.localsim.commands.top import Sample, parse_all
 from driver.node.cdi import host_path
+from localsim.clusterspec import ClusterSpec
+from localsim.commands.running import open_running
+from localsim.commands.top import Sample, parse_all
 from simdevice.topology import RackSpec, rack_spec
 from testbed.examples.rackscale import for_rack, server_on
 from testbed.localcluster import Cluster, example_file, wait_for

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 
 from benchmarks.publishing import clear_etcd_history, storage
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

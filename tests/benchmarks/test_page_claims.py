@@ -10,7 +10,7 @@ from typing import Any
 from benchmarks.kubelet_histograms import Histogram, bucket_of, summary_ms
 from benchmarks.pages import controller, realnodes, realrack, scale, scheduler, whatif
 from benchmarks.scalefit import fit
-from driver.whatif.report import MAKESPAN, table
+from whatif.report import MAKESPAN, table
 
 MIB = 2**20
 

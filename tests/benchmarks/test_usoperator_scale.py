@@ -20,7 +20,7 @@ from benchmarks.usoperator_scale import (
     ultraservers,
     workload_objects,
 )
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 
 PAIR = "neuron.amazonaws.com/ultraserver-server-id-2"
 

@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.chaos import daemon_edges as edges
 from testbed.chaos.fuzzing import run_property
 from testbed.chaos.parser_edges import checkpoint_files

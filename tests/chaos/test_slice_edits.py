@@ -6,7 +6,7 @@ from functools import partial
 
 import pytest
 
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.chaos import slice_edits
 from testbed.chaos.fuzzing import ACCEPTED, run_property
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     custom,
     load_claim,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     allocation,
     condition,

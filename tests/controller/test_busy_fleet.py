@@ -22,7 +22,7 @@ from kubernetes import client
 from driver.devicemodel.layout import LayoutOptions, build_layout
 from driver.devicemodel.naming import ULTRASERVER_DEVICE, rack_of_pool, server_pool
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from simdevice.topology import rack_spec
 from testbed.controlplane import (
     custom,

@@ -12,7 +12,7 @@ from kubernetes import client
 from driver.controller.lease import LeaseElector
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.objects import Objects
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

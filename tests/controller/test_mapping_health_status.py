@@ -28,7 +28,7 @@ def rack_obj(**spec: object) -> dict[str, object]:
 
 def test_parse_spec_defaults_and_errors_name_the_field() -> None:
     spec = parse_spec(rack_obj())
-    assert (spec.mode, spec.flat_device, spec.default_lnc, spec.generation) == (
+    assert (spec.mode, spec.flat_device, spec.default_lnc, spec.object_generation) == (
         "partitioned",
         "chip",
         2,

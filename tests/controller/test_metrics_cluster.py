@@ -13,8 +13,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from driver.localsim.controlplane.plane import ControlPlane, free_port
-from driver.localsim.prometheus import Targets, rule_files, start_prometheus
+from localsim.controlplane.plane import ControlPlane, free_port
+from localsim.prometheus import Targets, rule_files, start_prometheus
 from testbed.controlplane import (
     Samples,
     condition,

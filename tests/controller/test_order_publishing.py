@@ -13,7 +13,7 @@ from driver.devicemodel.blocking import blocked_devices
 from driver.devicemodel.layout import LayoutOptions, build_layout
 from driver.devicemodel.naming import rack_of_pool, server_pool
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from simdevice.topology import rack_spec
 from testbed.controlplane import (
     custom,

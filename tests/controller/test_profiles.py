@@ -4,8 +4,8 @@ import pytest
 
 from driver.controller.flags import parse as parse_controller
 from driver.devicemodel.profiles import AWS, PROFILES, TRAINIUM
-from driver.localsim.clusterspec import ClusterSpec, ClusterSpecError
-from driver.localsim.commands.flags import parse_up
+from localsim.clusterspec import ClusterSpec, ClusterSpecError
+from localsim.commands.flags import parse_up
 
 
 def test_every_command_takes_the_same_profiles() -> None:

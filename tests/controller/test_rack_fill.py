@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from driver.devicemodel.naming import ULTRASERVER_DEVICE, partition_name, server_pool
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     allocation,
     custom,

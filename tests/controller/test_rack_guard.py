@@ -26,8 +26,8 @@ from driver.devicemodel.rackguard import (
     rack_claimed_key,
     rack_in_use_key,
 )
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     custom,
     load_claim,

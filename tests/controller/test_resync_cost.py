@@ -12,7 +12,7 @@ import httpx
 import pytest
 from kubernetes import client
 
-from driver.localsim.controlplane.plane import ControlPlane, free_port
+from localsim.controlplane.plane import ControlPlane, free_port
 from testbed.controlplane import (
     controller,
     custom,

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from driver.localsim.controlplane import chart
-from driver.localsim.controlplane.binaries import Binaries
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane import chart
+from localsim.controlplane.binaries import Binaries
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import controller, custom, install, ultraserver
 from testbed.waiting import wait_for
 

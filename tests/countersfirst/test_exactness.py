@@ -18,8 +18,8 @@ from benchmarks.scheduler_busy import BUSY_LAYOUTS, clear_busy
 from benchmarks.scheduler_layouts import rack_nodes
 from benchmarks.scheduler_runs import NS, ensure_fleet_nodes, publish
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME
+from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     allocation,
     custom,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import yaml
 
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from tests.deploy.chart import Case, fresh_namespace, kubectl, render
 
 ACCESS_KINDS = (

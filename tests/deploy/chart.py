@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.binaries import Binaries
-from driver.localsim.controlplane.chart import helm_binary
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.binaries import Binaries
+from localsim.controlplane.chart import helm_binary
+from localsim.controlplane.plane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainium-dra"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from tests.deploy.chart import CHART, kubectl
 
 FIELD_MANAGER = "tests-deploy"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from tests.deploy.chart import Case, cases, fresh_namespace, kubectl, render
 from tests.deploy.conftest import FIELD_MANAGER
 

@@ -19,9 +19,9 @@ from driver.controller import flags as controller_flags
 from driver.devicemodel.awsprofile import AWS_DRIVER, EFA_CLASS
 from driver.httpendpoint import split_address
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.schedulerconfig import chart_profiles
 from driver.names import DEFAULT_DRIVER_NAME
 from driver.node import flags as node_flags
+from localsim.controlplane.schedulerconfig import chart_profiles
 from tests.deploy.chart import (
     CHART,
     MONITORING_API,

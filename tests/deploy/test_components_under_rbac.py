@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client as k8s
 
 from driver.devicemodel.naming import ULTRASERVER_DEVICE
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed import controlplane
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import Site

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from driver.devicemodel.awsprofile import ULTRASERVER_MODES
 from driver.devicemodel.profiles import CONFIG_KINDS as KINDS
 from driver.devicemodel.profiles import NEURON_CONFIG, PROFILES, TRAINIUM
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.node.claimconfig import ConfigError, parse_config
+from localsim.controlplane.plane import ControlPlane
 from simdevice.topology import VALID_LNC
 from tests.deploy.chart import Case, kubectl, render
 

@@ -163,6 +163,32 @@ def test_entrypoint_is_the_console_script(dockerfile: Dockerfile) -> None:
     assert {"controller", "node"} <= COMMANDS.keys()
 
 
+def test_the_image_s_packages_run_the_driver_and_refuse_the_checkout_s_commands(
+    dockerfile: Dockerfile, tmp_path: Path
+) -> None:
+    """What the image copies of the tree is `driver` and `simdevice`: there
+    `up` says it runs from a checkout instead of failing on an import."""
+    copied = {i.args.split()[0].rstrip("/") for i in dockerfile.stages[0].all("COPY")}
+    assert {"driver", "simdevice"} <= copied and not copied & {"localsim", "whatif"}
+    for package in ("driver", "simdevice"):
+        (tmp_path / package).symlink_to(ROOT / package)
+    run = [sys.executable, "-S", "-c", "import sys; from driver.cli import main; sys.exit(main())"]
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+
+    def cli(arg: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*run, arg], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        )
+
+    up = cli("up")
+    assert up.returncode == 2, up.stderr
+    assert "trainium-dra up: runs from a checkout of trainium-dra (its localsim/ package)" in (
+        up.stderr
+    )
+    listed = cli("--help")
+    assert listed.returncode == 0 and "whatif" in listed.stdout
+
+
 def test_runs_as_non_root_without_healthcheck(dockerfile: Dockerfile) -> None:
     stage = final(dockerfile)
     users = stage.all("USER")

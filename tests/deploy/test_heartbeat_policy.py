@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.node.heartbeat import lease_object
+from localsim.controlplane.plane import ControlPlane
 from testbed.waiting import wait_for
 from tests.deploy.access import NODE_NAME_EXTRA, access_installed, attempt
 from tests.deploy.chart import Case, kubectl

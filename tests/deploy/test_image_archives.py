@@ -9,8 +9,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from driver.localsim import images
-from driver.localsim.images import ImageMissingError
+from localsim import images
+from localsim.images import ImageMissingError
 from tests.deploy import ociarchive
 from tests.deploy.dockerfile import parse
 

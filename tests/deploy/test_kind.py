@@ -25,9 +25,9 @@ from driver.devicemodel.placement import find_place
 from driver.devicemodel.profiles import AWS
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, parse_spec
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.k8srelease import DEFAULT
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEFAULT_DRIVER_NAME, WHOLE_BY_NAME, device_class_name
+from localsim.controlplane.k8srelease import DEFAULT
+from localsim.controlplane.plane import ControlPlane
 from simdevice.topology import rack_spec
 from tests.deploy.chart import CHART, Case, by_kind, fresh_namespace, kubectl, one, render
 

@@ -19,15 +19,15 @@ import httpx
 import pytest
 import yaml
 
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.prometheus import (
+from localsim.controlplane.plane import ControlPlane
+from localsim.prometheus import (
     PrometheusProcess,
     Targets,
     rule_files,
     start_prometheus,
     substitute,
 )
-from driver.localsim.standin.kubelet import KubeletError
+from localsim.standin.kubelet import KubeletError
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import NODES, RACK_ID, Rack, published_rack
 from testbed.waiting import wait_for

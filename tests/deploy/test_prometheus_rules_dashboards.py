@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from driver.localsim.commands.flags import parse_up
-from driver.localsim.prometheus import (
+from localsim.commands.flags import parse_up
+from localsim.prometheus import (
     CONTROLLER_JOB,
     NODE_JOB,
     RULES_DIR,

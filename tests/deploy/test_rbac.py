@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from tests.deploy.access import ACCESS_KINDS, NODE_NAME_EXTRA, access_installed, attempt
 from tests.deploy.chart import Case, kubectl
 

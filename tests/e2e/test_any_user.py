@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.clusterspec import ClusterPaths
-from driver.localsim.controlplane.binaries import Binaries, cache_root
+from localsim.clusterspec import ClusterPaths
+from localsim.controlplane.binaries import Binaries, cache_root
 
 pytestmark = pytest.mark.integration
 

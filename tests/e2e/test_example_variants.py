@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from driver.localsim.controlplane.k8srelease import DEFAULT, V1_36, Release
+from localsim.controlplane.k8srelease import DEFAULT, V1_36, Release
 from simdevice.topology import rack_spec
 from testbed.examples.rackscale import WRITTEN_FOR, for_rack
 from testbed.localcluster import EXAMPLES, example_file

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from driver.jsontypes import JSON
-from driver.localsim.kueue.queues import CLUSTER_QUEUE, LOCAL_QUEUE, LOCAL_QUEUE_NAMESPACE
-from driver.localsim.prometheus import query
+from localsim.kueue.queues import CLUSTER_QUEUE, LOCAL_QUEUE, LOCAL_QUEUE_NAMESPACE
+from localsim.prometheus import query
 from simdevice.topology import rack_spec
 from testbed.examples.kueue import (
     test_a_team_borrows_and_the_lender_reclaims,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.clusterspec import ClusterPaths
-from driver.localsim.controlplane.children import trainium_dra_argv
-from driver.localsim.state import owned
+from localsim.clusterspec import ClusterPaths
+from localsim.controlplane.children import trainium_dra_argv
+from localsim.state import owned
 from testbed.localcluster import short_state_dir, wait_for
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
-from driver.localsim.clusterspec import (
+from localsim.clusterspec import (
     RACK_LABEL,
     ClusterPaths,
     ClusterSpec,
@@ -15,12 +15,12 @@ from driver.localsim.clusterspec import (
     node_labels,
     ultraserver_object,
 )
-from driver.localsim.commands.flags import parse_sizes, parse_up
-from driver.localsim.commands.status import ClaimCores, allocation_rows, compact, table
-from driver.localsim.commands.top import parse_metrics, render, shade
-from driver.localsim.controlplane.chart import NAMESPACE, select
-from driver.localsim.standin import podstatus
-from driver.localsim.standin.workloadclient import workload_spec
+from localsim.commands.flags import parse_sizes, parse_up
+from localsim.commands.status import ClaimCores, allocation_rows, compact, table
+from localsim.commands.top import parse_metrics, render, shade
+from localsim.controlplane.chart import NAMESPACE, select
+from localsim.standin import podstatus
+from localsim.standin.workloadclient import workload_spec
 from simdevice.workloads import WorkloadError
 
 

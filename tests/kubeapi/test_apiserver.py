@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from driver.kubeapi.apiserver import MAX_IDLE, ApiError, ApiServer, ApiUnreachableError
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

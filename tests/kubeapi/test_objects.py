@@ -9,7 +9,7 @@ import pytest
 from driver.kubeapi.apiserver import ApiError, ApiServer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import LEASES, NODES, Resource, path_of
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """Unit tests of what Kueue and LeaderWorkerSet share beside the local cluster
-(driver/localsim/addon/): the kustomize patches of both kinds, webhooks and
+(localsim/addon/): the kustomize patches of both kinds, webhooks and
 CRD conversion pointed at the manager on loopback, the manifests read from a
 build's `config/`, and the missing-build message."""
 
@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-from driver.localsim.addon import manifests
-from driver.localsim.addon.install import ManagerInstall, ManagerMissingError
-from driver.localsim.addon.webhooks import (
+from localsim.addon import manifests
+from localsim.addon.install import ManagerInstall, ManagerMissingError
+from localsim.addon.webhooks import (
     Patch,
     json_patch,
     local_webhook_configuration,

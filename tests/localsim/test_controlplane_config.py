@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.controlplane import binaries
-from driver.localsim.controlplane.k8srelease import V1_36, V1_37, Release
-from driver.localsim.controlplane.plane import (
+from localsim.controlplane import binaries
+from localsim.controlplane.k8srelease import V1_36, V1_37, Release
+from localsim.controlplane.plane import (
     CLIENT_QPS,
     CONTROLLERS,
     ControlPlaneConfig,
@@ -18,7 +18,7 @@ from driver.localsim.controlplane.plane import (
     feature_gates_flag,
     scheduler_args,
 )
-from driver.localsim.controlplane.schedulerconfig import configuration
+from localsim.controlplane.schedulerconfig import configuration
 from testbed.gomodules import HACK, required_version
 
 

@@ -3,8 +3,8 @@ ServiceAccounts and the admin kubeconfig's cluster, never its user."""
 
 import pytest
 
-from driver.localsim.controlplane.chart import select
-from driver.localsim.serviceaccounts import service_account, token_kubeconfig
+from localsim.controlplane.chart import select
+from localsim.serviceaccounts import service_account, token_kubeconfig
 
 ADMIN = {
     "apiVersion": "v1",

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from driver import container
-from driver.localsim.commands.demo import shown_all, wait_for_logs
+from localsim.commands.demo import shown_all, wait_for_logs
 
 
 def workload_output(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.commands.flags import parse_up
-from driver.localsim.commands.hints import EXAMPLES, example
-from driver.localsim.commands.up import usage_lines
+from localsim.commands.flags import parse_up
+from localsim.commands.hints import EXAMPLES, example
+from localsim.commands.up import usage_lines
 
 NEWCOMER_PATH = "/usr/bin:/bin"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim import images
-from driver.localsim.images import ImageMissingError
 from hack.images import oci_archive
+from localsim import images
+from localsim.images import ImageMissingError
 
 ROOT = Path(__file__).resolve().parents[2]
 

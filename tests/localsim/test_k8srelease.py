@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from driver.localsim.controlplane.binaries import Binaries
-from driver.localsim.controlplane.k8srelease import (
+from localsim.controlplane.binaries import Binaries
+from localsim.controlplane.k8srelease import (
     DEFAULT,
     RELEASES,
     UnsupportedReleaseError,

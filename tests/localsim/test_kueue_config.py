@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from driver.localsim.addon.ports import ManagerPorts
-from driver.localsim.clusterspec import ClusterSpec
-from driver.localsim.commands.flags import parse_up
-from driver.localsim.kueue.chartvalues import chart_values, node_allocatable, racks_of
-from driver.localsim.kueue.install import KUEUE_VERSION, KueueInstall, KueueMissingError
-from driver.localsim.kueue.queues import (
+from localsim.addon.ports import ManagerPorts
+from localsim.clusterspec import ClusterSpec
+from localsim.commands.flags import parse_up
+from localsim.kueue.chartvalues import chart_values, node_allocatable, racks_of
+from localsim.kueue.install import KUEUE_VERSION, KueueInstall, KueueMissingError
+from localsim.kueue.queues import (
     CLUSTER_QUEUE,
     LOCAL_QUEUE,
     LOCAL_QUEUE_NAMESPACE,
@@ -24,14 +24,14 @@ from driver.localsim.kueue.queues import (
     quotas,
     scale_quantity,
 )
-from driver.localsim.kueue.settings import (
+from localsim.kueue.settings import (
     admission,
     chart_configuration,
     configuration,
     device_class_mappings,
     transformations,
 )
-from driver.localsim.prometheus import KUEUE_JOB, Targets, prometheus_config
+from localsim.prometheus import KUEUE_JOB, Targets, prometheus_config
 from testbed.gomodules import HACK, required_version
 
 DRIVER = "trainium.sim.dev"

@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 import yaml
 
-from driver.localsim.addon.ports import ManagerPorts
-from driver.localsim.clusterspec import ClusterPaths, ClusterSpec
-from driver.localsim.commands.flags import parse_up
-from driver.localsim.commands.upsettings import (
+from localsim.addon.ports import ManagerPorts
+from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.commands.flags import parse_up
+from localsim.commands.upsettings import (
     UpSettings,
     differences,
     read_settings,
     write_settings,
 )
-from driver.localsim.lws.install import LWS_VERSION, LwsInstall, LwsMissingError
-from driver.localsim.lws.settings import configuration
+from localsim.lws.install import LWS_VERSION, LwsInstall, LwsMissingError
+from localsim.lws.settings import configuration
 from testbed.gomodules import HACK, required_version
 
 ROOT = Path(__file__).resolve().parents[2]

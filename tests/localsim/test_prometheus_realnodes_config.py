@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from driver.localsim.commands.flags import parse_up
-from driver.localsim.controlplane.chart import NAMESPACE
-from driver.localsim.prometheus import (
+from localsim.commands.flags import parse_up
+from localsim.controlplane.chart import NAMESPACE
+from localsim.prometheus import (
     CONTROLLER_JOB,
     NODE_JOB,
     Targets,
@@ -17,8 +17,8 @@ from driver.localsim.prometheus import (
     prometheus_config,
     rule_files,
 )
-from driver.localsim.prometheus_access import access_objects, write_private
-from driver.localsim.realnodes.prometheus import KUBELET_JOB, real_node_jobs
+from localsim.prometheus_access import access_objects, write_private
+from localsim.realnodes.prometheus import KUBELET_JOB, real_node_jobs
 
 
 def jobs(tmp_path: Path) -> list[dict[str, Any]]:

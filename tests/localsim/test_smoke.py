@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client as k8s
 
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.controlplane.children import trainium_dra_argv
+from localsim.controlplane.children import trainium_dra_argv
 
 
 @pytest.mark.parametrize("command", ["status", "top"])

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from driver.localsim.clusterspec import ClusterPaths
-from driver.localsim.commands.flags import parse_up
-from driver.localsim.commands.upsettings import (
+from localsim.clusterspec import ClusterPaths
+from localsim.commands.flags import parse_up
+from localsim.commands.upsettings import (
     UpSettings,
     differences,
     read_settings,

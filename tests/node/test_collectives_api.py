@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from driver.claimendpoint import ClaimEndpoint, ClaimEndpointError
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.standin.kubelet import container_edits
 from driver.node import cdi
+from localsim.controlplane.plane import ControlPlane
+from localsim.standin.kubelet import container_edits
 from simdevice.collectives import time_collective
 from simdevice.fabric import rank_places
 from testbed.daemon import Daemon, short_tmpdir

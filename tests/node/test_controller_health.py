@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import DEVICE_KINDS, device_class_name
+from localsim.controlplane.plane import ControlPlane
 from testbed import controlplane
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import RACK, Site, published_rack

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from driver.controller.slices import RackInput, build_slices
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
+from localsim.controlplane.plane import ControlPlane
 from simdevice.topology import CoreRange
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import RACK, Rack, Site, published_rack

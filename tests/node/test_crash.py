@@ -17,12 +17,12 @@ from typing import Any
 import grpc
 import pytest
 
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.standin.kubelet import container_edits
 from driver.node import cdi
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, PREPARE_STARTED, Checkpoint
 from driver.node.durable.claimfiles import hash_token
 from driver.node.durable.failpoints import PREPARE_POINTS, UNPREPARE_POINTS
+from localsim.controlplane.plane import ControlPlane
+from localsim.standin.kubelet import container_edits
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import DRIVER, SITE, Rack, published_rack
 from testbed.waiting import wait_for

@@ -14,16 +14,16 @@ import pytest
 from driver import claimendpoint, container
 from driver.claimendpoint import ClaimEndpoint
 from driver.kubeletplugin import pluginclient, protocol
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.standin.healthcache import HealthCache
-from driver.localsim.standin.kubelet import KubeletError, container_edits
 from driver.node import cdi
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
+from localsim.controlplane.plane import ControlPlane
+from localsim.standin.kubelet import KubeletError, container_edits
 from simdevice.topology import CoreRange
 from testbed.controlplane import write_allocated
 from testbed.daemon import HEALTH_TIMEOUT, Daemon, short_tmpdir
 from testbed.fleetfill import node_selector
+from testbed.healthcache import HealthCache
 from testbed.rack import DRIVER, NAMESPACE, NODES, RACK, RACK_ID, Rack, published_rack, slices
 from testbed.waiting import wait_for
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from driver.kubeletplugin import sockets
-from driver.localsim.standin.kubelet import container_edits
 from driver.node import cdi
 from driver.node.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
 from driver.node.durable.atomicfile import write_atomic, write_if_changed
@@ -27,6 +26,7 @@ from driver.node.durable.claimfiles import (
     load_or_create_key,
 )
 from driver.node.paths import NodePaths, node_path
+from localsim.standin.kubelet import container_edits
 from simdevice.topology import CoreRange
 from tests.node.slicedata import RACK
 

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s
 
 from driver.devicemodel.placement import PlacementError, find_place
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import Site, published_rack
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from driver.node.durable.checkpoint import Checkpoint
+from localsim.controlplane.plane import ControlPlane
 from testbed import controlplane
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import DRIVER, NODES, RACK, RACK_ID, SITE, Rack, published_rack

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import RACK, Site
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from driver.httpendpoint import json_reply
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.node import flags as flagmod
 from driver.node.sim.simaccess import (
     BearerGuard,
@@ -21,6 +20,7 @@ from driver.node.sim.simaccess import (
     read_token,
 )
 from driver.node.sim.simcontrol import FaultRequestError, parse_fault_request
+from localsim.controlplane.plane import ControlPlane
 from testbed.daemon import ROOT, Daemon, short_tmpdir
 from testbed.rack import Site
 

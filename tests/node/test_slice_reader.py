@@ -13,9 +13,9 @@ from kubernetes import client
 
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import WatchedObjects
-from driver.localsim.controlplane.plane import ControlPlane
 from driver.names import rack_label
 from driver.node.apireader import ApiReader
+from localsim.controlplane.plane import ControlPlane
 from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from driver.kubeapi.apiserver import JSON_MEDIA, ApiError, ApiServer, Query, Stream
 from driver.kubeapi.informer import WatchedObjects
-from driver.localsim.controlplane.plane import ControlPlane
+from localsim.controlplane.plane import ControlPlane
 from testbed.waiting import wait_for
 
 pytestmark = pytest.mark.integration

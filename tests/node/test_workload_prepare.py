@@ -14,9 +14,9 @@ from kubernetes import client as k8s
 
 from driver.controller.slices import AwsRack, RackInput, build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.localsim.standin.kubelet import KubeletError
 from driver.node.durable.checkpoint import Checkpoint
+from localsim.controlplane.plane import ControlPlane
+from localsim.standin.kubelet import KubeletError
 from simdevice.topology import rack_spec
 from testbed.controlplane import install
 from testbed.daemon import Daemon, short_tmpdir

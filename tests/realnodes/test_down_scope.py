@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.clusterspec import ClusterPaths
-from driver.localsim.realnodes.realnodecluster import holds_real_nodes
-from driver.localsim.state import remove_state
+from localsim.clusterspec import ClusterPaths
+from localsim.realnodes.realnodecluster import holds_real_nodes
+from localsim.state import remove_state
 
 
 @pytest.fixture

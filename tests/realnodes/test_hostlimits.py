@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.realnodes import hostlimits
+from localsim.realnodes import hostlimits
 
 
 def proc(tmp_path: Path, instances: int, watches: int) -> Path:

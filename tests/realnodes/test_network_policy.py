@@ -18,14 +18,14 @@ import pytest
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.plane import KUBERNETES_SERVICE_IP
-from driver.localsim.realnodes.netpolicy import (
+from localsim.controlplane.plane import KUBERNETES_SERVICE_IP
+from localsim.realnodes.netpolicy import (
     AGENT_METRICS_PORT,
     AGENT_VERSION,
     MONITORING_NAMESPACE,
     QUEUE_CHAIN,
 )
-from driver.localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
+from localsim.realnodes.realnodecluster import WORKLOAD_IMAGE
 from testbed.gomodules import HACK, required_version
 from testbed.localcluster import wait_for
 from testbed.realnodes import NAMESPACE, RealCluster, namespace

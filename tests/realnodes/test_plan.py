@@ -12,18 +12,18 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
-from driver.localsim.clusterspec import RACK_LABEL, ClusterSpec
-from driver.localsim.controlplane import binaries
-from driver.localsim.controlplane.certs import issue_certificate, write_certs
-from driver.localsim.controlplane.plane import (
+from localsim.clusterspec import RACK_LABEL, ClusterSpec
+from localsim.controlplane import binaries
+from localsim.controlplane.certs import issue_certificate, write_certs
+from localsim.controlplane.plane import (
     CONTROLLERS,
     ControlPlaneConfig,
     Ports,
     apiserver_args,
     controller_manager_args,
 )
-from driver.localsim.realnodes import plan
-from driver.localsim.realnodes.release import cluster_values
+from localsim.realnodes import plan
+from localsim.realnodes.release import cluster_values
 from testbed.gomodules import HACK, required_version
 
 

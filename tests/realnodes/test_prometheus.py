@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from driver.localsim.prometheus import CONTROLLER_JOB, NODE_JOB, query
-from driver.localsim.realnodes.prometheus import KUBELET_JOB
+from localsim.prometheus import CONTROLLER_JOB, NODE_JOB, query
+from localsim.realnodes.prometheus import KUBELET_JOB
 from testbed.localcluster import wait_for
 from testbed.realnodes import (
     DRIVER,

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from driver.jsontypes import JSON
-from driver.localsim.controlplane.children import trainium_dra_argv
+from localsim.controlplane.children import trainium_dra_argv
 from testbed.chaos.realkubelet import kill_during_burst, steady_pods
 from testbed.localcluster import wait_for
 from testbed.realnodes import (

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from driver.localsim.controlplane.children import trainium_dra_argv
+from localsim.controlplane.children import trainium_dra_argv
 from testbed.localcluster import wait_for
 from testbed.realnodes import RealCluster, claim_template, namespace, workload_pod
 

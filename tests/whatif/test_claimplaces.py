@@ -5,10 +5,10 @@ was bound to, worked by hand on two Trn3 Gen1 racks (4 servers of 16 chips)."""
 import pytest
 
 from driver.devicemodel.ultraserver import parse_spec
-from driver.localsim.clusterspec import RackPlan, ultraserver_object
 from driver.names import DEFAULT_DRIVER_NAME
-from driver.whatif.claimplaces import FleetDevices, HeldDevices, allocation_results
+from localsim.clusterspec import RackPlan, ultraserver_object
 from simdevice.fabric import RankPlace
+from whatif.claimplaces import FleetDevices, HeldDevices, allocation_results
 
 DRIVER = DEFAULT_DRIVER_NAME
 A, B = (RackPlan(name, "trn3-gen1", 4, 4) for name in ("rack-a", "rack-b"))

@@ -5,8 +5,8 @@ from dataclasses import asdict
 
 from benchmarks.paths import RESULTS_DIR, ROOT
 from benchmarks.whatif import EXAMPLE, EXAMPLE_FAULTS, SPREAD_CASE, run_example, run_spread_case
-from driver.whatif.fleet import SPREAD
-from driver.whatif.trace import read_trace
+from whatif.fleet import SPREAD
+from whatif.trace import read_trace
 
 
 def test_the_committed_example_is_what_the_anchor_replays() -> None:

@@ -4,11 +4,11 @@ service until repaired."""
 
 import pytest
 
-from driver.whatif.faults import Failure, FaultRates, RandomFailures, ScriptedFailures
-from driver.whatif.figures import summarize
-from driver.whatif.jobs import Job, PodShape
-from driver.whatif.offline import replay
 from simdevice.topology import TRAINIUM3, RackSpec, rack_spec
+from whatif.faults import Failure, FaultRates, RandomFailures, ScriptedFailures
+from whatif.figures import summarize
+from whatif.jobs import Job, PodShape
+from whatif.offline import replay
 
 TWO_CHIPS = RackSpec("trn3-gen2", servers=1, chips_per_server=2, chip=TRAINIUM3)
 CHIP = 0xFF

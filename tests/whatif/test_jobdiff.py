@@ -2,13 +2,13 @@
 from the two fleets, and the job-seconds each lost to spread: worked out
 by hand on a two-server rack."""
 
-from driver.whatif.jobdiff import diff
-from driver.whatif.jobs import Job, PodShape
-from driver.whatif.jobtimes import parse_work, timed
-from driver.whatif.offline import replay
-from driver.whatif.replay import JobRecord, Replay, Sample
-from driver.whatif.report import diffs
 from simdevice.topology import TRAINIUM3, RackSpec
+from whatif.jobdiff import diff
+from whatif.jobs import Job, PodShape
+from whatif.jobtimes import parse_work, timed
+from whatif.offline import replay
+from whatif.replay import JobRecord, Replay, Sample
+from whatif.report import diffs
 
 RACK = RackSpec("trn3-gen2", servers=2, chips_per_server=2, chip=TRAINIUM3)
 CORES = RACK.chips * RACK.chip.cores

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from driver.jsontypes import JSON
-from driver.whatif import main as whatif
-from driver.whatif.jobobjects import JOB_LABEL, PodStyle, job_objects
-from driver.whatif.jobs import Job, PodShape
+from whatif import main as whatif
+from whatif.jobobjects import JOB_LABEL, PodStyle, job_objects
+from whatif.jobs import Job, PodShape
 
 DRIVER = "trainium.sim.dev"
 

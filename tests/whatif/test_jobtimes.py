@@ -4,14 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from driver.whatif import main as whatif
-from driver.whatif.jobs import Job, JobError, PodShape
-from driver.whatif.jobtimes import parse_work, timed, with_work
-from driver.whatif.placetimes import compute_seconds, packed_duration, replace_iterations
-from driver.whatif.trace import read_trace, write_trace
 from simdevice.timing import core_dma_bandwidth, core_timing
 from simdevice.topology import TopologyError, rack_spec
 from simdevice.workloads import plan
+from whatif import main as whatif
+from whatif.jobs import Job, JobError, PodShape
+from whatif.jobtimes import parse_work, timed, with_work
+from whatif.placetimes import compute_seconds, packed_duration, replace_iterations
+from whatif.trace import read_trace, write_trace
 
 GEN2, TRN2 = rack_spec("trn3-gen2"), rack_spec("trn2")
 STEP = '{"kind": "train-step", "hidden": 1024, "seq": 1024, "iterations": 10}'

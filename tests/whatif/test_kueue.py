@@ -3,10 +3,10 @@
 import pytest
 
 from driver.jsontypes import JSON
-from driver.whatif.jobobjects import PodStyle, job_objects
-from driver.whatif.jobs import Job, PodShape
-from driver.whatif.kueue import PRIORITY_LABEL, KueueQueue, queue_objects
-from driver.whatif.kueuewatch import (
+from whatif.jobobjects import PodStyle, job_objects
+from whatif.jobs import Job, PodShape
+from whatif.kueue import PRIORITY_LABEL, KueueQueue, queue_objects
+from whatif.kueuewatch import (
     SPACING_MARGIN,
     Quota,
     WorkloadState,

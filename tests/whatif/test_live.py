@@ -18,19 +18,19 @@ from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import Informer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import CLAIMS, SLICES, path_of
-from driver.localsim.commands.running import Running, open_running
-from driver.whatif import main as whatif
-from driver.whatif.faults import Failure, ScriptedFailures
-from driver.whatif.figures import summarize
-from driver.whatif.jobs import Job, PodShape
-from driver.whatif.jobtimes import parse_work, with_work
-from driver.whatif.live import FaultTargets, SettleClock, replay_live
-from driver.whatif.main import bearer_token
-from driver.whatif.offline import QUEUEING, replay
-from driver.whatif.placetimes import duration_on
+from localsim.commands.running import Running, open_running
 from simdevice.fabric import RankPlace
 from simdevice.topology import rack_spec
 from testbed.localcluster import Cluster, running_cluster
+from whatif import main as whatif
+from whatif.faults import Failure, ScriptedFailures
+from whatif.figures import summarize
+from whatif.jobs import Job, PodShape
+from whatif.jobtimes import parse_work, with_work
+from whatif.live import FaultTargets, SettleClock, replay_live
+from whatif.main import bearer_token
+from whatif.offline import QUEUEING, replay
+from whatif.placetimes import duration_on
 
 pytestmark = pytest.mark.integration
 

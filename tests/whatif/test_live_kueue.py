@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from driver.whatif import main as whatif
-from driver.whatif.jobs import Job, PodShape
-from driver.whatif.trace import write_trace
 from simdevice.topology import rack_spec
 from testbed.localcluster import Cluster, running_cluster
+from whatif import main as whatif
+from whatif.jobs import Job, PodShape
+from whatif.trace import write_trace
 
 pytestmark = pytest.mark.integration
 

@@ -1,9 +1,9 @@
 """The live replay's failures on its simulated clock, and the request each is."""
 
-from driver.whatif.faults import Failure, ScriptedFailures
-from driver.whatif.livefaults import FaultClock, fault_request
 from simdevice.faults import Fault
 from simdevice.topology import rack_spec
+from whatif.faults import Failure, ScriptedFailures
+from whatif.livefaults import FaultClock, fault_request
 
 GEN1 = rack_spec("trn3-gen1")
 CHIP, CORE_5 = 0xFF, 1 << 5

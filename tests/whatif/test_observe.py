@@ -5,7 +5,7 @@ and the controller."""
 import os
 from dataclasses import replace
 
-from driver.whatif.observe import (
+from whatif.observe import (
     attempts_by_result,
     attempts_spent,
     controller_work,

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from driver.whatif import main as whatif
-from driver.whatif.figures import summarize, time_weighted
-from driver.whatif.fleet import Fleet
-from driver.whatif.jobs import Job, JobError, PodShape, offered
-from driver.whatif.offline import replay
-from driver.whatif.trace import read_trace
 from simdevice.topology import TRAINIUM3, RackSpec
+from whatif import main as whatif
+from whatif.figures import summarize, time_weighted
+from whatif.fleet import Fleet
+from whatif.jobs import Job, JobError, PodShape, offered
+from whatif.offline import replay
+from whatif.trace import read_trace
 
 TWO_CHIPS = RackSpec("trn3-gen2", servers=1, chips_per_server=2, chip=TRAINIUM3)
 TWO_SERVERS = RackSpec("trn3-gen2", servers=2, chips_per_server=2, chip=TRAINIUM3)

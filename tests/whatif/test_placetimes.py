@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 
 from benchmarks.paths import ROOT
-from driver.whatif import main as whatif
-from driver.whatif.figures import summarize
-from driver.whatif.fleet import Fleet
-from driver.whatif.jobs import Job, JobError, PodShape
-from driver.whatif.jobtimes import parse_work, timed
-from driver.whatif.offline import replay
-from driver.whatif.placetimes import (
+from simdevice.fabric import RankPlace, first_chips
+from simdevice.topology import rack_spec
+from simdevice.workloads import train_step_comm
+from whatif import main as whatif
+from whatif.figures import summarize
+from whatif.fleet import Fleet
+from whatif.jobs import Job, JobError, PodShape
+from whatif.jobtimes import parse_work, timed
+from whatif.offline import replay
+from whatif.placetimes import (
     _COLLECTIVES,
     compute_seconds,
     duration_on,
@@ -27,10 +30,7 @@ from driver.whatif.placetimes import (
     replace_iterations,
     spread_seconds,
 )
-from driver.whatif.report import SPREAD_LOST
-from simdevice.fabric import RankPlace, first_chips
-from simdevice.topology import rack_spec
-from simdevice.workloads import train_step_comm
+from whatif.report import SPREAD_LOST
 
 GEN2 = rack_spec("trn3-gen2")
 SMALL = parse_work('{"kind": "train-step", "hidden": 256, "seq": 256, "iterations": 100}')

@@ -8,10 +8,10 @@ import pytest
 from kubernetes import client
 
 from driver.kubeapi.apiserver import ApiServer
-from driver.localsim.controlplane.plane import ControlPlane
-from driver.whatif.jobobjects import JOB_LABEL
-from driver.whatif.podwatch import PodWatch
+from localsim.controlplane.plane import ControlPlane
 from testbed.waiting import wait_for
+from whatif.jobobjects import JOB_LABEL
+from whatif.podwatch import PodWatch
 
 pytestmark = pytest.mark.integration
 

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from driver.whatif.live import Deciders, SettleClock, needs_baseline
-from driver.whatif.observe import WorkState
-from driver.whatif.podwatch import NamespaceView
-from driver.whatif.settlecost import PARTS, SettleCosts
+from whatif.live import Deciders, SettleClock, needs_baseline
+from whatif.observe import WorkState
+from whatif.podwatch import NamespaceView
+from whatif.settlecost import PARTS, SettleCosts
 
 CLOCK = SettleClock("https://scheduler/metrics", "", "http://controller/metrics", quiet=0.0)
 IDLE = WorkState(active=0, backoff=0, binding=0, controller=0, progress=10.0, failed=2.0)

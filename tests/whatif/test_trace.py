@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from driver.whatif import main as whatif
-from driver.whatif.jobs import Job, JobError, PodShape
-from driver.whatif.trace import (
+from simdevice.topology import rack_spec
+from whatif import main as whatif
+from whatif.jobs import Job, JobError, PodShape
+from whatif.trace import (
     ALIBABA_DEFAULT,
     HOURS,
     TraceError,
@@ -24,7 +25,6 @@ from driver.whatif.trace import (
     trace_stats,
     write_trace,
 )
-from simdevice.topology import rack_spec
 
 GEN2 = rack_spec("trn3-gen2")
 ALIBABA_HEADER = (

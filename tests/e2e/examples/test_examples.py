@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from driver.localsim.controlplane.children import trainium_dra_argv
+from localsim.controlplane.children import trainium_dra_argv
 from testbed.examples.collectives import test_nccom_test_on_one_server_and_across_two
 from testbed.examples.manifests import (
     node_of,

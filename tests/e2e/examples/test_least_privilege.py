@@ -10,10 +10,10 @@ import pytest
 from kubernetes import client, config
 
 from driver.kubeapi.credentials import typed_client
-from driver.localsim.clusterspec import ClusterSpec
-from driver.localsim.controlplane.chart import NAMESPACE
-from driver.localsim.controlplane.plane import fake_node_status
-from driver.localsim.standin.serve import published
+from localsim.clusterspec import ClusterSpec
+from localsim.controlplane.chart import NAMESPACE
+from localsim.controlplane.plane import fake_node_status
+from localsim.standin.serve import published
 from testbed.localcluster import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
