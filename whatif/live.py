@@ -57,8 +57,9 @@ from whatif.livefaults import (
 )
 from whatif.observe import WorkMetrics, WorkState
 from whatif.placetimes import duration_on
-from whatif.podwatch import NamespaceView, PodEvent, PodWatch
+from whatif.podwatch import PodEvent, PodWatch
 from whatif.replay import JobRecord, Replay, Sample
+from whatif.settleclock import Deciders, SettleClock, SettleStats, Step, needs_baseline
 from whatif.settlecost import SettleCosts
 from whatif.writer import Writer, set_fault
 
@@ -94,24 +95,6 @@ class WallClock:
     """After the last arrival, stop when no pod has bound for this long."""
 
 
-@dataclass(frozen=True)
-class SettleClock:
-    """Simulated time jumps from event to event once the cluster has settled.
-    The scheduler's state comes from its /metrics at `metrics_url`, the
-    controller's from its own; while pods wait, both must be idle and read the
-    same twice `quiet` wall seconds apart (no attempt, no event handled in
-    between), as an event not yet received would otherwise look like a
-    decision. A settle longer than `timeout` wall
-    seconds is logged and counted, and the replay goes on."""
-
-    metrics_url: str
-    token: str
-    controller_metrics_url: str | None = None
-    """The driver's controller's /metrics: its pending work counts as unsettled."""
-    quiet: float = 0.1
-    timeout: float = 300.0
-
-
 @dataclass
 class LiveJob:
     """One job's runs, in simulated seconds."""
@@ -144,19 +127,6 @@ class FaultTargets:
 
     sockets: Sequence[str]
     nodes: Sequence[Sequence[str]]
-
-
-@dataclass(frozen=True)
-class SettleStats:
-    """How the settle clock spent its wall time."""
-
-    events: int
-    """Event times it settled at."""
-    wall_p50: float | None
-    wall_max: float | None
-    timeouts: int
-    costs: dict[str, float] = field(default_factory=dict)
-    """Per event time: wall seconds by part and /metrics read (`SettleCosts.summary`)."""
 
 
 @dataclass(frozen=True)
@@ -606,30 +576,6 @@ def _next_fault(faults: _Faults | None, run: _LiveRun) -> float | None:
     return faults.clock.next_time() if run.running() else faults.clock.next_repair()
 
 
-@dataclass(frozen=True)
-class Step:
-    """The cluster and the replay before one event time's writes. `state` is
-    None when no pod of the replay waited then (none unschedulable, none
-    undecided, none held back): every pod that waits after the writes was
-    then tried after they began, which is what comparing the scheduler's
-    progress with `state` would have shown, so the clock does not read it."""
-
-    state: WorkState | None
-    creations: int
-    deletions: int
-    faulted: bool
-    """Faults were injected or cleared: the slices change under the scheduler."""
-
-    def wrote(self, run: _LiveRun) -> bool:
-        return self.faulted or (run.creations, run.deletions) != (self.creations, self.deletions)
-
-
-def needs_baseline(view: NamespaceView) -> bool:
-    """Whether a pod of the replay waits before a step's writes (`Step`):
-    unschedulable, held back by Kueue, or not yet decided or seen."""
-    return bool(view.unsettled() or view.waiting or view.queued)
-
-
 def _baseline(run: _LiveRun, pods: PodWatch, metrics: WorkMetrics) -> WorkState | None:
     """The scheduler's state before this step's writes, if a pod waits."""
     view = pods.view(run.wanted(), run.deleting)
@@ -668,7 +614,9 @@ def _settle(
         if not why and view.waiting:
             controller = bool(clock.controller_metrics_url) and run.needs_controller()
             why = deciders.moving(
-                wrote=before.wrote(run), controller=controller, waiting=view.waiting
+                wrote=before.wrote(run.creations, run.deletions),
+                controller=controller,
+                waiting=view.waiting,
             )
             part = "deciders"
         if not why and pods.events.empty():
@@ -683,109 +631,6 @@ def _settle(
                 time.sleep(POLL)
     log.warning("simulated second %.0f: not settled after %.0f s: %s", now, clock.timeout, why)
     return False
-
-
-class Deciders:
-    """Whether the scheduler and the driver's controller may still change
-    something for a waiting pod at this event time. Both must have taken up
-    this step's writes (the scheduler has handled events since they began;
-    when a release may let a waiting rack job in, the controller has queued or
-    reconciled work since the namespace showed it, as it moves the rack
-    guard), be idle, and read unchanged across the clock's quiet seconds.
-
-    Each reading of the scheduler's /metrics is half a megabyte of text the
-    scheduler renders and the replay parses, so the clock reads only what a
-    decision needs: no reading when the namespace shows the writes (the first
-    look at a waiting pod takes the state then), and the controller's only
-    while a release may let a waiting rack job in."""
-
-    CONTROLLER_GRACE = 10.0
-    """Wall seconds after which a controller that took up nothing is taken
-    to have nothing to do: longer than the delay it batches claim changes by,
-    and than the seconds it took to advertise a rack again after some
-    seventy claims in it went at once."""
-
-    def __init__(
-        self,
-        read: Callable[[bool], WorkState],
-        clock: SettleClock,
-        before: WorkState | None,
-        *,
-        costs: SettleCosts,
-    ) -> None:
-        """`read(controller)`: the deciders' state now, the controller's part
-        only when asked; `before`: the scheduler's before the writes (`Step`)."""
-        self.read, self.clock, self.before, self.costs = read, clock, before, costs
-        self.since: float | None = None
-        """When the namespace first showed this step's writes."""
-        self.shown: WorkState | None = None
-        """The scheduler's state at the first look at a waiting pod since then."""
-        self.shown_reconciled: float | None = None
-        """The controller's reconciles at the first look that needed them."""
-        self.controller_took = False
-        self.reconciles: tuple[float, float, float] | None = None
-        """The controller's reconcile count, the scheduler's progress and the
-        time when that count was first seen to grow in this step."""
-
-    def showing(self) -> None:
-        """The namespace shows this step's writes (pods and claims deleted
-        are gone): what the deciders do from now on is their answer to them."""
-        if self.since is None:
-            self.since = time.monotonic()
-
-    def moving(self, *, wrote: bool, controller: bool, waiting: int) -> str:
-        """Why a decider may still move for the `waiting` pods ("" if none
-        will): `wrote`, this step wrote; `controller`, the controller's next
-        reconcile may change what the scheduler can place."""
-        first = self.read(controller)
-        self.showing()
-        assert self.since is not None
-        if self.shown is None:
-            self.shown = first
-        if controller and self.shown_reconciled is None:
-            self.shown_reconciled = first.reconciled
-        if wrote and self.before is not None and first.progress == self.before.progress:
-            return "the scheduler has not yet taken up this step's writes"
-        if controller:
-            assert self.shown_reconciled is not None
-            self.controller_took |= (
-                first.controller > 0
-                or first.reconciled > self.shown_reconciled
-                or time.monotonic() - self.since > self.CONTROLLER_GRACE
-            )
-            if not self.controller_took:
-                return "the controller has not yet taken up the released claims"
-            if self._controller_writes_unseen(first, self.shown_reconciled):
-                return "the scheduler has not yet taken up the controller's writes"
-        if first.busy(controller):
-            return "the scheduler or the controller has work"
-        if first.backoff:
-            # Pods that keep failing cycle through backoff (a gang that does
-            # not fit does): each must be one of the replay's waiting pods and
-            # have failed twice since the namespace showed this step's writes,
-            # the second time a backoff (a second or more) after any event
-            # those writes caused had reached the scheduler.
-            retried = first.failed - self.shown.failed
-            if first.backoff > waiting or retried < 2 * first.backoff:
-                return "the scheduler retries pods after a backoff"
-            return ""
-        with self.costs.part("quiet"):
-            time.sleep(self.clock.quiet)
-        second = self.read(controller)
-        if second.progress != first.progress or second.busy(controller) or second.backoff:
-            return "the scheduler or the controller is still moving"
-        return ""
-
-    def _controller_writes_unseen(self, state: WorkState, shown: float) -> bool:
-        """The controller reconciled in this step (it may have advertised a
-        rack device again) and the scheduler has handled nothing since, for
-        less than the grace a reconcile that wrote nothing is given."""
-        if state.reconciled <= shown:
-            return False
-        if self.reconciles is None or self.reconciles[0] != state.reconciled:
-            self.reconciles = (state.reconciled, state.progress, time.monotonic())
-        _, progress, since = self.reconciles
-        return state.progress == progress and time.monotonic() - since < self.CONTROLLER_GRACE
 
 
 def _drain(run: _LiveRun, pods: PodWatch, now: float) -> None:

@@ -53,7 +53,6 @@ from whatif.live import (
     USER_AGENT,
     FaultTargets,
     LiveResult,
-    SettleClock,
     WallClock,
     replay_live,
 )
@@ -62,6 +61,7 @@ from whatif.offline import KUEUE_QUEUEING, QUEUEING, replay
 from whatif.plots import label, write_plots, write_timelines
 from whatif.replay import Replay
 from whatif.report import markdown
+from whatif.settleclock import SettleClock
 from whatif.trace import (
     TraceSpec,
     generate,

@@ -27,10 +27,11 @@ from whatif.faults import Failure, ScriptedFailures
 from whatif.figures import summarize
 from whatif.jobs import Job, PodShape
 from whatif.jobtimes import parse_work, with_work
-from whatif.live import FaultTargets, SettleClock, replay_live
+from whatif.live import FaultTargets, replay_live
 from whatif.main import bearer_token
 from whatif.offline import QUEUEING, replay
 from whatif.placetimes import duration_on
+from whatif.settleclock import SettleClock
 
 pytestmark = pytest.mark.integration
 

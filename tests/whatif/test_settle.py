@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from whatif.live import Deciders, SettleClock, needs_baseline
 from whatif.observe import WorkState
 from whatif.podwatch import NamespaceView
+from whatif.settleclock import Deciders, SettleClock, needs_baseline
 from whatif.settlecost import PARTS, SettleCosts
 
 CLOCK = SettleClock("https://scheduler/metrics", "", "http://controller/metrics", quiet=0.0)
