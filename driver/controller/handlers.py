@@ -2,14 +2,15 @@
 the workers do the rest. Slices are not watched here: kopf would decode
 every slice in full, `slicewatch` reads only their metadata."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import kopf
 
-from driver.controller.reconciler import Stores, racks_for_node, racks_of_claim
-from driver.controller.stores import key_of
+from driver.controller.stores import Stores, key_of
 from driver.devicemodel.naming import ULTRASERVER_DEVICE, rack_of_pool
+from driver.devicemodel.rackguard import Allocation
+from driver.jsontypes import JSON
 from driver.kubeapi.resources import CLAIMS, HEALTH, ULTRASERVERS
 
 CLAIM_DELAY = 2.0
@@ -99,3 +100,22 @@ def holds_rack_device(
 
 def _meta(obj: Any, key: str) -> Any:
     return (obj.get("metadata") or {}).get(key)
+
+
+def racks_for_node(racks: Mapping[str, JSON], node: str) -> list[str]:
+    """Racks that map `node` by name, or that map nodes by labels."""
+    out = []
+    for name, obj in racks.items():
+        nodes = (obj.get("spec") or {}).get("nodes") or {}
+        if "selector" in nodes or node in (nodes.get("names") or []):
+            out.append(name)
+    return out
+
+
+def racks_for_nodes(racks: Mapping[str, JSON], nodes: Iterable[str]) -> set[str]:
+    """Racks that may hold any of `nodes` (`racks_for_node` of each)."""
+    return {rack for node in sorted(set(nodes)) for rack in racks_for_node(racks, node)}
+
+
+def racks_of_claim(driver: str, allocations: Sequence[frozenset[Allocation] | None]) -> set[str]:
+    return {rack_of_pool(pool) for a in allocations if a for drv, pool, _ in a if drv == driver}

@@ -10,11 +10,10 @@ nothing and lists nothing: it only recomputes the status."""
 import datetime
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from driver.controller.healthtaints import Report, parse_reports
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.rackstate import (
     NO_OCCUPANCY,
@@ -28,18 +27,16 @@ from driver.controller.rackstate import (
     owner_reference,
 )
 from driver.controller.sliceindex import SliceIndex
-from driver.controller.stores import Store
+from driver.controller.stores import Stores
 from driver.controller.ultraserverstatus import Observed, compute_status
-from driver.controller.workloadtags import Allocations, allocations_of, node_workloads, rack_tags
+from driver.controller.workloadtags import node_workloads, rack_tags
 from driver.controller.writeplan import Plan, plan_writes
 from driver.devicemodel.awsprofile import AwsVersions
 from driver.devicemodel.blocking import blocked_devices
 from driver.devicemodel.layout import build_layout
-from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.profiles import TRAINIUM, Profile
 from driver.devicemodel.rackguard import (
-    Allocation,
     Occupancy,
     RackHold,
     advertised_racks,
@@ -53,29 +50,6 @@ from driver.kubeapi.resources import SLICES, ULTRASERVERS
 from driver.names import rack_label
 
 log = logging.getLogger(__name__)
-
-
-def node_labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict(obj.get("metadata", {}).get("labels") or {})
-
-
-def claim_devices(obj: Mapping[str, Any]) -> frozenset[Allocation]:
-    """(driver, pool, device) of every device allocated to a ResourceClaim."""
-    allocation = (obj.get("status") or {}).get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
-    return frozenset((str(r["driver"]), str(r["pool"]), str(r["device"])) for r in results)
-
-
-@dataclass
-class Stores:
-    """Watched state shared by handlers and workers."""
-
-    nodes: Store[dict[str, str]] = field(default_factory=lambda: Store(node_labels))
-    health: Store[list[Report]] = field(default_factory=lambda: Store(parse_reports))
-    claims: Store[frozenset[Allocation]] = field(default_factory=lambda: Store(claim_devices))
-    racks: Store[JSON] = field(default_factory=lambda: Store(dict))
-    workloads: Store[Allocations] = field(default_factory=lambda: Store(allocations_of))
-    """NeuronUltraServers (AWS profile): the allocations of each; empty when not served."""
 
 
 class ConflictError(RuntimeError):
@@ -409,22 +383,3 @@ def _has_counters(spec: Mapping[str, Any]) -> bool:
     return bool(spec.get("sharedCounters")) or any(
         d.get("consumesCounters") for d in spec.get("devices") or []
     )
-
-
-def racks_for_node(racks: Mapping[str, JSON], node: str) -> list[str]:
-    """Racks that map `node` by name, or that map nodes by labels."""
-    out = []
-    for name, obj in racks.items():
-        nodes = (obj.get("spec") or {}).get("nodes") or {}
-        if "selector" in nodes or node in (nodes.get("names") or []):
-            out.append(name)
-    return out
-
-
-def racks_for_nodes(racks: Mapping[str, JSON], nodes: Iterable[str]) -> set[str]:
-    """Racks that may hold any of `nodes` (`racks_for_node` of each)."""
-    return {rack for node in sorted(set(nodes)) for rack in racks_for_node(racks, node)}
-
-
-def racks_of_claim(driver: str, allocations: Sequence[frozenset[Allocation] | None]) -> set[str]:
-    return {rack_of_pool(pool) for a in allocations if a for drv, pool, _ in a if drv == driver}

@@ -17,14 +17,15 @@ from prometheus_client import CollectorRegistry
 
 from driver.controller.claimstatus import ClaimStatusWriter, StatusConflictError
 from driver.controller.flags import Flags
-from driver.controller.handlers import claims_of_rack, register
+from driver.controller.handlers import claims_of_rack, racks_for_nodes, register
 from driver.controller.lease import LeaseElector
 from driver.controller.metrics import ControllerMetrics
 from driver.controller.probes import ReplicaState, Role, report
-from driver.controller.reconciler import ConflictError, Reconciler, Stores, racks_for_nodes
+from driver.controller.reconciler import ConflictError, Reconciler
 from driver.controller.sliceindex import SliceIndex
 from driver.controller.slices import MANAGED, left_by_another_driver
 from driver.controller.slicewatch import SliceWatch
+from driver.controller.stores import Stores
 from driver.controller.workloadwatch import WorkloadWatch
 from driver.devicemodel.rackguard import RackHold, occupancy
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address

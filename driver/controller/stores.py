@@ -12,7 +12,13 @@ store forgets those objects.
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from driver.controller.healthtaints import Report, parse_reports
+from driver.controller.workloadtags import Allocations, allocations_of
+from driver.devicemodel.rackguard import Allocation
+from driver.jsontypes import JSON
 
 T = TypeVar("T")
 
@@ -79,3 +85,26 @@ def key_of(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata", {})
     ns = meta.get("namespace")
     return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+def node_labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict(obj.get("metadata", {}).get("labels") or {})
+
+
+def claim_devices(obj: Mapping[str, Any]) -> frozenset[Allocation]:
+    """(driver, pool, device) of every device allocated to a ResourceClaim."""
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return frozenset((str(r["driver"]), str(r["pool"]), str(r["device"])) for r in results)
+
+
+@dataclass
+class Stores:
+    """Watched state shared by handlers and workers."""
+
+    nodes: Store[dict[str, str]] = field(default_factory=lambda: Store(node_labels))
+    health: Store[list[Report]] = field(default_factory=lambda: Store(parse_reports))
+    claims: Store[frozenset[Allocation]] = field(default_factory=lambda: Store(claim_devices))
+    racks: Store[JSON] = field(default_factory=lambda: Store(dict))
+    workloads: Store[Allocations] = field(default_factory=lambda: Store(allocations_of))
+    """NeuronUltraServers (AWS profile): the allocations of each; empty when not served."""

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from driver.controller.handlers import racks_for_nodes
 from driver.controller.rackstate import desired_rack, inputs_key
-from driver.controller.reconciler import racks_for_nodes
 from driver.controller.slices import AwsRack, RackInput, build_slices
 from driver.controller.workloadtags import (
     WorkloadAllocation,
