@@ -72,14 +72,14 @@ def leftover_namespaces() -> list[str]:
     return [n for n in names if n.startswith(NETNS_PREFIX)]
 
 
-def remove_all() -> list[str]:
-    """Delete every node namespace (their veths and routes go with them) and
-    the bridge; returns what was removed."""
+def remove_all(*, bridge: bool = True) -> list[str]:
+    """Delete every node namespace (their veths and routes go with them) and,
+    with `bridge`, the bridge; returns what was removed."""
     removed = []
     for name in leftover_namespaces():
         ip("netns", "del", name, check=False)
         removed.append(f"netns {name}")
-    if link_exists(BRIDGE):
+    if bridge and link_exists(BRIDGE):
         ip("link", "del", BRIDGE, check=False)
         removed.append(f"bridge {BRIDGE}")
     return removed

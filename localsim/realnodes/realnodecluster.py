@@ -28,8 +28,12 @@ from localsim.realnodes.plan import CGROUP_PARENT, RealNode, plan_nodes
 
 NODE_READY_TIMEOUT = 180.0
 NODE_WORKERS = 4
-STOPPED_FIRST = ("kubelet", "kube-proxy", "network-policy")
+STOPPED_FIRST = ("kubelet", "kube-proxy")
 """Stopped before containerd, so nothing asks it for containers while it goes."""
+POLICY_AGENT_GRACE = 0.5
+"""Seconds the NetworkPolicy agents are given after SIGTERM: each sleeps 5 s
+before it exits, with nothing to clean up (it fails open, and its rules go
+with the node's network namespace)."""
 RESOURCE_HEALTH_GATES = {"ResourceHealthStatus": True}
 """The kubelet's gate for pods' allocatedResourcesStatus from the health stream."""
 
@@ -163,12 +167,18 @@ class RealNodeCluster:
                     runtime.restart(what)
 
     def stop(self) -> None:
-        """Every node at once: the kubelets, kube-proxies and policy agents, then
-        containerd; then `cleanup` kills what is left in the nodes' cgroups
-        (shims and containers outlive containerd)."""
+        """Every node at once: the policy agents, the kubelets and kube-proxies,
+        then containerd; then `cleanup` kills what is left in the nodes' cgroups
+        (shims and containers outlive containerd). The bridge stays for the
+        control plane, which stops after the nodes: the apiserver's address is
+        on it, and on its way down the apiserver deletes its own identity
+        Lease through that address (with the bridge gone it waits out its
+        timeouts instead)."""
+        agents = [c for runtime in self.runtimes for c in runtime.release(("network-policy",))]
+        stop_all(agents, POLICY_AGENT_GRACE)
         for whats in (STOPPED_FIRST, ("containerd",)):
             stop_all([c for runtime in self.runtimes for c in runtime.release(whats)])
-        cleanup(self.paths.nodes_dir)
+        cleanup(self.paths.nodes_dir, bridge=False)
 
 
 def node_ready(node: Any) -> bool:
@@ -183,9 +193,10 @@ def holds_real_nodes(nodes_dir: Path) -> bool:
     return any(nodes_dir.glob("*/etc/kubelet.yaml"))
 
 
-def cleanup(nodes_dir: Path) -> list[str]:
+def cleanup(nodes_dir: Path, *, bridge: bool = True) -> list[str]:
     """Remove every trace of real nodes outside the state directory: processes
-    in their cgroups, namespaces, bridge, mounts. Safe to run twice."""
+    in their cgroups, namespaces, the bridge (unless told to leave it), mounts.
+    Safe to run twice."""
     removed = []
     try:
         parent = f"/{CGROUP_PARENT}"
@@ -194,7 +205,7 @@ def cleanup(nodes_dir: Path) -> list[str]:
             removed.append(f"cgroup {parent}")
     except cgroups.CgroupError:
         pass
-    removed += netns.remove_all()
+    removed += netns.remove_all(bridge=bridge)
     removed += mountns.remove_all(nodes_dir)
     return removed
 
