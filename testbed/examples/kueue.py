@@ -10,6 +10,7 @@ from kubernetes import client
 
 from testbed.examples.target import Target
 from testbed.kueue import (
+    AFTER_PREEMPTION_TIMEOUT,
     admitted,
     cluster_queue,
     condition,
@@ -102,7 +103,7 @@ def test_high_priority_rack_job_preempts_low_jobs(target: Target) -> None:
             evicted = condition(found[job], "Evicted")
             assert evicted is not None and evicted["reason"] == "Preempted", found[job]["status"]
             assert client.BatchV1Api(cluster.api).read_namespaced_job(job, namespace).spec.suspend
-        running_pods(cluster, namespace, "rack-train", rack.servers)
+        running_pods(cluster, namespace, "rack-train", rack.servers, AFTER_PREEMPTION_TIMEOUT)
         for job in ("low-1", "low-2"):
             assert pods_of_job(cluster, namespace, job) == []
             assert not is_true(workloads(cluster, namespace)[job], "QuotaReserved")
