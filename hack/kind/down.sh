@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Deletes kind cluster $1 and, once no kind cluster is left on this engine,
-# the `kind` network that `kind create cluster` made (kind keeps it).
+# the `kind` network that `kind create cluster` made (kind keeps it). On a
+# loaded machine podman may give up on a node container whose processes do
+# not die in its time ("given PIDs did not die within timeout"), and a second
+# delete finds them gone: up to three attempts.
 #   KIND_PROVIDER  podman or docker (default: what hack/kind/provider.sh finds)
 set -euo pipefail
 shopt -s inherit_errexit
@@ -9,7 +12,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 cluster=${1:?usage: down.sh CLUSTER}
 provider=${KIND_PROVIDER:-$("$here/provider.sh")}
 
-"${KIND:-kind}" delete cluster --name "$cluster"
+for attempt in 1 2 3; do
+  "${KIND:-kind}" delete cluster --name "$cluster" && break
+  [ "$attempt" -lt 3 ] || exit 1
+  echo "kind-down: deleting $cluster failed (attempt $attempt); trying again" >&2
+  sleep 5
+done
 if [ -z "$("$provider" ps -a -q --filter label=io.x-k8s.kind.cluster)" ] &&
   "$provider" network inspect kind >/dev/null 2>&1; then
   "$provider" network rm kind >/dev/null
