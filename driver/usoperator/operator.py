@@ -8,7 +8,7 @@ is held for it; the NeuronUltraServers' allocations (which the controller
 turns into `workloadId` tags); the claim templates; pods standing on nodes
 their workload no longer holds (or older than a RestartAll) deleted; the
 workloads' statuses, with an Event when the state or its reason changes; a
-deleted workload's template and pods, then its finalizer.
+deleted workload's template, then its pods, then its finalizer.
 """
 
 import datetime
@@ -290,9 +290,12 @@ class Operator:
         w = d.workload
         mine = workload_pods(pods, w.namespace, w.template)
         if d.state == "Deallocating":
+            # The template first: the pods' owner makes new ones at once, and
+            # a claim made from a template still there could be allocated on
+            # devices that still carry the workload's tags.
+            self.objects.delete(TEMPLATES, w.template, namespace=w.namespace)
             for pod in mine:
                 self.objects.delete(PODS, pod["metadata"]["name"], namespace=w.namespace)
-            self.objects.delete(TEMPLATES, w.template, namespace=w.namespace)
             if FINALIZER in w.finalizers:
                 self._set_finalizers(w, [f for f in w.finalizers if f != FINALIZER])
             return
