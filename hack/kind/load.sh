@@ -17,7 +17,15 @@ provider=${KIND_PROVIDER:-$("$here/provider.sh")}
 key=$(cd "$root" && python3 -m localsim.images driver-key)
 archive="$cache/images/driver-$key.tar"
 [ -f "$archive" ] || { echo "kind-load: no $archive for these sources: run make image" >&2; exit 1; }
-"${KIND:-kind}" load image-archive "$archive" --name "$cluster"
+# Up to three attempts: once under make test's load a node's containerd refused
+# the import ("failed to ingest index.json ... unexpected commit size"); it is
+# taken for an error of the moment and the import made again.
+for attempt in 1 2 3; do
+  "${KIND:-kind}" load image-archive "$archive" --name "$cluster" && break
+  [ "$attempt" -lt 3 ] || exit 1
+  echo "kind-load: loading $archive failed (attempt $attempt); trying again" >&2
+  sleep 5
+done
 for node in $("${KIND:-kind}" get nodes --name "$cluster"); do
   "$provider" exec "$node" ctr -n k8s.io images tag --force "localhost/trainium-dra/driver:$key" "$image" >/dev/null
   echo "kind-load: $node: $image = localhost/trainium-dra/driver:$key" >&2
