@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes import client
 
-from benchmarks.controller_busy import BUSY_POOLS, NS, busy_controller
+from benchmarks.controller_busy import BUSY_ARMS, NS, busy_controller
 from benchmarks.publishing import (
     NOOP_RESYNCS,
     RESYNC_SECONDS,
@@ -89,9 +89,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.busy_racks:
             bands = [
                 band
-                for pools in BUSY_POOLS
+                for pools, publishing in BUSY_ARMS
                 for band in busy_controller(
-                    cp, api, args.busy_racks, pools, work / f"busy-{pools}.log"
+                    cp,
+                    api,
+                    args.busy_racks,
+                    pools,
+                    work / f"busy-{pools}-{publishing}.log",
+                    publishing=publishing,
                 )
             ]
             results["busy"] = {

@@ -35,9 +35,10 @@ from testbed.fleetfill import Held, fleet_fill, held_claims, held_cores
 from testbed.waiting import wait_for
 
 NS: Final = "bench-busy"
-BUSY_POOLS: Final = ("node", "server")
-"""The layouts whose controller reacts to allocations differently: the node
-layout withdraws and advertises rack devices, the server layout has none."""
+BUSY_ARMS: Final = (("node", "plain"), ("node", "order"), ("server", "plain"), ("server", "order"))
+"""Layout and publishing order (`--publishing`): the node layout withdraws and
+advertises rack devices, the server layout has none; `order` also rewrites a
+slice whenever the devices an allocation blocks change."""
 BANDS: Final = (50, 90)
 """Percent of the fleet's cores held at the end of each band."""
 QUIET_SECONDS: Final = 3.0
@@ -95,9 +96,16 @@ def bands(held: Sequence[Held], total: int) -> list[tuple[int, list[Held]]]:
 
 
 def busy_controller(
-    cp: ControlPlane, api: client.ApiClient, racks: int, pools: str, log: Path
+    cp: ControlPlane,
+    api: client.ApiClient,
+    racks: int,
+    pools: str,
+    log: Path,
+    *,
+    publishing: str,
 ) -> list[dict[str, Any]]:
-    """Publish `racks` racks in `pools`, fill them band by band, measure each band."""
+    """Publish `racks` racks in `pools` in the `publishing` order, fill them band
+    by band, measure each band."""
     names = rack_names(racks)
     objects = custom(api)
     for i, name in enumerate(names):
@@ -108,7 +116,8 @@ def busy_controller(
     total = racks * 36 * 32
     held = fleet_fill(racks, max(BANDS) / 100, seed=17)
     out: list[dict[str, Any]] = []
-    with controller(cp, log, "--lease-name", f"busy-{pools}") as proc:
+    lease = f"busy-{pools}-{publishing}"
+    with controller(cp, log, "--lease-name", lease, "--publishing", publishing) as proc:
         for name in names:
             wait_for(f"{name} published", partial(published, api, name, slices), 600, 0.5)
         done = 0
@@ -131,6 +140,7 @@ def busy_controller(
             out.append(
                 {
                     "pools": pools,
+                    "publishing": publishing,
                     "racks": racks,
                     "held_percent": percent,
                     "held_cores": done,

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from benchmarks.pages.scheduler import occupancy_step
 from benchmarks.report import (
     REPEATS,
     Conditions,
@@ -510,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                     profiles=busy_profiles,
                     schedulers=schedulers,
                 )
-                save(results, merge, conditions, "occupancy", args.out)
+                save(results, merge, conditions, occupancy_step(racks), args.out)
             for node in sorted(set(fleet_nodes(max(busy_racks, default=1))) - set(nodes)):
                 cp.delete_node(node)
         if "calibration" in steps:

@@ -41,6 +41,24 @@ def step_note(r: dict[str, Any], step: str) -> list[str]:
     return ["", conditions_note((r.get("loads") or {}).get(step), SOURCE)]
 
 
+def occupancy_step(racks: int | str) -> str:
+    """The key of one fleet size's conditions in the occupancy step: each size
+    may come from a run of its own (`--busy-racks 100`)."""
+    return f"occupancy/{racks}"
+
+
+def occupancy_notes(r: dict[str, Any]) -> list[str]:
+    """The conditions of each fleet size's run; sizes measured before each was
+    kept apart share the step's."""
+    loads = r.get("loads") or {}
+    lines: list[str] = []
+    for count in r["occupancy"]:
+        fleet = f"{count} rack" if count == "1" else f"{count} racks"
+        recorded = loads.get(occupancy_step(count), loads.get("occupancy"))
+        lines += ["", f"The runs at {fleet}:", "", conditions_note(recorded, SOURCE)]
+    return lines
+
+
 def runs(layout: dict[str, Any]) -> list[dict[str, Any]]:
     """A layout's repeated runs (older results kept one, flat)."""
     out: list[dict[str, Any]] = layout.get("runs") or [layout]
@@ -483,6 +501,6 @@ def render(payload: dict[str, Any]) -> str:
         lines += racks_part(r["racks"]) + step_note(r, "racks") + profile_part(r["racks"])
     if r.get("occupancy"):
         occupancy = r["occupancy"]
-        lines += occupancy_part(occupancy) + step_note(r, "occupancy")
+        lines += occupancy_part(occupancy) + occupancy_notes(r)
         lines += occupancy_profile(occupancy)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -3,7 +3,7 @@
 from typing import Any
 
 from benchmarks.pages.controller import busy_table
-from benchmarks.pages.scheduler import BUSY_ANCHOR, occupancy_part
+from benchmarks.pages.scheduler import BUSY_ANCHOR, occupancy_notes, occupancy_part, occupancy_step
 
 
 def run(ms: float, refused: str | None = "0/36 nodes are available") -> dict[str, Any]:
@@ -58,15 +58,46 @@ def test_the_controller_page_shows_each_band() -> None:
         "writes_per_claim": {"slices": 0.01, "rack status": 0.008, "claim status": 1.0},
     }
     busy = {
-        "bands": [band, {**band, "held_percent": 90, "cpu_ms_per_claim": 5.7}],
+        "bands": [
+            band,
+            {**band, "held_percent": 90, "cpu_ms_per_claim": 5.7},
+            {
+                **band,
+                "publishing": "order",
+                "writes_per_claim": {**band["writes_per_claim"], "slices": 0.4},
+            },
+        ],
         "command": "make bench-controller BENCH_ARGS=--busy-only",
         "date": "2026-12-05",
         "conditions": {"cpus": 2, "load_1min_before": 0.5, "load_1min_after": 2.4},
     }
     lines = busy_table(busy)
-    assert "| node | 50% | 1265 | 12.5 | 6.9 | 0.01 | 0.008 | 1.0 |" in lines
-    assert "| node | 90% | 1265 | 12.5 | 5.7 | 0.01 | 0.008 | 1.0 |" in lines
+    # A band recorded before the publishing choice existed was published plain.
+    assert "| node | plain | 50% | 1265 | 12.5 | 6.9 | 0.01 | 0.008 | 1.0 |" in lines
+    assert "| node | plain | 90% | 1265 | 12.5 | 5.7 | 0.01 | 0.008 | 1.0 |" in lines
+    assert "| node | order | 50% | 1265 | 12.5 | 6.9 | 0.4 | 0.008 | 1.0 |" in lines
     # Its own run, apart from the publishing figures above it, with its own conditions.
     assert "Command: `make bench-controller BENCH_ARGS=--busy-only` — 2026-12-05." in lines
     assert any(line.startswith("> **NOISY RUN.**") and "2.4 after" in line for line in lines)
     assert busy_table(None) == []
+
+
+def test_each_fleet_size_names_the_run_that_measured_it() -> None:
+    quiet = {
+        "cpus": 2,
+        "kubernetes_version": "v1.37.2",
+        "git_commit": "abcdef1234",
+        "load_1min_before": 0.5,
+        "load_during_1min": {"samples": 3, "max": 1.2, "mean": 1.0},
+        "load_1min_after": 0.8,
+        "noisy": False,
+    }
+    earlier = {**quiet, "git_commit": "0123456789"}
+    results = {
+        "occupancy": {"10": {}, "100": {}},
+        "loads": {"occupancy": earlier, occupancy_step(100): quiet},
+    }
+    text = "\n".join(occupancy_notes(results))
+    ten, hundred = text.split("The runs at 100 racks:")
+    assert "The runs at 10 racks:" in ten and "commit 0123456789" in ten
+    assert "commit abcdef1234" in hundred and "0123456789" not in hundred
