@@ -7,8 +7,8 @@ section says so when none has."""
 import hashlib
 from typing import Any, Final
 
-from benchmarks.pages.common import conditions_note, median, row, spread, values
-from benchmarks.pages.scheduler import BUSY_ANCHOR, SOURCE, pairwise_ratios
+from benchmarks.pages.common import median, row, spread, values
+from benchmarks.pages.scheduler import BUSY_ANCHOR, occupancy_notes, pairwise_ratios
 from benchmarks.paths import ROOT
 from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 
@@ -115,6 +115,7 @@ def figures(scheduler: dict[str, Any] | None) -> list[str]:
     results = (scheduler or {}).get("results") or {}
     occupancy = results.get("occupancy") or {}
     rows = []
+    measured: list[str] = []
     builds = set()
     for count, percents in occupancy.items():
         for percent, layouts in percents.items():
@@ -122,6 +123,8 @@ def figures(scheduler: dict[str, Any] | None) -> list[str]:
             if not patched or not stock:
                 continue
             builds |= {r.get("scheduler_build", "") for r in patched}
+            if count not in measured:
+                measured.append(count)
             anchor = layouts.get(BUSY_ANCHOR)
             same = all(a["bound"] == b["bound"] for a, b in zip(stock, patched, strict=False))
             rows.append(
@@ -162,8 +165,7 @@ def figures(scheduler: dict[str, Any] | None) -> list[str]:
         ),
         row(*["---"] * 8),
         *rows,
-        "",
-        conditions_note((results.get("loads") or {}).get("occupancy"), SOURCE),
+        *occupancy_notes({**results, "occupancy": {c: {} for c in measured}}),
     ]
     if stale:
         lines += [
