@@ -48,14 +48,15 @@ def test_a_layout_within_every_goal_is_not_listed() -> None:
 
 
 def test_the_controller_page_shows_each_band() -> None:
-    band = {
+    writes = {"slices": 0.01, "rack status": 0.008, "claim status": 1.0}
+    band: dict[str, Any] = {
         "pools": "node",
         "racks": 10,
         "held_percent": 50,
         "claims": 1265,
         "seconds": 12.5,
         "cpu_ms_per_claim": 6.9,
-        "writes_per_claim": {"slices": 0.01, "rack status": 0.008, "claim status": 1.0},
+        "writes_per_claim": writes,
     }
     busy = {
         "bands": [
@@ -64,7 +65,7 @@ def test_the_controller_page_shows_each_band() -> None:
             {
                 **band,
                 "publishing": "order",
-                "writes_per_claim": {**band["writes_per_claim"], "slices": 0.4},
+                "writes_per_claim": {**writes, "slices": 0.4},
             },
         ],
         "command": "make bench-controller BENCH_ARGS=--busy-only",
