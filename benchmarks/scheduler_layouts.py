@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Final
 
-from driver.controller.slices import RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.blocking import blocked_devices
 from driver.devicemodel.layout import PARTITION_SIZES, LayoutOptions, build_layout
 from driver.devicemodel.nodemap import HOSTNAME_LABEL, map_nodes
+from driver.devicemodel.poolplan import RackInput
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, parse_spec
 from driver.jsontypes import JSON
 from driver.names import DEFAULT_DRIVER_NAME

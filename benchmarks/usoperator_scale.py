@@ -44,13 +44,14 @@ from benchmarks.report import (
     write_results,
     write_trial,
 )
-from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import (
     AWS_DRIVER,
     ULTRASERVER_LABEL_PREFIX,
     AwsVersions,
     instance_type,
 )
+from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import AWS
 from driver.jsontypes import JSON
 from driver.names import driver_version

@@ -12,13 +12,14 @@ from dataclasses import astuple, dataclass, field
 
 from driver.controller.healthtaints import DeviceHealth, Report, device_health, taints
 from driver.controller.healthtaints import unhealthy_cores as count_unhealthy_cores
-from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.controller.ultraserverstatus import Observed
 from driver.devicemodel import awsprofile
 from driver.devicemodel.awsprofile import AwsVersions, instance_type
 from driver.devicemodel.layout import PlannedDevice, planned_devices
 from driver.devicemodel.naming import chip_name, rack_of_pool
 from driver.devicemodel.nodemap import NodeMapping, map_nodes
+from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import TRAINIUM, Profile
 from driver.devicemodel.rackguard import Allocation, Occupancy, occupancy_taints
 from driver.devicemodel.ultraserver import UltraServerSpec

@@ -1,388 +1,49 @@
-"""The desired ResourceSlices (resource.k8s.io/v1) of one rack: a pure function
-of its layout, its node mapping and its device taints.
-
-Partitioned mode has two pool layouts. `rack`: one pool named after the
-UltraServer, with counter-only slices (allNodes), one or more slices per node
-and one slice holding the rack device (its node selector lists every node of
-the rack). `node`: a pool per server, `<rack>/<server>`, whose counter and
-device slices name the node (`spec.nodeName`, which the scheduler indexes by
-node), and the rack's own pool holding only the rack device. Flat mode
-publishes per-node slices of chips or cores without counters, in the rack's
-pool. The AWS profile publishes a pool per node, named after the node, in
-AWS's vocabulary (driver/devicemodel/awsprofile.py), each device of a node
-that AWS's UltraServer operator allocated carrying its `workloadId`
-(workloadtags.py). With `order` publishing, each partitioned slice lists the
-devices the allocated ones block after the free ones. Devices `withheld`
-are left out of their slices, each slice kept (the scheduler benchmark's
-availability arms; blocking.py).
-`pool.generation` is
-left at 0 here: the reconciler decides it, and `resourceSliceCount` counts
-the slices of each pool.
+"""The desired ResourceSlices (resource.k8s.io/v1) of one rack: the device
+model's plan of each pool (driver/devicemodel/poolplan.py), each slice
+wrapped into an object with its name, labels, driver and pool.
+`pool.generation` is left at 0 here: the reconciler decides it, and
+`resourceSliceCount` counts the slices of each pool.
 """
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final
 
-from driver.devicemodel import attributes
-from driver.devicemodel.awsprofile import (
-    COUNTER_SET,
-    NEURON_DEVICE,
-    NEURON_NODE,
-    AwsDevice,
-    AwsVersions,
-    InstanceType,
-    node_devices,
-)
-from driver.devicemodel.awsprofile import chip_name as aws_chip_name
-from driver.devicemodel.blocking import device_order
-from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_KINDS, FABRIC_READY
-from driver.devicemodel.layout import (
-    DEFAULT_OPTIONS,
-    SERVER_POOL_LAYOUTS,
-    Layout,
-    LayoutOptions,
-    PlannedDevice,
-    build_layout,
-    flat_devices,
-)
-from driver.devicemodel.naming import chip_name, server_name, server_pool
-from driver.devicemodel.rackguard import RACK_EXCLUSIVE, RACK_IN_USE
+from driver.devicemodel.poolplan import PoolPlan, RackInput, SlicePlan, plan_pools
 from driver.jsontypes import JSON
 from driver.names import rack_label
-from simdevice.topology import RackSpec
-
-MAX_DEVICES_PER_SLICE: Final = 64
-"""ResourceSliceMaxDevicesWithAdvancedFeatures: the cap once any device
-consumes counters or carries taints (k8s.io/api resource/v1)."""
-MAX_COUNTER_SETS_PER_SLICE: Final = 8
-MAX_ATTRIBUTES_AND_CAPACITIES: Final = 32
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "trainium-dra-controller"
 MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 """The label selector of every slice a controller of this driver writes."""
 
-Taint = Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class RackInput:
-    """Everything the builder needs to know about one rack."""
-
-    name: str  # UltraServer name: the pool name and ultraserverId
-    rack: RackSpec
-    mode: str  # partitioned | flat
-    flat_device: str  # chip | core (flat mode only)
-    nodes: Mapping[int, str]  # server index -> node name, only servers with a node
-    rack_nodes: JSON | None  # node selector matching exactly the rack's nodes, if known
-    driver: str
-    taints: Mapping[str, Sequence[Taint]]  # device name -> taints
-    binding_conditions: bool  # server and ultraserver devices wait for their fabric
-    layout: LayoutOptions = DEFAULT_OPTIONS  # partitioned mode only
-    binding_served: bool = True  # the apiserver keeps binding conditions
-    rack_advertised: bool = True  # `node` pools: the rack device is published
-    aws: "AwsRack | None" = None  # the AWS profile's instance type and versions
-    workloads: Mapping[str, str] = field(default_factory=dict)
-    """AWS profile: node name -> the workloadId its devices carry (workloadtags.py)."""
-    publishing: str = "plain"  # one of blocking.PUBLISHING (partitioned mode only)
-    allocated: frozenset[str] = frozenset()
-    """Names of the rack's devices some claim holds, which `order` publishing
-    lists blocked devices after (blocking.py)."""
-    withheld: frozenset[str] = frozenset()
-    """Names of blocked devices left out of their slices (blocking.blocked_devices)."""
-
-
-@dataclass(frozen=True)
-class AwsRack:
-    """How the AWS profile describes one rack's nodes."""
-
-    instance_type: InstanceType
-    versions: AwsVersions
-
 
 def build_slices(inp: RackInput) -> list[JSON]:
     """The rack's ResourceSlices, sorted by name (the allocator's order)."""
-    if inp.aws is not None:
-        named = _aws(inp, inp.aws)
-    elif inp.mode != "partitioned":
-        named = _flat(inp)
-    elif inp.layout.pools in SERVER_POOL_LAYOUTS:
-        named = _node_pools(inp, _published_layout(inp))
-    else:
-        named = _partitioned(inp, _published_layout(inp))
-    slices = [_slice(inp, suffix, spec, pool) for suffix, spec, pool in named]
-    per_pool: dict[str, int] = {}
-    for s in slices:
-        name = s["spec"]["pool"]["name"]
-        per_pool[name] = per_pool.get(name, 0) + 1
-    for s in slices:
-        s["spec"]["pool"]["resourceSliceCount"] = per_pool[s["spec"]["pool"]["name"]]
+    slices = [_slice(inp, pool, planned) for pool in plan_pools(inp) for planned in pool.slices]
     return sorted(slices, key=lambda s: str(s["metadata"]["name"]))
 
 
-def _published_layout(inp: RackInput) -> Layout:
-    """The partitioned layout with its devices in publishing order: each slice
-    takes its devices in this order."""
-    layout = build_layout(inp.rack, inp.layout)
-    if inp.publishing == "order":
-        return replace(layout, devices=device_order(layout, inp.allocated))
-    if inp.withheld:
-        return replace(
-            layout, devices=tuple(d for d in layout.devices if d.name not in inp.withheld)
-        )
-    return layout
-
-
-def slice_name(driver: str, rack_name: str, suffix: str) -> str:
+def slice_name(driver: str, rack_name: str, part: str) -> str:
     """`<rack>.<part>.<driver>`: every DNS label stays short, and the rack's
     slices sort counters first, then servers in order, then the rack device."""
-    return f"{rack_name}.{suffix}.{driver}"
+    return f"{rack_name}.{part}.{driver}"
 
 
-NamedSlice = tuple[str, JSON, str]
-"""(name part, spec without driver and pool, pool name) of one slice."""
-
-
-def _slice(inp: RackInput, suffix: str, spec: JSON, pool: str) -> JSON:
+def _slice(inp: RackInput, pool: PoolPlan, planned: SlicePlan) -> JSON:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": {
-            "name": slice_name(inp.driver, inp.name, suffix),
+            "name": slice_name(inp.driver, inp.name, planned.part),
             "labels": {rack_label(inp.driver): inp.name, MANAGED_BY_LABEL: MANAGED_BY},
         },
         "spec": {
             "driver": inp.driver,
-            "pool": {"name": pool, "generation": 0, "resourceSliceCount": 0},
-            **spec,
+            "pool": {"name": pool.name, "generation": 0, "resourceSliceCount": len(pool.slices)},
+            **planned.spec,
         },
     }
-
-
-def _counter_slices(
-    sets: Sequence[tuple[str, Mapping[str, int]]], prefix: str, where: JSON
-) -> list[tuple[str, JSON]]:
-    """Counter-only slices of at most 8 sets each, `<prefix>-<n>`."""
-    out: list[tuple[str, JSON]] = []
-    for i in range(0, len(sets), MAX_COUNTER_SETS_PER_SLICE):
-        chunk = sets[i : i + MAX_COUNTER_SETS_PER_SLICE]
-        counter_sets = [
-            {"name": name, "counters": {c: {"value": str(v)} for c, v in counters.items()}}
-            for name, counters in chunk
-        ]
-        out.append(
-            (
-                f"{prefix}-{i // MAX_COUNTER_SETS_PER_SLICE}",
-                {**where, "sharedCounters": counter_sets},
-            )
-        )
-    return out
-
-
-def _server_device_slices(
-    inp: RackInput, layout: Layout, server: int, where: JSON
-) -> list[tuple[str, JSON]]:
-    """One slice per group of the server: its chips' partitions and chips,
-    and the server device after the last group's."""
-    devices = [d for d in layout.devices if d.server == server]
-    groups = [g for g in layout.groups if g.server == server]
-    out: list[tuple[str, JSON]] = []
-    for group in groups:
-        members = [
-            d
-            for d in devices
-            if d.kind in ("core", "chip") and d.chips[0].local_index in group.chips
-        ]
-        if group == groups[-1]:
-            members += [d for d in devices if d.kind == "server"]
-        out.append((group.name, {**where, "devices": _devices(inp, members)}))
-    return out
-
-
-def _rack_device_slice(inp: RackInput, layout: Layout) -> list[NamedSlice]:
-    """The rack device, once every server has a node; in the `node` pool
-    layout only where binding conditions are kept, as its guard needs them,
-    and only while the rack is advertised (docs/device-model.md); never in
-    the `server` layout."""
-    if len(inp.nodes) != inp.rack.servers or inp.rack_nodes is None:
-        return []
-    if inp.layout.pools == "server":
-        return []
-    if inp.layout.pools == "node" and not (inp.binding_served and inp.rack_advertised):
-        return []
-    rack_device = [d for d in layout.devices if d.kind == "ultraserver"]
-    spec = {"nodeSelector": inp.rack_nodes, "devices": _devices(inp, rack_device)}
-    return [("ultraserver", spec, inp.name)]
-
-
-def _partitioned(inp: RackInput, layout: Layout) -> list[NamedSlice]:
-    out: list[NamedSlice] = [
-        (suffix, spec, inp.name)
-        for suffix, spec in _counter_slices(layout.counter_sets(), "counters", {"allNodes": True})
-    ]
-    for server, node in sorted(inp.nodes.items()):
-        out += [
-            (suffix, spec, inp.name)
-            for suffix, spec in _server_device_slices(inp, layout, server, only_node(node))
-        ]
-    return out + _rack_device_slice(inp, layout)
-
-
-def _node_pools(inp: RackInput, layout: Layout) -> list[NamedSlice]:
-    """A pool per server whose slices name their node, then the rack's pool
-    (`node` layout only)."""
-    out: list[NamedSlice] = []
-    for server, node in sorted(inp.nodes.items()):
-        pool = server_pool(inp.name, server)
-        where: JSON = {"nodeName": node}
-        prefix = f"{server_name(server)}-counters"
-        for suffix, spec in _counter_slices(layout.counter_sets(server), prefix, where):
-            out.append((suffix, spec, pool))
-        for suffix, spec in _server_device_slices(inp, layout, server, where):
-            out.append((suffix, spec, pool))
-    return out + _rack_device_slice(inp, layout)
-
-
-def _flat(inp: RackInput) -> list[NamedSlice]:
-    devices = flat_devices(inp.rack, inp.flat_device)
-    out: list[NamedSlice] = []
-    for server, node in sorted(inp.nodes.items()):
-        mine = [d for d in devices if d.server == server]
-        chunks = [
-            mine[i : i + MAX_DEVICES_PER_SLICE] for i in range(0, len(mine), MAX_DEVICES_PER_SLICE)
-        ]
-        for i, chunk in enumerate(chunks):
-            suffix = server_name(server) if len(chunks) == 1 else f"{server_name(server)}-{i}"
-            out.append((suffix, {**only_node(node), "devices": _devices(inp, chunk)}, inp.name))
-    return out
-
-
-def _aws(inp: RackInput, aws: AwsRack) -> list[NamedSlice]:
-    """A pool per node named after it: on an UltraServer's node a counter slice
-    (a counter per chip, which the node device consumes whole), then the
-    node's devices."""
-    out: list[NamedSlice] = []
-    for server, node in sorted(inp.nodes.items()):
-        devices = node_devices(
-            inp.rack,
-            server,
-            node,
-            aws.instance_type,
-            ultraserver_name=inp.name,
-            versions=aws.versions,
-            workload_id=inp.workloads.get(node),
-        )
-        where: JSON = {"nodeName": node}
-        chips = [d for d in devices if d.resource_type == NEURON_DEVICE]
-        if aws.instance_type.ultraserver:
-            counters = {d.name: {"value": "1"} for d in chips}
-            spec = {**where, "sharedCounters": [{"name": COUNTER_SET, "counters": counters}]}
-            out.append((f"{server_name(server)}-counters", spec, node))
-        entries = [_aws_entry(inp, server, d, aws.instance_type.ultraserver) for d in devices]
-        out.append((server_name(server), {**where, "devices": entries}, node))
-    return out
-
-
-def _aws_entry(inp: RackInput, server: int, device: AwsDevice, counted: bool) -> JSON:
-    """One device in AWS's vocabulary; a chip's health taints (they are kept by
-    the rack's chip names) go to its device and to the node device over it."""
-    attrs: dict[str, JSON] = {}
-    for name, value in device.attributes.items():
-        kind = (
-            "version"
-            if name == "draDriverVersion"
-            else "int"
-            if isinstance(value, int)
-            else "string"
-        )
-        attrs[name] = {kind: value}
-    entry: JSON = {"name": device.name, "attributes": attrs}
-    if counted and device.chips:
-        used = {aws_chip_name(c): {"value": "1"} for c in device.chips}
-        entry["consumesCounters"] = [{"counterSet": COUNTER_SET, "counters": used}]
-    taints = [t for c in device.chips for t in inp.taints.get(chip_name(server, c), ())]
-    if taints:
-        worst = max(taints, key=lambda t: t.get("effect") == "NoExecute")
-        entry["taints"] = (
-            [dict(worst)] if device.resource_type == NEURON_NODE else [dict(t) for t in taints]
-        )
-    return entry
-
-
-def only_node(node: str) -> JSON:
-    """Select one node by name without `spec.nodeName`: the kubelet deletes every
-    slice whose nodeName is its node when it starts and after a plugin leaves,
-    and these slices are the controller's, not the kubelet's plugin's."""
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    return {"nodeSelector": {"nodeSelectorTerms": [term]}}
-
-
-def _devices(inp: RackInput, devices: Iterable[PlannedDevice]) -> list[JSON]:
-    return [device_entry(inp, d) for d in devices]
-
-
-def device_entry(inp: RackInput, device: PlannedDevice) -> JSON:
-    """One `spec.devices[]` entry: attributes a newcomer can read, capacities, counters, taints."""
-    rack, places = inp.rack, device.chips
-    attrs: dict[str, JSON] = {
-        attributes.KIND: {"string": device.kind},
-        attributes.ULTRASERVER: {"string": inp.name},
-        "generation": {"string": rack.generation},
-        "coreVersion": {"string": rack.chip.core_version},
-        attributes.CORE_START: {"int": device.core_start},
-        attributes.CORE_COUNT: {"int": device.core_count},
-    }
-    if device.server is not None:
-        attrs[attributes.SERVER_INDEX] = {"int": device.server}
-    if len(places) == 1:
-        attrs[attributes.CHIP_INDEX] = {"int": places[0].local_index}
-        attrs["rackChipIndex"] = {"int": places[0].index}
-        if device.kind == "core" and device.core_count <= rack.chip.cores_per_chiplet:
-            attrs["chiplet"] = {"int": rack.chip.chiplet_of(device.core_start)}
-    for level, layer in enumerate(_common(p.network_node_layers for p in places), start=1):
-        attrs[f"networkNodeLayer{level}"] = {"string": layer}
-    for size in sorted(places[0].group_ids):
-        ids = {p.group_ids[size] for p in places}
-        if len(ids) == 1:
-            attrs[f"devicegroup{size}_id"] = {"int": ids.pop()}
-    hbm = rack.chip.hbm_bytes * device.core_count // rack.chip.cores
-    entry: JSON = {
-        "name": device.name,
-        "attributes": attrs,
-        "capacity": {"cores": {"value": str(device.core_count)}, "hbm": {"value": str(hbm)}},
-    }
-    if device.consumes:
-        entry["consumesCounters"] = [
-            {
-                "counterSet": c.counter_set,
-                "counters": {k: {"value": str(v)} for k, v in c.counters.items()},
-            }
-            for c in device.consumes
-        ]
-    taints = inp.taints.get(device.name)
-    if taints:
-        entry["taints"] = [dict(t) for t in taints]
-    conditions, failures = [], []
-    if inp.layout.pools == "node" and device.kind == "ultraserver":
-        conditions, failures = [RACK_EXCLUSIVE], [RACK_IN_USE]
-    if inp.binding_conditions and device.kind in FABRIC_KINDS:
-        conditions, failures = [*conditions, FABRIC_READY], [*failures, FABRIC_FAILED]
-    if conditions:
-        entry["bindingConditions"] = conditions
-        entry["bindingFailureConditions"] = failures
-    return entry
-
-
-def _common(layers: Iterable[tuple[str, ...]]) -> list[str]:
-    """The leading switch layers every chip of a device shares."""
-    rows = list(layers)
-    out: list[str] = []
-    for level in zip(*rows, strict=True):
-        if len(set(level)) != 1:
-            break
-        out.append(level[0])
-    return out
 
 
 def left_by_another_driver(

@@ -1,5 +1,6 @@
 """The device model both sides share: an UltraServer's spec, which node runs
-which server, and the devices and counters one rack publishes.
+which server, the devices and counters one rack publishes, and each of
+its pools' slices as plain data, which the controller wraps into objects.
 
 Pure and Kubernetes-object-shaped only (plain dicts in, dataclasses out): the
 controller, the node daemon and the local cluster import it; it imports none

@@ -20,9 +20,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from driver.controller.healthtaints import EFFECTS, STATES, device_health, parse_reports, taints
-from driver.controller.slices import MANAGED_BY_LABEL, RackInput, build_slices
+from driver.controller.slices import MANAGED_BY_LABEL, build_slices
 from driver.controller.writeplan import Plan, plan_writes, same
 from driver.devicemodel.layout import build_layout
+from driver.devicemodel.poolplan import RackInput
 from driver.devicemodel.profiles import CONFIG_KINDS as KINDS
 from driver.devicemodel.profiles import NEURON_CONFIG, TRAINIUM
 from driver.devicemodel.ultraserver import FLAT_DEVICES, MODES, SpecError, parse_spec

@@ -1,8 +1,8 @@
 """A whole rack's input to the slice builder, for the tests of what busy-fleet
 publishing (blocked devices ordered last or withheld) changes in its slices."""
 
-from driver.controller.slices import RackInput
 from driver.devicemodel.layout import LayoutOptions
+from driver.devicemodel.poolplan import RackInput
 from driver.jsontypes import JSON
 from simdevice.topology import RackSpec
 

@@ -5,13 +5,14 @@ from typing import Any
 import pytest
 
 from driver.controller.rackstate import allocated_devices, aws_aliases
-from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import (
     INSTANCE_TYPES,
     AwsVersions,
     ProfileError,
     instance_type,
 )
+from driver.devicemodel.poolplan import AwsRack, RackInput
 from simdevice.topology import rack_spec
 
 VERSIONS = AwsVersions(dra_driver="0.1.0")

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from driver.controller.slices import RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.layout import LayoutError, LayoutOptions, build_layout
+from driver.devicemodel.poolplan import RackInput
 from simdevice.topology import GENERATIONS, rack_spec
 
 Counter = tuple[str, str, str]  # pool, counter set, counter

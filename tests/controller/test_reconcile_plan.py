@@ -3,9 +3,10 @@
 import copy
 from typing import Any
 
-from driver.controller.slices import RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.controller.writeplan import plan_writes
 from driver.devicemodel.layout import LayoutOptions
+from driver.devicemodel.poolplan import RackInput
 from simdevice.topology import rack_spec
 
 OWNER = {

@@ -8,8 +8,9 @@ from collections import Counter
 
 import pytest
 
-from driver.controller.slices import RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.layout import LayoutOptions, planned_devices
+from driver.devicemodel.poolplan import RackInput
 from driver.devicemodel.ultraserver import SpecError, parse_spec
 from simdevice.topology import GENERATIONS, rack_spec
 

@@ -8,7 +8,7 @@ import pytest
 
 from driver.controller.handlers import racks_for_nodes
 from driver.controller.rackstate import desired_rack, inputs_key
-from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.controller.workloadtags import (
     WorkloadAllocation,
     allocations_of,
@@ -18,6 +18,7 @@ from driver.controller.workloadtags import (
 )
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
 from driver.devicemodel.nodemap import map_nodes
+from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import AWS, TRAINIUM
 from driver.devicemodel.ultraserver import parse_spec
 from simdevice.topology import rack_spec

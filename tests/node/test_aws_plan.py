@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
+from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import AWS
 from driver.node import cdi
 from driver.node.claimconfig import ConfigError, parse_config

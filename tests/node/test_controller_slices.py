@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from driver.controller.slices import RackInput, build_slices
+from driver.controller.slices import build_slices
+from driver.devicemodel.poolplan import RackInput
 from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
 from localsim.controlplane.plane import ControlPlane

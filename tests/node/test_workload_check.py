@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
+from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import AWS
 from driver.kubeletplugin.interface import ClaimRef
 from driver.node.devices import Attributes, NodePlace, device_attributes

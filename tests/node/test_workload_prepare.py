@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
+from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.node.durable.checkpoint import Checkpoint
 from localsim.controlplane.plane import ControlPlane
 from localsim.standin.kubelet import KubeletError

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from driver.controller.slices import AwsRack, RackInput, build_slices
+from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
 from driver.devicemodel.naming import chip_name
+from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import AWS
 from driver.usoperator.allocate import Decision, decide
 from driver.usoperator.manifests import claim_template, ultraserver_status, workload_status
