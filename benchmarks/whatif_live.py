@@ -46,7 +46,7 @@ from localsim.controlplane.plane import ControlPlane, free_port
 from simdevice.topology import rack_spec
 from testbed.controlplane import controller, install
 from testbed.waiting import wait_for
-from whatif import main as whatif
+from whatif import livecluster as whatif
 from whatif.jobdiff import SAME
 
 NAME: Final = "whatif-live"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from driver.jsontypes import JSON
-from whatif import main as whatif
+from whatif import livecluster as whatif
 from whatif.jobobjects import JOB_LABEL, PodStyle, job_objects
 from whatif.jobs import Job, PodShape
 
