@@ -7,7 +7,7 @@ import pytest
 from simdevice.timing import core_dma_bandwidth, core_timing
 from simdevice.topology import TopologyError, rack_spec
 from simdevice.workloads import plan
-from whatif import livecluster as whatif
+from whatif import cli as whatif
 from whatif.jobs import Job, JobError, PodShape
 from whatif.jobtimes import parse_work, timed, with_work
 from whatif.placetimes import compute_seconds, packed_duration, replace_iterations

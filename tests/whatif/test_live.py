@@ -22,7 +22,7 @@ from localsim.commands.running import Running, open_running
 from simdevice.fabric import RankPlace
 from simdevice.topology import rack_spec
 from testbed.localcluster import Cluster, running_cluster
-from whatif import livecluster as whatif
+from whatif import cli as whatif
 from whatif.faults import Failure, ScriptedFailures
 from whatif.figures import summarize
 from whatif.jobs import Job, PodShape

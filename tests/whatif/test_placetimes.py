@@ -12,7 +12,7 @@ from benchmarks.paths import ROOT
 from simdevice.fabric import RankPlace, first_chips
 from simdevice.topology import rack_spec
 from simdevice.workloads import train_step_comm
-from whatif import livecluster as whatif
+from whatif import cli as whatif
 from whatif.figures import summarize
 from whatif.fleet import Fleet
 from whatif.jobs import Job, JobError, PodShape
