@@ -1,7 +1,7 @@
 """How fast the simulator is, honestly: a whole Trn3 Gen2 rack (36 servers,
 144 chips, 1152 cores) running one training step, cold, with every distinct
 program of the step really timed. The exact model (each program built whole
-and played instruction by instruction) is the anchor; the planner's fast path
+and played instruction by instruction) is the anchor; `workload_timing`'s fast path
 (small programs, steady state extrapolated) is measured beside it in the same
 run. Steady-state rows that only move a simulated clock over timings already
 made are reported apart: they time nothing.
@@ -47,9 +47,9 @@ from simdevice.workloads import (
     TIMED,
     clear_caches,
     parse_workload,
-    plan,
     train_step_comm,
     train_step_programs,
+    workload_timing,
 )
 
 COMMAND = "make bench-sim"
@@ -87,7 +87,7 @@ def plan_in_this_process(traced: bool) -> None:
         return
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cpu0 = time.process_time()
-    planned = server.plan_job(workload, ALL_CORES)
+    timed = server.plan_job(workload, ALL_CORES)
     cpu = time.process_time() - cpu0
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(
@@ -96,7 +96,7 @@ def plan_in_this_process(traced: bool) -> None:
                 "cpu_s": cpu,
                 "rss_growth_mib": (after - before) / 1024,  # ru_maxrss is in KiB on Linux
                 "resident_before_mib": before / 1024,
-                "step_s": planned.plan.iteration_time,
+                "step_s": timed.plan.iteration_time,
             }
         )
     )
@@ -252,12 +252,12 @@ def exact_step() -> dict[str, Any]:
 
 
 def fast_step() -> dict[str, Any]:
-    """The planner on one server's share of the step (32 cores on 4 chips)."""
-    step_plan = plan(parse_workload(STEP), RACK, len(ALL_CORES), RACK.chips_per_server)
+    """`workload_timing` on one server's share of the step (32 cores on 4 chips)."""
+    step_timing = workload_timing(parse_workload(STEP), RACK, len(ALL_CORES), RACK.chips_per_server)
     return {
         "programs": TIMED.programs,
         "instructions_timed": TIMED.instructions,
-        "step_s": step_plan.duration,
+        "step_s": step_timing.duration,
     }
 
 
@@ -344,8 +344,8 @@ def measure() -> dict[str, Any]:
     kept = interleaved(bookkeeping)
     long_job, per_step = middle_run(kept["long"]), middle_run(kept["per_step"])
     daemon_plan = node_daemon_plan()
-    step_plan = plan(parse_workload(STEP), RACK, len(ALL_CORES), RACK.chips_per_server)
-    per_core_instr = step_plan.compute.instructions * step_plan.iterations
+    step_timing = workload_timing(parse_workload(STEP), RACK, len(ALL_CORES), RACK.chips_per_server)
+    per_core_instr = step_timing.compute.instructions * step_timing.iterations
     rack_instr = per_core_instr * RACK.cores
     return {
         "repeats": {"cold": REPEATS, "kernels": REPEATS, "statistic": "median"},
@@ -355,12 +355,12 @@ def measure() -> dict[str, Any]:
         "numerics_instr_per_s": data_path,
         "train_step": {
             "spec": STEP,
-            "step_s": step_plan.duration,
-            "comm_s": step_plan.comm,
+            "step_s": step_timing.duration,
+            "comm_s": step_timing.comm,
             "instructions_per_core": per_core_instr,
             "instructions_per_rack": rack_instr,
-            "utilization": step_plan.compute.flops
-            / (step_plan.compute.duration * core_timing(RACK.chip).peak_flops()),
+            "utilization": step_timing.compute.flops
+            / (step_timing.compute.duration * core_timing(RACK.chip).peak_flops()),
         },
         "cold_step": {
             "exact": exact,
@@ -378,7 +378,7 @@ def measure() -> dict[str, Any]:
         "bookkeeping": {"long_job": long_job, "step_per_job": per_step},
         "node_daemon_plan": daemon_plan,
         # every core's program timed, at the exact path's rate
-        "rack_no_reuse_projected_ratio": step_plan.duration / (rack_instr / exact["instr_per_s"]),
+        "rack_no_reuse_projected_ratio": step_timing.duration / (rack_instr / exact["instr_per_s"]),
     }
 
 

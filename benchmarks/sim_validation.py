@@ -316,8 +316,8 @@ def rules_table() -> str:
             "cores (`simdevice/sharing.py`): each core's demand is what its job moves per "
             "second unconstrained; when the chip's cores want more than the HBM delivers, "
             "cores wanting less than the fair cap are served in full and the rest are capped "
-            "(the cap rounded down to HBM / j for a whole j, so cached plans stay few). "
-            "Running jobs are re-planned whenever the caps change.",
+            "(the cap rounded down to HBM / j for a whole j, so cached workload timings stay "
+            "few). Running jobs are timed anew whenever the caps change.",
         ),
     ]
     return "\n".join(rows)

@@ -46,8 +46,9 @@ from localsim.controlplane.plane import ControlPlane, free_port
 from simdevice.topology import rack_spec
 from testbed.controlplane import controller, install
 from testbed.waiting import wait_for
-from whatif import main as whatif
+from whatif import cli as whatif
 from whatif.jobdiff import SAME
+from whatif.livecluster import LiveCluster, replay_on
 
 NAME: Final = "whatif-live"
 CLI: Final = str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "trainium-dra")
@@ -265,7 +266,7 @@ def run_bare(case: Case, work: Path) -> dict[str, Any]:
         servers = {
             node: (r, s) for r in range(case.bare_racks) for s, node in enumerate(rack_nodes(r))
         }
-        cluster = whatif.LiveCluster(
+        cluster = LiveCluster(
             api,
             rack_spec("trn3-gen2"),
             case.bare_racks,
@@ -278,7 +279,7 @@ def run_bare(case: Case, work: Path) -> dict[str, Any]:
             servers,
         )
         args = whatif.parser().parse_args(["live", *case.live, "--out", str(out)])
-        whatif.replay_on(cluster, args)
+        replay_on(cluster, args)
     result: dict[str, Any] = json.loads((out / "result.json").read_text())
     return result
 

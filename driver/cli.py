@@ -29,7 +29,7 @@ COMMANDS = {
         "racks, devices, allocations and unhealthy devices",
     ),
     "top": ("localsim.commands.top", "live per-core utilization of a rack"),
-    "whatif": ("whatif.main", "replay a job trace on simulated racks (offline anchor)"),
+    "whatif": ("whatif.cli", "replay a job trace on simulated racks (offline anchor)"),
 }
 
 

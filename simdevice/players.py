@@ -5,8 +5,8 @@ be issued.
 
 Building a program in Python costs several times what playing it does (views,
 tokens, checks and a row per instruction), and a large one holds hundreds of
-megabytes until it is timed. The planner times its sampled programs here
-instead. A player does the same arithmetic in the same order as
+megabytes until it is timed. `workloads.workload_timing` times its sampled
+programs here instead. A player does the same arithmetic in the same order as
 `timing.simulate` on the built program (the engine-busy and latency seconds of
 each distinct instruction come from `timing.durations` itself), so its
 `ProgramTiming` is the exact model's to the bit; tests/simdevice/test_players.py

@@ -25,7 +25,13 @@ from simdevice.sharing import fair_share
 from simdevice.telemetry import ChipHealth, ChipTelemetry, CoreTelemetry, ServerTelemetry
 from simdevice.timing import core_dma_bandwidth, core_timing
 from simdevice.topology import ChipPlace, RackSpec, chip_places
-from simdevice.workloads import Plan, Workload, WorkloadError, core_shape, plan
+from simdevice.workloads import (
+    Workload,
+    WorkloadError,
+    WorkloadTiming,
+    core_shape,
+    workload_timing,
+)
 
 JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
@@ -57,15 +63,15 @@ class JobInfo:
 
 
 @dataclass(frozen=True)
-class PlannedJob:
-    """A workload checked and planned on its cores, not queued yet. A first
-    plan of a large shape costs CPU (much more on a host where every node plans
-    at once), which is why planning and queueing are two steps."""
+class TimedJob:
+    """A workload checked and timed on its cores, not queued yet. The first
+    timing of a large shape costs CPU (much more on a host where every node times
+    it at once), which is why `plan_job` and `queue` are two steps."""
 
     workload: Workload
     cores: tuple[tuple[int, int], ...]  # sorted (local chip, physical core)
     chips: frozenset[int]
-    plan: Plan
+    plan: WorkloadTiming
     numerics: NumericsResult | None
 
 
@@ -76,9 +82,9 @@ class _Job:
     cores: tuple[tuple[int, int], ...]
     chips: frozenset[int]
     submitted: float
-    plan: Plan
+    plan: WorkloadTiming
     rows: npt.NDArray[np.intp]  # counter rows of its cores
-    plans: dict[float | None, Plan] = field(default_factory=dict)  # by HBM share
+    plans: dict[float | None, WorkloadTiming] = field(default_factory=dict)  # by HBM share
     numerics: NumericsResult | None = None
     state: str = "queued"
     done: float = 0.0
@@ -139,7 +145,10 @@ class _Counters:
         self.since = now
 
     def set_rates(
-        self, jobs: list[tuple[npt.NDArray[np.intp], float, Plan]], peak: float, now: float
+        self,
+        jobs: list[tuple[npt.NDArray[np.intp], float, WorkloadTiming]],
+        peak: float,
+        now: float,
     ) -> None:
         """From `now` on, each job's core rows run its plan at `work` iterations/s."""
         self.settle(now)
@@ -182,7 +191,7 @@ class ServerSim:
         self._counters = _Counters(len(self._cores), self._now)
         self._rate_key: tuple[tuple[str, float], ...] = ()
         # rates change only when jobs start or end or faults come and go
-        self._rates_now: dict[str, tuple[float, Plan]] | None = None
+        self._rates_now: dict[str, tuple[float, WorkloadTiming]] | None = None
         self._chips = [_Chip() for _ in range(spec.chips_per_server)]
         self._jobs: dict[str, _Job] = {}
         self._queue: list[str] = []
@@ -192,36 +201,36 @@ class ServerSim:
         self._peak = core_timing(spec.chip).peak_flops("bf16")
         self._core_dma = core_dma_bandwidth(spec.chip)
 
-    def plan_job(self, workload: Workload, cores: Sequence[tuple[int, int]]) -> PlannedJob:
+    def plan_job(self, workload: Workload, cores: Sequence[tuple[int, int]]) -> TimedJob:
         """Check `cores` ((local chip, physical core) pairs) and plan `workload`
         on them. Reads only the rack spec, never the clock or the jobs, so a
         caller can plan outside the lock it holds around the other entry points."""
         picked = self._check_cores(cores)
         chips = frozenset(c for c, _ in picked)
         job_plan = self._plan(workload, picked, chips, None)
-        return PlannedJob(workload, picked, chips, job_plan, _numerics(workload, len(picked)))
+        return TimedJob(workload, picked, chips, job_plan, _numerics(workload, len(picked)))
 
     # -- public entry points (read the clock) --------------------------------
     def submit(self, workload: Workload, cores: Sequence[tuple[int, int]]) -> str:
         """Plan `workload` on `cores` and queue it; returns its id."""
         return self.queue(self.plan_job(workload, cores))
 
-    def queue(self, planned: PlannedJob) -> str:
-        """Queue a planned job; returns its id. The clock is read after the
+    def queue(self, timed: TimedJob) -> str:
+        """Queue a timed job; returns its id. The clock is read after the
         plan, so the time spent planning never counts as the job's."""
         now = self._tick()
-        rows = np.asarray([self._row[p] for p in planned.cores], dtype=np.intp)
+        rows = np.asarray([self._row[p] for p in timed.cores], dtype=np.intp)
         job = _Job(
             f"job-{next(self._ids)}",
-            planned.workload,
-            planned.cores,
-            planned.chips,
+            timed.workload,
+            timed.cores,
+            timed.chips,
             now,
-            planned.plan,
+            timed.plan,
             rows,
         )
-        job.plans[None] = planned.plan
-        job.numerics = planned.numerics
+        job.plans[None] = timed.plan
+        job.numerics = timed.numerics
         self._jobs[job.id] = job
         self._queue.append(job.id)
         self._run_until(now)
@@ -372,7 +381,7 @@ class ServerSim:
             for p in job.cores:
                 self._cores[p].job = job_id
 
-    def _rates(self) -> dict[str, tuple[float, Plan]]:
+    def _rates(self) -> dict[str, tuple[float, WorkloadTiming]]:
         """Progress per second of every running job under the current HBM shares."""
         hung = self._hung_cores()
         stalled = {j for j in self._running if hung.intersection(self._jobs[j].cores)}
@@ -403,7 +412,7 @@ class ServerSim:
             rates[job_id] = (1.0 / duration if duration > 0 else math.inf, job.plan)
         return rates
 
-    def _accrue(self, rates: dict[str, tuple[float, Plan]], dt: float) -> None:
+    def _accrue(self, rates: dict[str, tuple[float, WorkloadTiming]], dt: float) -> None:
         """Move progress over `dt` seconds; the counters only when rates change."""
         key = tuple((job_id, rate) for job_id, (rate, _) in rates.items())
         if key != self._rate_key:
@@ -458,8 +467,8 @@ class ServerSim:
         cores: tuple[tuple[int, int], ...],
         chips: frozenset[int],
         share: float | None,
-    ) -> Plan:
-        return plan(workload, self.spec, len(cores), len(chips), share)
+    ) -> WorkloadTiming:
+        return workload_timing(workload, self.spec, len(cores), len(chips), share)
 
     def _check_cores(self, cores: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
         picked = []

@@ -2,7 +2,7 @@
 
 Cores that want less than an equal share get what they want; the rest split
 what is left equally. The cap is rounded down to capacity / j for a whole j so
-that plans, cached by bandwidth, stay few.
+that workload timings, cached by bandwidth, stay few.
 """
 
 import math

@@ -1,8 +1,8 @@
 """The programs one core runs in a layer of a data-parallel training step.
 
-One description serves two timers: the planner times each program by its fast
-path (extrapolated from small programs, played without building them: see
-simdevice.players), and `time_exactly` builds every
+One description serves two timers: `workloads.workload_timing` times each
+program by its fast path (extrapolated from small programs, played without
+building them: see simdevice.players), and `time_exactly` builds every
 distinct program whole and plays it through the event-driven model, which is
 what the fast path is checked and benchmarked against.
 """

@@ -1,8 +1,8 @@
 """Workloads users submit (JSON-able specs) and what they cost on a set of cores.
 
-`parse_workload` validates a spec; `plan` turns a workload placed on n cores
-of m chips into per-core program timings plus a communication phase. Work is
-split evenly over the cores (rows of a GEMM or row-wise op, heads of
+`parse_workload` validates a spec; `workload_timing` turns a workload placed on
+n cores of m chips into per-core program timings plus a communication phase.
+Work is split evenly over the cores (rows of a GEMM or row-wise op, heads of
 attention, data parallel tokens of a training step); every core runs the same
 program, so one core's timing stands for all. Timings are pure functions of
 their arguments and are cached, so a rack of identical jobs is timed once.
@@ -211,8 +211,9 @@ def _check_shape(w: Workload) -> None:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """One iteration on each core (compute) then between chips (comm)."""
+class WorkloadTiming:
+    """What a workload does on its cores and when: one iteration on each core
+    (compute), then between chips (comm), `iterations` times."""
 
     compute: ProgramTiming
     comm: float  # seconds of inter-chip communication per iteration
@@ -234,7 +235,7 @@ _IDLE = ProgramTiming(0.0, 0, (0.0,) * 5, 0.0, 0.0, 0, 0, 0)
 
 @dataclass
 class TimingWork:
-    """What planning has played through the event-driven model since
+    """What timing workloads has played through the event-driven model since
     `clear_caches` (a cached timing counts once)."""
 
     programs: int = 0
@@ -322,7 +323,7 @@ def gemm_timing(
     dma_bandwidth: float | None = None,
 ) -> ProgramTiming:
     """GEMM timing from small programs: extrapolated over row blocks and over
-    512-column tiles, so planning a large GEMM stays cheap."""
+    512-column tiles, so timing a large GEMM stays cheap."""
 
     def rows(mm: int) -> ProgramTiming:
         return _extrapolated(
@@ -411,25 +412,25 @@ def hbm_footprint(workload: Workload, cores: int) -> tuple[int, str]:
     return w["bytes"], "bytes"
 
 
-_PLANNING = threading.Lock()
-"""Planning is CPU-bound Python, so threads gain nothing by planning at once;
-one at a time, the many servers of a rack that submit the same job at the
-same moment plan it once and read the rest from the cache."""
+_TIMING_LOCK = threading.Lock()
+"""Timing a workload is CPU-bound Python, so threads gain nothing by timing at
+once; one at a time, the many servers of a rack that submit the same job at
+the same moment time it once and read the rest from the cache."""
 
 
-def plan(
+def workload_timing(
     workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None = None
-) -> Plan:
+) -> WorkloadTiming:
     """What `workload` costs on `cores` cores spread over `chips` chips, each core
     drawing at most `dma_bandwidth` bytes/s from HBM."""
-    with _PLANNING:
-        return _cached_plan(workload, spec, cores, chips, dma_bandwidth)
+    with _TIMING_LOCK:
+        return _cached_workload_timing(workload, spec, cores, chips, dma_bandwidth)
 
 
 @lru_cache(maxsize=1024)
-def _cached_plan(
+def _cached_workload_timing(
     workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None
-) -> Plan:
+) -> WorkloadTiming:
     if cores < 1 or chips < 1:
         raise WorkloadError(f"cores: need at least one core on one chip, got {cores} on {chips}")
     footprint, field_name = hbm_footprint(workload, cores)
@@ -439,12 +440,13 @@ def _cached_plan(
             f"{field_name}: the job keeps {per_chip / 2**30:.1f} GiB in the HBM of a chip, "
             f"which has {spec.chip.hbm_bytes / 2**30:.0f} GiB; use a smaller problem or more chips"
         )
-    return replace(_plan(workload, spec, cores, chips, dma_bandwidth), hbm_bytes=footprint)
+    timing = _timing_by_kind(workload, spec, cores, chips, dma_bandwidth)
+    return replace(timing, hbm_bytes=footprint)
 
 
-def _plan(
+def _timing_by_kind(
     workload: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None
-) -> Plan:
+) -> WorkloadTiming:
     w, chip = workload, spec.chip
     try:
         if w.kind == "gemm":
@@ -480,14 +482,14 @@ def _plan(
                 dma_bandwidth=dma_bandwidth,
             )
         elif w.kind == "train-step":
-            return _plan_train_step(w, spec, cores, chips, dma_bandwidth)
+            return _train_step_timing(w, spec, cores, chips, dma_bandwidth)
         else:
             participants = w["chips"] or chips
             coll = _collective(w.kind, spec, participants, w["bytes"])
-            return Plan(_IDLE, coll[0], coll[1], w.iterations)
+            return WorkloadTiming(_IDLE, coll[0], coll[1], w.iterations)
     except ProgramError as err:
         raise WorkloadError(str(err)) from err
-    return Plan(compute, 0.0, 0.0, w.iterations)
+    return WorkloadTiming(compute, 0.0, 0.0, w.iterations)
 
 
 def _collective(kind: str, spec: RackSpec, chips: int, nbytes: float) -> tuple[float, float]:
@@ -521,9 +523,9 @@ def train_step_programs(w: Workload) -> list[StepProgram]:
     return layer_programs(w["hidden"], w["seq"], w["batch"], heads, w["dtype"])
 
 
-def _plan_train_step(
+def _train_step_timing(
     w: Workload, spec: RackSpec, cores: int, chips: int, dma_bandwidth: float | None
-) -> Plan:
+) -> WorkloadTiming:
     """Data parallel: every core runs the whole layer stack on its own tokens.
     Gradients (12 h^2 BF16 values per layer) are all-reduced over the
     data-parallel chips after the step."""
@@ -532,7 +534,7 @@ def _plan_train_step(
     )
     compute = combine([(layer, float(w["layers"]))])
     comm, sent = train_step_comm(w, spec, chips)
-    return Plan(compute, comm, sent, w.iterations)
+    return WorkloadTiming(compute, comm, sent, w.iterations)
 
 
 def train_step_comm(w: Workload, spec: RackSpec, chips: int) -> tuple[float, float]:
@@ -542,7 +544,8 @@ def train_step_comm(w: Workload, spec: RackSpec, chips: int) -> tuple[float, flo
 
 
 def clear_caches() -> None:
-    """Forget every cached timing and plan (benchmarks measure cold planning)."""
-    _cached_plan.cache_clear()
+    """Forget every cached program and workload timing (benchmarks measure cold
+    timing)."""
+    _cached_workload_timing.cache_clear()
     _timed.cache_clear()
     TIMED.programs = TIMED.instructions = 0

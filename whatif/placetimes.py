@@ -1,7 +1,7 @@
 """How long a job that computes runs on the chips it was given.
 
 A job with `work` runs the workload's iterations, each one step: the compute
-of one core's share of the work (the planner, `simdevice.workloads.plan`),
+of one core's share of the work (`simdevice.workloads.workload_timing`),
 then the step's collectives (a training step's gradient all-reduce, or the
 all-reduce or all-gather the workload is) timed by
 `simdevice.collectives.time_collective` on the ranks' actual chips, one rank
@@ -33,7 +33,7 @@ from typing import Any
 from simdevice.collectives import time_collective
 from simdevice.fabric import RankPlace
 from simdevice.topology import RackSpec
-from simdevice.workloads import Workload, WorkloadError, parse_workload, plan
+from simdevice.workloads import Workload, WorkloadError, parse_workload, workload_timing
 from whatif.fleet import Fleet, Placement
 from whatif.jobs import Job, JobError, PodShape
 
@@ -144,12 +144,12 @@ def _cores(rack: RackSpec) -> int:
 @functools.lru_cache(maxsize=4096)
 def compute_seconds(work: Workload, rack: RackSpec, pods: int, shape: PodShape) -> float:
     """One step's compute on each core (memoized per workload, generation and
-    shape). The planner is told the chips of the packed placement, at most a
+    shape). `workload_timing` is told the chips of the packed placement, at most a
     rack's: it checks what each chip keeps in HBM."""
     cores = pods * shape.cores(rack)
     chips = min(len(packed_places(pods, shape, rack)), rack.chips)
     try:
-        return plan(work, rack, cores, chips).compute.duration
+        return workload_timing(work, rack, cores, chips).compute.duration
     except WorkloadError as err:
         raise JobError(f"work on {cores} cores of {chips} {rack.generation} chips: {err}") from err
 

@@ -98,7 +98,9 @@ def render(payload: dict[str, Any]) -> str:
     cold_rows = "\n".join(
         (
             cold_row("exact model: every distinct program built whole and played", exact),
-            cold_row("fast path: the planner (small programs, steady state extrapolated)", fast),
+            cold_row(
+                "fast path: `workload_timing` (small programs, steady state extrapolated)", fast
+            ),
             cold_row("fast path through 36 `ServerSim`s (one plans, 35 hit its cache)", rack),
         )
     )

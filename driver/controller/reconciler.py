@@ -30,7 +30,7 @@ from driver.controller.sliceindex import SliceIndex
 from driver.controller.stores import Stores
 from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.workloadtags import node_workloads, rack_tags
-from driver.controller.writeplan import Plan, plan_writes
+from driver.controller.writeplan import WritePlan, plan_writes
 from driver.devicemodel.awsprofile import AwsVersions
 from driver.devicemodel.blocking import blocked_devices
 from driver.devicemodel.layout import build_layout
@@ -219,23 +219,23 @@ class Reconciler:
             publishing=self.publishing,
             allocated=allocated,
         )
-        plan = plan_writes(want.slices, existing, owner_reference(spec))
-        published, versions = self._apply(spec, plan, want.slices, existing)
+        write_plan = plan_writes(want.slices, existing, owner_reference(spec))
+        published, versions = self._apply(spec, write_plan, want.slices, existing)
         if spec.layout.pools == "node" and published.error is None:
             self._hold(name, occupied)
         observed = observe_rack(spec, want, published, reports, frozenset(allocated))
         status = self._write_status(obj, observed)
         if published.error is None and versions is not None:
             self.memos[name] = Memo(key, versions, observed, status)
-        if plan.writes:
+        if write_plan.writes:
             log.info(
                 "rack %s: %d writes (%s), pool generation %d",
                 name,
-                len(plan.writes),
-                ", ".join(sorted({w.verb for w in plan.writes})),
+                len(write_plan.writes),
+                ", ".join(sorted({w.verb for w in write_plan.writes})),
                 published.pool_generation,
             )
-        return Outcome(name, len(plan.writes), published.pool_generation)
+        return Outcome(name, len(write_plan.writes), published.pool_generation)
 
     def _occupancy(self, name: str, whole: bool) -> tuple[Occupancy, bool]:
         """What the claims hold of rack `name` and whether its rack device is
@@ -293,9 +293,13 @@ class Reconciler:
         return Outcome(name, len(existing), 0)
 
     def _apply(
-        self, spec: UltraServerSpec, plan: Plan, desired: list[JSON], existing: Sequence[JSON]
+        self,
+        spec: UltraServerSpec,
+        write_plan: WritePlan,
+        desired: list[JSON],
+        existing: Sequence[JSON],
     ) -> tuple[Published, dict[str, str] | None]:
-        """Execute the plan; map API failures to what the status should say.
+        """Execute the write plan; map API failures to what the status should say.
         Also returns the resourceVersion of every slice left, when all went well."""
         name = spec.name
         versions = {
@@ -305,22 +309,22 @@ class Reconciler:
         try:
             if self.refused.get(name) == (spec.uid, spec.object_generation):
                 raise CountersDroppedError(PARTITIONING_OFF)
-            self._execute(plan, versions)
+            self._execute(write_plan, versions)
         except ApiError as err:
             if err.status == 409:
                 raise ConflictError(f"rack {name}: {err.reason}") from err
             error = f"{err.status} {err.reason}: {(err.body or '')[:300]}"
-            return Published(desired, plan.generation, error), None
+            return Published(desired, write_plan.generation, error), None
         except CountersDroppedError:
             self.refused[name] = (spec.uid, spec.object_generation)
             for s in self.kube.list_all(SLICES, labels=f"{rack_label(self.driver)}={name}"):
                 self._delete_slice(s["metadata"]["name"])
             return Published([], 0, PARTITIONING_OFF, "PartitionableDevicesOff"), None
-        return Published(desired, plan.generation), versions
+        return Published(desired, write_plan.generation), versions
 
-    def _execute(self, plan: Plan, versions: dict[str, str]) -> None:
+    def _execute(self, write_plan: WritePlan, versions: dict[str, str]) -> None:
         """Write in plan order, keeping `versions` (name -> resourceVersion) current."""
-        for w in plan.writes:
+        for w in write_plan.writes:
             if w.verb == "delete":
                 self._delete_slice(w.name, w.resource_version)
                 versions.pop(w.name, None)

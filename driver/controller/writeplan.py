@@ -51,17 +51,20 @@ class Write:
 
 
 @dataclass(frozen=True)
-class Plan:
+class WritePlan:
+    """The writes that turn a pool (or a rack's pools) into the desired slices,
+    and the pool generation they leave."""
+
     generation: int
     writes: tuple[Write, ...]
 
 
-def plan_writes(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | None) -> Plan:
+def plan_writes(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | None) -> WritePlan:
     """The writes that turn `existing` into `desired` (pool.generation filled
-    in), pool by pool; the plan's generation is the highest of the pools'.
+    in), pool by pool; its generation is the highest of the pools'.
     Obsolete slices are deleted first, then updates, then creates, across pools."""
     pools = dict.fromkeys(_pool(s) for s in [*existing, *desired])
-    plans = [
+    per_pool = [
         _plan_pool(
             [s for s in desired if _pool(s) == pool],
             [s for s in existing if _pool(s) == pool],
@@ -70,15 +73,15 @@ def plan_writes(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON |
         for pool in pools
     ]
     order = {"delete": 0, "update": 1, "create": 2}
-    writes = sorted((w for p in plans for w in p.writes), key=lambda w: order[w.verb])
-    return Plan(max((p.generation for p in plans), default=0), tuple(writes))
+    writes = sorted((w for p in per_pool for w in p.writes), key=lambda w: order[w.verb])
+    return WritePlan(max((p.generation for p in per_pool), default=0), tuple(writes))
 
 
 def _pool(slice_: JSON) -> str:
     return str(slice_["spec"]["pool"]["name"])
 
 
-def _plan_pool(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | None) -> Plan:
+def _plan_pool(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | None) -> WritePlan:
     """The writes of one pool."""
     current = {str(s["metadata"]["name"]): s for s in existing}
     generations = {int(s["spec"]["pool"]["generation"]) for s in existing}
@@ -96,12 +99,14 @@ def _plan_pool(desired: Sequence[JSON], existing: Sequence[JSON], owner: JSON | 
     deletes = [n for n in current if n not in wanted]
     beyond = [n for n in changed if not same_devices(want(n, generation), current[n])]
     if not creates and not deletes and len(beyond) <= 1 and len(generations) <= 1:
-        return Plan(generation, tuple(_update(want(n, generation), current[n]) for n in changed))
+        return WritePlan(
+            generation, tuple(_update(want(n, generation), current[n]) for n in changed)
+        )
     generation += 1
     writes = [Write("delete", n, None, _rv(current[n])) for n in deletes]
     writes += [_update(want(n, generation), current[n]) for n in wanted if n in current]
     writes += [Write("create", n, want(n, generation), None) for n in creates]
-    return Plan(generation, tuple(writes))
+    return WritePlan(generation, tuple(writes))
 
 
 def _update(body: JSON, existing: JSON) -> Write:

@@ -53,8 +53,11 @@ class AllocatedDevice:
 
 
 @dataclass(frozen=True)
-class ClaimPlan:
-    """Everything prepare writes for one claim, computed before anything is written."""
+class ClaimGrant:
+    """What a claim's devices give its containers on this node: the devices and
+    their cores, the LNC and the cores the containers see, the UltraServer
+    mode. Everything prepare writes for the claim, worked out before anything
+    is written."""
 
     devices: tuple[AllocatedDevice, ...]
     lnc: int
@@ -191,7 +194,7 @@ def requested_lnc(
     return requested.pop() if requested else None
 
 
-def plan_claim(
+def claim_grant(
     claim: Mapping[str, Any],
     attributes: Mapping[tuple[str, str], Attributes],
     place: NodePlace,
@@ -199,7 +202,7 @@ def plan_claim(
     default_lnc: int,
     *,
     dialect: Dialect = TRAINIUM.dialect,
-) -> ClaimPlan:
+) -> ClaimGrant:
     """Check the claim's allocation against this node and work out its cores.
 
     `default_lnc` is the rack's LNC for claims whose config sets none (the
@@ -288,7 +291,7 @@ def plan_claim(
             f"the {place.rack.servers} of UltraServer {place.ultraserver}; use at most "
             f"{place.rack.servers}"
         )
-    return ClaimPlan(
+    return ClaimGrant(
         devices=tuple(devices),
         lnc=lnc,
         visible_cores=tuple(sorted(visible)),
@@ -309,14 +312,14 @@ def logical_to_physical(logical: int, lnc: int, cores_per_chip: int) -> list[tup
     return [(chip, index * lnc + offset) for offset in range(lnc)]
 
 
-def fabric_of(plan: ClaimPlan, place: NodePlace) -> tuple[list[int], list[str]]:
+def fabric_of(grant: ClaimGrant, place: NodePlace) -> tuple[list[int], list[str]]:
     """The ring (rack chip indexes) and fabric addresses of the claim's devices,
     the same the controller writes into the claim's status: the rack device
     spans every chip of the rack, any other device the chips it holds here."""
     places = chip_places(place.rack)
     ring: list[int] = []
     ips: list[str] = []
-    for device in plan.devices:
+    for device in grant.devices:
         if device.kind == "ultraserver":
             chips = places
         else:

@@ -22,7 +22,7 @@ from driver.devicemodel.ultraserver import DEFAULT_LNC
 from driver.kubeletplugin.interface import ClaimRef, PreparedDevice, PrepareResult
 from driver.node import cdi
 from driver.node.apireader import ClusterReader
-from driver.node.devices import ClaimPlan, NodePlace, plan_claim
+from driver.node.devices import ClaimGrant, NodePlace, claim_grant
 from driver.node.durable import failpoints
 from driver.node.durable.checkpoint import (
     PREPARE_COMPLETED,
@@ -74,7 +74,7 @@ def double_use(claims: Mapping[str, ClaimRecord], new: ClaimRecord) -> str | Non
     return None
 
 
-def records_of(plan: ClaimPlan) -> list[DeviceRecord]:
+def records_of(grant: ClaimGrant) -> list[DeviceRecord]:
     return [
         DeviceRecord(
             request=d.request,
@@ -85,7 +85,7 @@ def records_of(plan: ClaimPlan) -> list[DeviceRecord]:
             share_id=d.share_id,
             admin_access=d.admin_access,
         )
-        for d in plan.devices
+        for d in grant.devices
     ]
 
 
@@ -93,21 +93,21 @@ class PrepareChange(Change):
     """Record the claim (unless recorded with the same devices), then write those
     of its files that do not already hold what the record makes."""
 
-    def __init__(self, preparer: "Preparer", ref: ClaimRef, plan: ClaimPlan) -> None:
+    def __init__(self, preparer: "Preparer", ref: ClaimRef, grant: ClaimGrant) -> None:
         super().__init__()
-        self.preparer, self.ref, self.plan = preparer, ref, plan
+        self.preparer, self.ref, self.grant = preparer, ref, grant
         self.record: ClaimRecord | None = None
         self.result = PrepareResult(error=f"claim {ref.namespace}/{ref.name}: not prepared")
 
     def apply(self, claims: dict[str, ClaimRecord]) -> bool:
-        ref, plan = self.ref, self.plan
-        devices = records_of(plan)
+        ref, grant = self.ref, self.grant
+        devices = records_of(grant)
         existing = claims.get(ref.uid)
         if (
             existing
             and existing.state == PREPARE_COMPLETED
             and existing.devices == devices
-            and existing.ultraserver_mode == plan.ultraserver_mode
+            and existing.ultraserver_mode == grant.ultraserver_mode
         ):
             self.record = existing
             return False
@@ -116,11 +116,11 @@ class PrepareChange(Change):
             namespace=ref.namespace,
             name=ref.name,
             state=PREPARE_COMPLETED,
-            lnc=plan.lnc,
-            visible_cores=list(plan.visible_cores),
+            lnc=grant.lnc,
+            visible_cores=list(grant.visible_cores),
             devices=devices,
             token_nonce=new_nonce(),
-            ultraserver_mode=plan.ultraserver_mode,
+            ultraserver_mode=grant.ultraserver_mode,
         )
         refused = double_use(claims, record)
         if refused is not None:
@@ -138,7 +138,7 @@ class PrepareChange(Change):
         failpoints.reached("prepare-after-checkpoint")
         files.write_token(record)
         failpoints.reached("prepare-after-token")
-        files.write_spec(record, self.plan)
+        files.write_spec(record, self.grant)
         failpoints.reached("prepare-after-cdi")
         self.result = self.preparer.result_of(record)
 
@@ -212,14 +212,14 @@ class Preparer:
         changes: list[PrepareChange] = []
         for ref in claims:
             try:
-                plan = self._plan(ref)
+                grant = self._grant(ref)
             except Exception as err:
                 results[ref.uid] = PrepareResult(error=f"claim {ref.namespace}/{ref.name}: {err}")
                 continue
-            if isinstance(plan, PrepareResult):
-                results[ref.uid] = plan
+            if isinstance(grant, PrepareResult):
+                results[ref.uid] = grant
             else:
-                changes.append(PrepareChange(self, ref, plan))
+                changes.append(PrepareChange(self, ref, grant))
         self.state.commit(changes)
         for change in changes:
             ref = change.ref
@@ -279,7 +279,7 @@ class Preparer:
             )
         )
 
-    def _plan(self, ref: ClaimRef) -> ClaimPlan | PrepareResult:
+    def _grant(self, ref: ClaimRef) -> ClaimGrant | PrepareResult:
         """The claim's cores, or the error that stops it before anything is written."""
         claim = self.reader.get_claim(ref.namespace, ref.name)
         if claim is None:
@@ -299,7 +299,7 @@ class Preparer:
         chip = self.place.rack.chip.name
         default = self.reader.default_lnc(self.place.ultraserver) or DEFAULT_LNC.get(chip, 1)
         attributes = self.reader.attributes(keys)
-        plan = plan_claim(
+        grant = claim_grant(
             claim,
             attributes,
             self.place,
@@ -309,10 +309,10 @@ class Preparer:
         )
         if self.workload_tags:
             devices = [
-                ClaimDevice(d.pool, d.device, attributes[(d.pool, d.device)]) for d in plan.devices
+                ClaimDevice(d.pool, d.device, attributes[(d.pool, d.device)]) for d in grant.devices
             ]
             check_workload(claim, devices, self.place.node_name)
-        return plan
+        return grant
 
 
 def ensure_dirs(paths: NodePaths) -> None:

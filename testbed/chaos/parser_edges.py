@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from driver.controller.healthtaints import EFFECTS, STATES, device_health, parse_reports, taints
 from driver.controller.slices import MANAGED_BY_LABEL, build_slices
-from driver.controller.writeplan import Plan, plan_writes, same
+from driver.controller.writeplan import WritePlan, plan_writes, same
 from driver.devicemodel.layout import build_layout
 from driver.devicemodel.poolplan import RackInput
 from driver.devicemodel.profiles import CONFIG_KINDS as KINDS
@@ -358,10 +358,10 @@ SLICE_EDITS = (
 
 def published_pool() -> list[JSON]:
     """The pool as the apiserver holds it after a clean publish (generation 1)."""
-    plan = plan_writes(DESIRED, [], None)
+    write_plan = plan_writes(DESIRED, [], None)
     return [
         {**w.body, "metadata": {**w.body["metadata"], "resourceVersion": "1"}}
-        for w in plan.writes
+        for w in write_plan.writes
         if w.body is not None
     ]
 
@@ -417,10 +417,10 @@ def edit_pool(pool: list[JSON], edits: list[tuple[str, int, int, Any]]) -> list[
     return out
 
 
-def apply_plan(existing: list[JSON], edits_plan: Plan) -> dict[str, JSON]:
+def apply_writes(existing: list[JSON], write_plan: WritePlan) -> dict[str, JSON]:
     """What the apiserver holds after the controller's writes."""
     held = {s["metadata"]["name"]: s for s in existing}
-    for write in edits_plan.writes:
+    for write in write_plan.writes:
         if write.verb == "delete":
             held.pop(write.name, None)
         elif write.body is not None:
@@ -432,8 +432,9 @@ def check_slice_edit(edits: list[tuple[str, int, int, Any]]) -> str:
     edited = edit_pool(PUBLISHED, edits)
     label = rack_label(DEFAULT_DRIVER_NAME)
     seen = [s for s in edited if s["metadata"]["labels"].get(label) == SLICE_RACK.name]
-    plan = plan_writes(DESIRED, seen, None)
-    held = apply_plan(edited, plan)  # a create of a name the list missed takes the slice back
+    write_plan = plan_writes(DESIRED, seen, None)
+    # a create of a name the list missed takes the slice back
+    held = apply_writes(edited, write_plan)
     wanted = {s["metadata"]["name"]: s for s in DESIRED}
     assert set(held) == set(wanted), f"slices after restore: {sorted(set(held) ^ set(wanted))}"
     for name, body in held.items():

@@ -111,9 +111,9 @@ def test_reordering_several_slices_is_updates_at_the_same_generation() -> None:
     )
     held = frozenset({"server01-chip00-core0", "server04-chip03", "server09-chip01-cores4-5"})
     ordered = rack_input(RACK, "rack", publishing="order", allocated=held)
-    plan = plan_writes(build_slices(ordered), existing, OWNER)
-    assert plan.generation == 1
-    assert sorted((w.verb, w.name) for w in plan.writes) == [
+    write_plan = plan_writes(build_slices(ordered), existing, OWNER)
+    assert write_plan.generation == 1
+    assert sorted((w.verb, w.name) for w in write_plan.writes) == [
         ("update", "r.server01.d.dev"),
         ("update", "r.server04.d.dev"),
         ("update", "r.server09.d.dev"),

@@ -11,7 +11,7 @@ from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_READY, DeviceStatus,
 from driver.devicemodel.layout import PlannedDevice, planned_devices
 from driver.devicemodel.ultraserver import FabricSpec, SpecError, parse_spec
 from driver.jsontypes import JSON
-from driver.node.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
+from driver.node.devices import AllocatedDevice, ClaimGrant, NodePlace, fabric_of
 from simdevice.topology import CoreRange, rack_spec
 
 GEN2 = rack_spec("trn3-gen2")
@@ -162,13 +162,13 @@ def test_the_container_sees_the_ring_and_addresses_the_claim_status_shows(name: 
         CoreRange(c.local_index, device.core_start, device.core_count // len(device.chips))
         for c in on_server7
     )
-    plan = ClaimPlan(
+    grant = ClaimGrant(
         devices=(AllocatedDevice("r", "rack-a", name, device.kind, ranges),),
         visible_cores=(),
         lnc=1,
         ultraserver=device.kind == "ultraserver",
     )
-    ring, ips = fabric_of(plan, NodePlace("node-7", "rack-a", 7, GEN2))
+    ring, ips = fabric_of(grant, NodePlace("node-7", "rack-a", 7, GEN2))
     entry = status(device, FabricSpec(), T0 + 5 * SECOND).entry
     assert ring == entry["data"]["ring"]
     assert ips == entry["networkData"]["ips"]

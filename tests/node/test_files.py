@@ -9,7 +9,7 @@ import pytest
 
 from driver.kubeletplugin import sockets
 from driver.node import cdi
-from driver.node.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
+from driver.node.devices import AllocatedDevice, ClaimGrant, NodePlace, fabric_of
 from driver.node.durable.atomicfile import write_atomic, write_if_changed
 from driver.node.durable.checkpoint import (
     PREPARE_COMPLETED,
@@ -166,8 +166,8 @@ def test_cached_fabric_of_a_claim_is_the_same_as_worked_out_whole() -> None:
         AllocatedDevice("c", "rack-a", "rack", "ultraserver", (CoreRange(1, 0, 8),)),
     )
     for count in range(1, len(devices) + 1):
-        plan = ClaimPlan(devices[:count], 1, (), count == len(devices))
-        assert claim_fabric(plan, place) == fabric_of(plan, place)
+        grant = ClaimGrant(devices[:count], 1, (), count == len(devices))
+        assert claim_fabric(grant, place) == fabric_of(grant, place)
 
 
 def test_write_if_changed_leaves_a_file_that_holds_the_data(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ GEMM = {"kind": "gemm", "m": 512, "n": 512, "k": 512, "iterations": 10**9}  # ru
 
 
 class PlanGate:
-    """Takes the place of the planning lock: every plan waits until `open`."""
+    """Takes the place of the workload timing lock: every timing waits until `open`."""
 
     def __init__(self) -> None:
         self.entered = threading.Event()
@@ -58,7 +58,7 @@ def host() -> SimHost:
 @pytest.fixture
 def gate(monkeypatch: pytest.MonkeyPatch) -> PlanGate:
     gate = PlanGate()
-    monkeypatch.setattr(workloads, "_PLANNING", gate)
+    monkeypatch.setattr(workloads, "_TIMING_LOCK", gate)
     return gate
 
 
@@ -74,7 +74,7 @@ def test_health_metrics_and_other_claims_go_on_during_a_plan(
 ) -> None:
     other = host.submit("claim-b", GEMM, [(1, 0)])
     gate = PlanGate()
-    monkeypatch.setattr(workloads, "_PLANNING", gate)
+    monkeypatch.setattr(workloads, "_TIMING_LOCK", gate)
     submit = planning(host, gate, "claim-a")
     assert Call(host.telemetry).value().server == 0
     assert Call(host.health_by_place).value() == {}

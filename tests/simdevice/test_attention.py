@@ -20,7 +20,7 @@ from simdevice.kernels.attention import attention
 from simdevice.numerics import execute
 from simdevice.timing import time_program
 from simdevice.topology import rack_spec
-from simdevice.workloads import EXACT_STEPS, parse_workload, plan
+from simdevice.workloads import EXACT_STEPS, parse_workload, workload_timing
 
 GEN2 = rack_spec("trn3-gen2")
 
@@ -62,9 +62,9 @@ def test_heads_overlap_in_one_program() -> None:
 
 def test_a_job_is_timed_as_its_heads_in_one_program() -> None:
     w = parse_workload({"kind": "attention", "seq": 512, "head_dim": 64, "heads": 4, "batch": 3})
-    p = plan(w, GEN2, cores=2, chips=1)
+    p = workload_timing(w, GEN2, cores=2, chips=1)
     exact = time_program(attention(512, 64, "bf16", 6), GEN2.chip)
-    assert EXACT_STEPS >= 6  # so the plan times the whole program
+    assert EXACT_STEPS >= 6  # so workload_timing plays the whole program
     assert p.compute.duration == pytest.approx(exact.duration, rel=1e-12)
 
 

@@ -1,7 +1,7 @@
 """The players (a kernel's program timed without building it) against the
 exact model on the built program: the same `ProgramTiming` to the bit, the
-same error for a program that cannot run, and plans that do not change when
-the planner uses them."""
+same error for a program that cannot run, and workload timings that do not
+change when `workload_timing` uses them."""
 
 import itertools
 import random
@@ -17,7 +17,13 @@ from simdevice.kernels.rowwise import layernorm
 from simdevice.players import play, play_attention, play_gemm
 from simdevice.timing import ProgramTiming, time_program
 from simdevice.topology import ChipSpec, rack_spec
-from simdevice.workloads import Plan, Workload, clear_caches, parse_workload, plan
+from simdevice.workloads import (
+    Workload,
+    WorkloadTiming,
+    clear_caches,
+    parse_workload,
+    workload_timing,
+)
 
 TRN3, TRN2 = rack_spec("trn3-gen2"), rack_spec("trn2")
 CHIPS = {"trn3": TRN3.chip, "trn2": TRN2.chip}
@@ -130,22 +136,22 @@ WORKLOADS = [
 ]
 
 
-def planned(workload: Workload, cores: int, chips: int, bw: float | None) -> Plan:
+def cold_timing(workload: Workload, cores: int, chips: int, bw: float | None) -> WorkloadTiming:
     clear_caches()
-    return plan(workload, TRN3, cores, chips, bw)
+    return workload_timing(workload, TRN3, cores, chips, bw)
 
 
 @pytest.mark.parametrize(("spec", "cores", "chips"), WORKLOADS)
 @pytest.mark.parametrize("bw", [None, 2e11])
-def test_plans_are_the_same_as_from_built_programs(
+def test_workload_timings_are_the_same_as_from_built_programs(
     spec: dict[str, Any], cores: int, chips: int, bw: float | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each plan computed twice: as the planner does now, and with every
+    """Each workload timing computed twice: as `workload_timing` does now, and with every
     program built and played instruction by instruction (no players)."""
     workload = parse_workload(spec)
-    fast = planned(workload, cores, chips, bw)
+    fast = cold_timing(workload, cores, chips, bw)
     monkeypatch.setattr(players, "PLAYERS", {})
-    built = planned(workload, cores, chips, bw)
+    built = cold_timing(workload, cores, chips, bw)
     clear_caches()
     assert isinstance(fast.compute, ProgramTiming)
     assert fast == built

@@ -5,7 +5,7 @@ import pytest
 from simdevice.faults import Fault, FaultError, FaultKind
 from simdevice.server import JobNotFoundError, ServerSim
 from simdevice.topology import rack_spec
-from simdevice.workloads import WorkloadError, parse_workload, plan
+from simdevice.workloads import WorkloadError, parse_workload, workload_timing
 
 GEN2 = rack_spec("trn3-gen2")
 TRN2 = rack_spec("trn2")
@@ -38,9 +38,9 @@ def test_server_holds_its_chips(sim: ServerSim) -> None:
         ServerSim(GEN2, 36)
 
 
-def test_job_takes_the_simulated_time_its_plan_says(sim: ServerSim, clock: FakeClock) -> None:
+def test_job_takes_the_simulated_time_its_timing_says(sim: ServerSim, clock: FakeClock) -> None:
     job_id = sim.submit(GEMM, [(0, 0)])
-    expected = plan(GEMM, GEN2, 1, 1).duration
+    expected = workload_timing(GEMM, GEN2, 1, 1).duration
     info = sim.job(job_id)
     assert (info.state, info.started, info.progress) == ("running", 1000.0, 0.0)
     assert info.duration == pytest.approx(expected)
@@ -54,11 +54,11 @@ def test_job_takes_the_simulated_time_its_plan_says(sim: ServerSim, clock: FakeC
 
 
 def test_time_spent_planning_is_not_the_jobs(sim: ServerSim, clock: FakeClock) -> None:
-    planned = sim.plan_job(GEMM, [(0, 1), (0, 0)])
-    assert planned.cores == ((0, 0), (0, 1))
+    timed = sim.plan_job(GEMM, [(0, 1), (0, 0)])
+    assert timed.cores == ((0, 0), (0, 1))
     assert sim.jobs() == []  # planning queues nothing
-    clock.now += 30.0  # a first plan of a large shape under load
-    info = sim.job(sim.queue(planned))
+    clock.now += 30.0  # a first timing of a large shape under load
+    info = sim.job(sim.queue(timed))
     assert (info.state, info.submitted, info.started, info.progress) == (
         "running",
         1030.0,
@@ -109,7 +109,7 @@ def test_telemetry_reports_utilization_and_counters(sim: ServerSim, clock: FakeC
     assert core.flops == pytest.approx(GEMM.iterations * 2 * 256 * 1024 * 1024, rel=1e-6)
     assert core.dma_bytes > 0 and idle.dma_bytes == 0
     assert core.busy_seconds["tensor"] == pytest.approx(
-        info.duration * plan(GEMM, GEN2, 4, 1).compute.busy_ratio[0], rel=1e-6
+        info.duration * workload_timing(GEMM, GEN2, 4, 1).compute.busy_ratio[0], rel=1e-6
     )
     assert len(core.latencies) == 1
     assert core.latencies[0] == pytest.approx(info.duration)
@@ -144,7 +144,7 @@ def test_cores_streaming_at_once_share_the_chips_hbm(clock: FakeClock) -> None:
     crowd = [sim.submit(STREAM, [(0, k)]) for k in range(8)]
     t_crowd = sim.job(crowd[0]).duration
     assert t_crowd > 1.1 * t_alone
-    per_core = plan(STREAM, TRN2, 1, 1).compute.dma_bytes * STREAM.iterations / t_crowd
+    per_core = workload_timing(STREAM, TRN2, 1, 1).compute.dma_bytes * STREAM.iterations / t_crowd
     assert 8 * per_core == pytest.approx(TRN2.chip.hbm_bandwidth, rel=0.05)
     # Elsewhere on the server nothing changes.
     other = sim.submit(STREAM, [(1, 0)])
@@ -160,7 +160,7 @@ def test_compute_bound_neighbours_keep_their_speed(clock: FakeClock) -> None:
     streams = [sim.submit(STREAM, [(0, k)]) for k in range(7)]
     crowded_gemm = sim.submit(GEMM, [(0, 7)])
     assert sim.job(crowded_gemm).duration == pytest.approx(gemm_alone)
-    stream_alone = plan(STREAM, TRN2, 1, 1).duration
+    stream_alone = workload_timing(STREAM, TRN2, 1, 1).duration
     assert sim.job(streams[0]).duration > stream_alone
 
 
@@ -239,7 +239,7 @@ def test_all_reduce_moves_bytes_over_the_links(sim: ServerSim, clock: FakeClock)
     job_id = sim.submit(ALL_REDUCE, [(c, 0) for c in range(4)])
     clock.now += 10.0
     assert sim.job(job_id).state == "succeeded"
-    sent = plan(ALL_REDUCE, GEN2, 4, 4).comm_bytes
+    sent = workload_timing(ALL_REDUCE, GEN2, 4, 4).comm_bytes
     assert sim.telemetry().chips[0].link_bytes == pytest.approx(sent)
 
 
@@ -305,6 +305,6 @@ def test_a_job_with_nothing_to_do_finishes_at_once(sim: ServerSim) -> None:
 
 def test_telemetry_reports_the_hbm_the_running_jobs_keep(sim: ServerSim) -> None:
     sim.submit(GEMM, [(2, 0), (2, 1)])
-    per_core = plan(GEMM, GEN2, 2, 1).hbm_bytes
+    per_core = workload_timing(GEMM, GEN2, 2, 1).hbm_bytes
     assert per_core > 0
     assert sim.telemetry().chips[2].hbm_bytes_used == 2 * per_core

@@ -1,4 +1,4 @@
-"""Workload specs, per-core plans and the collective model."""
+"""Workload specs, their timings on a set of cores and the collective model."""
 
 from collections.abc import Callable
 from typing import Any
@@ -17,8 +17,8 @@ from simdevice.workloads import (
     KINDS,
     WorkloadError,
     parse_workload,
-    plan,
     rowwise_timing,
+    workload_timing,
 )
 
 GEN2 = rack_spec("trn3-gen2")
@@ -37,11 +37,11 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_kind_parses_and_plans(kind: str) -> None:
+def test_every_kind_parses_and_is_timed(kind: str) -> None:
     w = parse_workload(EXAMPLES[kind])
     assert w.kind == kind
     assert w.spec()["kind"] == kind
-    p = plan(w, GEN2, 8, 2)
+    p = workload_timing(w, GEN2, 8, 2)
     assert p.duration > 0
     assert p.iterations == EXAMPLES[kind].get("iterations", 1)
 
@@ -82,15 +82,15 @@ def test_defaults_are_filled_in() -> None:
     }
 
 
-def test_shapes_a_core_cannot_hold_are_refused_at_plan_time() -> None:
+def test_shapes_a_core_cannot_hold_are_refused_when_timed() -> None:
     w = parse_workload({"kind": "softmax", "rows": 128, "cols": 100_000})
     with pytest.raises(WorkloadError, match=r"^cols: "):
-        plan(w, GEN2, 1, 1)
+        workload_timing(w, GEN2, 1, 1)
 
 
 def test_more_cores_take_less_time() -> None:
     w = parse_workload({"kind": "gemm", "m": 4096, "n": 2048, "k": 2048})
-    assert plan(w, GEN2, 8, 1).duration < plan(w, GEN2, 2, 1).duration / 3
+    assert workload_timing(w, GEN2, 8, 1).duration < workload_timing(w, GEN2, 2, 1).duration / 3
 
 
 def _all(kind: str, spec: RackSpec, chips: int, nbytes: float) -> float:
@@ -119,14 +119,14 @@ def test_collective_bandwidth_term() -> None:
 def test_collective_chips_must_fit_the_rack() -> None:
     w = parse_workload({"kind": "all-reduce", "bytes": 1024, "chips": 145})
     with pytest.raises(WorkloadError, match=r"^chips: "):
-        plan(w, GEN2, 1, 1)
+        workload_timing(w, GEN2, 1, 1)
 
 
 def test_train_step_has_a_communication_phase() -> None:
     w = parse_workload({"kind": "train-step", "hidden": 1024, "seq": 512, "chips": 144})
-    p = plan(w, GEN2, 32, 4)
+    p = workload_timing(w, GEN2, 32, 4)
     assert p.comm > 0 and p.comm_bytes == pytest.approx(2 * 143 / 144 * 12 * 1024**2 * 2)
-    alone = plan(parse_workload({**w.spec(), "chips": 1}), GEN2, 32, 4)
+    alone = workload_timing(parse_workload({**w.spec(), "chips": 1}), GEN2, 32, 4)
     assert alone.comm == 0
     assert p.compute == alone.compute
     # forward + backward = 3x the forward GEMM FLOPs (plus attention and norms)
@@ -166,20 +166,21 @@ def test_sparse_gemm_check_uses_the_pruned_weights() -> None:
 def test_a_job_must_fit_the_chips_hbm() -> None:
     w = parse_workload({"kind": "gemm", "m": 400_000, "n": 400_000, "k": 4096})
     with pytest.raises(WorkloadError, match=r"^m: the job keeps .* GiB .* 144 GiB"):
-        plan(w, GEN2, 8, 1)
+        workload_timing(w, GEN2, 8, 1)
     fits = parse_workload({"kind": "gemm", "m": 4096, "n": 4096, "k": 4096})
-    assert plan(fits, GEN2, 8, 1).hbm_bytes == (512 * 4096 + 4096 * 4096 + 512 * 4096) * 2
+    footprint = (512 * 4096 + 4096 * 4096 + 512 * 4096) * 2
+    assert workload_timing(fits, GEN2, 8, 1).hbm_bytes == footprint
 
 
 def test_k_too_long_for_sbuf_is_refused_without_building_anything() -> None:
     w = parse_workload({"kind": "gemm", "m": 1, "n": 1, "k": 10**6})
     with pytest.raises(WorkloadError, match=r"^k: .*split K"):
-        plan(w, GEN2, 1, 1)
+        workload_timing(w, GEN2, 1, 1)
 
 
 def test_long_k_uses_smaller_row_blocks() -> None:
     w = parse_workload({"kind": "gemm", "m": 2048, "n": 1024, "k": 40_000})
-    p = plan(w, GEN2, 1, 1)
+    p = workload_timing(w, GEN2, 1, 1)
     utilization = p.compute.flops / (p.compute.duration * 78.64e12)
     assert utilization > 0.8
 
@@ -199,9 +200,13 @@ def test_rowwise_extrapolation_matches_the_full_program(
     assert fast.instructions == full.instructions
 
 
-def test_huge_row_counts_plan_quickly_and_scale_linearly() -> None:
-    small = plan(parse_workload({"kind": "elementwise", "rows": 10**6, "cols": 64}), GEN2, 1, 1)
-    big = plan(parse_workload({"kind": "elementwise", "rows": 10**8, "cols": 64}), GEN2, 1, 1)
+def test_huge_row_counts_time_quickly_and_scale_linearly() -> None:
+    small = workload_timing(
+        parse_workload({"kind": "elementwise", "rows": 10**6, "cols": 64}), GEN2, 1, 1
+    )
+    big = workload_timing(
+        parse_workload({"kind": "elementwise", "rows": 10**8, "cols": 64}), GEN2, 1, 1
+    )
     assert big.duration == pytest.approx(100 * small.duration, rel=0.01)
 
 

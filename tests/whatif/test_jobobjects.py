@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 
 from driver.jsontypes import JSON
-from whatif import main as whatif
+from whatif import cli as whatif
 from whatif.jobobjects import JOB_LABEL, PodStyle, job_objects
 from whatif.jobs import Job, PodShape
+from whatif.livecluster import speedup_for
 
 DRIVER = "trainium.sim.dev"
 
@@ -57,8 +58,8 @@ def test_live_without_a_cluster_says_how_to_start_one(
 
 def test_the_clock_fits_the_trace_into_the_minutes_asked() -> None:
     jobs = [Job("a", 0, 1, PodShape("cores", 1), 600), Job("b", 1200, 1, PodShape("rack"), 600)]
-    assert whatif.speedup_for(jobs, minutes=5) == 1800 / 300
-    assert whatif.speedup_for(jobs[:1], minutes=60) == 1.0
+    assert speedup_for(jobs, minutes=5) == 1800 / 300
+    assert speedup_for(jobs[:1], minutes=60) == 1.0
 
 
 def test_a_run_after_an_eviction_has_new_names_and_keeps_the_pod_group() -> None:

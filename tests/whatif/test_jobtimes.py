@@ -6,8 +6,8 @@ import pytest
 
 from simdevice.timing import core_dma_bandwidth, core_timing
 from simdevice.topology import TopologyError, rack_spec
-from simdevice.workloads import plan
-from whatif import main as whatif
+from simdevice.workloads import workload_timing
+from whatif import cli as whatif
 from whatif.jobs import Job, JobError, PodShape
 from whatif.jobtimes import parse_work, timed, with_work
 from whatif.placetimes import compute_seconds, packed_duration, replace_iterations
@@ -21,8 +21,8 @@ def test_a_job_that_computes_runs_as_long_as_its_work_takes_on_the_generation() 
     work = parse_work(STEP)
     job = Job("j", 0, 2, PodShape("chips", 1), 1.0, work)
     on_gen2, on_trn2 = timed(job, GEN2), timed(job, TRN2)
-    assert on_gen2.duration == pytest.approx(plan(work, GEN2, 16, 2).duration)
-    assert on_trn2.duration == pytest.approx(plan(work, TRN2, 16, 2).duration)
+    assert on_gen2.duration == pytest.approx(workload_timing(work, GEN2, 16, 2).duration)
+    assert on_trn2.duration == pytest.approx(workload_timing(work, TRN2, 16, 2).duration)
     assert on_gen2.duration != on_trn2.duration
     assert timed(Job("plain", 0, 1, PodShape("cores", 1), 7.0), TRN2).duration == 7.0
 

@@ -22,13 +22,13 @@ from localsim.commands.running import Running, open_running
 from simdevice.fabric import RankPlace
 from simdevice.topology import rack_spec
 from testbed.localcluster import Cluster, running_cluster
-from whatif import main as whatif
+from whatif import cli as whatif
 from whatif.faults import Failure, ScriptedFailures
 from whatif.figures import summarize
 from whatif.jobs import Job, PodShape
 from whatif.jobtimes import parse_work, with_work
 from whatif.live import FaultTargets, replay_live
-from whatif.main import bearer_token
+from whatif.livecluster import bearer_token
 from whatif.offline import QUEUEING, replay
 from whatif.placetimes import duration_on
 from whatif.settleclock import SettleClock

@@ -21,7 +21,7 @@ import pytest
 
 from simdevice.topology import rack_spec
 from testbed.localcluster import Cluster, running_cluster
-from whatif import main as whatif
+from whatif import cli as whatif
 from whatif.jobs import Job, PodShape
 from whatif.trace import write_trace
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from simdevice.topology import TRAINIUM3, RackSpec
-from whatif import main as whatif
+from whatif import cli as whatif
 from whatif.figures import summarize, time_weighted
 from whatif.fleet import Fleet
 from whatif.jobs import Job, JobError, PodShape, offered

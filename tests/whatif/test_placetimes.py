@@ -12,7 +12,7 @@ from benchmarks.paths import ROOT
 from simdevice.fabric import RankPlace, first_chips
 from simdevice.topology import rack_spec
 from simdevice.workloads import train_step_comm
-from whatif import main as whatif
+from whatif import cli as whatif
 from whatif.figures import summarize
 from whatif.fleet import Fleet
 from whatif.jobs import Job, JobError, PodShape
@@ -95,9 +95,9 @@ def test_a_job_without_work_keeps_its_trace_duration_wherever_it_lands() -> None
         assert spread_seconds(job, GEN2, places) == 0
 
 
-def test_the_packed_duration_is_the_planners_on_the_first_chips() -> None:
-    """On one rack the tightest placement is the rack's first chips, where the
-    planner times a workload's collectives."""
+def test_the_packed_duration_is_the_one_timed_on_the_first_chips() -> None:
+    """On one rack the tightest placement is the rack's first chips, where
+    `workload_timing` times a workload's collectives."""
     size = gradient_bytes(SMALL)
     comm, _ = train_step_comm(SMALL, GEN2, 2)
     assert comm == pytest.approx(by_hand(1e-6, 256e9, size))

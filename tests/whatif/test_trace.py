@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from simdevice.topology import rack_spec
-from whatif import main as whatif
+from whatif import cli as whatif
 from whatif.jobs import Job, JobError, PodShape
 from whatif.trace import (
     ALIBABA_DEFAULT,

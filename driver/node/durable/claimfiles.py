@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from driver.node import cdi
-from driver.node.devices import AllocatedDevice, ClaimPlan, NodePlace, fabric_of
+from driver.node.devices import AllocatedDevice, ClaimGrant, NodePlace, fabric_of
 from driver.node.durable.atomicfile import fsync_dir, remove, write_atomic, write_if_changed
 from driver.node.durable.checkpoint import ClaimRecord
 from driver.node.paths import NodePaths
@@ -76,15 +76,15 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def plan_of(record: ClaimRecord) -> ClaimPlan:
-    """The record as the plan it was made from (what the CDI spec needs)."""
+def grant_of(record: ClaimRecord) -> ClaimGrant:
+    """The record as the grant it was made from (what the CDI spec needs)."""
     devices = tuple(
         AllocatedDevice(
             d.request, d.pool, d.device, d.kind, tuple(d.core_ranges()), d.share_id, d.admin_access
         )
         for d in record.devices
     )
-    return ClaimPlan(
+    return ClaimGrant(
         devices=devices,
         lnc=record.lnc,
         visible_cores=tuple(record.visible_cores),
@@ -100,17 +100,17 @@ def device_fabric(
     """Ring and fabric addresses of one device: they depend only on the node's
     place and the chips the device holds, so each is worked out once."""
     ranges = tuple(CoreRange(chip, 0, 1) for chip in local_chips)
-    one = ClaimPlan((AllocatedDevice("", pool, "", kind, ranges),), 1, (), kind == "ultraserver")
+    one = ClaimGrant((AllocatedDevice("", pool, "", kind, ranges),), 1, (), kind == "ultraserver")
     ring, ips = fabric_of(one, place)
     return tuple(ring), tuple(ips)
 
 
-def claim_fabric(plan: ClaimPlan, place: NodePlace) -> tuple[list[int], list[str]]:
+def claim_fabric(grant: ClaimGrant, place: NodePlace) -> tuple[list[int], list[str]]:
     """`fabric_of` for the whole claim: each device's ring and addresses in
     device order, without repeats."""
     ring: list[int] = []
     ips: list[str] = []
-    for device in plan.devices:
+    for device in grant.devices:
         chips = tuple(sorted({r.chip for r in device.ranges}))
         device_ring, device_ips = device_fabric(place, device.kind, device.pool, chips)
         ring.extend(i for i in device_ring if i not in ring)
@@ -136,9 +136,9 @@ class ClaimFiles:
             return self.paths.token_file(record.uid)
         return self.paths.legacy_token_file(record.uid)
 
-    def edits(self, record: ClaimRecord, plan: ClaimPlan | None = None) -> cdi.ClaimEdits:
-        """The spec's inputs; `plan` is the record's own plan when the caller has it."""
-        ring, fabric_ips = claim_fabric(plan or plan_of(record), self.place)
+    def edits(self, record: ClaimRecord, grant: ClaimGrant | None = None) -> cdi.ClaimEdits:
+        """The spec's inputs; `grant` is the record's own grant when the caller has it."""
+        ring, fabric_ips = claim_fabric(grant or grant_of(record), self.place)
         return cdi.ClaimEdits(
             claim_uid=record.uid,
             visible_cores=record.visible_cores,
@@ -162,9 +162,9 @@ class ClaimFiles:
         token = self.token(record).encode()
         return write_if_changed(self.paths.token_file(record.uid), token, mode=0o644)
 
-    def write_spec(self, record: ClaimRecord, plan: ClaimPlan | None = None) -> bool:
+    def write_spec(self, record: ClaimRecord, grant: ClaimGrant | None = None) -> bool:
         """Write the CDI spec unless it holds what the record makes; True if written."""
-        return cdi.write_spec(self.paths.cdi_dir, self.driver, self.edits(record, plan))
+        return cdi.write_spec(self.paths.cdi_dir, self.driver, self.edits(record, grant))
 
     def remove_spec(self, uid: str) -> None:
         cdi.remove_spec(self.paths.cdi_dir, self.driver, uid)

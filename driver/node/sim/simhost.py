@@ -39,9 +39,9 @@ class SimHost:
         """Parse `spec` (WorkloadError on bad input), plan it and run it on `cores`."""
         workload = parse_workload(spec)
         with self._claim_lock(claim_uid):
-            planned = self.sim.plan_job(workload, cores)
+            timed = self.sim.plan_job(workload, cores)
             with self._lock:
-                job_id = self.sim.queue(planned)
+                job_id = self.sim.queue(timed)
                 self._owner[job_id] = claim_uid
                 return self.sim.job(job_id)
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from driver.node.devices import NodePlace, logical_to_physical
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, ClaimRecord
-from driver.node.durable.claimfiles import claim_fabric, hash_token, plan_of
+from driver.node.durable.claimfiles import claim_fabric, grant_of, hash_token
 from driver.node.durable.groupcommit import NodeState
 from driver.node.metrics import DriverMetrics
 from driver.node.sim.simhost import SimHost
@@ -90,7 +90,7 @@ def collective_places(
         raise refuse(f"sizes: every size must be >= 0 bytes, got {min(body.sizes)}")
     if not 1 <= body.iterations <= MAX_ITERATIONS:
         raise refuse(f"iterations: must be in [1, {MAX_ITERATIONS}], got {body.iterations}")
-    own, _ = claim_fabric(plan_of(record), place)
+    own, _ = claim_fabric(grant_of(record), place)
     if not 1 <= body.nworkers <= len(own) + len(body.peers):
         raise refuse(
             f"nworkers: {body.nworkers} ranks need {body.nworkers} chips, one per rank; claim "

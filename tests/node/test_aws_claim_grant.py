@@ -13,7 +13,7 @@ from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import AWS
 from driver.node import cdi
 from driver.node.claimconfig import ConfigError, parse_config
-from driver.node.devices import AllocationError, NodePlace, device_attributes, plan_claim
+from driver.node.devices import AllocationError, NodePlace, claim_grant, device_attributes
 from driver.node.durable.checkpoint import ClaimRecord, records
 from simdevice.topology import CoreRange, rack_spec
 
@@ -65,7 +65,7 @@ STANDALONE = NodePlace("node-a", "us-a", 0, TRN2)
 
 def test_four_connected_chips_with_lnc_1_give_their_32_logical_cores() -> None:
     names = [f"neurondevice{i}" for i in (4, 5, 6, 7)]
-    plan = plan_claim(
+    grant = claim_grant(
         claim("node-a", names, neuron_config(1)),
         attributes("trn2.48xlarge", {0: "node-a"}),
         STANDALONE,
@@ -73,13 +73,13 @@ def test_four_connected_chips_with_lnc_1_give_their_32_logical_cores() -> None:
         2,
         dialect=AWS.dialect,
     )
-    assert [d.ranges for d in plan.devices] == [(CoreRange(c, 0, 8),) for c in (4, 5, 6, 7)]
-    assert plan.lnc == 1
-    assert plan.visible_cores == tuple(range(32, 64))
+    assert [d.ranges for d in grant.devices] == [(CoreRange(c, 0, 8),) for c in (4, 5, 6, 7)]
+    assert grant.lnc == 1
+    assert grant.visible_cores == tuple(range(32, 64))
 
 
 def test_efa_interfaces_give_no_cores() -> None:
-    plan = plan_claim(
+    grant = claim_grant(
         claim("node-a", ["neurondevice0", "efa0"]),
         attributes("trn2.48xlarge", {0: "node-a"}),
         STANDALONE,
@@ -87,13 +87,13 @@ def test_efa_interfaces_give_no_cores() -> None:
         2,
         dialect=AWS.dialect,
     )
-    assert [d.ranges for d in plan.devices] == [(CoreRange(0, 0, 8),), ()]
-    assert plan.visible_cores == (0, 1, 2, 3)
+    assert [d.ranges for d in grant.devices] == [(CoreRange(0, 0, 8),), ()]
+    assert grant.visible_cores == (0, 1, 2, 3)
 
 
 def test_the_node_device_with_ultraserver_mode_gives_every_chip_and_the_mode() -> None:
     place = NodePlace("node-b", "us-a", 1, TRN2)
-    plan = plan_claim(
+    grant = claim_grant(
         claim("node-b", ["neuronnode"], ultraserver_config(4), neuron_config(1)),
         attributes("trn2u.48xlarge", {0: "node-a", 1: "node-b"}),
         place,
@@ -101,13 +101,13 @@ def test_the_node_device_with_ultraserver_mode_gives_every_chip_and_the_mode() -
         2,
         dialect=AWS.dialect,
     )
-    assert plan.ultraserver_mode == 4
-    assert len(plan.visible_cores) == 16 * 8
+    assert grant.ultraserver_mode == 4
+    assert len(grant.visible_cores) == 16 * 8
 
 
 def test_a_device_of_another_node_pool_is_refused() -> None:
     with pytest.raises(AllocationError, match="pool 'node-b', but this is node node-a"):
-        plan_claim(
+        claim_grant(
             claim("node-b", ["neurondevice0"]),
             attributes("trn2u.48xlarge", {0: "node-a", 1: "node-b"}),
             STANDALONE,
@@ -119,7 +119,7 @@ def test_a_device_of_another_node_pool_is_refused() -> None:
 
 def test_ultraserver_config_on_a_chip_is_refused() -> None:
     with pytest.raises(ConfigError, match="UltraServerConfig applies to request 'neurons'"):
-        plan_claim(
+        claim_grant(
             claim("node-a", ["neurondevice0"], ultraserver_config(2)),
             attributes("trn2.48xlarge", {0: "node-a"}),
             STANDALONE,
