@@ -60,7 +60,6 @@ from driver.usoperator.names import GROUP, ULTRASERVERS, VERSION, WORKLOADS
 from localsim import serviceaccounts
 from localsim.clusterspec import (
     OPERATOR_COMPONENT,
-    ClusterPaths,
     ClusterSpec,
     RackPlan,
     node_labels,
@@ -70,6 +69,7 @@ from localsim.clusterspec import (
 from localsim.controlplane import chart
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.plane import ControlPlane, free_port
+from localsim.paths import ClusterPaths
 from simdevice.topology import rack_spec
 from testbed.controlplane import CONTROLLER, custom, stop
 from testbed.waiting import wait_for

@@ -13,8 +13,9 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from driver.kubeapi.credentials import typed_client
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.daemons import Daemons, StandInDaemons
+from localsim.paths import ClusterPaths
 from localsim.realnodes.daemonpods import PodDaemons
 from localsim.state import read_cluster, serve_pid
 

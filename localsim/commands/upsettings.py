@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from driver.devicemodel.layout import PARTITION_SIZES
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
+from localsim.paths import ClusterPaths
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from driver.names import API_GROUP, API_VERSION, WHOLE_BY_NAME, rack_label
 from localsim import serviceaccounts
 from localsim.clusterspec import (
     OPERATOR_COMPONENT,
-    ClusterPaths,
     ClusterSpec,
     RackPlan,
     controller_argv,
@@ -41,6 +40,7 @@ from localsim.controlplane.children import Child, trainium_dra_argv
 from localsim.controlplane.plane import ControlPlane, ControlPlaneError, free_port
 from localsim.kueue.manager import start_kueue
 from localsim.lws.manager import start_lws
+from localsim.paths import ClusterPaths
 from localsim.prometheus import start_for_cluster
 from localsim.serving import Progress, serve_cluster
 from localsim.standin.kubelet import KubeletStandIn

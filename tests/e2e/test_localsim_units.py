@@ -8,7 +8,6 @@ import pytest
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
 from localsim.clusterspec import (
     RACK_LABEL,
-    ClusterPaths,
     ClusterSpec,
     ClusterSpecError,
     node_daemon_argv,
@@ -19,6 +18,7 @@ from localsim.commands.flags import parse_sizes, parse_up
 from localsim.commands.status import ClaimCores, allocation_rows, compact, table
 from localsim.commands.top import parse_metrics, render, shade
 from localsim.controlplane.chart import NAMESPACE, select
+from localsim.paths import ClusterPaths
 from localsim.standin import podstatus
 from localsim.standin.workloadclient import workload_spec
 from simdevice.workloads import WorkloadError
