@@ -58,18 +58,12 @@ from driver.names import driver_version
 from driver.procstat import process_cpu_seconds
 from driver.usoperator.names import GROUP, ULTRASERVERS, VERSION, WORKLOADS
 from localsim import serviceaccounts
-from localsim.clusterspec import (
-    OPERATOR_COMPONENT,
-    ClusterSpec,
-    RackPlan,
-    node_labels,
-    operator_argv,
-    operator_values,
-)
+from localsim.clusterspec import ClusterSpec, RackPlan, node_labels
 from localsim.controlplane import chart
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.plane import ControlPlane, free_port
 from localsim.paths import ClusterPaths
+from localsim.standin.argv import OPERATOR_COMPONENT, operator_argv, operator_values
 from simdevice.topology import rack_spec
 from testbed.controlplane import CONTROLLER, custom, stop
 from testbed.waiting import wait_for

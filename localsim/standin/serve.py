@@ -22,17 +22,7 @@ from kubernetes import client
 from driver.kubeapi.credentials import typed_client
 from driver.names import API_GROUP, API_VERSION, WHOLE_BY_NAME, rack_label
 from localsim import serviceaccounts
-from localsim.clusterspec import (
-    OPERATOR_COMPONENT,
-    ClusterSpec,
-    RackPlan,
-    controller_argv,
-    node_daemon_argv,
-    node_labels,
-    operator_argv,
-    operator_values,
-    ultraserver_object,
-)
+from localsim.clusterspec import ClusterSpec, RackPlan, node_labels, ultraserver_object
 from localsim.controlplane import chart
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.chart import NAMESPACE
@@ -43,6 +33,13 @@ from localsim.lws.manager import start_lws
 from localsim.paths import ClusterPaths
 from localsim.prometheus import start_for_cluster
 from localsim.serving import Progress, serve_cluster
+from localsim.standin.argv import (
+    OPERATOR_COMPONENT,
+    controller_argv,
+    node_daemon_argv,
+    operator_argv,
+    operator_values,
+)
 from localsim.standin.kubelet import KubeletStandIn
 from localsim.standin.podsync import PodSync
 from localsim.state import write_cluster

@@ -10,7 +10,6 @@ from localsim.clusterspec import (
     RACK_LABEL,
     ClusterSpec,
     ClusterSpecError,
-    node_daemon_argv,
     node_labels,
     ultraserver_object,
 )
@@ -20,6 +19,7 @@ from localsim.commands.top import parse_metrics, render, shade
 from localsim.controlplane.chart import NAMESPACE, select
 from localsim.paths import ClusterPaths
 from localsim.standin import podstatus
+from localsim.standin.argv import node_daemon_argv
 from localsim.standin.workloadclient import workload_spec
 from simdevice.workloads import WorkloadError
 
