@@ -58,7 +58,7 @@ from driver.names import driver_version
 from driver.procstat import process_cpu_seconds
 from driver.usoperator.names import GROUP, ULTRASERVERS, VERSION, WORKLOADS
 from localsim import serviceaccounts
-from localsim.clusterspec import ClusterSpec, RackPlan, node_labels
+from localsim.clusterspec import ClusterRack, ClusterSpec, node_labels
 from localsim.controlplane import chart
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.plane import ControlPlane, free_port
@@ -83,10 +83,11 @@ def fleet(racks: int) -> ClusterSpec:
     """`racks` Trn3 Gen1 UltraServers of the AWS profile, `us-000`, `us-001`, ...
     (beyond the 26 racks `up` names by letter)."""
     servers = rack_spec(GENERATION).servers
-    plans = tuple(
-        RackPlan(f"us-{i:03d}", GENERATION, servers, servers, INSTANCE_TYPE) for i in range(racks)
+    cluster_racks = tuple(
+        ClusterRack(f"us-{i:03d}", GENERATION, servers, servers, INSTANCE_TYPE)
+        for i in range(racks)
     )
-    return ClusterSpec(plans, driver=AWS_DRIVER, profile=AWS.name)
+    return ClusterSpec(cluster_racks, driver=AWS_DRIVER, profile=AWS.name)
 
 
 def fleet_nodes(spec: ClusterSpec) -> dict[str, dict[str, str]]:

@@ -30,7 +30,10 @@ class ClusterSpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class RackPlan:
+class ClusterRack:
+    """One rack the local cluster creates: its UltraServer's name, the
+    generation and how many of its servers get a Node."""
+
     name: str
     generation: str
     servers: int  # servers in the rack
@@ -56,7 +59,7 @@ def check_partition_sizes(sizes: tuple[int, ...]) -> None:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    racks: tuple[RackPlan, ...]
+    racks: tuple[ClusterRack, ...]
     mode: str = "partitioned"
     driver: str = DEFAULT_DRIVER_NAME
     pools: str = "rack"  # partitioned mode's pool layout
@@ -121,8 +124,8 @@ class ClusterSpec:
                 f"--nodes-per-rack: {generation} has {servers} servers; choose 1..{servers}, "
                 f"got {nodes}"
             )
-        plans = tuple(
-            RackPlan(
+        cluster_racks = tuple(
+            ClusterRack(
                 f"rack-{string.ascii_lowercase[i]}",
                 generation,
                 servers,
@@ -131,7 +134,7 @@ class ClusterSpec:
             )
             for i in range(racks)
         )
-        return cls(plans, mode, driver, pools, partition_sizes, profile)
+        return cls(cluster_racks, mode, driver, pools, partition_sizes, profile)
 
     def node_count(self) -> int:
         return sum(r.nodes for r in self.racks)
@@ -160,7 +163,7 @@ class ClusterSpec:
         """Whether the cluster runs AWS's UltraServer operator, simulated (its profile's)."""
         return PROFILES[self.profile].workload_tags
 
-    def profile_labels(self, rack: RackPlan, server: int) -> dict[str, str]:
+    def profile_labels(self, rack: ClusterRack, server: int) -> dict[str, str]:
         """The labels the cluster's profile adds to a server's Node."""
         return PROFILES[self.profile].node_labels(
             rack.name, rack.generation, rack.servers, rack.instance_type, server
@@ -169,7 +172,7 @@ class ClusterSpec:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterSpec":
         racks = tuple(
-            RackPlan(
+            ClusterRack(
                 r["name"],
                 r["generation"],
                 int(r["servers"]),
@@ -189,12 +192,12 @@ class ClusterSpec:
         )
 
 
-def node_labels(rack: RackPlan, server: int) -> dict[str, str]:
+def node_labels(rack: ClusterRack, server: int) -> dict[str, str]:
     return {RACK_LABEL: rack.name, DEFAULT_SERVER_INDEX_LABEL: str(server)}
 
 
 def ultraserver_object(
-    rack: RackPlan,
+    rack: ClusterRack,
     mode: str,
     pools: str = "rack",
     partition_sizes: tuple[int, ...] | None = None,

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import httpx
 
-from localsim.clusterspec import RackPlan
+from localsim.clusterspec import ClusterRack
 
 
 class DaemonUnreachableError(RuntimeError):
@@ -17,7 +17,7 @@ class DaemonUnreachableError(RuntimeError):
 
 
 class Daemons(Protocol):
-    def metrics(self, rack: RackPlan) -> list[str]:
+    def metrics(self, rack: ClusterRack) -> list[str]:
         """The /metrics texts of every daemon serving `rack`'s nodes."""
         ...
 
@@ -27,7 +27,7 @@ class StandInDaemons:
     urls: Mapping[str, str]
     """Rack -> its daemon's /metrics URL, as `serve` recorded it."""
 
-    def metrics(self, rack: RackPlan) -> list[str]:
+    def metrics(self, rack: ClusterRack) -> list[str]:
         url = self.urls[rack.name]
         try:
             response = httpx.get(url, timeout=5.0)

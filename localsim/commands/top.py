@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from localsim.clusterspec import ClusterSpec, RackPlan
+from localsim.clusterspec import ClusterRack, ClusterSpec
 from localsim.commands.flags import TopFlags, parse_top
 from localsim.commands.running import NotRunningError, open_running
 from localsim.daemons import Daemons, DaemonUnreachableError
@@ -55,7 +55,7 @@ def shade(ratio: float) -> str:
     return SHADES[min(len(SHADES) - 1, round(ratio * (len(SHADES) - 1)))]
 
 
-def render(rack: RackPlan, sample: Sample, now: str, idle_rows: bool = True) -> str:
+def render(rack: ClusterRack, sample: Sample, now: str, idle_rows: bool = True) -> str:
     """The screen: a header, then one row per node with one cell per core
     (without `idle_rows`, nodes with every core idle are counted, not drawn)."""
     spec = rack_spec(rack.generation)

@@ -6,7 +6,7 @@ Pure: a `ClusterSpec`, its `ClusterPaths` and ports in, argv lists out;
 `serve.py` starts the processes.
 """
 
-from localsim.clusterspec import ClusterSpec, RackPlan
+from localsim.clusterspec import ClusterRack, ClusterSpec
 from localsim.paths import ClusterPaths
 
 
@@ -54,7 +54,7 @@ HEARTBEAT_SECONDS = 1.0
 
 
 def node_daemon_argv(
-    paths: ClusterPaths, spec: ClusterSpec, rack: RackPlan, http_port: int, namespace: str
+    paths: ClusterPaths, spec: ClusterSpec, rack: ClusterRack, http_port: int, namespace: str
 ) -> list[str]:
     """One process serves every node of the rack (multi-node mode), each node
     with its own node-bound token, as each node's daemon pod would have; with

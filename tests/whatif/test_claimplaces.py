@@ -6,12 +6,12 @@ import pytest
 
 from driver.devicemodel.ultraserver import parse_spec
 from driver.names import DEFAULT_DRIVER_NAME
-from localsim.clusterspec import RackPlan, ultraserver_object
+from localsim.clusterspec import ClusterRack, ultraserver_object
 from simdevice.fabric import RankPlace
 from whatif.claimplaces import FleetDevices, HeldDevices, allocation_results
 
 DRIVER = DEFAULT_DRIVER_NAME
-A, B = (RackPlan(name, "trn3-gen1", 4, 4) for name in ("rack-a", "rack-b"))
+A, B = (ClusterRack(name, "trn3-gen1", 4, 4) for name in ("rack-a", "rack-b"))
 SERVERS = {plan.node_name(s): (r, s) for r, plan in enumerate((A, B)) for s in range(4)}
 
 
