@@ -108,7 +108,7 @@ def fleet_slices(spec: ClusterSpec) -> list[JSON]:
             RackInput(
                 name=rack.name,
                 rack=rack_spec(rack.generation),
-                mode=spec.mode,
+                mode=spec.device_mode,
                 flat_device="chip",
                 nodes={s: rack.node_name(s) for s in range(rack.nodes)},
                 rack_nodes=None,

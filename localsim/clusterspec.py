@@ -14,7 +14,7 @@ from typing import Any
 from driver.devicemodel import awsprofile
 from driver.devicemodel.layout import PARTITION_SIZES, POOL_LAYOUTS
 from driver.devicemodel.profiles import PROFILES
-from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, DEVICE_MODES
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
 from simdevice.topology import GENERATIONS, TopologyError, rack_spec
 
@@ -60,7 +60,8 @@ def check_partition_sizes(sizes: tuple[int, ...]) -> None:
 @dataclass(frozen=True)
 class ClusterSpec:
     racks: tuple[ClusterRack, ...]
-    mode: str = "partitioned"
+    device_mode: str = "partitioned"
+    """The UltraServers' `spec.mode`: `partitioned` or `flat` (`--mode`)."""
     driver: str = DEFAULT_DRIVER_NAME
     pools: str = "rack"  # partitioned mode's pool layout
     partition_sizes: tuple[int, ...] | None = None
@@ -73,7 +74,7 @@ class ClusterSpec:
         racks: int = 1,
         generation: str = "trn3-gen2",
         nodes_per_rack: int | None = None,
-        mode: str = "partitioned",
+        device_mode: str = "partitioned",
         driver: str = DEFAULT_DRIVER_NAME,
         *,
         pools: str = "rack",
@@ -88,15 +89,15 @@ class ClusterSpec:
             )
         if not 1 <= racks <= MAX_RACKS:
             raise ClusterSpecError(f"--racks: must be between 1 and {MAX_RACKS}, got {racks}")
-        if mode not in MODES:
-            raise ClusterSpecError(f"--mode: {mode!r} is not partitioned or flat")
+        if device_mode not in DEVICE_MODES:
+            raise ClusterSpecError(f"--mode: {device_mode!r} is not partitioned or flat")
         if pools not in POOL_LAYOUTS:
             raise ClusterSpecError(f"--pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
-        if pools != "rack" and mode != "partitioned":
+        if pools != "rack" and device_mode != "partitioned":
             raise ClusterSpecError(f"--pools: {pools} needs --mode partitioned")
         if partition_sizes is not None:
             check_partition_sizes(partition_sizes)
-            if mode != "partitioned":
+            if device_mode != "partitioned":
                 raise ClusterSpecError("--partition-sizes: needs --mode partitioned")
         try:
             servers = rack_spec(generation).servers
@@ -134,14 +135,14 @@ class ClusterSpec:
             )
             for i in range(racks)
         )
-        return cls(cluster_racks, mode, driver, pools, partition_sizes, profile)
+        return cls(cluster_racks, device_mode, driver, pools, partition_sizes, profile)
 
     def node_count(self) -> int:
         return sum(r.nodes for r in self.racks)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "mode": self.mode,
+            "mode": self.device_mode,
             "driver": self.driver,
             "pools": self.pools,
             "partitionSizes": list(self.partition_sizes) if self.partition_sizes else None,
@@ -198,7 +199,7 @@ def node_labels(rack: ClusterRack, server: int) -> dict[str, str]:
 
 def ultraserver_object(
     rack: ClusterRack,
-    mode: str,
+    device_mode: str,
     pools: str = "rack",
     partition_sizes: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
@@ -214,7 +215,7 @@ def ultraserver_object(
         "metadata": {"name": rack.name},
         "spec": {
             "generation": rack.generation,
-            "mode": mode,
+            "mode": device_mode,
             **layout,
             "nodes": {
                 "selector": {"matchLabels": {RACK_LABEL: rack.name}},

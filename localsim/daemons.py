@@ -1,7 +1,7 @@
-"""Where `top` reads a rack's node daemon metrics. The two modes serve them
-differently: the stand-in runs one daemon process per rack on a loopback
-port it records in cluster.json; real nodes run one daemon pod per node
-(`localsim.realnodes.daemonpods`). `top` sees only `Daemons`."""
+"""Where `top` reads a rack's node daemon metrics. Stand-in and real nodes
+serve them differently: the stand-in runs one daemon process per rack on a
+loopback port it records in cluster.json; real nodes run one daemon pod per
+node (`localsim.realnodes.daemonpods`). `top` sees only `Daemons`."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass

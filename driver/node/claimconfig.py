@@ -87,13 +87,15 @@ def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM.dialec
             f"{where}.logicalNeuronCore: must be one of {', '.join(map(str, VALID_LNC))}, "
             f"got {shown(lnc)}"
         )
-    mode = parameters.get("ultraserverMode")
-    if mode is not None and not (type(mode) is int and mode in ULTRASERVER_MODES):
+    ultraserver_mode = parameters.get("ultraserverMode")
+    if ultraserver_mode is not None and not (
+        type(ultraserver_mode) is int and ultraserver_mode in ULTRASERVER_MODES
+    ):
         raise ConfigError(
             f"{where}.ultraserverMode: must be one of {', '.join(map(str, ULTRASERVER_MODES))}, "
-            f"got {shown(mode)}"
+            f"got {shown(ultraserver_mode)}"
         )
-    return DeviceConfig(kind=kind, logical_neuron_core=lnc, ultraserver_mode=mode)
+    return DeviceConfig(kind=kind, logical_neuron_core=lnc, ultraserver_mode=ultraserver_mode)
 
 
 def request_matches(config_requests: Sequence[str], request: str) -> bool:

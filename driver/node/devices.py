@@ -270,30 +270,30 @@ def plan_claim(
                 ) from err
     if len(set(visible)) != len(visible):
         raise AllocationError("status.allocation.devices.results: devices overlap in cores")
-    modes = {
+    ultraserver_modes = {
         config.ultraserver_mode
         for device in devices
         for config in configs.get(device.request, [])
         if config.ultraserver_mode is not None
     }
-    if len(modes) > 1:
+    if len(ultraserver_modes) > 1:
         raise ConfigError(
             "status.allocation.devices.config: requests of one claim ask for different "
-            f"ultraserverMode values {sorted(modes)}; use one value per claim"
+            f"ultraserverMode values {sorted(ultraserver_modes)}; use one value per claim"
         )
-    mode = modes.pop() if modes else None
-    if mode is not None and mode > place.rack.servers:
+    ultraserver_mode = ultraserver_modes.pop() if ultraserver_modes else None
+    if ultraserver_mode is not None and ultraserver_mode > place.rack.servers:
         raise ConfigError(
-            f"status.allocation.devices.config: ultraserverMode {mode} spans more nodes than "
-            f"the {place.rack.servers} of UltraServer {place.ultraserver}; use at most "
-            f"{place.rack.servers}"
+            f"status.allocation.devices.config: ultraserverMode {ultraserver_mode} spans more "
+            f"nodes than the {place.rack.servers} of UltraServer {place.ultraserver}; use at "
+            f"most {place.rack.servers}"
         )
     return ClaimPlan(
         devices=tuple(devices),
         lnc=lnc,
         visible_cores=tuple(sorted(visible)),
         ultraserver=any(d.kind == "ultraserver" for d in devices),
-        ultraserver_mode=mode,
+        ultraserver_mode=ultraserver_mode,
     )
 
 

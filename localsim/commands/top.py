@@ -1,8 +1,9 @@
 """`trainium-dra top`: live per-core utilization of a rack, like neuron-top.
 
 It reads `neuroncore_utilization_ratio` from the metrics of the daemons that
-serve the rack (`Daemons`, in either mode), one row per node, one cell per
-physical core (grouped by chip), and redraws the screen every interval.
+serve the rack (`Daemons`, on stand-in or real nodes), one row per node, one
+cell per physical core (grouped by chip), and redraws the screen every
+interval.
 """
 
 import sys

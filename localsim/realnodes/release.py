@@ -34,7 +34,7 @@ def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, An
                 "name": rack.name,
                 "spec": ultraserver_object(
                     rack,
-                    spec.mode,
+                    spec.device_mode,
                     partition_sizes=spec.partition_sizes,
                 )["spec"],
             }

@@ -232,7 +232,9 @@ class StandInCluster:
             API_GROUP,
             API_VERSION,
             "ultraservers",
-            ultraserver_object(rack, self.spec.mode, self.spec.pools, self.spec.partition_sizes),
+            ultraserver_object(
+                rack, self.spec.device_mode, self.spec.pools, self.spec.partition_sizes
+            ),
         )
 
     def _labels(self, rack: ClusterRack, server: int) -> dict[str, str]:

@@ -12,11 +12,11 @@ from whatif.claimplaces import FleetDevices, HeldDevices, allocation_results
 
 DRIVER = DEFAULT_DRIVER_NAME
 A, B = (ClusterRack(name, "trn3-gen1", 4, 4) for name in ("rack-a", "rack-b"))
-SERVERS = {plan.node_name(s): (r, s) for r, plan in enumerate((A, B)) for s in range(4)}
+SERVERS = {rack.node_name(s): (r, s) for r, rack in enumerate((A, B)) for s in range(4)}
 
 
-def fleet(mode: str = "partitioned", pools: str = "node") -> FleetDevices:
-    specs = [parse_spec(ultraserver_object(plan, mode, pools)) for plan in (A, B)]
+def fleet(device_mode: str = "partitioned", pools: str = "node") -> FleetDevices:
+    specs = [parse_spec(ultraserver_object(rack, device_mode, pools)) for rack in (A, B)]
     return FleetDevices(DRIVER, {spec.name: spec for spec in specs}, SERVERS)
 
 
