@@ -16,7 +16,7 @@ from driver.devicemodel.awsprofile import ULTRASERVER_MODES
 from driver.devicemodel.profiles import (
     CONFIG_KINDS,
     TRAINIUM,
-    Dialect,
+    ConfigDialect,
 )
 from simdevice.topology import VALID_LNC
 
@@ -52,7 +52,9 @@ def shown(value: Any) -> str:
     return "an object"
 
 
-def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM.dialect) -> DeviceConfig:
+def parse_config(
+    parameters: Any, where: str, dialect: ConfigDialect = TRAINIUM.dialect
+) -> DeviceConfig:
     """Validate one opaque `parameters` object found at `where`.
 
     The chart's ValidatingAdmissionPolicy applies these same rules, with these
@@ -114,7 +116,7 @@ def configs_by_request(
     allocation_devices: Mapping[str, Any],
     driver: str,
     requests: Sequence[str],
-    dialect: Dialect = TRAINIUM.dialect,
+    dialect: ConfigDialect = TRAINIUM.dialect,
 ) -> dict[str, list[DeviceConfig]]:
     """Every config of this driver that applies to each request, in precedence order.
 

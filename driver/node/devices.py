@@ -16,7 +16,7 @@ from typing import Any
 from driver.devicemodel import attributes as attr
 from driver.devicemodel import fabric
 from driver.devicemodel.awsprofile import EFA_DEVICE, NEURON_DEVICE, NEURON_NODE
-from driver.devicemodel.profiles import NEURON_CONFIG, TRAINIUM, ULTRASERVER_CONFIG, Dialect
+from driver.devicemodel.profiles import NEURON_CONFIG, TRAINIUM, ULTRASERVER_CONFIG, ConfigDialect
 from driver.node.claimconfig import ConfigError, DeviceConfig, configs_by_request
 from simdevice.topology import CoreRange, RackSpec, TopologyError, chip_places
 
@@ -198,7 +198,7 @@ def plan_claim(
     driver: str,
     default_lnc: int,
     *,
-    dialect: Dialect = TRAINIUM.dialect,
+    dialect: ConfigDialect = TRAINIUM.dialect,
 ) -> ClaimPlan:
     """Check the claim's allocation against this node and work out its cores.
 
