@@ -12,13 +12,14 @@ import itertools
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from simdevice.checks import NumericsResult, check, too_large
+from simdevice.faulthealth import fault_health, summarize
 from simdevice.faults import Fault, FaultError, FaultKind
 from simdevice.isa import QUEUE_NAMES
 from simdevice.sharing import fair_share
@@ -578,42 +579,3 @@ def _numerics(workload: Workload, cores: int) -> NumericsResult | None:
         sparsity=params.get("sparsity", "dense"),
         func=params.get("func", "gelu"),
     )
-
-
-def summarize(faults: Iterable[Fault]) -> ChipHealth:
-    """The health a set of faults leaves: failed on an uncorrected error,
-    degraded on a hang or a link down, else healthy (corrected errors)."""
-    ordered = sorted(faults, key=lambda f: (f.kind.value, f.core or 0))
-    failed = [f for f in ordered if f.uncorrected]
-    if failed:
-        return ChipHealth("failed", "; ".join(_describe(f) for f in failed))
-    degraded = [f for f in ordered if f.kind in (FaultKind.CORE_HANG, FaultKind.LINK_DOWN)]
-    if degraded:
-        return ChipHealth("degraded", "; ".join(_describe(f) for f in degraded))
-    return ChipHealth("healthy", "")
-
-
-def fault_health(faults: Iterable[Fault]) -> dict[tuple[int, int | None], ChipHealth]:
-    """Unhealthy (chip, core-or-None) places of a set of faults."""
-    places: dict[tuple[int, int | None], list[Fault]] = {}
-    for fault in faults:
-        places.setdefault((fault.chip, fault.core), []).append(fault)
-    out = {place: summarize(group) for place, group in places.items()}
-    return {p: out[p] for p in sorted(out, key=place_order) if out[p].state != "healthy"}
-
-
-def place_order(place: tuple[int, int | None]) -> tuple[int, int]:
-    """Chip by chip; a whole chip before its single cores."""
-    chip, core = place
-    return (chip, -1 if core is None else core)
-
-
-def _describe(fault: Fault) -> str:
-    texts = {
-        FaultKind.ECC_UNCORRECTED_HBM: "uncorrected HBM ECC error",
-        FaultKind.ECC_UNCORRECTED_SRAM: "uncorrected SRAM ECC error",
-        FaultKind.CORE_HANG: "core hung",
-        FaultKind.LINK_DOWN: "NeuronLink down",
-    }
-    where = "" if fault.core is None else f" (core {fault.core})"
-    return texts.get(fault.kind, fault.kind.value) + where
