@@ -31,7 +31,7 @@ from simdevice.isa import (
 from simdevice.kernels.attention import attention
 from simdevice.kernels.gemm import BLOCK_ROWS, block_rows, gemm
 from simdevice.kernels.rowwise import elementwise
-from simdevice.server import UTILIZATION_TAU
+from simdevice.telemetry import UTILIZATION_TAU
 from simdevice.timing import (
     CORE_TIMING,
     core_dma_bandwidth,

@@ -58,18 +58,12 @@ from driver.names import driver_version
 from driver.procstat import process_cpu_seconds
 from driver.usoperator.names import GROUP, ULTRASERVERS, VERSION, WORKLOADS
 from localsim import serviceaccounts
-from localsim.clusterspec import (
-    OPERATOR_COMPONENT,
-    ClusterPaths,
-    ClusterSpec,
-    RackPlan,
-    node_labels,
-    operator_argv,
-    operator_values,
-)
+from localsim.clusterspec import ClusterRack, ClusterSpec, node_labels
 from localsim.controlplane import chart
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.plane import ControlPlane, free_port
+from localsim.paths import ClusterPaths
+from localsim.standin.argv import OPERATOR_COMPONENT, operator_argv, operator_values
 from simdevice.topology import rack_spec
 from testbed.controlplane import CONTROLLER, custom, stop
 from testbed.waiting import wait_for
@@ -89,10 +83,11 @@ def fleet(racks: int) -> ClusterSpec:
     """`racks` Trn3 Gen1 UltraServers of the AWS profile, `us-000`, `us-001`, ...
     (beyond the 26 racks `up` names by letter)."""
     servers = rack_spec(GENERATION).servers
-    plans = tuple(
-        RackPlan(f"us-{i:03d}", GENERATION, servers, servers, INSTANCE_TYPE) for i in range(racks)
+    cluster_racks = tuple(
+        ClusterRack(f"us-{i:03d}", GENERATION, servers, servers, INSTANCE_TYPE)
+        for i in range(racks)
     )
-    return ClusterSpec(plans, driver=AWS_DRIVER, profile=AWS.name)
+    return ClusterSpec(cluster_racks, driver=AWS_DRIVER, profile=AWS.name)
 
 
 def fleet_nodes(spec: ClusterSpec) -> dict[str, dict[str, str]]:
@@ -113,7 +108,7 @@ def fleet_slices(spec: ClusterSpec) -> list[JSON]:
             RackInput(
                 name=rack.name,
                 rack=rack_spec(rack.generation),
-                mode=spec.mode,
+                mode=spec.device_mode,
                 flat_device="chip",
                 nodes={s: rack.node_name(s) for s in range(rack.nodes)},
                 rack_nodes=None,

@@ -1,23 +1,21 @@
-"""What a local cluster consists of, as plain data: racks, their nodes, the
-UltraServer objects, and the command lines of the controller and node daemons.
+"""What a local cluster consists of, as plain data: racks, their nodes and
+the UltraServer objects.
 
-Pure: a `ClusterSpec` and a state directory in, names, paths, objects and
-argv lists out. `standin/serve.py` and `realnodes/serve.py` do the I/O.
+Pure: flags in, a `ClusterSpec` out, and from it names, labels and objects.
+`standin/serve.py` and `realnodes/serve.py` do the I/O. Where the cluster
+lives on disk is in `paths.py`; the command lines the stand-in runs the
+driver's processes with are in `standin/argv.py`.
 """
 
-import hashlib
-import os
 import string
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from driver.devicemodel import awsprofile
 from driver.devicemodel.layout import PARTITION_SIZES, POOL_LAYOUTS
 from driver.devicemodel.profiles import PROFILES
-from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, MODES
+from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL, DEVICE_MODES
 from driver.names import API_GROUP, API_VERSION, DEFAULT_DRIVER_NAME
-from localsim.controlplane.schedulerconfig import SCHEDULER_CONFIG
 from simdevice.topology import GENERATIONS, TopologyError, rack_spec
 
 RACK_LABEL = f"{API_GROUP}/ultraserver"
@@ -32,7 +30,10 @@ class ClusterSpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class RackPlan:
+class ClusterRack:
+    """One rack the local cluster creates: its UltraServer's name, the
+    generation and how many of its servers get a Node."""
+
     name: str
     generation: str
     servers: int  # servers in the rack
@@ -58,8 +59,9 @@ def check_partition_sizes(sizes: tuple[int, ...]) -> None:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    racks: tuple[RackPlan, ...]
-    mode: str = "partitioned"
+    racks: tuple[ClusterRack, ...]
+    device_mode: str = "partitioned"
+    """The UltraServers' `spec.mode`: `partitioned` or `flat` (`--mode`)."""
     driver: str = DEFAULT_DRIVER_NAME
     pools: str = "rack"  # partitioned mode's pool layout
     partition_sizes: tuple[int, ...] | None = None
@@ -72,7 +74,7 @@ class ClusterSpec:
         racks: int = 1,
         generation: str = "trn3-gen2",
         nodes_per_rack: int | None = None,
-        mode: str = "partitioned",
+        device_mode: str = "partitioned",
         driver: str = DEFAULT_DRIVER_NAME,
         *,
         pools: str = "rack",
@@ -87,15 +89,15 @@ class ClusterSpec:
             )
         if not 1 <= racks <= MAX_RACKS:
             raise ClusterSpecError(f"--racks: must be between 1 and {MAX_RACKS}, got {racks}")
-        if mode not in MODES:
-            raise ClusterSpecError(f"--mode: {mode!r} is not partitioned or flat")
+        if device_mode not in DEVICE_MODES:
+            raise ClusterSpecError(f"--mode: {device_mode!r} is not partitioned or flat")
         if pools not in POOL_LAYOUTS:
             raise ClusterSpecError(f"--pools: {pools!r} is not one of {', '.join(POOL_LAYOUTS)}")
-        if pools != "rack" and mode != "partitioned":
+        if pools != "rack" and device_mode != "partitioned":
             raise ClusterSpecError(f"--pools: {pools} needs --mode partitioned")
         if partition_sizes is not None:
             check_partition_sizes(partition_sizes)
-            if mode != "partitioned":
+            if device_mode != "partitioned":
                 raise ClusterSpecError("--partition-sizes: needs --mode partitioned")
         try:
             servers = rack_spec(generation).servers
@@ -123,8 +125,8 @@ class ClusterSpec:
                 f"--nodes-per-rack: {generation} has {servers} servers; choose 1..{servers}, "
                 f"got {nodes}"
             )
-        plans = tuple(
-            RackPlan(
+        cluster_racks = tuple(
+            ClusterRack(
                 f"rack-{string.ascii_lowercase[i]}",
                 generation,
                 servers,
@@ -133,14 +135,14 @@ class ClusterSpec:
             )
             for i in range(racks)
         )
-        return cls(plans, mode, driver, pools, partition_sizes, profile)
+        return cls(cluster_racks, device_mode, driver, pools, partition_sizes, profile)
 
     def node_count(self) -> int:
         return sum(r.nodes for r in self.racks)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "mode": self.mode,
+            "mode": self.device_mode,
             "driver": self.driver,
             "pools": self.pools,
             "partitionSizes": list(self.partition_sizes) if self.partition_sizes else None,
@@ -162,7 +164,7 @@ class ClusterSpec:
         """Whether the cluster runs AWS's UltraServer operator, simulated (its profile's)."""
         return PROFILES[self.profile].workload_tags
 
-    def profile_labels(self, rack: RackPlan, server: int) -> dict[str, str]:
+    def profile_labels(self, rack: ClusterRack, server: int) -> dict[str, str]:
         """The labels the cluster's profile adds to a server's Node."""
         return PROFILES[self.profile].node_labels(
             rack.name, rack.generation, rack.servers, rack.instance_type, server
@@ -171,7 +173,7 @@ class ClusterSpec:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterSpec":
         racks = tuple(
-            RackPlan(
+            ClusterRack(
                 r["name"],
                 r["generation"],
                 int(r["servers"]),
@@ -191,13 +193,13 @@ class ClusterSpec:
         )
 
 
-def node_labels(rack: RackPlan, server: int) -> dict[str, str]:
+def node_labels(rack: ClusterRack, server: int) -> dict[str, str]:
     return {RACK_LABEL: rack.name, DEFAULT_SERVER_INDEX_LABEL: str(server)}
 
 
 def ultraserver_object(
-    rack: RackPlan,
-    mode: str,
+    rack: ClusterRack,
+    device_mode: str,
     pools: str = "rack",
     partition_sizes: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
@@ -213,7 +215,7 @@ def ultraserver_object(
         "metadata": {"name": rack.name},
         "spec": {
             "generation": rack.generation,
-            "mode": mode,
+            "mode": device_mode,
             **layout,
             "nodes": {
                 "selector": {"matchLabels": {RACK_LABEL: rack.name}},
@@ -221,196 +223,3 @@ def ultraserver_object(
             },
         },
     }
-
-
-@dataclass(frozen=True)
-class ClusterPaths:
-    """Where everything of a cluster lives under its state directory.
-
-    Unix socket paths may not exceed 107 bytes, so everything that holds a
-    socket (the nodes' kubelet roots, containerd states and workload sockets,
-    the simulator's controls) lives in the cluster's short runtime directory,
-    never under `root`, whose length is the user's choice.
-    """
-
-    root: Path
-
-    @property
-    def runtime(self) -> Path:
-        return runtime_dir_for(Path(os.path.abspath(self.root)), os.getuid())
-
-    @property
-    def runtime_link(self) -> Path:
-        """A symlink in the state directory to the runtime directory, to find it by."""
-        return self.root / "run"
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.root / "serve.pid"
-
-    @property
-    def ready_file(self) -> Path:
-        return self.root / "ready"
-
-    @property
-    def cluster_file(self) -> Path:
-        """The spec and the daemons' HTTP ports, for `status`, `top` and `down`."""
-        return self.root / "cluster.json"
-
-    @property
-    def settings_file(self) -> Path:
-        """The flags `up` started the cluster with, for a second `up` to compare."""
-        return self.root / "up.json"
-
-    @property
-    def serve_log(self) -> Path:
-        return self.root / "serve.log"
-
-    @property
-    def nodes_dir(self) -> Path:
-        return self.runtime / "n"
-
-    def node_template(self, what: str) -> str:
-        return str(self.nodes_dir / "{node}" / what)
-
-    def kubelet_root(self, node: str) -> Path:
-        return Path(self.node_template("k").replace("{node}", node))
-
-    def cdi_dir(self, node: str) -> Path:
-        return Path(self.node_template("cdi").replace("{node}", node))
-
-    @property
-    def credentials_dir(self) -> Path:
-        """Kubeconfigs of the driver's components, each with its ServiceAccount's token."""
-        return self.root / "sa"
-
-    @property
-    def controller_kubeconfig(self) -> Path:
-        return self.credentials_dir / "controller.kubeconfig"
-
-    @property
-    def operator_kubeconfig(self) -> Path:
-        return self.credentials_dir / "ultraserver-operator.kubeconfig"
-
-    @property
-    def node_kubeconfig_template(self) -> str:
-        return str(self.credentials_dir / "{node}.kubeconfig")
-
-    def sim_control_socket(self, rack: str) -> Path:
-        """The unix socket of the simulator's fault controls of a rack's daemon."""
-        return self.runtime / "sim" / f"{rack}.sock"
-
-
-RUNTIME_PARENT = Path("/tmp")
-"""Short and present on every Linux machine; per-user subdirectories (0700) keep
-one user's sockets from another's."""
-
-
-def runtime_dir_for(root: Path, uid: int) -> Path:
-    """`/tmp/trainium-dra-<uid>/<12 hex digits>`: 31 bytes whatever `root` is, one
-    per state directory, so two clusters of one user never share a socket."""
-    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:12]
-    return RUNTIME_PARENT / f"trainium-dra-{uid}" / digest
-
-
-STATE_ENTRIES = (
-    "etcd",
-    "pki",
-    "logs",
-    "run",
-    "kubeconfig",
-    "scheduler.kubeconfig",
-    SCHEDULER_CONFIG,
-    "controller-manager.kubeconfig",
-    "tokens.csv",
-    "cluster.json",
-    "up.json",
-    "serve.log",
-    "serve.pid",
-    "ready",
-    "real-nodes-values.yaml",
-    "sa",
-    "prometheus",
-    "kueue",
-    "lws",
-)
-"""Everything `serve` creates under the state directory; `down` removes exactly these."""
-
-
-def controller_argv(
-    paths: ClusterPaths, spec: ClusterSpec, http_port: int, account: str, namespace: str
-) -> list[str]:
-    """As the chart runs it: its ServiceAccount's token, the Lease its Role allows."""
-    return [
-        "controller",
-        f"--kubeconfig={paths.controller_kubeconfig}",
-        f"--driver-name={spec.driver}",
-        f"--profile={spec.profile}",
-        f"--lease-namespace={namespace}",
-        f"--lease-name={account}",
-        "--resync-seconds=60",
-        f"--http-address=127.0.0.1:{http_port}",
-    ]
-
-
-OPERATOR_COMPONENT = "ultraserver-operator"
-"""The chart's component label (and ServiceAccount) of the UltraServer operator."""
-
-
-def operator_values(spec: ClusterSpec) -> dict[str, str]:
-    """The chart's `--set` values that turn the operator on, where the profile has it."""
-    return {"ultraserverOperator.enabled": "true"} if spec.ultraserver_operator else {}
-
-
-def operator_argv(
-    paths: ClusterPaths, spec: ClusterSpec, http_port: int, namespace: str
-) -> list[str]:
-    """As the chart runs it: its ServiceAccount's token, NeuronUltraServers in `namespace`."""
-    return [
-        "ultraserver-operator",
-        f"--kubeconfig={paths.operator_kubeconfig}",
-        f"--driver-name={spec.driver}",
-        f"--namespace={namespace}",
-        "--resync-seconds=5",
-        f"--http-address=127.0.0.1:{http_port}",
-    ]
-
-
-HEARTBEAT_SECONDS = 1.0
-"""The chart's `ultraserverOperator.heartbeatSeconds`, which the stand-in's daemons use too."""
-
-
-def node_daemon_argv(
-    paths: ClusterPaths, spec: ClusterSpec, rack: RackPlan, http_port: int, namespace: str
-) -> list[str]:
-    """One process serves every node of the rack (multi-node mode), each node
-    with its own node-bound token, as each node's daemon pod would have; with
-    the UltraServer operator, each node renews its heartbeat Lease in `namespace`."""
-    heartbeat = (
-        [f"--heartbeat-seconds={HEARTBEAT_SECONDS:g}", f"--heartbeat-namespace={namespace}"]
-        if spec.ultraserver_operator
-        else []
-    )
-    return [
-        "node",
-        f"--kubeconfig={paths.node_kubeconfig_template}",
-        f"--driver-name={spec.driver}",
-        f"--profile={spec.profile}",
-        f"--ultraserver={rack.name}",
-        f"--generation={rack.generation}",
-        f"--kubelet-root={paths.node_template('k')}",
-        f"--state-dir={paths.node_template('s')}",
-        f"--cdi-dir={paths.node_template('cdi')}",
-        f"--http-address=127.0.0.1:{http_port}",
-        f"--sim-control-address=unix:{paths.sim_control_socket(rack.name)}",
-        *(f"--node={rack.node_name(i)}={i}" for i in range(rack.nodes)),
-        *heartbeat,
-    ]

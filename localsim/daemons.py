@@ -1,7 +1,7 @@
-"""Where `top` reads a rack's node daemon metrics. The two modes serve them
-differently: the stand-in runs one daemon process per rack on a loopback
-port it records in cluster.json; real nodes run one daemon pod per node
-(`localsim.realnodes.daemonpods`). `top` sees only `Daemons`."""
+"""Where `top` reads a rack's node daemon metrics. Stand-in and real nodes
+serve them differently: the stand-in runs one daemon process per rack on a
+loopback port it records in cluster.json; real nodes run one daemon pod per
+node (`localsim.realnodes.daemonpods`). `top` sees only `Daemons`."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -9,7 +9,7 @@ from typing import Protocol
 
 import httpx
 
-from localsim.clusterspec import RackPlan
+from localsim.clusterspec import ClusterRack
 
 
 class DaemonUnreachableError(RuntimeError):
@@ -17,7 +17,7 @@ class DaemonUnreachableError(RuntimeError):
 
 
 class Daemons(Protocol):
-    def metrics(self, rack: RackPlan) -> list[str]:
+    def metrics(self, rack: ClusterRack) -> list[str]:
         """The /metrics texts of every daemon serving `rack`'s nodes."""
         ...
 
@@ -27,7 +27,7 @@ class StandInDaemons:
     urls: Mapping[str, str]
     """Rack -> its daemon's /metrics URL, as `serve` recorded it."""
 
-    def metrics(self, rack: RackPlan) -> list[str]:
+    def metrics(self, rack: ClusterRack) -> list[str]:
         url = self.urls[rack.name]
         try:
             response = httpx.get(url, timeout=5.0)

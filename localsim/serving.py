@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
-from localsim.clusterspec import ClusterPaths
 from localsim.controlplane.plane import ControlPlane
+from localsim.paths import ClusterPaths
 from localsim.state import make_state_dirs
 
 SUPERVISE_INTERVAL = 1.0

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from localsim.clusterspec import STATE_ENTRIES, ClusterPaths
+from localsim.paths import STATE_ENTRIES, ClusterPaths
 
 DEFAULT_STATE_DIR = Path.home() / ".local" / "state" / "trainium-dra" / "cluster"
 STATE_DIR_ENV = "TRAINIUM_DRA_CLUSTER_DIR"

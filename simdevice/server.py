@@ -1,5 +1,6 @@
 """One simulated server (a node): its chips and cores, the jobs running on
-them, faults, and telemetry.
+them and the faults that stop them. Its counters and what it reports live
+in `telemetry.py`, the health its faults leave in `faulthealth.py`.
 
 Simulated time follows the clock: `advance(now)` runs the model up to `now`,
 so a job lasts the time its plan says. Only the public entry points read the
@@ -11,18 +12,17 @@ rate of its plan, re-planned when the HBM bandwidth share of its chips changes
 import itertools
 import math
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from simdevice.checks import NumericsResult, check, too_large
+from simdevice.faulthealth import fault_health, summarize
 from simdevice.faults import Fault, FaultError, FaultKind
-from simdevice.isa import QUEUE_NAMES
 from simdevice.sharing import fair_share
-from simdevice.telemetry import ChipHealth, ChipTelemetry, CoreTelemetry, ServerTelemetry
+from simdevice.telemetry import ChipHealth, ServerCounters, ServerTelemetry
 from simdevice.timing import core_dma_bandwidth, core_timing
 from simdevice.topology import ChipPlace, RackSpec, chip_places
 from simdevice.workloads import (
@@ -36,8 +36,6 @@ from simdevice.workloads import (
 JOB_STATES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 KEEP_FINISHED = 1000  # terminal jobs remembered per server
-LATENCY_SAMPLES = 256  # per core
-UTILIZATION_TAU = 1.0  # seconds, the averaging time constant of utilization
 
 
 class JobNotFoundError(KeyError):
@@ -101,75 +99,6 @@ class _Job:
         return free.iterations * free.compute.dma_bytes / free.duration
 
 
-@dataclass
-class _Core:
-    """Per-core job bookkeeping; the rate counters live in _Counters."""
-
-    job: str | None = None
-    completed: int = 0
-    failed: int = 0
-    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_SAMPLES))
-
-
-class _Counters:
-    """Telemetry counters of every core of a server as arrays (row = core).
-
-    Between events every core runs at constant rates, so the counters are
-    settled lazily: only when rates change or someone reads them, in a few
-    vector operations whatever the number of cores.
-    """
-
-    def __init__(self, cores: int, since: float) -> None:
-        engines = len(QUEUE_NAMES)
-        self.since = since
-        self.utilization = np.zeros(cores)
-        self.engine_busy = np.zeros((cores, engines))
-        self.busy_seconds = np.zeros((cores, engines))
-        self.flops = np.zeros(cores)
-        self.dma_bytes = np.zeros(cores)
-        self._util_rate = np.zeros(cores)  # what utilization tends to
-        self._busy_rate = np.zeros((cores, engines))
-        self._flops_rate = np.zeros(cores)
-        self._dma_rate = np.zeros(cores)
-
-    def settle(self, now: float) -> None:
-        dt = now - self.since
-        if dt <= 0:
-            return
-        self.busy_seconds += self._busy_rate * dt
-        self.flops += self._flops_rate * dt
-        self.dma_bytes += self._dma_rate * dt
-        decay = math.exp(-dt / UTILIZATION_TAU)
-        self.utilization = self._util_rate + (self.utilization - self._util_rate) * decay
-        self.engine_busy = self._busy_rate + (self.engine_busy - self._busy_rate) * decay
-        self.since = now
-
-    def set_rates(
-        self,
-        jobs: list[tuple[npt.NDArray[np.intp], float, WorkloadTiming]],
-        peak: float,
-        now: float,
-    ) -> None:
-        """From `now` on, each job's core rows run its plan at `work` iterations/s."""
-        self.settle(now)
-        for rate in (self._util_rate, self._busy_rate, self._flops_rate, self._dma_rate):
-            rate.fill(0.0)
-        for rows, work, job_plan in jobs:
-            compute = job_plan.compute
-            self._util_rate[rows] = work * compute.flops / peak
-            self._busy_rate[rows] = np.asarray(compute.busy) * work
-            self._flops_rate[rows] = work * compute.flops
-            self._dma_rate[rows] = work * compute.dma_bytes
-
-
-@dataclass
-class _Chip:
-    ecc: dict[str, int] = field(
-        default_factory=lambda: {k.value: 0 for k in FaultKind if k.value.startswith("ecc-")}
-    )
-    link_bytes: float = 0.0
-
-
 class ServerSim:
     """The chips of server `server` of a rack of `spec`."""
 
@@ -184,15 +113,12 @@ class ServerSim:
         self._now = clock()
         places = chip_places(spec)
         self.chips: list[ChipPlace] = [p for p in places if p.server == server]
-        self._cores = {
-            (c, k): _Core() for c in range(spec.chips_per_server) for k in range(spec.chip.cores)
-        }
-        self._row = {place: row for row, place in enumerate(self._cores)}
-        self._counters = _Counters(len(self._cores), self._now)
+        self._counters = ServerCounters(spec, server, self._now)
+        # the running job of each (local chip, physical core)
+        self._core_jobs: dict[tuple[int, int], str | None] = dict.fromkeys(self._counters.places)
         self._rate_key: tuple[tuple[str, float], ...] = ()
         # rates change only when jobs start or end or faults come and go
         self._rates_now: dict[str, tuple[float, WorkloadTiming]] | None = None
-        self._chips = [_Chip() for _ in range(spec.chips_per_server)]
         self._jobs: dict[str, _Job] = {}
         self._queue: list[str] = []
         self._running: list[str] = []
@@ -212,14 +138,14 @@ class ServerSim:
 
     # -- public entry points (read the clock) --------------------------------
     def submit(self, workload: Workload, cores: Sequence[tuple[int, int]]) -> str:
-        """Plan `workload` on `cores` and queue it; returns its id."""
+        """WorkloadTiming `workload` on `cores` and queue it; returns its id."""
         return self.queue(self.plan_job(workload, cores))
 
     def queue(self, timed: TimedJob) -> str:
         """Queue a timed job; returns its id. The clock is read after the
         plan, so the time spent planning never counts as the job's."""
         now = self._tick()
-        rows = np.asarray([self._row[p] for p in timed.cores], dtype=np.intp)
+        rows = self._counters.rows(timed.cores)
         job = _Job(
             f"job-{next(self._ids)}",
             timed.workload,
@@ -261,9 +187,7 @@ class ServerSim:
         self._check_fault(fault)
         self._faults.add(fault)
         self._rates_now = None
-        chip = self._chips[fault.chip]
-        if fault.ecc:
-            chip.ecc[fault.kind.value] += 1
+        self._counters.fault_injected(fault)
         for job_id in list(self._running):
             job = self._jobs[job_id]
             reason = self._fault_fails(fault, job)
@@ -290,46 +214,14 @@ class ServerSim:
 
     def telemetry(self) -> ServerTelemetry:
         now = self._tick()
-        hbm = [0] * self.spec.chips_per_server
-        sbuf: dict[tuple[int, int], int] = {}
-        for job_id in self._running:
-            job = self._jobs[job_id]
-            for place in job.cores:
-                hbm[place[0]] += job.plan.hbm_bytes
-                sbuf[place] = job.plan.compute.sbuf_bytes
-        hung = self._hung_cores()
-        n = self._counters
-        n.settle(now)
-        cores = tuple(
-            CoreTelemetry(
-                chip=c,
-                core=k,
-                utilization=float(n.utilization[row]),
-                engine_busy=dict(zip(QUEUE_NAMES, n.engine_busy[row].tolist(), strict=True)),
-                busy_seconds=dict(zip(QUEUE_NAMES, n.busy_seconds[row].tolist(), strict=True)),
-                flops=float(n.flops[row]),
-                sbuf_bytes_used=sbuf.get((c, k), 0),
-                dma_bytes=float(n.dma_bytes[row]),
-                jobs_completed=st.completed,
-                jobs_failed=st.failed,
-                latencies=tuple(st.latencies),
-                job=st.job,
-                hung=(c, k) in hung,
-            )
-            for row, ((c, k), st) in enumerate(self._cores.items())
+        running = [self._jobs[job_id] for job_id in self._running]
+        return self._counters.report(
+            now,
+            [(job.cores, job.plan.hbm_bytes, job.plan.compute.sbuf_bytes) for job in running],
+            self._core_jobs,
+            self._hung_cores(),
+            [self._health(c) for c in range(self.spec.chips_per_server)],
         )
-        chips = tuple(
-            ChipTelemetry(
-                chip=c,
-                hbm_bytes_used=min(hbm[c], self.spec.chip.hbm_bytes),
-                hbm_bytes_total=self.spec.chip.hbm_bytes,
-                ecc=dict(st.ecc),
-                link_bytes=st.link_bytes,
-                health=self._health(c),
-            )
-            for c, st in enumerate(self._chips)
-        )
-        return ServerTelemetry(now, self.server, self.spec.generation, cores, chips)
 
     # -- the model (explicit times) ------------------------------------------
     def _tick(self) -> float:
@@ -366,7 +258,7 @@ class ServerSim:
         waiting: set[tuple[int, int]] = set()
         for job_id in list(self._queue):
             job = self._jobs[job_id]
-            free = all(self._cores[p].job is None for p in job.cores)
+            free = all(self._core_jobs[p] is None for p in job.cores)
             if not free or waiting.intersection(job.cores):
                 waiting.update(job.cores)
                 continue
@@ -379,7 +271,7 @@ class ServerSim:
             self._rates_now = None
             self._running.append(job_id)
             for p in job.cores:
-                self._cores[p].job = job_id
+                self._core_jobs[p] = job_id
 
     def _rates(self) -> dict[str, tuple[float, WorkloadTiming]]:
         """Progress per second of every running job under the current HBM shares."""
@@ -417,7 +309,7 @@ class ServerSim:
         key = tuple((job_id, rate) for job_id, (rate, _) in rates.items())
         if key != self._rate_key:
             running = [
-                (self._jobs[job_id].rows, rate * job_plan.iterations, job_plan)
+                (self._jobs[job_id].rows, rate * job_plan.iterations, job_plan.compute)
                 for job_id, (rate, job_plan) in rates.items()
                 if 0 < rate < math.inf
             ]
@@ -432,8 +324,7 @@ class ServerSim:
             job.done = min(1.0, job.done + rate * dt)
             if rate > 0 and job_plan.comm_bytes:
                 sent = rate * dt * job_plan.iterations * job_plan.comm_bytes
-                for c in job.chips:
-                    self._chips[c].link_bytes += sent
+                self._counters.link_sent(job.chips, sent)
 
     def _finish(self, job: _Job, now: float, state: str, error: str | None) -> None:
         self._rates_now = None
@@ -442,17 +333,11 @@ class ServerSim:
         if job.id in self._running:
             self._running.remove(job.id)
             for p in job.cores:
-                self._cores[p].job = None
+                self._core_jobs[p] = None
         job.state, job.finished, job.error = state, now, error
         if state == "succeeded":
             job.done = 1.0
-        for p in job.cores:
-            st = self._cores[p]
-            if state == "succeeded":
-                st.completed += 1
-                st.latencies.append(now - job.submitted)
-            elif state == "failed":
-                st.failed += 1
+        self._counters.job_finished(job.cores, state, now - job.submitted)
         self._forget_old_jobs()
 
     def _forget_old_jobs(self) -> None:
@@ -587,42 +472,3 @@ def _numerics(workload: Workload, cores: int) -> NumericsResult | None:
         sparsity=params.get("sparsity", "dense"),
         func=params.get("func", "gelu"),
     )
-
-
-def summarize(faults: Iterable[Fault]) -> ChipHealth:
-    """The health a set of faults leaves: failed on an uncorrected error,
-    degraded on a hang or a link down, else healthy (corrected errors)."""
-    ordered = sorted(faults, key=lambda f: (f.kind.value, f.core or 0))
-    failed = [f for f in ordered if f.uncorrected]
-    if failed:
-        return ChipHealth("failed", "; ".join(_describe(f) for f in failed))
-    degraded = [f for f in ordered if f.kind in (FaultKind.CORE_HANG, FaultKind.LINK_DOWN)]
-    if degraded:
-        return ChipHealth("degraded", "; ".join(_describe(f) for f in degraded))
-    return ChipHealth("healthy", "")
-
-
-def fault_health(faults: Iterable[Fault]) -> dict[tuple[int, int | None], ChipHealth]:
-    """Unhealthy (chip, core-or-None) places of a set of faults."""
-    places: dict[tuple[int, int | None], list[Fault]] = {}
-    for fault in faults:
-        places.setdefault((fault.chip, fault.core), []).append(fault)
-    out = {place: summarize(group) for place, group in places.items()}
-    return {p: out[p] for p in sorted(out, key=place_order) if out[p].state != "healthy"}
-
-
-def place_order(place: tuple[int, int | None]) -> tuple[int, int]:
-    """Chip by chip; a whole chip before its single cores."""
-    chip, core = place
-    return (chip, -1 if core is None else core)
-
-
-def _describe(fault: Fault) -> str:
-    texts = {
-        FaultKind.ECC_UNCORRECTED_HBM: "uncorrected HBM ECC error",
-        FaultKind.ECC_UNCORRECTED_SRAM: "uncorrected SRAM ECC error",
-        FaultKind.CORE_HANG: "core hung",
-        FaultKind.LINK_DOWN: "NeuronLink down",
-    }
-    where = "" if fault.core is None else f" (core {fault.core})"
-    return texts.get(fault.kind, fault.kind.value) + where

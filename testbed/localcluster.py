@@ -17,10 +17,10 @@ from kubernetes import client
 from driver.jsontypes import JSON
 from driver.kubeapi.credentials import typed_client
 from driver.node.cdi import spec_path
-from localsim.clusterspec import ClusterPaths
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.children import die_with_parent, trainium_dra_argv
 from localsim.controlplane.k8srelease import Release, release_of
+from localsim.paths import ClusterPaths
 from testbed import waiting
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "examples"

@@ -16,9 +16,9 @@ from driver.devicemodel.layout import PARTITION_SIZES
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import CRDS, DEVICE_CLASSES
-from localsim.clusterspec import ClusterPaths
 from localsim.commands.running import open_running
 from localsim.kueue.queues import CLUSTER_QUEUE as DEFAULT_CLUSTER_QUEUE
+from localsim.paths import ClusterPaths
 from localsim.state import default_state_dir
 from simdevice.topology import RackSpec, rack_spec
 from whatif.faults import HOUR, RandomFailures, ScriptedFailures

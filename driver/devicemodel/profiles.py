@@ -24,8 +24,9 @@ CONFIG_KINDS: Final = (NEURON_CONFIG, ULTRASERVER_CONFIG)
 
 
 @dataclass(frozen=True)
-class Dialect:
-    """One profile's opaque configs: their apiVersion and each kind's fields."""
+class ConfigDialect:
+    """The claim-config format a profile accepts: the apiVersion of the opaque
+    configs in a claim's `devices.config`, and the fields each kind may have."""
 
     api_version: str
     fields: Mapping[str, tuple[str, ...]]
@@ -41,7 +42,7 @@ class Profile:
     name: str
     default_driver: str
     """The DRA driver name when none is given."""
-    dialect: Dialect
+    dialect: ConfigDialect
     per_node_devices: bool
     """True: whole chips (and node and EFA devices) in a pool per node, tainted
     by health as whole chips; False: the rack's layout of partitions."""
@@ -85,7 +86,7 @@ def _aws_labels(
 TRAINIUM: Final = Profile(
     name="trainium",
     default_driver=DEFAULT_DRIVER_NAME,
-    dialect=Dialect(
+    dialect=ConfigDialect(
         f"{API_GROUP}/{API_VERSION}",
         MappingProxyType(
             {
@@ -104,7 +105,7 @@ TRAINIUM: Final = Profile(
 AWS: Final = Profile(
     name="aws",
     default_driver=awsprofile.AWS_DRIVER,
-    dialect=Dialect(
+    dialect=ConfigDialect(
         awsprofile.AWS_CONFIG_API,
         MappingProxyType(
             {

@@ -14,7 +14,8 @@ from driver.jsontypes import JSON
 from simdevice.topology import VALID_LNC, RackSpec, TopologyError, rack_spec
 
 DEFAULT_SERVER_INDEX_LABEL: Final = "trainium.sim.dev/server-index"
-MODES: Final = ("partitioned", "flat")
+DEVICE_MODES: Final = ("partitioned", "flat")
+"""`spec.mode`: which devices a rack publishes (not AWS's `ultraserverMode`)."""
 FLAT_DEVICES: Final = ("chip", "core")
 DEFAULT_LNC: Final = {"trainium3": 1, "trainium2": 2}
 
@@ -39,7 +40,7 @@ class UltraServerSpec:
     object_generation: int
     """The object's metadata.generation (the hardware's is `rack.generation`)."""
     rack: RackSpec
-    mode: str
+    mode: str  # spec.mode, one of DEVICE_MODES
     flat_device: str
     default_lnc: int
     node_names: tuple[str, ...] | None  # explicit mapping, server-ordered
@@ -59,8 +60,8 @@ def parse_spec(obj: Mapping[str, Any]) -> UltraServerSpec:
     except TopologyError as err:
         raise SpecError(f"spec.{err}") from err
     mode = spec.get("mode", "partitioned")
-    if mode not in MODES:
-        raise SpecError(f"spec.mode: {mode!r} is not one of {', '.join(MODES)}")
+    if mode not in DEVICE_MODES:
+        raise SpecError(f"spec.mode: {mode!r} is not one of {', '.join(DEVICE_MODES)}")
     flat_device = spec.get("flatDevice", "chip")
     if flat_device not in FLAT_DEVICES:
         raise SpecError(f"spec.flatDevice: {flat_device!r} is not one of {', '.join(FLAT_DEVICES)}")

@@ -16,7 +16,7 @@ from driver.devicemodel.awsprofile import ULTRASERVER_MODES
 from driver.devicemodel.profiles import (
     CONFIG_KINDS,
     TRAINIUM,
-    Dialect,
+    ConfigDialect,
 )
 from simdevice.topology import VALID_LNC
 
@@ -52,7 +52,9 @@ def shown(value: Any) -> str:
     return "an object"
 
 
-def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM.dialect) -> DeviceConfig:
+def parse_config(
+    parameters: Any, where: str, dialect: ConfigDialect = TRAINIUM.dialect
+) -> DeviceConfig:
     """Validate one opaque `parameters` object found at `where`.
 
     The chart's ValidatingAdmissionPolicy applies these same rules, with these
@@ -87,13 +89,15 @@ def parse_config(parameters: Any, where: str, dialect: Dialect = TRAINIUM.dialec
             f"{where}.logicalNeuronCore: must be one of {', '.join(map(str, VALID_LNC))}, "
             f"got {shown(lnc)}"
         )
-    mode = parameters.get("ultraserverMode")
-    if mode is not None and not (type(mode) is int and mode in ULTRASERVER_MODES):
+    ultraserver_mode = parameters.get("ultraserverMode")
+    if ultraserver_mode is not None and not (
+        type(ultraserver_mode) is int and ultraserver_mode in ULTRASERVER_MODES
+    ):
         raise ConfigError(
             f"{where}.ultraserverMode: must be one of {', '.join(map(str, ULTRASERVER_MODES))}, "
-            f"got {shown(mode)}"
+            f"got {shown(ultraserver_mode)}"
         )
-    return DeviceConfig(kind=kind, logical_neuron_core=lnc, ultraserver_mode=mode)
+    return DeviceConfig(kind=kind, logical_neuron_core=lnc, ultraserver_mode=ultraserver_mode)
 
 
 def request_matches(config_requests: Sequence[str], request: str) -> bool:
@@ -112,7 +116,7 @@ def configs_by_request(
     allocation_devices: Mapping[str, Any],
     driver: str,
     requests: Sequence[str],
-    dialect: Dialect = TRAINIUM.dialect,
+    dialect: ConfigDialect = TRAINIUM.dialect,
 ) -> dict[str, list[DeviceConfig]]:
     """Every config of this driver that applies to each request, in precedence order.
 

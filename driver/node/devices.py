@@ -16,7 +16,7 @@ from typing import Any
 from driver.devicemodel import attributes as attr
 from driver.devicemodel import fabric
 from driver.devicemodel.awsprofile import EFA_DEVICE, NEURON_DEVICE, NEURON_NODE
-from driver.devicemodel.profiles import NEURON_CONFIG, TRAINIUM, ULTRASERVER_CONFIG, Dialect
+from driver.devicemodel.profiles import NEURON_CONFIG, TRAINIUM, ULTRASERVER_CONFIG, ConfigDialect
 from driver.node.claimconfig import ConfigError, DeviceConfig, configs_by_request
 from simdevice.topology import CoreRange, RackSpec, TopologyError, chip_places
 
@@ -201,7 +201,7 @@ def claim_grant(
     driver: str,
     default_lnc: int,
     *,
-    dialect: Dialect = TRAINIUM.dialect,
+    dialect: ConfigDialect = TRAINIUM.dialect,
 ) -> ClaimGrant:
     """Check the claim's allocation against this node and work out its cores.
 
@@ -273,30 +273,30 @@ def claim_grant(
                 ) from err
     if len(set(visible)) != len(visible):
         raise AllocationError("status.allocation.devices.results: devices overlap in cores")
-    modes = {
+    ultraserver_modes = {
         config.ultraserver_mode
         for device in devices
         for config in configs.get(device.request, [])
         if config.ultraserver_mode is not None
     }
-    if len(modes) > 1:
+    if len(ultraserver_modes) > 1:
         raise ConfigError(
             "status.allocation.devices.config: requests of one claim ask for different "
-            f"ultraserverMode values {sorted(modes)}; use one value per claim"
+            f"ultraserverMode values {sorted(ultraserver_modes)}; use one value per claim"
         )
-    mode = modes.pop() if modes else None
-    if mode is not None and mode > place.rack.servers:
+    ultraserver_mode = ultraserver_modes.pop() if ultraserver_modes else None
+    if ultraserver_mode is not None and ultraserver_mode > place.rack.servers:
         raise ConfigError(
-            f"status.allocation.devices.config: ultraserverMode {mode} spans more nodes than "
-            f"the {place.rack.servers} of UltraServer {place.ultraserver}; use at most "
-            f"{place.rack.servers}"
+            f"status.allocation.devices.config: ultraserverMode {ultraserver_mode} spans more "
+            f"nodes than the {place.rack.servers} of UltraServer {place.ultraserver}; use at "
+            f"most {place.rack.servers}"
         )
     return ClaimGrant(
         devices=tuple(devices),
         lnc=lnc,
         visible_cores=tuple(sorted(visible)),
         ultraserver=any(d.kind == "ultraserver" for d in devices),
-        ultraserver_mode=mode,
+        ultraserver_mode=ultraserver_mode,
     )
 
 

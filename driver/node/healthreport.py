@@ -16,7 +16,7 @@ from driver.kubeapi.resources import HEALTH
 from driver.names import API_GROUP, API_VERSION
 from driver.node.devices import NodePlace
 from driver.node.health import Place, PlaceState
-from simdevice.server import place_order
+from simdevice.faulthealth import place_order
 
 log = logging.getLogger(__name__)
 KIND = "NodeDeviceHealth"

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
-from driver.devicemodel.profiles import TRAINIUM, Dialect
+from driver.devicemodel.profiles import TRAINIUM, ConfigDialect
 from driver.devicemodel.ultraserver import DEFAULT_LNC
 from driver.kubeletplugin.interface import ClaimRef, PreparedDevice, PrepareResult
 from driver.node import cdi
@@ -175,7 +175,7 @@ class Preparer:
         state: NodeState,
         metrics: DriverMetrics,
         release_claim: Callable[[str], None],
-        dialect: Dialect = TRAINIUM.dialect,
+        dialect: ConfigDialect = TRAINIUM.dialect,
         workload_tags: bool = False,
     ) -> None:
         """`workload_tags`: refuse a claim whose `neuron.aws.com/workload-id`

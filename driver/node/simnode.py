@@ -16,7 +16,7 @@ from pathlib import Path
 
 import uvicorn
 
-from driver.devicemodel.profiles import TRAINIUM, Dialect
+from driver.devicemodel.profiles import TRAINIUM, ConfigDialect
 from driver.kubeletplugin import sockets
 from driver.kubeletplugin.healthstream import HealthMonitor
 from driver.kubeletplugin.plugin import KubeletPlugin
@@ -78,7 +78,7 @@ class SimNode:
         metrics: DriverMetrics,
         options: NodeOptions,
         health_sink: HealthSink | None = None,
-        dialect: Dialect = TRAINIUM.dialect,
+        dialect: ConfigDialect = TRAINIUM.dialect,
         workload_tags: bool = False,
     ) -> None:
         self.driver = driver

@@ -17,12 +17,12 @@ from driver.kubeapi.credentials import typed_client
 from localsim.addon import manifests
 from localsim.addon.install import ManagerInstall
 from localsim.addon.ports import ManagerPorts
-from localsim.clusterspec import ClusterPaths
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.certs import issue_certificate
 from localsim.controlplane.chart import run
 from localsim.controlplane.children import Child, die_with_parent
 from localsim.controlplane.plane import ControlPlane, free_port
+from localsim.paths import ClusterPaths
 
 START_TIMEOUT = 120.0
 ESTABLISHED_TIMEOUT = 60.0

@@ -14,13 +14,14 @@ from kubernetes import client
 
 from driver.container import ERROR, HOLDING
 from driver.kubeapi.credentials import typed_client
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.commands import top
 from localsim.commands.flags import parse_up
 from localsim.commands.hints import EXAMPLES, example
 from localsim.commands.status import render
 from localsim.commands.up import start_background, usage_lines
 from localsim.controlplane.binaries import Binaries
+from localsim.paths import ClusterPaths
 
 DEMO = EXAMPLES / "demo-job"
 REAL_NODES_DEMO = EXAMPLES / "whole-chip"

@@ -1,8 +1,8 @@
 """`trainium-dra down`: stop the local cluster and remove its state, also
 after a crash (stray children are found by their recorded pids)."""
 
-from localsim.clusterspec import ClusterPaths
 from localsim.commands.flags import parse_down
+from localsim.paths import ClusterPaths
 from localsim.realnodes.realnodecluster import cleanup, holds_real_nodes
 from localsim.state import remove_state, serve_pid, stray_pids, terminate
 

@@ -9,14 +9,10 @@ from driver.devicemodel.awsprofile import AWS_DRIVER, INSTANCE_TYPES
 from driver.devicemodel.layout import POOL_LAYOUTS
 from driver.devicemodel.profiles import PROFILES
 from driver.names import DEFAULT_DRIVER_NAME
-from localsim.clusterspec import (
-    ClusterPaths,
-    ClusterSpec,
-    ClusterSpecError,
-    check_partition_sizes,
-)
+from localsim.clusterspec import ClusterSpec, ClusterSpecError, check_partition_sizes
 from localsim.commands.upsettings import UpSettings
 from localsim.kueue.settings import QUOTA_MODES as KUEUE_QUOTAS
+from localsim.paths import ClusterPaths
 from localsim.state import STATE_DIR_ENV, default_state_dir
 from simdevice.topology import GENERATIONS
 

@@ -1,7 +1,7 @@
-"""The running local cluster as `status` and `top` open it, in either mode:
-its spec, an admin client, and the `Daemons` that serve its metrics. Fails
-with a message that says what to do when the cluster is not up, is still
-starting, or its apiserver does not answer."""
+"""The running local cluster, on stand-in or real nodes, as `status` and
+`top` open it: its spec, an admin client, and the `Daemons` that serve its
+metrics. Fails with a message that says what to do when the cluster is not
+up, is still starting, or its apiserver does not answer."""
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -13,8 +13,9 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from driver.kubeapi.credentials import typed_client
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.daemons import Daemons, StandInDaemons
+from localsim.paths import ClusterPaths
 from localsim.realnodes.daemonpods import PodDaemons
 from localsim.state import read_cluster, serve_pid
 

@@ -15,9 +15,10 @@ from kubernetes import client
 
 from driver.jsontypes import JSON
 from driver.names import API_GROUP, API_VERSION, DEVICE_KINDS
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.commands.flags import parse_status
 from localsim.commands.running import NotRunningError, open_running
+from localsim.paths import ClusterPaths
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -1,8 +1,9 @@
 """`trainium-dra top`: live per-core utilization of a rack, like neuron-top.
 
 It reads `neuroncore_utilization_ratio` from the metrics of the daemons that
-serve the rack (`Daemons`, in either mode), one row per node, one cell per
-physical core (grouped by chip), and redraws the screen every interval.
+serve the rack (`Daemons`, on stand-in or real nodes), one row per node, one
+cell per physical core (grouped by chip), and redraws the screen every
+interval.
 """
 
 import sys
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from localsim.clusterspec import ClusterSpec, RackPlan
+from localsim.clusterspec import ClusterRack, ClusterSpec
 from localsim.commands.flags import TopFlags, parse_top
 from localsim.commands.running import NotRunningError, open_running
 from localsim.daemons import Daemons, DaemonUnreachableError
@@ -55,7 +56,7 @@ def shade(ratio: float) -> str:
     return SHADES[min(len(SHADES) - 1, round(ratio * (len(SHADES) - 1)))]
 
 
-def render(rack: RackPlan, sample: Sample, now: str, idle_rows: bool = True) -> str:
+def render(rack: ClusterRack, sample: Sample, now: str, idle_rows: bool = True) -> str:
     """The screen: a header, then one row per node with one cell per core
     (without `idle_rows`, nodes with every core idle are counted, not drawn)."""
     spec = rack_spec(rack.generation)

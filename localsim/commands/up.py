@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.commands.down import stop_cluster
 from localsim.commands.flags import UpFlags, parse_up
 from localsim.commands.hints import EXAMPLES, example, kubeconfig_export, path_export
@@ -23,6 +23,7 @@ from localsim.controlplane.children import trainium_dra_argv
 from localsim.images import ImageMissingError
 from localsim.kueue.install import KueueInstall
 from localsim.lws.install import LwsInstall
+from localsim.paths import ClusterPaths
 from localsim.realnodes.serve import serve_real_nodes
 from localsim.standin.serve import serve
 from localsim.state import (

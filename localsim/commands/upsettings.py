@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from driver.devicemodel.layout import PARTITION_SIZES
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
+from localsim.paths import ClusterPaths
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def flag_values(settings: UpSettings) -> dict[str, str]:
         "--racks": str(len(racks)),
         "--generation": ",".join(sorted({r.generation for r in racks})),
         "--nodes-per-rack": nodes,
-        "--mode": spec.mode,
+        "--mode": spec.device_mode,
         "--pools": spec.pools,
         "--partition-sizes": ",".join(map(str, sizes)),
         "--profile": spec.profile,

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from driver.names import DEFAULT_DRIVER_NAME
-from localsim.clusterspec import RACK_LABEL, ClusterSpec, RackPlan
+from localsim.clusterspec import RACK_LABEL, ClusterRack, ClusterSpec
 from localsim.kueue.queues import NODE_RESOURCES, QueueSpecError, queue_objects, quotas
 from localsim.kueue.settings import chart_configuration, device_class_mappings
 from simdevice.topology import rack_spec
@@ -29,17 +29,17 @@ def of_kind(objects: Sequence[Mapping[str, Any]], kind: str) -> list[Mapping[str
     return [o for o in objects if o["kind"] == kind]
 
 
-def racks_of(objects: Sequence[Mapping[str, Any]]) -> tuple[RackPlan, ...]:
+def racks_of(objects: Sequence[Mapping[str, Any]]) -> tuple[ClusterRack, ...]:
     """Each UltraServer with the Nodes its rack label gives it."""
     nodes = of_kind(objects, "Node")
-    plans = []
+    racks = []
     for rack in of_kind(objects, "UltraServer"):
         name, generation = rack["metadata"]["name"], rack["spec"]["generation"]
         labelled = [n for n in nodes if n["metadata"].get("labels", {}).get(RACK_LABEL) == name]
-        plans.append(RackPlan(name, generation, rack_spec(generation).servers, len(labelled)))
-    if not plans:
+        racks.append(ClusterRack(name, generation, rack_spec(generation).servers, len(labelled)))
+    if not racks:
         raise QueueSpecError("no UltraServer: install the driver's chart before Kueue")
-    return tuple(plans)
+    return tuple(racks)
 
 
 def node_allocatable(objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:

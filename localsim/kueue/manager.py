@@ -7,12 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from localsim.addon.manager import LocalManager, ManagerProcess
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.controlplane.plane import ControlPlane
 from localsim.kueue.install import KueueInstall
 from localsim.kueue.privateetc import private_etc
 from localsim.kueue.queues import CLUSTER_QUEUE, in_cores, queue_objects, quotas
 from localsim.kueue.settings import configuration, device_class_mappings, transformations
+from localsim.paths import ClusterPaths
 
 
 def start_kueue(

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from localsim.clusterspec import ClusterSpec, RackPlan
+from localsim.clusterspec import ClusterRack, ClusterSpec
 from localsim.controlplane.plane import fake_node_status
 from simdevice.topology import rack_spec
 
@@ -25,7 +25,7 @@ class QueueSpecError(ValueError):
     """A DeviceClass's extended resource has no count on this cluster."""
 
 
-def devices_of(kind: str, rack: RackPlan) -> int:
+def devices_of(kind: str, rack: ClusterRack) -> int:
     """How many devices of `kind` the rack's Nodes hold: an extended resource of
     that kind's DeviceClass is counted in these."""
     spec = rack_spec(rack.generation)

@@ -6,10 +6,10 @@ CA, the manager on loopback ports, then its webhooks
 from collections.abc import Callable
 
 from localsim.addon.manager import LocalManager, ManagerProcess
-from localsim.clusterspec import ClusterPaths
 from localsim.controlplane.plane import ControlPlane
 from localsim.lws.install import LwsInstall
 from localsim.lws.settings import configuration
+from localsim.paths import ClusterPaths
 
 
 def start_lws(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from localsim.clusterspec import RackPlan
+from localsim.clusterspec import ClusterRack
 from localsim.controlplane.chart import NAMESPACE, RELEASE
 from localsim.daemons import DaemonUnreachableError
 
@@ -20,7 +20,7 @@ PORT_NAME = "metrics"
 class PodDaemons:
     api: client.ApiClient
 
-    def metrics(self, rack: RackPlan) -> list[str]:
+    def metrics(self, rack: ClusterRack) -> list[str]:
         """The /metrics text of the daemon pod on each node of `rack`."""
         core = client.CoreV1Api(self.api)
         pods = core.list_namespaced_pod(NAMESPACE, label_selector=SELECTOR).items

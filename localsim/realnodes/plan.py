@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL
-from localsim.clusterspec import RACK_LABEL, RackPlan
+from localsim.clusterspec import RACK_LABEL, ClusterRack
 
 BRIDGE = "tdra0"
 """The host bridge every node's veth is plugged into (a kind network's bridge)."""
@@ -125,8 +125,8 @@ class RealNode:
 
 def plan_nodes(
     nodes_dir: Path,
-    racks: tuple[RackPlan, ...],
-    profile_labels: Callable[[RackPlan, int], Mapping[str, str]] = lambda rack, server: {},
+    racks: tuple[ClusterRack, ...],
+    profile_labels: Callable[[ClusterRack, int], Mapping[str, str]] = lambda rack, server: {},
 ) -> list[RealNode]:
     nodes: list[RealNode] = []
     for rack in racks:

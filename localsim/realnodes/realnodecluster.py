@@ -17,10 +17,11 @@ from typing import Any
 
 from kubernetes import client
 
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.controlplane.binaries import Binaries, NodeBinaries
 from localsim.controlplane.children import stop_all
 from localsim.controlplane.plane import ControlPlane
+from localsim.paths import ClusterPaths
 from localsim.realnodes import cgroups, hostlimits, mountns, netns, release
 from localsim.realnodes.netpolicy import agent_binary, grant_agent
 from localsim.realnodes.nodeprocesses import ClusterAccess, NodeRuntime, NodeStartError

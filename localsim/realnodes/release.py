@@ -7,9 +7,10 @@ from typing import Any
 
 import yaml
 
-from localsim.clusterspec import ClusterPaths, ClusterSpec, ultraserver_object
+from localsim.clusterspec import ClusterSpec, ultraserver_object
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.chart import CHART_DIR, NAMESPACE, RELEASE, helm_binary
+from localsim.paths import ClusterPaths
 from localsim.realnodes.netpolicy import policy_peers
 
 VALUES = Path(__file__).resolve().parents[2] / "deploy" / "values" / "real-nodes.yaml"
@@ -33,7 +34,7 @@ def cluster_values(spec: ClusterSpec, repository: str, tag: str) -> dict[str, An
                 "name": rack.name,
                 "spec": ultraserver_object(
                     rack,
-                    spec.mode,
+                    spec.device_mode,
                     partition_sizes=spec.partition_sizes,
                 )["spec"],
             }

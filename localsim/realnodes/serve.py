@@ -10,11 +10,12 @@ import contextlib
 import os
 from contextlib import AbstractContextManager
 
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.controlplane.binaries import Binaries
 from localsim.controlplane.plane import ControlPlane
 from localsim.images import driver_image, pause_image
 from localsim.lws.manager import start_lws
+from localsim.paths import ClusterPaths
 from localsim.realnodes import netns
 from localsim.realnodes.plan import gateway
 from localsim.realnodes.prometheus import start_for_real_nodes

@@ -23,15 +23,9 @@ from driver.kubeapi.credentials import typed_client
 from driver.names import API_GROUP, API_VERSION, WHOLE_BY_NAME, rack_label
 from localsim import serviceaccounts
 from localsim.clusterspec import (
-    OPERATOR_COMPONENT,
-    ClusterPaths,
+    ClusterRack,
     ClusterSpec,
-    RackPlan,
-    controller_argv,
-    node_daemon_argv,
     node_labels,
-    operator_argv,
-    operator_values,
     ultraserver_object,
 )
 from localsim.controlplane import chart
@@ -41,8 +35,16 @@ from localsim.controlplane.children import Child, trainium_dra_argv
 from localsim.controlplane.plane import ControlPlane, ControlPlaneError, free_port
 from localsim.kueue.manager import start_kueue
 from localsim.lws.manager import start_lws
+from localsim.paths import ClusterPaths
 from localsim.prometheus import start_for_cluster
 from localsim.serving import Progress, serve_cluster
+from localsim.standin.argv import (
+    OPERATOR_COMPONENT,
+    controller_argv,
+    node_daemon_argv,
+    operator_argv,
+    operator_values,
+)
 from localsim.standin.kubelet import KubeletStandIn
 from localsim.standin.podsync import PodSync
 from localsim.state import write_cluster
@@ -217,7 +219,7 @@ class StandInCluster:
             operator_argv(self.paths, self.spec, self.operator_port, NAMESPACE),
         )
 
-    def _create_rack(self, api: client.ApiClient, rack: RackPlan) -> None:
+    def _create_rack(self, api: client.ApiClient, rack: ClusterRack) -> None:
         with ThreadPoolExecutor(NODE_WRITERS) as pool:
             done = pool.map(
                 lambda server: self.plane.create_node(
@@ -230,23 +232,25 @@ class StandInCluster:
             API_GROUP,
             API_VERSION,
             "ultraservers",
-            ultraserver_object(rack, self.spec.mode, self.spec.pools, self.spec.partition_sizes),
+            ultraserver_object(
+                rack, self.spec.device_mode, self.spec.pools, self.spec.partition_sizes
+            ),
         )
 
-    def _labels(self, rack: RackPlan, server: int) -> dict[str, str]:
+    def _labels(self, rack: ClusterRack, server: int) -> dict[str, str]:
         return node_labels(rack, server) | self.spec.profile_labels(rack, server)
 
-    def _start_daemon(self, rack: RackPlan) -> None:
+    def _start_daemon(self, rack: ClusterRack) -> None:
         argv = node_daemon_argv(self.paths, self.spec, rack, self.ports[rack.name], NAMESPACE)
         self._start_child(f"node-{rack.name}", argv)
 
-    def _await_daemon(self, rack: RackPlan) -> None:
+    def _await_daemon(self, rack: ClusterRack) -> None:
         """Until every node of the rack's daemon answers on both sockets (/healthz)."""
         healthz = f"http://127.0.0.1:{self.ports[rack.name]}/healthz"
         daemon = self.children[f"node-{rack.name}"]
         wait_until(f"waiting for {daemon.name}", functools.partial(http_ok, healthz), daemon)
 
-    def _register(self, rack: RackPlan) -> None:
+    def _register(self, rack: ClusterRack) -> None:
         by_node = self.kubelets.setdefault(rack.name, {})
         for node in rack.node_names():
             kubelet = by_node.get(node) or KubeletStandIn(
@@ -297,7 +301,7 @@ class StandInCluster:
             self.children[name].stop()
 
 
-def published(api: client.ApiClient, rack: RackPlan) -> bool:
+def published(api: client.ApiClient, rack: ClusterRack) -> bool:
     try:
         obj = client.CustomObjectsApi(api).get_cluster_custom_object(
             API_GROUP, API_VERSION, "ultraservers", rack.name

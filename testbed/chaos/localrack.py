@@ -19,9 +19,10 @@ from kubernetes import client
 
 from driver.kubeapi.credentials import typed_client
 from driver.node.durable.checkpoint import Checkpoint, ClaimRecord
-from localsim.clusterspec import ClusterPaths, ClusterSpec, RackPlan
+from localsim.clusterspec import ClusterRack, ClusterSpec
 from localsim.controlplane.children import Child
 from localsim.controlplane.plane import ControlPlane
+from localsim.paths import ClusterPaths
 from localsim.serving import Progress
 from localsim.standin.serve import StandInCluster
 from localsim.state import remove_state
@@ -51,7 +52,7 @@ class ChaosCluster:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def rack(self) -> RackPlan:
+    def rack(self) -> ClusterRack:
         return self.spec.racks[0]
 
     def daemon_url(self, rack: str = "rack-a") -> str:

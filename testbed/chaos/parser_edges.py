@@ -26,7 +26,7 @@ from driver.devicemodel.layout import build_layout
 from driver.devicemodel.poolplan import RackInput
 from driver.devicemodel.profiles import CONFIG_KINDS as KINDS
 from driver.devicemodel.profiles import NEURON_CONFIG, TRAINIUM
-from driver.devicemodel.ultraserver import FLAT_DEVICES, MODES, SpecError, parse_spec
+from driver.devicemodel.ultraserver import DEVICE_MODES, FLAT_DEVICES, SpecError, parse_spec
 from driver.jsontypes import JSON
 from driver.names import DEFAULT_DRIVER_NAME, rack_label
 from driver.node.claimconfig import ConfigError, parse_config, shown
@@ -104,7 +104,7 @@ def check_config(parameters: Any) -> str:
 SPEC_ALLOWED = {
     "spec": ("an object",),
     "spec.generation": (", ".join(GENERATIONS),),
-    "spec.mode": (", ".join(MODES),),
+    "spec.mode": (", ".join(DEVICE_MODES),),
     "spec.flatDevice": (", ".join(FLAT_DEVICES),),
     "spec.defaultLogicalNeuronCore": (LNC_LIST,),
     "spec.nodes": ("names or selector", "an object"),
@@ -126,7 +126,7 @@ specs = st.builds(
         maybe_field(
             {
                 "generation": either(st.sampled_from(GENERATIONS), "trn4", ""),
-                "mode": either(st.sampled_from(MODES), "Flat"),
+                "mode": either(st.sampled_from(DEVICE_MODES), "Flat"),
                 "flatDevice": either(st.sampled_from(FLAT_DEVICES), "server"),
                 "defaultLogicalNeuronCore": either(
                     st.sampled_from(VALID_LNC), 0, 3, "x", 2.5, True
@@ -163,7 +163,7 @@ def check_spec(obj: Mapping[str, Any]) -> str:
     except SpecError as err:
         refusal_names(str(err), SPEC_ALLOWED)
         return REFUSED
-    assert spec.mode in MODES and spec.flat_device in FLAT_DEVICES
+    assert spec.mode in DEVICE_MODES and spec.flat_device in FLAT_DEVICES
     assert type(spec.default_lnc) is int and spec.default_lnc in VALID_LNC
     assert spec.node_names is None or all(isinstance(n, str) for n in spec.node_names)
     assert spec.selector is None or isinstance(spec.selector, dict)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from localsim.clusterspec import ClusterPaths
 from localsim.controlplane.binaries import Binaries, cache_root
+from localsim.paths import ClusterPaths
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from localsim.clusterspec import ClusterPaths
 from localsim.controlplane.children import trainium_dra_argv
+from localsim.paths import ClusterPaths
 from localsim.state import owned
 from testbed.localcluster import short_state_dir, wait_for
 

@@ -8,10 +8,8 @@ import pytest
 from driver.devicemodel.ultraserver import DEFAULT_SERVER_INDEX_LABEL as SERVER_INDEX_LABEL
 from localsim.clusterspec import (
     RACK_LABEL,
-    ClusterPaths,
     ClusterSpec,
     ClusterSpecError,
-    node_daemon_argv,
     node_labels,
     ultraserver_object,
 )
@@ -19,7 +17,9 @@ from localsim.commands.flags import parse_sizes, parse_up
 from localsim.commands.status import ClaimCores, allocation_rows, compact, table
 from localsim.commands.top import parse_metrics, render, shade
 from localsim.controlplane.chart import NAMESPACE, select
+from localsim.paths import ClusterPaths
 from localsim.standin import podstatus
+from localsim.standin.argv import node_daemon_argv
 from localsim.standin.workloadclient import workload_spec
 from simdevice.workloads import WorkloadError
 
@@ -45,7 +45,7 @@ def test_more_racks_and_other_generations() -> None:
         ({"generation": "trn9"}, "--generation"),
         ({"racks": 0}, "--racks"),
         ({"nodes_per_rack": 37}, "--nodes-per-rack"),
-        ({"mode": "dense"}, "--mode"),
+        ({"device_mode": "dense"}, "--mode"),
     ],
 )
 def test_bad_flags_name_the_flag(kwargs: dict[str, object], flag: str) -> None:
@@ -201,12 +201,13 @@ def test_top_reads_and_draws_per_core_utilization() -> None:
 def test_node_pools_reach_the_ultraserver_objects_and_the_saved_state() -> None:
     spec = ClusterSpec.build(racks=2, pools="node")
     assert all(
-        ultraserver_object(r, spec.mode, spec.pools)["spec"]["pools"] == "node" for r in spec.racks
+        ultraserver_object(r, spec.device_mode, spec.pools)["spec"]["pools"] == "node"
+        for r in spec.racks
     )
     assert "pools" not in ultraserver_object(spec.racks[0], "partitioned")["spec"]
     assert ClusterSpec.from_json(spec.to_json()) == spec
     with pytest.raises(ClusterSpecError, match=r"^--pools: node needs --mode partitioned"):
-        ClusterSpec.build(mode="flat", pools="node")
+        ClusterSpec.build(device_mode="flat", pools="node")
     # The fleet layout reaches the racks from the command line.
     flags = parse_up(["--racks", "2", "--pools", "server"])
     assert {
@@ -218,16 +219,16 @@ def test_node_pools_reach_the_ultraserver_objects_and_the_saved_state() -> None:
 def test_partition_sizes_reach_the_ultraserver_objects_and_bad_ones_are_refused() -> None:
     spec = ClusterSpec.build(pools="node", partition_sizes=(1, 2))
     [rack] = spec.racks
-    assert ultraserver_object(rack, spec.mode, spec.pools, spec.partition_sizes)["spec"][
+    assert ultraserver_object(rack, spec.device_mode, spec.pools, spec.partition_sizes)["spec"][
         "partitionSizes"
     ] == [1, 2]
-    assert "partitionSizes" not in ultraserver_object(rack, spec.mode)["spec"]
+    assert "partitionSizes" not in ultraserver_object(rack, spec.device_mode)["spec"]
     assert ClusterSpec.from_json(spec.to_json()) == spec
     for sizes in ((3,), (1, 1)):
         with pytest.raises(ClusterSpecError, match=r"^--partition-sizes: .* out of 1,2,4"):
             ClusterSpec.build(partition_sizes=sizes)
     with pytest.raises(ClusterSpecError, match="--mode partitioned"):
-        ClusterSpec.build(mode="flat", partition_sizes=(1,))
+        ClusterSpec.build(device_mode="flat", partition_sizes=(1,))
     with pytest.raises(ClusterSpecError, match="write sizes as 1,2,4"):
         parse_sizes("1,two")
     with pytest.raises(ClusterSpecError, match=r"^--partition-sizes: 3 must be distinct"):

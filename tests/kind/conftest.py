@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client
 
 from driver.kubeapi.credentials import typed_client
-from localsim.clusterspec import ClusterPaths
 from localsim.controlplane.k8srelease import release_of
+from localsim.paths import ClusterPaths
 from simdevice.topology import rack_spec
 from testbed.examples.target import Target
 from testbed.kindcluster import KindCluster

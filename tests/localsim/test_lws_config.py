@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from localsim.addon.ports import ManagerPorts
-from localsim.clusterspec import ClusterPaths, ClusterSpec
+from localsim.clusterspec import ClusterSpec
 from localsim.commands.flags import parse_up
 from localsim.commands.upsettings import (
     UpSettings,
@@ -22,6 +22,7 @@ from localsim.commands.upsettings import (
 )
 from localsim.lws.install import LWS_VERSION, LwsInstall, LwsMissingError
 from localsim.lws.settings import configuration
+from localsim.paths import ClusterPaths
 from testbed.gomodules import HACK, required_version
 
 ROOT = Path(__file__).resolve().parents[2]

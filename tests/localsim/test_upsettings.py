@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-from localsim.clusterspec import ClusterPaths
 from localsim.commands.flags import parse_up
 from localsim.commands.upsettings import (
     UpSettings,
@@ -10,6 +9,7 @@ from localsim.commands.upsettings import (
     read_settings,
     write_settings,
 )
+from localsim.paths import ClusterPaths
 
 
 def settings(*argv: str) -> UpSettings:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from localsim.clusterspec import ClusterPaths
+from localsim.paths import ClusterPaths
 from localsim.realnodes.realnodecluster import holds_real_nodes
 from localsim.state import remove_state
 

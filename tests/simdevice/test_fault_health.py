@@ -1,7 +1,7 @@
 """Health per place: a fault of one core leaves the chip's other cores alone."""
 
+from simdevice.faulthealth import fault_health
 from simdevice.faults import Fault, FaultKind
-from simdevice.server import fault_health
 
 
 def test_core_faults_stay_on_their_core_and_chip_faults_cover_the_chip() -> None:

@@ -6,17 +6,17 @@ import pytest
 
 from driver.devicemodel.ultraserver import parse_spec
 from driver.names import DEFAULT_DRIVER_NAME
-from localsim.clusterspec import RackPlan, ultraserver_object
+from localsim.clusterspec import ClusterRack, ultraserver_object
 from simdevice.fabric import RankPlace
 from whatif.claimplaces import FleetDevices, HeldDevices, allocation_results
 
 DRIVER = DEFAULT_DRIVER_NAME
-A, B = (RackPlan(name, "trn3-gen1", 4, 4) for name in ("rack-a", "rack-b"))
-SERVERS = {plan.node_name(s): (r, s) for r, plan in enumerate((A, B)) for s in range(4)}
+A, B = (ClusterRack(name, "trn3-gen1", 4, 4) for name in ("rack-a", "rack-b"))
+SERVERS = {rack.node_name(s): (r, s) for r, rack in enumerate((A, B)) for s in range(4)}
 
 
-def fleet(mode: str = "partitioned", pools: str = "node") -> FleetDevices:
-    specs = [parse_spec(ultraserver_object(plan, mode, pools)) for plan in (A, B)]
+def fleet(device_mode: str = "partitioned", pools: str = "node") -> FleetDevices:
+    specs = [parse_spec(ultraserver_object(rack, device_mode, pools)) for rack in (A, B)]
     return FleetDevices(DRIVER, {spec.name: spec for spec in specs}, SERVERS)
 
 
