@@ -57,7 +57,6 @@ MAX_DEVICES_PER_SLICE: Final = 64
 """ResourceSliceMaxDevicesWithAdvancedFeatures: the cap once any device
 consumes counters or carries taints (k8s.io/api resource/v1)."""
 MAX_COUNTER_SETS_PER_SLICE: Final = 8
-MAX_ATTRIBUTES_AND_CAPACITIES: Final = 32
 
 Taint = Mapping[str, str]
 
