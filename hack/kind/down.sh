@@ -9,15 +9,12 @@ set -euo pipefail
 shopt -s inherit_errexit
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/retry.sh
+. "$here/../lib/retry.sh"
 cluster=${1:?usage: down.sh CLUSTER}
 provider=${KIND_PROVIDER:-$("$here/provider.sh")}
 
-for attempt in 1 2 3; do
-  "${KIND:-kind}" delete cluster --name "$cluster" && break
-  [ "$attempt" -lt 3 ] || exit 1
-  echo "kind-down: deleting $cluster failed (attempt $attempt); trying again" >&2
-  sleep 5
-done
+retry "kind-down: deleting $cluster" "${KIND:-kind}" delete cluster --name "$cluster"
 if [ -z "$("$provider" ps -a -q --filter label=io.x-k8s.kind.cluster)" ] &&
   "$provider" network inspect kind >/dev/null 2>&1; then
   "$provider" network rm kind >/dev/null

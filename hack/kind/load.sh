@@ -8,6 +8,8 @@ set -euo pipefail
 shopt -s inherit_errexit
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/retry.sh
+. "$here/../lib/retry.sh"
 root=$(cd "$here/../.." && pwd)
 cluster=${1:?usage: load.sh CLUSTER IMAGE}
 image=${2:?usage: load.sh CLUSTER IMAGE}
@@ -20,12 +22,7 @@ archive="$cache/images/driver-$key.tar"
 # Up to three attempts: once under make test's load a node's containerd refused
 # the import ("failed to ingest index.json ... unexpected commit size"); it is
 # taken for an error of the moment and the import made again.
-for attempt in 1 2 3; do
-  "${KIND:-kind}" load image-archive "$archive" --name "$cluster" && break
-  [ "$attempt" -lt 3 ] || exit 1
-  echo "kind-load: loading $archive failed (attempt $attempt); trying again" >&2
-  sleep 5
-done
+retry "kind-load: loading $archive" "${KIND:-kind}" load image-archive "$archive" --name "$cluster"
 for node in $("${KIND:-kind}" get nodes --name "$cluster"); do
   "$provider" exec "$node" ctr -n k8s.io images tag --force "localhost/trainium-dra/driver:$key" "$image" >/dev/null
   echo "kind-load: $node: $image = localhost/trainium-dra/driver:$key" >&2
