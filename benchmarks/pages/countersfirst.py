@@ -165,7 +165,7 @@ def figures(scheduler: dict[str, Any] | None) -> list[str]:
         ),
         row(*["---"] * 8),
         *rows,
-        *occupancy_notes({**results, "occupancy": {c: {} for c in measured}}),
+        *occupancy_notes(results, measured),
     ]
     if stale:
         lines += [

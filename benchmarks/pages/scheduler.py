@@ -2,6 +2,7 @@
 benchmarks/results/scheduler.json: what the device layout costs the real
 kube-scheduler, device orders, and random-mix packing."""
 
+from collections.abc import Iterable
 from typing import Any, Final
 
 from benchmarks.pages.common import conditions_note, median, row, single_runs, spread, values
@@ -47,12 +48,12 @@ def occupancy_step(racks: int | str) -> str:
     return f"occupancy/{racks}"
 
 
-def occupancy_notes(r: dict[str, Any]) -> list[str]:
-    """The conditions of each fleet size's run; sizes measured before each was
-    kept apart share the step's."""
+def occupancy_notes(r: dict[str, Any], counts: Iterable[str]) -> list[str]:
+    """The conditions of the run that measured each of the fleet sizes `counts`;
+    sizes measured before each was kept apart share the step's."""
     loads = r.get("loads") or {}
     lines: list[str] = []
-    for count in r["occupancy"]:
+    for count in counts:
         fleet = f"{count} rack" if count == "1" else f"{count} racks"
         recorded = loads.get(occupancy_step(count), loads.get("occupancy"))
         lines += ["", f"The runs at {fleet}:", "", conditions_note(recorded, SOURCE)]
@@ -501,6 +502,6 @@ def render(payload: dict[str, Any]) -> str:
         lines += racks_part(r["racks"]) + step_note(r, "racks") + profile_part(r["racks"])
     if r.get("occupancy"):
         occupancy = r["occupancy"]
-        lines += occupancy_part(occupancy) + occupancy_notes(r)
+        lines += occupancy_part(occupancy) + occupancy_notes(r, occupancy)
         lines += occupancy_profile(occupancy)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -98,7 +98,7 @@ def test_each_fleet_size_names_the_run_that_measured_it() -> None:
         "occupancy": {"10": {}, "100": {}},
         "loads": {"occupancy": earlier, occupancy_step(100): quiet},
     }
-    text = "\n".join(occupancy_notes(results))
+    text = "\n".join(occupancy_notes(results, ["10", "100"]))
     ten, hundred = text.split("The runs at 100 racks:")
     assert "The runs at 10 racks:" in ten and "commit 0123456789" in ten
     assert "commit abcdef1234" in hundred and "0123456789" not in hundred
