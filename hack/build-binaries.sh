@@ -30,13 +30,16 @@ cache=${TRAINIUM_DRA_CACHE:-$HOME/.cache/trainium-dra}
 out="$cache/k8s/$k8s_version"
 mkdir -p "$out"
 # One build of a release at a time: `make test`'s lanes may ask for the same
-# release at once; the second waits, then finds it built.
+# release at once; the second waits, then finds it built. Two releases build
+# side by side, but what does not depend on the release (every tool below but
+# Kubernetes) one builder at a time: the other waits, then links or keeps it.
 exec 9>"$out/.build.lock"
 flock 9
+tools_lock="$cache/.tools.build.lock"
 
 log() { echo "build-binaries: $*" >&2; }
-# shellcheck source=lib/debian-packages.sh
-. "$here/lib/debian-packages.sh"
+# shellcheck source=lib/go-build.sh
+. "$here/lib/go-build.sh"
 
 # etcd, helm and prometheus do not depend on the Kubernetes version: one built
 # beside another Kubernetes version is linked instead of built again.
@@ -66,54 +69,75 @@ build_etcd() {
       go get "go.etcd.io/etcd/server/v3@$etcd_version" >&2
       go mod tidy >&2
     fi
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin.tmp" .
+    go_build . "$bin.tmp" "" .
   )
   mv "$bin.tmp" "$bin"
 }
 
+# The `tool` commands of the module in hack/$1.
+tools_of() {
+  go mod edit -json "$here/$1/go.mod" | python3 -c 'import json, sys; print(" ".join(t["Path"] for t in json.load(sys.stdin)["Tool"]))'
+}
+
 # Builds each `tool` of the module in hack/$1 as <name>-<version of $2>, or
-# only the one named by $4.
+# only the one named by $4, in one `go build` (hack/lib/go-build.sh).
 build_tools() {
-  local module=$here/$1 version cmd bin
+  local module=$here/$1 version cmd staging missing=()
   version=$(pinned "$2" "$module/go.mod")
-  for cmd in $(go mod edit -json "$module/go.mod" | python3 -c 'import json, sys; print(" ".join(t["Path"] for t in json.load(sys.stdin)["Tool"]))'); do
+  for cmd in $(tools_of "$1"); do
     [ -z "${4:-}" ] || [ "$(basename "$cmd")" = "$4" ] || continue
-    bin="$out/$(basename "$cmd")-$version"
-    [ -x "$bin" ] && continue
-    reuse "$bin" && continue
-    log "building $(basename "$cmd") $version (first time only)"
-    (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $3" -o "$bin.tmp" "$cmd")
-    mv "$bin.tmp" "$bin"
+    [ -x "$out/$(basename "$cmd")-$version" ] && continue
+    reuse "$out/$(basename "$cmd")-$version" && continue
+    missing+=("$cmd")
   done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  log "building ${missing[*]##*/} $version (first time only)"
+  staging=$(mktemp -d "$out/.build.XXXXXX")
+  go_build "$module" "$staging/" "$3" "${missing[@]}"
+  for cmd in "${missing[@]}"; do
+    mv "$staging/$(basename "$cmd")" "$out/$(basename "$cmd")-$version"
+  done
+  rm -r "$staging"
 }
 
 # Builds every `tool` of the module in hack/$1 under its plain name into
-# node/$1-<version of $2>/ (containerd finds its shim by name on PATH).
+# node/$1-<version of $2>/ (containerd finds its shim by name on PATH), in one
+# `go build`.
 build_tool_dir() {
-  local module=$here/$1 version dir cmd
+  local module=$here/$1 version dir cmd staging missing=()
   version=$(pinned "$2" "$module/go.mod")
   dir="$cache/node/$1-$version"
   mkdir -p "$dir"
-  for cmd in $(go mod edit -json "$module/go.mod" | python3 -c 'import json, sys; print(" ".join(t["Path"] for t in json.load(sys.stdin)["Tool"]))'); do
-    [ -x "$dir/$(basename "$cmd")" ] && continue
-    log "building $(basename "$cmd") $version (first time only)"
-    (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $3" -o "$dir/$(basename "$cmd").tmp" "$cmd")
-    mv "$dir/$(basename "$cmd").tmp" "$dir/$(basename "$cmd")"
+  for cmd in $(tools_of "$1"); do
+    [ -x "$dir/$(basename "$cmd")" ] || missing+=("$cmd")
   done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  log "building ${missing[*]##*/} $version (first time only)"
+  staging=$(mktemp -d "$dir/.build.XXXXXX")
+  go_build "$module" "$staging/" "$3" "${missing[@]}"
+  for cmd in "${missing[@]}"; do
+    mv "$staging/$(basename "$cmd")" "$dir/$(basename "$cmd")"
+  done
+  rm -r "$staging"
 }
 
 # Prometheus and promtool (or only the tool $1 names); Prometheus 3.x.y is
-# published as the Go module version v0.3xx.y.
+# published as the Go module version v0.3xx.y. Of its service discoveries only
+# Kubernetes' is built (the real-node cluster's scrape configuration uses it;
+# the cloud ones would build every cloud's SDK).
 build_prometheus() {
   local module release
   module=$(pinned github.com/prometheus/prometheus "$here/prometheus/go.mod")
   release=$(echo "$module" | sed -E 's/^v0\.3([0-9]{2})\.([0-9]+)$/3.\1.\2/; s/\.0([0-9])\./.\1./')
-  build_tools prometheus github.com/prometheus/prometheus \
-    "-X github.com/prometheus/common/version.Version=$release" "${1:-}"
+  GO_BUILD_TAGS=remove_all_sd,enable_kubernetes_sd build_tools prometheus \
+    github.com/prometheus/prometheus "-X github.com/prometheus/common/version.Version=$release" "${1:-}"
 }
 
 if [ "${BINARIES:-all}" = promtool ]; then
-  build_prometheus promtool
+  (
+    flock 8
+    build_prometheus promtool
+  ) 8>"$tools_lock"
   echo "$out"
   exit 0
 fi
@@ -121,19 +145,25 @@ fi
 k8s_commands="kube-apiserver kube-controller-manager kube-scheduler"
 [ "${BINARIES:-all}" = control-plane ] || k8s_commands+=" kubelet kube-proxy"
 
-build_etcd
-K8S_VERSION=$k8s_version K8S_COMMANDS=$k8s_commands "$here/k8s/build.sh" "$out"
-build_tools helm helm.sh/helm/v4 "-X helm.sh/helm/v4/internal/version.version=$(pinned helm.sh/helm/v4 "$here/helm/go.mod")"
-if [ "${BINARIES:-all}" = control-plane ]; then
-  echo "$out"
-  exit 0
-fi
-build_prometheus
-containerd_version=$(pinned github.com/containerd/containerd/v2 "$here/containerd/go.mod")
-build_tool_dir containerd github.com/containerd/containerd/v2 \
-  "-X github.com/containerd/containerd/v2/version.Version=$containerd_version"
-build_tool_dir cni github.com/containernetworking/plugins ""
-"$here/kube-network-policies/build.sh"
-"$here/kueue/build.sh" > /dev/null
-"$here/lws/build.sh" > /dev/null
+# Kubernetes builds beside the rest, each a `go build` of its own: on two
+# CPUs one build's links and last packages leave the other CPU to the other.
+# A failure in the rest still waits for it, so nothing is left running.
+K8S_VERSION=$k8s_version K8S_COMMANDS=$k8s_commands "$here/k8s/build.sh" "$out" &
+k8s_build=$!
+trap 'wait "$k8s_build" 2>/dev/null || true' EXIT
+(
+  flock 8
+  build_etcd
+  build_tools helm helm.sh/helm/v4 "-X helm.sh/helm/v4/internal/version.version=$(pinned helm.sh/helm/v4 "$here/helm/go.mod")"
+  [ "${BINARIES:-all}" != control-plane ] || exit 0
+  build_prometheus
+  containerd_version=$(pinned github.com/containerd/containerd/v2 "$here/containerd/go.mod")
+  build_tool_dir containerd github.com/containerd/containerd/v2 \
+    "-X github.com/containerd/containerd/v2/version.Version=$containerd_version"
+  build_tool_dir cni github.com/containernetworking/plugins ""
+  "$here/kube-network-policies/build.sh"
+  "$here/kueue/build.sh" > /dev/null
+  "$here/lws/build.sh" > /dev/null
+) 8>"$tools_lock"
+wait "$k8s_build"
 echo "$out"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and
-# kube-proxy from their Go module into OUT; binaries already there are kept.
+# kube-proxy from their Go module into OUT, in one `go build`
+# (hack/lib/go-build.sh); binaries already there are kept.
 #   K8S_VERSION  Kubernetes version (default: the one pinned in hack/k8s/go.mod);
 #                another version is built from a module hack/k8s/module.sh writes
-#   K8S_COMMANDS the commands to build (default: all five)
+#   K8S_COMMANDS the commands to build (default: all five; kind's tools pass
+#                kubeadm and kubectl with hack/kind/k8s as K8S_MODULE)
 #   K8S_MODULE   the Go module to build them from (default: this one, or the
 #                one module.sh writes for another version), e.g. a copy with a
 #                patched dependency (hack/k8s-counters-first/build.sh)
@@ -23,25 +25,31 @@ for cmd in "${commands[@]}"; do
 done
 [ ${#missing[@]} -gt 0 ] || exit 0
 mkdir -p "$out"
+# What a build leaves behind, removed however it ends.
+scratch=()
+trap 'rm -rf "${scratch[@]}"' EXIT
 
 module=${K8S_MODULE:-$here}
 if [ -z "${K8S_MODULE:-}" ] && [ "$version" != "$pinned" ]; then
   module=$(mktemp -d)
-  trap 'rm -rf "$module"' EXIT
+  scratch+=("$module")
   "$here/module.sh" "$version" "$module" trainium-dra/hack/k8s "${commands[@]}"
 fi
 minor=${version#v1.}
 minor=${minor%%.*}
-ldflags="-s -w"
+ldflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
+# shellcheck source=../lib/go-build.sh
+. "$here/../lib/go-build.sh"
+log "building ${missing[*]} $version (first time only; several minutes)"
+start=$SECONDS
+staging=$(mktemp -d "$out/.build.XXXXXX")
+scratch+=("$staging")
+go_build "$module" "$staging/" "$ldflags" "${missing[@]/#/k8s.io/kubernetes/cmd/}"
 for cmd in "${missing[@]}"; do
-  log "building $cmd $version (first time only; several minutes)"
-  start=$SECONDS
-  (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
-    -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
-  mv "$out/$cmd.tmp" "$out/$cmd"
-  log "built $cmd $version in $((SECONDS - start)) s"
+  mv "$staging/$cmd" "$out/$cmd"
 done
+log "built ${missing[*]} $version in $((SECONDS - start)) s"

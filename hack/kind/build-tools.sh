@@ -26,26 +26,14 @@ kind_bin="$bin_dir/kind"
 k8s_dir="$cache/k8s/$k8s_version"
 mkdir -p "$(dirname "$kind_bin")" "$k8s_dir"
 
+# shellcheck source=../lib/go-build.sh
+. "$here/../lib/go-build.sh"
 if [ ! -x "$kind_bin" ]; then
   log "building kind $kind_version (first time only)"
-  (cd "$here/kind" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$kind_bin.tmp" sigs.k8s.io/kind)
+  go_build "$here/kind" "$kind_bin.tmp" "" sigs.k8s.io/kind
   mv "$kind_bin.tmp" "$kind_bin"
 fi
-
-# The version the binaries report is the module's, as in hack/build-binaries.sh.
-minor=${k8s_version#v1.}
-minor=${minor%%.*}
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
-for cmd in kubeadm kubectl; do
-  [ -x "$k8s_dir/$cmd" ] && continue
-  log "building $cmd $k8s_version (first time only; a few minutes)"
-  (cd "$here/k8s" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$k8s_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
-  mv "$k8s_dir/$cmd.tmp" "$k8s_dir/$cmd"
-done
+K8S_COMMANDS="kubeadm kubectl" K8S_MODULE="$here/k8s" "$here/../k8s/build.sh" "$k8s_dir"
 helm_version=$(pinned ../helm helm.sh/helm/v4)
 [ -x "$k8s_dir/helm-$helm_version" ] || { log "no helm in $k8s_dir: run make binaries first"; exit 1; }
 ln -sfn "$k8s_dir/kubectl" "$bin_dir/kubectl"

@@ -16,6 +16,7 @@ log() { echo "build-kube-network-policies: $*" >&2; }
 [ -x "$bin" ] && exit 0
 mkdir -p "$dir"
 log "building kube-network-policies $version (first time only)"
-(cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin.tmp" \
-  "$module/cmd/kube-network-policies/standard")
+# shellcheck source=../lib/go-build.sh
+. "$here/../lib/go-build.sh"
+go_build "$here" "$bin.tmp" "" "$module/cmd/kube-network-policies/standard"
 mv "$bin.tmp" "$bin"

@@ -8,6 +8,8 @@
 # version is set in the module's pkg/version.GitVersion.
 #   TRAINIUM_DRA_CACHE  cache root (default: ~/.cache/trainium-dra)
 # Prints the directory.
+# shellcheck source=go-build.sh
+. "$(dirname "${BASH_SOURCE[0]}")/go-build.sh"
 build_manager() {
   local here=$1 name=$2 module=$3 main=$4 version dir source config
   shift 4
@@ -16,9 +18,7 @@ build_manager() {
   if [ ! -x "$dir/$name" ]; then
     mkdir -p "$dir"
     echo "build-$name: building $name $version (first time only)" >&2
-    (cd "$here" && CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X $module/pkg/version.GitVersion=$version" \
-      -o "$dir/$name.tmp" "$module/$main")
+    go_build "$here" "$dir/$name.tmp" "-X $module/pkg/version.GitVersion=$version" "$module/$main"
     mv "$dir/$name.tmp" "$dir/$name"
   fi
   if [ ! -d "$dir/config" ]; then
