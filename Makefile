@@ -89,23 +89,31 @@ lint: venv
 unit: venv promtool
 	$(PY) -m pytest -m "not integration"
 
-# The tests: set-up, then three lanes side by side (`make -j3`), each line
-# they print led by the lane's name (hack/lane.sh). They mostly wait on their
-# clusters, so they share the two CPUs:
+# The tests: set-up steps side by side, then three lanes side by side, each
+# line they print led by the step's or lane's name (hack/lane.sh). On a cold
+# machine the set-up is mostly Go builds, which leave a CPU idle while they
+# link or wait on the network, and image and package downloads, which leave
+# both idle: side by side they fill each other's gaps. Both releases are built
+# here, so no lane builds while the others run tests. The lanes mostly wait on
+# their clusters, so they share the two CPUs:
 #   stand-in    every test but the real nodes' on the pinned release, in two
 #               pytest workers; tests that share a cluster stay on one worker
 #               (tests/conftest.py)
 #   real-nodes  the real-node tests on the pinned release, then on K8S_PREVIOUS
 #               (the host holds one real-node cluster at a time)
-#   kind        the binaries of K8S_PREVIOUS (built here when missing: on a cold
-#               machine this lane has time to spare), docs/kind.md end to end
-#               on podman, then the examples on K8S_PREVIOUS
+#   kind        kind's own tools (kind, kubeadm, kubectl), docs/kind.md end to
+#               end on podman, then the examples on K8S_PREVIOUS
+SET_UP_STEPS := lint binaries previous-binaries node-packages image
 TEST_LANES := stand-in real-nodes kind
-test: venv lint binaries node-packages image kind-tools
+test: venv
+	+$(MAKE) --no-print-directory -j$(words $(SET_UP_STEPS)) $(addprefix set-up-,$(SET_UP_STEPS))
 	+$(MAKE) --no-print-directory -j3 $(addprefix lane-,$(TEST_LANES))
 
+set-up-%:
+	+hack/lane.sh set-up $* $(MAKE) --no-print-directory $*
+
 lane-%:
-	+hack/lane.sh $* $(MAKE) --no-print-directory test-$*
+	+hack/lane.sh lane $* $(MAKE) --no-print-directory test-$*
 
 test-stand-in: venv binaries image
 	$(WITH_BINARIES) $(PY) -m pytest -n 2 --no-loadscope-reorder \

@@ -28,8 +28,10 @@ PREVIOUS = re.compile(r"^K8S_PREVIOUS := (v\S+)$", re.MULTILINE)
 """The release `make test` runs again after the pinned one (`make test-previous`)."""
 PYTEST_SUMMARY = re.compile(r"^(?:([\w-]+) +\| )?=+ (\d+ [a-z]+.* in [\d.]+s.*?) =+$", re.MULTILINE)
 """A pytest run's last line, led by its lane's name in `make test` (hack/lane.sh)."""
-LANE_END = re.compile(r"^[\w-]+ +\| lane ([\w-]+): (?:passed|FAILED \(exit \d+\)) in (\d+)s$", re.M)
-"""hack/lane.sh's last line for a lane: its name and its wall time."""
+STEP_END = re.compile(
+    r"^[\w-]+ +\| (lane|set-up) ([\w-]+): (?:passed|FAILED \(exit \d+\)) in (\d+)s$", re.M
+)
+"""hack/lane.sh's last line for a lane or a set-up step: its name and its wall time."""
 
 
 def pytest_endings(log: str) -> list[str]:
@@ -39,9 +41,10 @@ def pytest_endings(log: str) -> list[str]:
     ]
 
 
-def lane_seconds(log: str) -> dict[str, int]:
-    """The wall time of each of `make test`'s lanes."""
-    return {lane: int(seconds) for lane, seconds in LANE_END.findall(log)}
+def step_seconds(log: str, kind: str) -> dict[str, int]:
+    """The wall time of each of `make test`'s lanes (`kind` "lane") or set-up
+    steps ("set-up")."""
+    return {name: int(seconds) for k, name, seconds in STEP_END.findall(log) if k == kind}
 
 
 def releases_built(cache: Path) -> list[str]:
@@ -108,7 +111,8 @@ def measure(log: Path) -> dict[str, Any]:
         "passed": code == 0,
         "make_test_seconds": round(seconds, 1),
         "pytest_summaries": pytest_endings(text),
-        "lane_seconds": lane_seconds(text),
+        "set_up_seconds": step_seconds(text, "set-up"),
+        "lane_seconds": step_seconds(text, "lane"),
         **memory.results(),
         "disk_before_mib": disk_before,
         "disk_after_mib": disk_after,

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# One lane of `make test`: runs a command with the lane's name before every
-# line it prints, so lanes running side by side can be read apart, then says
-# how the lane ended and how long it took; exits with the command's status.
-#   hack/lane.sh NAME COMMAND...
+# One lane of `make test`, or one of its set-up steps: runs a command with the
+# name before every line it prints, so steps running side by side can be read
+# apart, then says how it ended and how long it took (the first-test benchmark
+# reads that line); exits with the command's status.
+#   hack/lane.sh lane|set-up NAME COMMAND...
 set -uo pipefail
-name=$1
-shift
-"$@" 2>&1 | while IFS= read -r line; do printf '%-10s | %s\n' "$name" "$line"; done
+kind=$1
+name=$2
+shift 2
+"$@" 2>&1 | while IFS= read -r line; do printf '%-17s | %s\n' "$name" "$line"; done
 status=${PIPESTATUS[0]}
 if [ "$status" -eq 0 ]; then verdict=passed; else verdict="FAILED (exit $status)"; fi
-printf '%-10s | lane %s: %s in %ss\n' "$name" "$name" "$verdict" "$SECONDS"
+printf '%-17s | %s %s: %s in %ss\n' "$name" "$kind" "$name" "$verdict" "$SECONDS"
 exit "$status"

@@ -102,13 +102,15 @@ def caches(r: Mapping[str, Any], release: str) -> str:
 
 
 def lanes(r: Mapping[str, Any]) -> str:
-    """The lanes `make test` ran side by side, each with its wall time, where
-    the run recorded them."""
-    seconds = r.get("lane_seconds") or {}
-    if not seconds:
-        return ""
-    each = ", ".join(f"{lane} {s / 60:.0f} min" for lane, s in seconds.items())
-    return f"its lanes, side by side, took {each}; "
+    """The set-up steps and the lanes `make test` ran side by side, each with
+    its wall time, where the run recorded them."""
+    parts = []
+    for key, what in (("set_up_seconds", "set-up steps"), ("lane_seconds", "lanes")):
+        seconds = r.get(key) or {}
+        if seconds:
+            each = ", ".join(f"{name} {s / 60:.0f} min" for name, s in seconds.items())
+            parts.append(f"its {what}, side by side, took {each}; ")
+    return "".join(parts)
 
 
 FIRST_TEST_RUNS = ("cold", "warm")

@@ -30,7 +30,14 @@ install_missing() {
     return 1
   fi
   echo "installing ${missing[*]} from Debian's packages ($purpose)" >&2
-  # The package lists of a fresh machine are empty or stale: update once.
-  DEBIAN_FRONTEND=noninteractive apt-get install -qq -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
-    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -qq -y --no-install-recommends "${missing[@]}" >&2; }
+  # `make test` sets up its steps side by side: one apt at a time (apt itself
+  # refuses a second at once), and waiting on any other dpkg a while.
+  (
+    flock 8
+    export DEBIAN_FRONTEND=noninteractive
+    # The package lists of a fresh machine are empty or stale: update once.
+    apt-get -o DPkg::Lock::Timeout=300 install -qq -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+      { apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 &&
+        apt-get -o DPkg::Lock::Timeout=300 install -qq -y --no-install-recommends "${missing[@]}" >&2; }
+  ) 8>/run/lock/trainium-dra-apt.lock
 }

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.first_test import lane_seconds, pytest_endings, releases_built, run_env
+from benchmarks.first_test import pytest_endings, releases_built, run_env, step_seconds
 from benchmarks.firstrun import meminfo_mib, tree_mib
 
 MEMINFO = """MemTotal:       24684000 kB
@@ -59,6 +59,7 @@ def test_pytest_endings_and_lane_times_are_read_from_the_log() -> None:
     log = (
         "tests/x.py ....\n"
         "============ 1200 passed, 4 skipped in 1800.00s (0:30:00) ============\n"
+        "binaries          | set-up binaries: passed in 812s\n"
         "kind       | kind-e2e: total 300s\n"
         "stand-in   | ===== 1 failed, 300 passed in 600.12s (0:10:00) =====\n"
         "stand-in   | lane stand-in: FAILED (exit 2) in 611s\n"
@@ -71,4 +72,5 @@ def test_pytest_endings_and_lane_times_are_read_from_the_log() -> None:
         "stand-in: 1 failed, 300 passed in 600.12s (0:10:00)",
         "real-nodes: 62 passed in 700.50s (0:11:40)",
     ]
-    assert lane_seconds(log) == {"stand-in": 611, "real-nodes": 1002}
+    assert step_seconds(log, "lane") == {"stand-in": 611, "real-nodes": 1002}
+    assert step_seconds(log, "set-up") == {"binaries": 812}

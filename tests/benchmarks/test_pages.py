@@ -172,9 +172,14 @@ def test_readme_renders_the_first_make_test_from_its_results() -> None:
     assert "took 13.2 GiB of disk (the checkout with its `.venv` 0.9 GiB" in block
     assert "`make bench-first-test`" in block
     assert "lanes" not in block
-    laned = first_test_payload(lane_seconds={"stand-in": 1140, "real-nodes": 1320, "kind": 660})
+    laned = first_test_payload(
+        set_up_seconds={"lint": 130, "binaries": 960},
+        lane_seconds={"stand-in": 1140, "real-nodes": 1320, "kind": 660},
+    )
     block = first_runs_section({**FOUND, "first-test": laned}, "test")
-    assert "its lanes, side by side, took stand-in 19 min, real-nodes 22 min, kind 11 min;" in block
+    set_up = "its set-up steps, side by side, took lint 2 min, binaries 16 min; "
+    lanes = "its lanes, side by side, took stand-in 19 min, real-nodes 22 min, kind 11 min;"
+    assert set_up + lanes in block
     failed = first_test_payload(
         exit_code=2, passed=False, caches="warm", releases_built_before=["v1.36.3", "v1.37.2"]
     )
