@@ -45,16 +45,16 @@ def pytest_runtest_makereport(
 
 
 @pytest.fixture(autouse=True)
-def namespaces_of_a_failed_test_removed(
-    request: pytest.FixtureRequest, real: RealCluster
-) -> Iterator[None]:
+def namespaces_of_a_failed_test_removed(request: pytest.FixtureRequest) -> Iterator[None]:
     """A failed test's namespaces go before the next test starts: its claims (a
     whole server) would otherwise starve every test after it. A passing test's
     stay as the test left them: the daemon-kill trial counts the pods that
-    tests before it left running on its node as pods it must not disturb."""
-    if request.node.name == DOWN_TEST:
+    tests before it left running on its node as pods it must not disturb.
+    Tests that use no cluster (the pure ones beside them) start none."""
+    if request.node.name == DOWN_TEST or "real" not in request.fixturenames:
         yield
         return
+    real: RealCluster = request.getfixturevalue("real")
     before = set(real.kubectl("get", "namespaces", "-o", "name").split())
     yield
     if not request.node.stash.get(FAILED_CALL, False):
