@@ -70,6 +70,37 @@ def median(runs: Sequence[Mapping[str, Any]], key: str) -> float:
     return float(statistics.median(values(runs, key)))
 
 
+RECORDED: Final = (
+    "cpus",
+    "load_1min_before",
+    "load_during_1min",
+    "load_1min_after",
+    "kubernetes_version",
+    "git_commit",
+)
+"""What a run's conditions must hold for a page to show its figures: the
+machine's load before, during and after it, the Kubernetes release
+(None for a run that starts no Kubernetes component) and the commit."""
+
+
+class NotRecordedError(ValueError):
+    """Figures whose run did not record the conditions it ran under: no page
+    shows them."""
+
+
+def recorded(conditions: Mapping[str, Any] | None, source: str) -> Mapping[str, Any]:
+    """`conditions` when they hold everything RECORDED names; otherwise the
+    figures of `source` (a results file, or a part of one) are refused."""
+    missing = [key for key in RECORDED if key not in (conditions or {})]
+    if conditions is None or missing:
+        raise NotRecordedError(
+            f"{source}: the run recorded no {', '.join(missing)}, so no page shows its "
+            "figures. Measure it again (its `make bench-*` target records them) or remove "
+            "it from the results file."
+        )
+    return conditions
+
+
 def load_conditions(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     """The run's conditions as the shared code records them (or the load the
     simulator benchmark recorded itself before it did); None where the run
