@@ -1,17 +1,24 @@
 """docs/scale.md, toward a million accelerators: how publishing, storage, the
 controller and the scheduler grow with the number of Trn3 Gen2 racks, from
 benchmarks/results/controller.json (publishing at several rack counts),
-scale.json (the scheduler at several rack counts) and scheduler.json (one
-rack). A figure measured at three or more rack counts is fitted with a line and
-read off at 6,944 racks, with how far each point sits from its line; one
-measured at fewer is shown as measured and not projected."""
+scale.json (the scheduler at several rack counts), storage.json (a rack in
+etcd) and scheduler.json (busy and empty fleets). A figure measured at three or
+more rack counts is fitted with a line and read off at 6,944 racks, with how
+far each point sits from its line; one measured at fewer is shown as measured
+and not projected."""
 
 from typing import Any, Final
 
 from benchmarks.pages import countersfirst, storage
-from benchmarks.pages.common import conditions_note, load_conditions, median, run_line
+from benchmarks.pages.common import conditions_note, median, run_line
 from benchmarks.pages.controller import ours_runs
-from benchmarks.pages.scheduler import FLEET_ANCHORS, pairwise_ratios
+from benchmarks.pages.scheduler import (
+    BUSY_ANCHOR,
+    NODE_LAYOUT,
+    empty_fleets,
+    occupancy_notes,
+    pairwise_ratios,
+)
 from benchmarks.scalefit import (
     CHIPS_PER_GEN2_RACK,
     MILLION_CHIP_RACKS,
@@ -107,11 +114,7 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
         "",
         f"Publishing, from benchmarks/results/controller.json. {run_line(controller)}",
         "",
-        conditions_note(
-            load_conditions(controller),
-            "benchmarks/results/controller.json",
-            controller["machine"]["date"],
-        ),
+        conditions_note(controller.get("conditions"), "benchmarks/results/controller.json"),
     ]
     if scale is not None and scale["results"].get("scheduler"):
         out += [
@@ -119,9 +122,7 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
             f"The scheduler, from benchmarks/results/scale.json. {run_line(scale)} "
             f"{scale_points(scale['results']['scheduler'])}",
             "",
-            conditions_note(
-                load_conditions(scale), "benchmarks/results/scale.json", scale["machine"]["date"]
-            ),
+            conditions_note(scale.get("conditions"), "benchmarks/results/scale.json"),
         ]
     return out
 
@@ -208,8 +209,7 @@ def document(
     out += scheduler_part(kept.get("scheduler_ms_per_claim"), scheduler)
     out += memory_and_resync(at, lines)
     out += cold_publish(at, per_slice_bytes(lines))
-    if stored is not None:
-        out += storage.section(stored)
+    out += storage.section(stored)
     out += countersfirst.section(scheduler)
     return "\n".join(out) + "\n"
 
@@ -238,9 +238,9 @@ def breaks(at: dict[str, float], slice_bytes: float) -> list[str]:
             f"history not compacted yet) is {etcd / 2**30:,.1f} GiB, against etcd's default "
             f"quota of {ETCD_QUOTA_DEFAULT / 2**30:.0f} GiB and the",
             f"{ETCD_QUOTA_MAX_SUGGESTED / 2**30:.0f} GiB its documentation suggests as the "
-            "most. How many racks each quota holds is",
-            'measured once, with the history compacted, per layout: the section below, "What',
-            "one rack stores in etcd, by layout\". Single objects are far from etcd's 1.5 MiB",
+            "most. `make bench-storage` measures how many racks each quota holds,",
+            'with the history compacted, per layout: the section below, "What one rack',
+            "stores in etcd, by layout\". Single objects are far from etcd's 1.5 MiB",
             "request limit (one slice holds at most 64 devices with counters).",
             "Design answer: publish less per device. Most of a slice is attributes that",
             "repeat on every device of a rack (generation, core version, rack id, switch",
@@ -267,56 +267,53 @@ def breaks(at: dict[str, float], slice_bytes: float) -> list[str]:
 
 
 DESIGN_SCHEDULER: Final = [
-    "These figures are of the `rack` pool layout: for every node and pod the allocator",
-    "converts and checks the node's whole rack pool, so a pod costs the racks' devices",
-    "times the nodes it filters. Design answer: the `node` pool layout",
+    "`make bench-scale` measures the `rack` pool layout: for every node and pod the",
+    "allocator converts and checks the node's whole rack pool, so a pod costs the racks'",
+    "devices times the nodes it filters. Design answer: the `node` pool layout",
     '(docs/device-model.md, "Pool layouts"), whose server pools the scheduler reads',
     "per node from Kubernetes 1.37 on, with the rack device kept apart by the",
-    "controller's guard; `make bench-scheduler` measures both layouts beside per-node",
-    'pools at 1, 10 and 100 racks (docs/bench-scheduler.md, "Fleet sizes"). Beyond it:',
-    "keep workloads rack-scoped (a CEL selector or node affinity on the UltraServer",
-    "label), publish only the partition sizes a site uses (`spec.partitionSizes`), and",
-    "partition nodes among scheduler profiles or schedulers.",
+    "controller's guard; `make bench-scheduler` measures the layouts beside per-node",
+    'pools at 1, 10 and 100 racks, empty and busy (docs/bench-scheduler.md, "Busy',
+    'fleets"). Beyond it: keep workloads rack-scoped (a CEL selector or node affinity',
+    "on the UltraServer label), publish only the partition sizes a site uses",
+    "(`spec.partitionSizes`), and partition nodes among scheduler profiles or schedulers.",
     "",
 ]
 
 
-NODE_LAYOUTS: Final = ("node pools (one rack advertised)", "node pools")
-"""The node pool layout's fleet rows, the one the controller can publish with
-the fewest shared slices first."""
-
-
 def node_layout_part(scheduler: dict[str, Any] | None) -> list[str]:
-    """The node pool layout against per-node pools of the same devices at each
-    fleet size `make bench-scheduler` measured (docs/bench-scheduler.md, "Fleet sizes")."""
-    racks = ((scheduler or {}).get("results") or {}).get("racks") or {}
+    """The node pool layout against per-node pools of the same devices on an
+    empty fleet of each size `make bench-scheduler` measured, with the
+    conditions of those runs."""
+    r = (scheduler or {}).get("results") or {}
     key = "scheduler_cpu_ms_per_pod"
-    said = []
-    for count, layouts in racks.items():
-        name = next((n for n in NODE_LAYOUTS if n in layouts), None)
-        anchor = layouts.get(FLEET_ANCHORS[0])
-        if name is None or anchor is None:
+    said: dict[str, str] = {}
+    for count, layouts in empty_fleets(r).items():
+        runs, anchor = layouts.get(NODE_LAYOUT), layouts.get(BUSY_ANCHOR)
+        if runs is None or anchor is None:
             continue
-        said.append(
-            f"{count} rack{'s' if count != '1' else ''} ({name}): "
-            f"{median(layouts[name], key):,.1f} ms, "
-            f"ratio {pairwise_ratios(layouts[name], anchor, key)}"
+        said[count] = (
+            f"{racks(float(count))}: {median(runs, key):,.1f} ms, "
+            f"ratio {pairwise_ratios(runs, anchor, key)}"
         )
     if not said:
         return []
     return [
-        "Measured since, with the `node` pool layout (median scheduler CPU per single-core",
-        "pod, then its ratio to per-node pools of the same devices in the same rounds,",
-        'median and range; docs/bench-scheduler.md, "Fleet sizes"): ' + "; ".join(said) + ".",
+        "Measured since, with the `node` pool layout on an empty fleet (median scheduler CPU",
+        "per single-core pod, then its ratio to per-node pools of the same devices in the",
+        'same rounds, median and range; docs/bench-scheduler.md, "Busy fleets", 0% held): '
+        + "; ".join(said.values())
+        + ".",
+        *occupancy_notes(r, said),
         "",
     ]
 
 
 OTHER_SCHEDULER_MEASURES: Final = [
-    "docs/bench-scheduler.md measures the same cost in two other ways, each named with",
-    "what it counts: the wall time per pod of filling one whole rack (its first",
-    'table) and the scheduler process\'s own CPU time per pod ("Fleet sizes", "Busy',
-    'fleets"), which other work on the machine hardly stretches.',
+    "`make bench-scheduler` measures the same cost in two other ways, each named with",
+    "what it counts: the wall time per pod of filling one whole rack (its `layouts`",
+    "step) and the scheduler process's own CPU time per pod (docs/bench-scheduler.md,",
+    '"Busy fleets"), which other work on the machine hardly stretches.',
     "",
 ]
 
