@@ -83,9 +83,12 @@ refuses to start when the load exceeds the CPU count unless given `--noisy`
 (`BENCH_ARGS=--noisy` through make). A run whose load exceeded the CPU count at
 any reading, before, during or after, is noisy, however quiet its start
 (benchmarks/conditions.py decides, for the results file and the page alike), and
-its section says so loudly; what an older results file did not record, its
-section says was not recorded. Where a figure is timed over repeated runs
-(taken in turn, interleaved with what it is compared with), a table gives the
+its section says so loudly. Figures whose run did not record its load during
+the run, its Kubernetes release and its commit are refused: `make pages` stops
+and names them, so no page shows a figure without the conditions it ran under.
+A section whose results file is not there names the command that measures it.
+Where a figure is timed over repeated runs (taken in turn, interleaved with
+what it is compared with), a table gives the
 median with the range of the runs in brackets; under a table whose figures come
 from a single run, as older results do, a line says so. A tail quantile over
 fewer than 100 samples is called max. Ratios compare against a baseline

@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import render
 from benchmarks.pages import benchmarks
+from benchmarks.pages.common import NotRecordedError
 from benchmarks.paths import DOCS
 from tests.benchmarks.recorded import RUN
 
@@ -87,6 +88,15 @@ def test_a_changed_etcd_measurement_changes_the_scale_page() -> None:
     changed = copy.deepcopy(STORAGE)
     changed["results"]["runs"]["rack pools"][0]["etcd_bytes_per_rack"] *= 2
     assert render.pages({**FOUND, "storage": changed})[DOCS / "scale.md"] != measured
+
+
+def test_results_without_their_conditions_are_refused_naming_the_file() -> None:
+    unrecorded = {k: v for k, v in STORAGE.items() if k != "conditions"}
+    with pytest.raises(NotRecordedError, match=r"benchmarks/results/storage\.json: .*git_commit"):
+        render.pages({**FOUND, "storage": unrecorded})
+    older = {**STORAGE, "conditions": {k: v for k, v in RUN.items() if k != "git_commit"}}
+    with pytest.raises(NotRecordedError, match="recorded no git_commit"):
+        render.pages({**FOUND, "storage": older})
 
 
 def test_a_topic_without_its_results_names_the_target_that_measures_them() -> None:
