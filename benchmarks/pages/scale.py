@@ -24,6 +24,7 @@ from benchmarks.scalefit import (
     MILLION_CHIP_RACKS,
     PROJECTION_MIN_POINTS,
     SCHEDULER_RACKS,
+    SCHEDULER_RUN_HOURS,
     Line,
     fit,
 )
@@ -138,11 +139,15 @@ def scale_points(points: list[dict[str, Any]]) -> str:
     )
     claims = spoken([f"{n:,}" for n in sorted({p["claims"] for p in points})])
     racks = spoken([f"{p['racks']:g}" for p in points])
+    return f"It holds {racks} racks, {claims} single-core claims at each, {taken}; {default_run()}."
+
+
+def default_run() -> str:
+    """What `make bench-scale` measures unless told otherwise, and the time it is sized for."""
     return (
-        f"It holds {racks} racks, {claims} single-core "
-        f"claims at each, {taken}; `make bench-scale` measures "
-        f"{spoken([str(n) for n in SCHEDULER_RACKS])} racks unless `--scheduler-racks` "
-        "says otherwise."
+        f"`make bench-scale` measures {spoken([str(n) for n in SCHEDULER_RACKS])} racks, "
+        f"smallest first, a run sized to end within {SCHEDULER_RUN_HOURS} hour on a machine "
+        "of 2 CPUs, unless `--scheduler-racks` says otherwise"
     )
 
 
@@ -206,7 +211,7 @@ def document(
         out += [f"![{title}](images/{plot_name(key)})", ""]
     at = {k: line.at(MILLION_CHIP_RACKS) for k, line in projected.items()}
     out += breaks(at, per_slice_bytes(lines))
-    out += scheduler_part(kept.get("scheduler_ms_per_claim"), scheduler)
+    out += scheduler_part(lines.get("scheduler_ms_per_claim"), scheduler)
     out += memory_and_resync(at, lines)
     out += cold_publish(at, per_slice_bytes(lines))
     out += storage.section(stored)
@@ -320,12 +325,12 @@ OTHER_SCHEDULER_MEASURES: Final = [
 
 def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> list[str]:
     """What the scheduler's wall time per claim says across rack counts (its
-    points are stated once, in the list above), and where the other measures
-    of the same cost are."""
+    points are stated once, in the table or the list above), and where the
+    other measures of the same cost are."""
     if measured is None:
         head = (
-            "**Scheduler per-pod cost.** Not measured at several rack counts "
-            "(`make bench-scale`), so not projected."
+            "**Scheduler per-pod cost.** Not measured at several rack counts, so not "
+            f"projected: {default_run()}."
         )
     else:
         pts = measured.points
@@ -333,12 +338,17 @@ def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> l
         growth = (
             f" It grew {y1 / y0:,.1f}x for {x1 / x0:g}x the racks." if len(pts) > 1 and y0 else ""
         )
+        where, after = (
+            ("The table above projects it from", "")
+            if measured.projects()
+            else ("The list above gives it at", " Too few rack counts to project to 6,944 racks.")
+        )
         head = (
-            "**Scheduler per-pod cost.** The list above gives it at "
+            f"**Scheduler per-pod cost.** {where} "
             + spoken([f"{x:g}" for x, _ in pts])
             + " racks as a wall time: from the first claim created to the last pod bound, "
             "divided by the claims, so it also holds creating them and whatever else ran on "
-            f"the machine's CPUs.{growth} Too few rack counts to project to 6,944 racks."
+            f"the machine's CPUs.{growth}{after}"
         )
     return [head, *DESIGN_SCHEDULER, *OTHER_SCHEDULER_MEASURES, *node_layout_part(scheduler)]
 

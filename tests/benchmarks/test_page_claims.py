@@ -9,7 +9,7 @@ from typing import Any
 
 from benchmarks.kubelet_histograms import Histogram, bucket_of, summary_ms
 from benchmarks.pages import controller, realnodes, realrack, scale, scheduler, whatif
-from benchmarks.scalefit import fit
+from benchmarks.scalefit import SCHEDULER_RACKS, fit
 from tests.benchmarks.recorded import RUN
 from whatif.report import MAKESPAN, table
 
@@ -73,12 +73,31 @@ def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
         "1 rack: 409.40, 10 racks: 2,454.50; not projected" in page
     )
     assert "It holds 1 and 10 racks, 64 single-core claims at each, one run each;" in page
-    assert "measures 1, 10 and 100 racks unless" in page
+    assert f"measures {scale.spoken([str(n) for n in SCHEDULER_RACKS])} racks, smallest" in page
     assert "Too few rack counts to project" in page
     assert page.count("409") == 1, "the scheduler's figure is stated once"
     assert "pods a second" not in page
     assert "| Scheduler wall time per single-core claim" not in page
     assert "| Cold publish, controller start to every rack Ready (seconds) |" in page
+
+
+def test_scheduler_from_three_rack_counts_is_projected_in_the_table() -> None:
+    points = [publish_point(n, 5.0 + n, 200 * MIB) for n in (1, 10, 100)]
+    scale_run = {
+        "command": "make bench-scale",
+        "machine": {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"},
+        "conditions": RUN,
+        "results": {
+            "scheduler": [
+                {"racks": n, "claims": 64, "ms_per_claim": ms}
+                for n, ms in ((1, 400.0), (4, 1000.0), (16, 3400.0))
+            ]
+        },
+    }
+    page = scale.document(controller_payload(points), scale_run, None)
+    assert "| Scheduler wall time per single-core claim, first created to last bound (ms) |" in page
+    assert "**Scheduler per-pod cost.** The table above projects it from 1, 4 and 16 racks" in page
+    assert "Too few rack counts" not in page and "Not measured at several" not in page
 
 
 def test_without_its_results_the_storage_section_names_what_measures_it() -> None:
