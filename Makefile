@@ -190,8 +190,11 @@ sim-collectives: venv
 bench-controller: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.controller $(BENCH_ARGS)
 
-# The scheduler at 1, 10 and 100 racks; with bench-controller's publishing
-# figures, fitted and projected to a million chips: docs/scale.md and its plots.
+# The scheduler at 1, 4 and 16 racks, smallest fleet first, a line per step
+# (point n of m, what it does, time so far): sized to end within an hour on 2
+# CPUs and 24 GiB; 100 racks is a run of its own (BENCH_ARGS='--scheduler-racks
+# 100'). With bench-controller's publishing figures, fitted and projected to a
+# million chips: docs/scale.md and its plots.
 bench-scale: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.scale --measure-scheduler $(BENCH_ARGS)
 

@@ -7,12 +7,14 @@ docs/bench-whatif.md (the what-if's example and its live replays),
 docs/queues.md (what Kueue's policies cost), docs/aws-neuron.md (the
 UltraServer operator's failure strategies and its scale), README.md's box of
 the first `make demo` and `make test` and docs/bench-first-runs.md, which tells
-them in full.
+them in full. Figures whose run did not record its conditions are refused:
+nothing is written, and the message names them (exit code 2).
 
 Usage: python -m benchmarks.render (`make pages`)
 """
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from benchmarks.pages import (
     whatif,
     whatif_live,
 )
+from benchmarks.pages.common import NotRecordedError
 from benchmarks.pages.plots import plot
 from benchmarks.paths import DOCS, RESULTS_DIR
 
@@ -114,7 +117,12 @@ def write_pages() -> list[Path]:
 
 
 def main() -> int:
-    for path in write_pages():
+    try:
+        written = write_pages()
+    except NotRecordedError as refused:
+        print(f"make pages: {refused}", file=sys.stderr)
+        return 2
+    for path in written:
         print(f"wrote {path.relative_to(DOCS.parent)}")
     return 0
 

@@ -1,12 +1,13 @@
 """Toward a million accelerators: the scheduler's time per single-core claim
-with 1, 10 and 100 Trn3 Gen2 racks published (`--measure-scheduler`; other
-counts with `--scheduler-racks`), into
+with SCHEDULER_RACKS Trn3 Gen2 racks published (`--measure-scheduler`; other
+counts with `--scheduler-racks`), smallest fleet first, into
 benchmarks/results/scale.json; docs/scale.md and its plots are rendered from
 that and the publishing benchmark's results (`make bench-controller`) by
 benchmarks/pages/scale.py. Without `--measure-scheduler` the pages are only
-rendered again.
+rendered again. Each step prints a line: the point, n of m, what it does and
+the time since the start.
 
-Usage: python -m benchmarks.scale [--measure-scheduler] [--scheduler-racks 1,10,100]
+Usage: python -m benchmarks.scale [--measure-scheduler] [--scheduler-racks 1,4,16]
        [--claims 64] [--noisy]
 """
 
@@ -15,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -33,31 +35,49 @@ COMMAND = "make bench-scale"
 NS: Final = "scale"
 
 
-def measure_scheduler(racks: list[int], claims: int) -> list[dict[str, Any]]:
+def measuring_order(racks: Iterable[int]) -> list[int]:
+    """The rack counts to measure, smallest first and each once: a point keeps
+    the nodes of the points before it and adds its own, so no point filters
+    (or waits for) a larger fleet's nodes."""
+    found = sorted(set(racks))
+    if not found or found[0] < 1:
+        raise ValueError(f"rack counts must be whole numbers from 1 up, not {found}")
+    return found
+
+
+def progress(point: int, total: int, racks: int, doing: str, elapsed: float) -> str:
+    """A step's line: which point of how many, its fleet, what it does, the
+    time since the start."""
+    fleet = f"{racks} rack{'' if racks == 1 else 's'}"
+    return f"bench-scale: point {point} of {total} ({fleet}): {doing}; {elapsed:,.0f} s elapsed"
+
+
+def measure_scheduler(counts: list[int], claims: int) -> list[dict[str, Any]]:
     """Seconds for the real scheduler to bind `claims` single-core claims (one pod
-    each, no rack pinned) with `racks` racks published, for each rack count:
-    REPEATS runs, the median per claim."""
+    each, no rack pinned) with each of `counts` racks published, in their
+    measuring order: REPEATS runs, the median per claim."""
     out = []
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    start = time.monotonic()
     with ControlPlane.running(work / "cp") as cp, cp.api_client() as api:
         install(cp)
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})
         made = 0
-        for n in sorted(racks):
-            # Each point has only its own racks' nodes: the scheduler filters
-            # every node for every pod, so nodes made ahead for a larger point
-            # would slow the smaller ones (and the first point would wait for
-            # the largest fleet's nodes to be made).
+        for index, n in enumerate(counts, 1):
+            step = partial(say, index, len(counts), n, start)
             new_nodes = [node for i in range(made, n) for node in rack_nodes(i)]
-            print(f"bench-scale: {n} racks: {len(new_nodes)} more nodes", flush=True)
+            step(f"making {len(new_nodes)} more nodes")
             for node in new_nodes:
                 cp.create_node(node)
             made = n
+            step(f"publishing {n} racks")
             create_racks(api, n)
             with controller(cp, work / f"sched-{n}.log", "--lease-name", "scale"):
+                step("waiting for every rack to be Ready")
                 wait_for(f"{n} racks ready", partial(all_ready, api, n), 3600, 1)
                 runs = []
                 for run in range(REPEATS):
+                    step(f"run {run + 1} of {REPEATS}, binding {claims} claims")
                     runs.append(round(bind_claims(api, claims, f"s{n}-{run}-"), 2))
                     clear(api)
                 seconds = statistics.median(runs)
@@ -70,8 +90,13 @@ def measure_scheduler(racks: list[int], claims: int) -> list[dict[str, Any]]:
                         "ms_per_claim": round(1000 * seconds / claims, 1),
                     }
                 )
+            step(f"removing the racks, {1000 * seconds / claims:,.0f} ms a claim")
             remove_published(api, n)
     return out
+
+
+def say(point: int, total: int, racks: int, start: float, doing: str) -> None:
+    print(progress(point, total, racks, doing, time.monotonic() - start), flush=True)
 
 
 def all_ready(api: client.ApiClient, racks: int) -> bool:
@@ -117,9 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.measure_scheduler:
         render.write_pages()
         return 0
+    try:
+        counts = measuring_order(int(r) for r in args.scheduler_racks.split(","))
+    except ValueError as error:
+        parser.error(f"--scheduler-racks: {error}")
     conditions = Conditions.begin(args.noisy)
-    racks = [int(r) for r in args.scheduler_racks.split(",")]
-    results = {"scheduler": measure_scheduler(racks, args.claims)}
+    results = {"scheduler": measure_scheduler(counts, args.claims)}
     # The make target passes --measure-scheduler itself; the command names what was added.
     given = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--measure-scheduler"]
     print(write_results("scale", make_command(COMMAND, given), results, conditions))

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from benchmarks.pages.scheduler import occupancy_step
+from benchmarks.pages.scheduler import STEPS, occupancy_step
 from benchmarks.report import (
     REPEATS,
     Conditions,
@@ -81,7 +81,6 @@ from testbed.countersfirst import counters_first_scheduler
 from testbed.waiting import wait_for
 
 COMMAND = "make bench-scheduler"
-STEPS = ("layouts", "orders", "packing", "binpack", "racks", "occupancy", "calibration")
 SIZES = {1: "core-1", 2: "cores-2", 4: "cores-4", 8: "chip"}
 CALIBRATION_DEVICES_PER_NODE = 10
 """maxClaimsPerNode of upstream's SchedulingWithResourceClaimTemplate/5000pods_500nodes."""

@@ -54,7 +54,8 @@ TOPICS: Final[dict[str, Topic]] = {
     ),
 }
 """Page (docs/<name>) -> its topic; a section is named after its results file
-(benchmarks/results/<name>.json)."""
+(benchmarks/results/<name>.json) and the make target that writes it
+(`make bench-<name>`)."""
 HEAD_NOTES: Final = {"scheduler": scheduler.HEAD_NOTE}
 """What a section's head says instead of its file's conditions, where its parts
 ran apart and each says its own."""
@@ -82,9 +83,12 @@ refuses to start when the load exceeds the CPU count unless given `--noisy`
 (`BENCH_ARGS=--noisy` through make). A run whose load exceeded the CPU count at
 any reading, before, during or after, is noisy, however quiet its start
 (benchmarks/conditions.py decides, for the results file and the page alike), and
-its section says so loudly; what an older results file did not record, its
-section says was not recorded. Where a figure is timed over repeated runs
-(taken in turn, interleaved with what it is compared with), a table gives the
+its section says so loudly. Figures whose run did not record its load during
+the run, its Kubernetes release and its commit are refused: `make pages` stops
+and names them, so no page shows a figure without the conditions it ran under.
+A section whose results file is not there names the command that measures it.
+Where a figure is timed over repeated runs (taken in turn, interleaved with
+what it is compared with), a table gives the
 median with the range of the runs in brackets; under a table whose figures come
 from a single run, as older results do, a line says so. A tail quantile over
 fewer than 100 samples is called max. Ratios compare against a baseline
@@ -113,18 +117,22 @@ def index(results: Mapping[str, dict[str, Any]]) -> str:
 
 
 def topic_page(topic: Topic, results: Mapping[str, dict[str, Any]]) -> str:
-    """A topic's page from the results files there are."""
-    files = " and ".join(f"`benchmarks/results/{name}.json`" for name in topic.sections)
+    """A topic's page from the results files there are; a section whose file
+    is not there names the command that writes it."""
+    files = [f"`benchmarks/results/{name}.json`" for name in topic.sections if name in results]
+    source = f"from {' and '.join(files)}" if files else "from what its sections' commands write"
     parts = [
         f"# Benchmarks: {topic.title}\n\n{topic.about}\n\nEvery figure on this page is "
-        f"rendered by `make pages` from {files}; how, and what a noisy run or an "
-        "unrecorded condition means: [benchmarks.md](benchmarks.md#how-pages-are-made).\n"
+        f"rendered by `make pages` {source}; how, and what a noisy run means: "
+        "[benchmarks.md](benchmarks.md#how-pages-are-made).\n"
     ]
     for name, body in topic.sections.items():
-        if name in results:
-            payload = results[name]
-            head = section_head(name, payload, HEAD_NOTES.get(name))
-            parts.append(f"{head}\n\n{body(payload).strip()}\n")
+        if name not in results:
+            parts.append(f"## {name}\n\nNot measured: `make bench-{name}` measures it.\n")
+            continue
+        payload = results[name]
+        head = section_head(name, payload, HEAD_NOTES.get(name))
+        parts.append(f"{head}\n\n{body(payload).strip()}\n")
     return "\n".join(parts)
 
 

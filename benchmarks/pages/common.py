@@ -70,39 +70,35 @@ def median(runs: Sequence[Mapping[str, Any]], key: str) -> float:
     return float(statistics.median(values(runs, key)))
 
 
-def load_conditions(payload: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The run's conditions as the shared code records them (or the load the
-    simulator benchmark recorded itself before it did); None where the run
-    recorded none."""
-    if "conditions" in payload:
-        conditions: dict[str, Any] = payload["conditions"]
-        return conditions
-    old = (payload.get("results") or {}).get("load_average_1min")
-    if old:
-        return {
-            "cpus": payload["machine"]["cpus"],
-            "kubernetes_version": None,  # the simulator benchmark starts no Kubernetes component
-            "load_1min_before": old["before"],
-            "load_1min_after": old["after"],
-        }
-    return None
-
-
-NOT_RECORDED: Final = (
-    "> **Conditions not recorded.** These figures predate the record of a run's "
-    "conditions: nothing says what else ran beside the run (the machine's load), nor which "
-    "Kubernetes release and commit it ran on."
+RECORDED: Final = (
+    "cpus",
+    "load_1min_before",
+    "load_during_1min",
+    "load_1min_after",
+    "kubernetes_version",
+    "git_commit",
 )
+"""What a run's conditions must hold for a page to show its figures: the
+machine's load before, during and after it, the Kubernetes release
+(None for a run that starts no Kubernetes component) and the commit."""
 
 
-def not_recorded(source: str | None = None, date: str | None = None) -> str:
-    """The warning for a run that recorded no conditions, with what its results
-    file `source` keeps of it: its date where the file's date is the run's."""
-    if source is None:
-        return NOT_RECORDED
-    if date is None:
-        return f"{NOT_RECORDED} {source} keeps neither this part's date nor its commit."
-    return f"{NOT_RECORDED} {source} dates the run {date} and names no commit."
+class NotRecordedError(ValueError):
+    """Figures whose run did not record the conditions it ran under: no page
+    shows them."""
+
+
+def recorded(conditions: Mapping[str, Any] | None, source: str) -> Mapping[str, Any]:
+    """`conditions` when they hold everything RECORDED names; otherwise the
+    figures of `source` (a results file, or a part of one) are refused."""
+    missing = [key for key in RECORDED if key not in (conditions or {})]
+    if conditions is None or missing:
+        raise NotRecordedError(
+            f"{source}: the run recorded no {', '.join(missing)}, so no page shows its "
+            "figures. Measure it again (its `make bench-*` target records them) or remove "
+            "it from the results file."
+        )
+    return conditions
 
 
 def loads_text(conditions: Mapping[str, Any]) -> str:
@@ -118,47 +114,36 @@ def loads_text(conditions: Mapping[str, Any]) -> str:
     return f"{before:.1f} before and {after:.1f} after the run, not sampled during it"
 
 
-def provenance(conditions: Mapping[str, Any]) -> str:
-    """The Kubernetes release and the commit the run recorded, or that it did
-    not record them (a run that starts no Kubernetes component records None)."""
-    parts = []
-    if "kubernetes_version" not in conditions and "git_commit" not in conditions:
-        return (
-            "These figures predate the record of the Kubernetes release and the commit: "
-            "neither is known."
-        )
-    if "kubernetes_version" not in conditions:
-        parts.append("Kubernetes release not recorded")
-    elif conditions["kubernetes_version"]:
-        parts.append(f"Kubernetes {conditions['kubernetes_version']}")
-    if "git_commit" not in conditions:
-        parts.append("commit not recorded")
-    else:
-        dirty = ", with uncommitted changes" if conditions.get("git_dirty") else ""
-        parts.append(f"commit {conditions['git_commit'][:10]}{dirty}")
-    text = "; ".join(parts)
-    return f"{text[0].upper()}{text[1:]}."
+def provenance(conditions: Mapping[str, Any] | None, source: str) -> str:
+    """The Kubernetes release and the commit the run of `source` recorded (a
+    run that starts no Kubernetes component records None for the release)."""
+    c = recorded(conditions, source)
+    dirty = ", with uncommitted changes" if c.get("git_dirty") else ""
+    commit = f"commit {c['git_commit'][:10]}{dirty}."
+    if c["kubernetes_version"]:
+        return f"Kubernetes {c['kubernetes_version']}; {commit}"
+    return commit[0].upper() + commit[1:]
 
 
 def conditions_note(
-    conditions: Mapping[str, Any] | None, source: str | None = None, date: str | None = None
+    conditions: Mapping[str, Any] | None, source: str, date: str | None = None
 ) -> str:
     """A run's load, release and commit: a quiet run's plainly, a noisy one's
-    (benchmarks/conditions.py decides) or one that recorded none as a warning
-    nobody can miss, naming what its results file `source` keeps of it."""
-    if conditions is None:
-        return not_recorded(source, date)
-    cpus = conditions["cpus"]
-    if is_noisy(conditions):
+    (benchmarks/conditions.py decides) as a warning nobody can miss. Figures
+    of `source` (run on `date`, where it keeps one) whose run did not record
+    them are refused."""
+    c = recorded(conditions, source if date is None else f"{source} (run {date})")
+    cpus = c["cpus"]
+    if is_noisy(c):
         load = (
             f"> **NOISY RUN.** The 1-minute load average exceeded the {cpus} CPUs: "
-            f"{loads_text(conditions)}. Runnable work outnumbered the CPUs, so every time this "
+            f"{loads_text(c)}. Runnable work outnumbered the CPUs, so every time this "
             "run measured includes waiting for one. Run again on a quiet machine before "
             "comparing."
         )
     else:
-        load = f"1-minute load average {loads_text(conditions)}, {cpus} CPUs."
-    return f"{load}\n\n{provenance(conditions)}"
+        load = f"1-minute load average {loads_text(c)}, {cpus} CPUs."
+    return f"{load}\n\n{provenance(c, source)}"
 
 
 def run_line(payload: Mapping[str, Any]) -> str:
@@ -171,8 +156,7 @@ def section_head(title: str, payload: Mapping[str, Any], note: str | None = None
     """A section's title, the command that made it and the conditions it ran
     under (`note` where the file's own conditions do not cover the section)."""
     if note is None:
-        source = f"benchmarks/results/{title}.json"
-        note = conditions_note(load_conditions(payload), source, payload["machine"]["date"])
+        note = conditions_note(payload.get("conditions"), f"benchmarks/results/{title}.json")
     return "\n\n".join([f"## {title}", run_line(payload), note])
 
 

@@ -245,7 +245,9 @@ def busy_table(busy: dict[str, Any] | None) -> list[str]:
         "slice; a run before that choice existed published plain).",
         f"Command: `{busy['command']}` — {busy['date']}.",
         "",
-        conditions_note(busy["conditions"]),
+        conditions_note(
+            busy.get("conditions"), "benchmarks/results/controller.json, its busy step"
+        ),
         "",
         row(
             "pools",

@@ -1,13 +1,19 @@
 """docs/device-model.md's generated block: what the `node` pool layout costs
-the scheduler at each fleet size and where that CPU goes, from
-benchmarks/results/scheduler.json (its `racks` step). The prose around it is
-the page's own and reads the mechanism; the figures are only here."""
+the scheduler on an empty fleet of each size and where that CPU goes, from
+benchmarks/results/scheduler.json (its `occupancy` step, nothing held). The
+prose around it is the page's own and reads the mechanism; the figures are
+only here."""
 
 from typing import Any, Final
 
-from benchmarks.pages.common import conditions_note, replace_block, spread, table, values
-from benchmarks.pages.scale import NODE_LAYOUTS
-from benchmarks.pages.scheduler import FLEET_ANCHORS, SOURCE, pairwise_ratios
+from benchmarks.pages.common import replace_block, spread, table, values
+from benchmarks.pages.scheduler import (
+    BUSY_ANCHOR,
+    NODE_LAYOUT,
+    empty_fleets,
+    occupancy_notes,
+    pairwise_ratios,
+)
 
 PARTS: Final = ("node selectors", "slice conversion", "counter validation")
 """What the node layout's scheduler spends beyond per-node pools of the same
@@ -29,34 +35,31 @@ def share(runs: list[dict[str, Any]], part: str) -> str:
 def node_layout(payload: dict[str, Any]) -> str:
     r = payload["results"]
     rows = []
-    for count, layouts in (r.get("racks") or {}).items():
-        anchor = layouts.get(FLEET_ANCHORS[0])
-        for name in sorted(NODE_LAYOUTS, key=len):
-            runs = layouts.get(name)
-            if not runs:
-                continue
-            versus = pairwise_ratios(runs, anchor, KEY) if anchor else ""
-            rows.append(
-                [count, name, spread(values(runs, KEY)), versus, *(share(runs, p) for p in PARTS)]
-            )
+    for count, layouts in empty_fleets(r).items():
+        runs, anchor = layouts.get(NODE_LAYOUT), layouts.get(BUSY_ANCHOR)
+        if not runs:
+            continue
+        versus = pairwise_ratios(runs, anchor, KEY) if anchor else ""
+        rows.append([count, spread(values(runs, KEY)), versus, *(share(runs, p) for p in PARTS)])
     if not rows:
-        return "Not measured yet: `make bench-scheduler BENCH_ARGS='--steps racks'` measures it."
+        return (
+            "Not measured yet: `make bench-scheduler BENCH_ARGS='--steps occupancy'` measures it."
+        )
     header = [
         "racks",
-        "layout",
         "scheduler CPU ms/pod",
         "vs per-node pools, same devices",
         *(f"{part}, share of samples" for part in PARTS),
     ]
     return "\n".join(
         [
-            "From benchmarks/results/scheduler.json (`make bench-scheduler`, its `racks` step; "
-            'docs/bench-scheduler.md, "Fleet sizes"): single-core pods, the median of the rounds '
-            "with their range.",
+            "From benchmarks/results/scheduler.json (`make bench-scheduler`, its `occupancy` "
+            'step with nothing held; docs/bench-scheduler.md, "Busy fleets"): the `node` pool '
+            f"layout (`{NODE_LAYOUT}` there), single-core pods, the median of the rounds with "
+            "their range.",
             "",
             table(header, rows),
-            "",
-            conditions_note((r.get("loads") or {}).get("racks"), SOURCE),
+            *occupancy_notes(r, [str(row[0]) for row in rows]),
         ]
     )
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from benchmarks.conditions import is_noisy
-from benchmarks.pages.common import loads_text, replace_block, table
+from benchmarks.pages.common import loads_text, recorded, replace_block, table
 
 PAGE: Final = "bench-first-runs.md"
 """The docs page that tells each first run in full."""
@@ -162,15 +162,15 @@ def first_test_run(r: Mapping[str, Any], c: Mapping[str, Any], command: str, cpu
 def realrack(payload: Mapping[str, Any] | None) -> str:
     if payload is None:
         return not_measured("The memory of a whole rack on real nodes", "make bench-realrack")
-    r, c = payload["results"], payload.get("conditions")
+    r = payload["results"]
+    c = recorded(payload.get("conditions"), "benchmarks/results/realrack.json")
     in_use = r["available_before_start_mib"] - r["available_idle_mib"]
-    commit = f"commit {c['git_commit'][:10]}" if c and "git_commit" in c else "commit not recorded"
-    noisy = ", **noisy**" if c and is_noisy(c) else ""
+    noisy = ", **noisy**" if is_noisy(c) else ""
     return (
         f"The largest cluster the project starts, a whole {r['generation']} rack on "
         f"{r['nodes']} real nodes (`{payload['command']}`, as root; not part of `make test`), "
         f"took {gib(in_use)} of the machine's memory once idle (measured "
-        f"{payload['machine']['date']}, {commit}{noisy}; "
+        f"{payload['machine']['date']}, commit {c['git_commit'][:10]}{noisy}; "
         "[docs/bench-real-nodes.md](docs/bench-real-nodes.md#realrack))."
     )
 

@@ -1,22 +1,30 @@
 """docs/scale.md, toward a million accelerators: how publishing, storage, the
 controller and the scheduler grow with the number of Trn3 Gen2 racks, from
 benchmarks/results/controller.json (publishing at several rack counts),
-scale.json (the scheduler at several rack counts) and scheduler.json (one
-rack). A figure measured at three or more rack counts is fitted with a line and
-read off at 6,944 racks, with how far each point sits from its line; one
-measured at fewer is shown as measured and not projected."""
+scale.json (the scheduler at several rack counts), storage.json (a rack in
+etcd) and scheduler.json (busy and empty fleets). A figure measured at three or
+more rack counts is fitted with a line and read off at 6,944 racks, with how
+far each point sits from its line; one measured at fewer is shown as measured
+and not projected."""
 
 from typing import Any, Final
 
 from benchmarks.pages import countersfirst, storage
-from benchmarks.pages.common import conditions_note, load_conditions, median, run_line
+from benchmarks.pages.common import conditions_note, median, run_line
 from benchmarks.pages.controller import ours_runs
-from benchmarks.pages.scheduler import FLEET_ANCHORS, pairwise_ratios
+from benchmarks.pages.scheduler import (
+    BUSY_ANCHOR,
+    NODE_LAYOUT,
+    empty_fleets,
+    occupancy_notes,
+    pairwise_ratios,
+)
 from benchmarks.scalefit import (
     CHIPS_PER_GEN2_RACK,
     MILLION_CHIP_RACKS,
     PROJECTION_MIN_POINTS,
     SCHEDULER_RACKS,
+    SCHEDULER_RUN_HOURS,
     Line,
     fit,
 )
@@ -107,11 +115,7 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
         "",
         f"Publishing, from benchmarks/results/controller.json. {run_line(controller)}",
         "",
-        conditions_note(
-            load_conditions(controller),
-            "benchmarks/results/controller.json",
-            controller["machine"]["date"],
-        ),
+        conditions_note(controller.get("conditions"), "benchmarks/results/controller.json"),
     ]
     if scale is not None and scale["results"].get("scheduler"):
         out += [
@@ -119,9 +123,7 @@ def header(controller: dict[str, Any], scale: dict[str, Any] | None) -> list[str
             f"The scheduler, from benchmarks/results/scale.json. {run_line(scale)} "
             f"{scale_points(scale['results']['scheduler'])}",
             "",
-            conditions_note(
-                load_conditions(scale), "benchmarks/results/scale.json", scale["machine"]["date"]
-            ),
+            conditions_note(scale.get("conditions"), "benchmarks/results/scale.json"),
         ]
     return out
 
@@ -137,11 +139,15 @@ def scale_points(points: list[dict[str, Any]]) -> str:
     )
     claims = spoken([f"{n:,}" for n in sorted({p["claims"] for p in points})])
     racks = spoken([f"{p['racks']:g}" for p in points])
+    return f"It holds {racks} racks, {claims} single-core claims at each, {taken}; {default_run()}."
+
+
+def default_run() -> str:
+    """What `make bench-scale` measures unless told otherwise, and the time it is sized for."""
     return (
-        f"It holds {racks} racks, {claims} single-core "
-        f"claims at each, {taken}; `make bench-scale` measures "
-        f"{spoken([str(n) for n in SCHEDULER_RACKS])} racks unless `--scheduler-racks` "
-        "says otherwise."
+        f"`make bench-scale` measures {spoken([str(n) for n in SCHEDULER_RACKS])} racks, "
+        f"smallest first, a run sized to end within {SCHEDULER_RUN_HOURS} hour on a machine "
+        "of 2 CPUs, unless `--scheduler-racks` says otherwise"
     )
 
 
@@ -205,11 +211,10 @@ def document(
         out += [f"![{title}](images/{plot_name(key)})", ""]
     at = {k: line.at(MILLION_CHIP_RACKS) for k, line in projected.items()}
     out += breaks(at, per_slice_bytes(lines))
-    out += scheduler_part(kept.get("scheduler_ms_per_claim"), scheduler)
+    out += scheduler_part(lines.get("scheduler_ms_per_claim"), scheduler)
     out += memory_and_resync(at, lines)
     out += cold_publish(at, per_slice_bytes(lines))
-    if stored is not None:
-        out += storage.section(stored)
+    out += storage.section(stored)
     out += countersfirst.section(scheduler)
     return "\n".join(out) + "\n"
 
@@ -238,9 +243,9 @@ def breaks(at: dict[str, float], slice_bytes: float) -> list[str]:
             f"history not compacted yet) is {etcd / 2**30:,.1f} GiB, against etcd's default "
             f"quota of {ETCD_QUOTA_DEFAULT / 2**30:.0f} GiB and the",
             f"{ETCD_QUOTA_MAX_SUGGESTED / 2**30:.0f} GiB its documentation suggests as the "
-            "most. How many racks each quota holds is",
-            'measured once, with the history compacted, per layout: the section below, "What',
-            "one rack stores in etcd, by layout\". Single objects are far from etcd's 1.5 MiB",
+            "most. `make bench-storage` measures how many racks each quota holds,",
+            'with the history compacted, per layout: the section below, "What one rack',
+            "stores in etcd, by layout\". Single objects are far from etcd's 1.5 MiB",
             "request limit (one slice holds at most 64 devices with counters).",
             "Design answer: publish less per device. Most of a slice is attributes that",
             "repeat on every device of a rack (generation, core version, rack id, switch",
@@ -267,68 +272,65 @@ def breaks(at: dict[str, float], slice_bytes: float) -> list[str]:
 
 
 DESIGN_SCHEDULER: Final = [
-    "These figures are of the `rack` pool layout: for every node and pod the allocator",
-    "converts and checks the node's whole rack pool, so a pod costs the racks' devices",
-    "times the nodes it filters. Design answer: the `node` pool layout",
+    "`make bench-scale` measures the `rack` pool layout: for every node and pod the",
+    "allocator converts and checks the node's whole rack pool, so a pod costs the racks'",
+    "devices times the nodes it filters. Design answer: the `node` pool layout",
     '(docs/device-model.md, "Pool layouts"), whose server pools the scheduler reads',
     "per node from Kubernetes 1.37 on, with the rack device kept apart by the",
-    "controller's guard; `make bench-scheduler` measures both layouts beside per-node",
-    'pools at 1, 10 and 100 racks (docs/bench-scheduler.md, "Fleet sizes"). Beyond it:',
-    "keep workloads rack-scoped (a CEL selector or node affinity on the UltraServer",
-    "label), publish only the partition sizes a site uses (`spec.partitionSizes`), and",
-    "partition nodes among scheduler profiles or schedulers.",
+    "controller's guard; `make bench-scheduler` measures the layouts beside per-node",
+    'pools at 1, 10 and 100 racks, empty and busy (docs/bench-scheduler.md, "Busy',
+    'fleets"). Beyond it: keep workloads rack-scoped (a CEL selector or node affinity',
+    "on the UltraServer label), publish only the partition sizes a site uses",
+    "(`spec.partitionSizes`), and partition nodes among scheduler profiles or schedulers.",
     "",
 ]
 
 
-NODE_LAYOUTS: Final = ("node pools (one rack advertised)", "node pools")
-"""The node pool layout's fleet rows, the one the controller can publish with
-the fewest shared slices first."""
-
-
 def node_layout_part(scheduler: dict[str, Any] | None) -> list[str]:
-    """The node pool layout against per-node pools of the same devices at each
-    fleet size `make bench-scheduler` measured (docs/bench-scheduler.md, "Fleet sizes")."""
-    racks = ((scheduler or {}).get("results") or {}).get("racks") or {}
+    """The node pool layout against per-node pools of the same devices on an
+    empty fleet of each size `make bench-scheduler` measured, with the
+    conditions of those runs."""
+    r = (scheduler or {}).get("results") or {}
     key = "scheduler_cpu_ms_per_pod"
-    said = []
-    for count, layouts in racks.items():
-        name = next((n for n in NODE_LAYOUTS if n in layouts), None)
-        anchor = layouts.get(FLEET_ANCHORS[0])
-        if name is None or anchor is None:
+    said: dict[str, str] = {}
+    for count, layouts in empty_fleets(r).items():
+        runs, anchor = layouts.get(NODE_LAYOUT), layouts.get(BUSY_ANCHOR)
+        if runs is None or anchor is None:
             continue
-        said.append(
-            f"{count} rack{'s' if count != '1' else ''} ({name}): "
-            f"{median(layouts[name], key):,.1f} ms, "
-            f"ratio {pairwise_ratios(layouts[name], anchor, key)}"
+        said[count] = (
+            f"{racks(float(count))}: {median(runs, key):,.1f} ms, "
+            f"ratio {pairwise_ratios(runs, anchor, key)}"
         )
     if not said:
         return []
     return [
-        "Measured since, with the `node` pool layout (median scheduler CPU per single-core",
-        "pod, then its ratio to per-node pools of the same devices in the same rounds,",
-        'median and range; docs/bench-scheduler.md, "Fleet sizes"): ' + "; ".join(said) + ".",
+        "Measured since, with the `node` pool layout on an empty fleet (median scheduler CPU",
+        "per single-core pod, then its ratio to per-node pools of the same devices in the",
+        'same rounds, median and range; docs/bench-scheduler.md, "Busy fleets", 0% held): '
+        + "; ".join(said.values())
+        + ".",
+        *occupancy_notes(r, said),
         "",
     ]
 
 
 OTHER_SCHEDULER_MEASURES: Final = [
-    "docs/bench-scheduler.md measures the same cost in two other ways, each named with",
-    "what it counts: the wall time per pod of filling one whole rack (its first",
-    'table) and the scheduler process\'s own CPU time per pod ("Fleet sizes", "Busy',
-    'fleets"), which other work on the machine hardly stretches.',
+    "`make bench-scheduler` measures the same cost in two other ways, each named with",
+    "what it counts: the wall time per pod of filling one whole rack (its `layouts`",
+    "step) and the scheduler process's own CPU time per pod (docs/bench-scheduler.md,",
+    '"Busy fleets"), which other work on the machine hardly stretches.',
     "",
 ]
 
 
 def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> list[str]:
     """What the scheduler's wall time per claim says across rack counts (its
-    points are stated once, in the list above), and where the other measures
-    of the same cost are."""
+    points are stated once, in the table or the list above), and where the
+    other measures of the same cost are."""
     if measured is None:
         head = (
-            "**Scheduler per-pod cost.** Not measured at several rack counts "
-            "(`make bench-scale`), so not projected."
+            "**Scheduler per-pod cost.** Not measured at several rack counts, so not "
+            f"projected: {default_run()}."
         )
     else:
         pts = measured.points
@@ -336,12 +338,17 @@ def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> l
         growth = (
             f" It grew {y1 / y0:,.1f}x for {x1 / x0:g}x the racks." if len(pts) > 1 and y0 else ""
         )
+        where, after = (
+            ("The table above projects it from", "")
+            if measured.projects()
+            else ("The list above gives it at", " Too few rack counts to project to 6,944 racks.")
+        )
         head = (
-            "**Scheduler per-pod cost.** The list above gives it at "
+            f"**Scheduler per-pod cost.** {where} "
             + spoken([f"{x:g}" for x, _ in pts])
             + " racks as a wall time: from the first claim created to the last pod bound, "
             "divided by the claims, so it also holds creating them and whatever else ran on "
-            f"the machine's CPUs.{growth} Too few rack counts to project to 6,944 racks."
+            f"the machine's CPUs.{growth}{after}"
         )
     return [head, *DESIGN_SCHEDULER, *OTHER_SCHEDULER_MEASURES, *node_layout_part(scheduler)]
 

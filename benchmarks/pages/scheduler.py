@@ -29,7 +29,8 @@ about the allocator: the page then shows each run and no worst case."""
 
 
 SOURCE: Final = "benchmarks/results/scheduler.json"
-"""Its date is its last run's, so a step that recorded no conditions has no date."""
+STEPS: Final = ("layouts", "orders", "packing", "binpack", "racks", "occupancy", "calibration")
+"""What `make bench-scheduler` measures, each step apart with `--steps`."""
 HEAD_NOTE: Final = (
     "The steps below (`--steps`) may come from different runs, and the file keeps each "
     "step's conditions: each part says those of the run that measured it."
@@ -39,7 +40,7 @@ HEAD_NOTE: Final = (
 
 def step_note(r: dict[str, Any], step: str) -> list[str]:
     """The conditions of the run that measured `step`."""
-    return ["", conditions_note((r.get("loads") or {}).get(step), SOURCE)]
+    return ["", conditions_note((r.get("loads") or {}).get(step), f"{SOURCE}, step `{step}`")]
 
 
 def occupancy_step(racks: int | str) -> str:
@@ -56,7 +57,8 @@ def occupancy_notes(r: dict[str, Any], counts: Iterable[str]) -> list[str]:
     for count in counts:
         fleet = f"{count} rack" if count == "1" else f"{count} racks"
         recorded = loads.get(occupancy_step(count), loads.get("occupancy"))
-        lines += ["", f"The runs at {fleet}:", "", conditions_note(recorded, SOURCE)]
+        source = f"{SOURCE}, step `occupancy` at {fleet}"
+        lines += ["", f"The runs at {fleet}:", "", conditions_note(recorded, source)]
     return lines
 
 
@@ -72,6 +74,7 @@ def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> str:
 
 def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
     lines = [
+        "",
         f"The real kube-scheduler, {r['claims']} claims of one device each (one pod per",
         "claim), from the first create to the last pod bound: `seconds`, and per pod",
         "`wall ms/pod`, which hold creating the claims and pods too. `algorithm` is the",
@@ -122,7 +125,8 @@ def layouts_part(r: dict[str, Any], layouts: dict[str, Any]) -> list[str]:
             f" scheduler CPU, {ratio(p, f, 'algorithm_ms_per_pod')}x in the scheduling"
             f" algorithm, {ratio(p, f, 'seconds')}x end to end (goal <= 1.3x).",
         ]
-    lines += step_note(r, "layouts")
+    if "layouts" in measured_steps(r):
+        lines += step_note(r, "layouts")
     if "calibration" in layouts:
         c = layouts["calibration"]
         quoted = "; ".join(
@@ -335,6 +339,8 @@ def profile_part(
 
 BUSY_ANCHOR: Final = "per-node pools (same devices)"
 """The layout every busy layout is divided by, round by round."""
+NODE_LAYOUT: Final = "node pools"
+"""The `node` pool layout as the controller publishes it by default."""
 BUSY_GOALS: Final = {"vs_anchor": 1.3, "growth": 1.5, "pods_per_second": 20.0}
 """Our layout over the anchor at every occupancy; the cost at the highest
 occupancy over the cost at 0%; single-core pods/s at 10 racks, highest occupancy."""
@@ -441,6 +447,13 @@ def occupancy_part(occupancy: Occupancy) -> list[str]:
     return lines
 
 
+def empty_fleets(r: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The busy-fleet runs with nothing held, by racks and layout: what each
+    layout costs the scheduler on an empty fleet of each size."""
+    occupancy: Occupancy = r.get("occupancy") or {}
+    return {count: percents["0"] for count, percents in occupancy.items() if "0" in percents}
+
+
 def occupancy_profile(occupancy: Occupancy) -> list[str]:
     """Where the scheduler's CPU went on the busy fleets, by fleet and occupancy."""
     flat = {
@@ -487,11 +500,32 @@ def binpack_part(runs: list[dict[str, Any]], goal: float) -> list[str]:
     return lines
 
 
+def measured_steps(r: dict[str, Any]) -> list[str]:
+    """The steps whose figures the results hold."""
+    layouts = r.get("layouts") or {}
+    found = {
+        "layouts": bool(set(layouts) - {"calibration"}),
+        "calibration": "calibration" in layouts,
+    }
+    return [step for step in STEPS if found.get(step, bool(r.get(step)))]
+
+
+def unmeasured_part(r: dict[str, Any]) -> list[str]:
+    """The steps the results hold no figures of, and how to measure one."""
+    missing = [f"`{step}`" for step in STEPS if step not in measured_steps(r)]
+    if not missing:
+        return []
+    return [
+        f"Steps not measured: {', '.join(missing)}; `make bench-scheduler "
+        "BENCH_ARGS='--steps STEP'` measures one and keeps the other steps' figures.",
+    ]
+
+
 def render(payload: dict[str, Any]) -> str:
     """The section's body for the results of `benchmarks.scheduler`."""
     r = payload["results"]
     layouts = r.get("layouts") or {}
-    lines: list[str] = layouts_part(r, layouts) if layouts else []
+    lines = unmeasured_part(r) + (layouts_part(r, layouts) if layouts else [])
     if r.get("orders"):
         lines += orders_part(r["orders"], layouts) + step_note(r, "orders")
     if r.get("packing"):

@@ -6,7 +6,7 @@ generation the file holds."""
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.pages.common import replace_block, table
+from benchmarks.pages.common import recorded, replace_block, table
 
 GB = 1e9
 TABLE_BLOCKS: Mapping[str, str] = {"trn3-gen2": "collectives", "trn2": "collectives-trn2"}
@@ -26,7 +26,7 @@ def _size(nbytes: int) -> str:
 
 
 def run_line(payload: Mapping[str, Any]) -> str:
-    c = payload["conditions"]
+    c = recorded(payload.get("conditions"), "benchmarks/results/sim-collectives.json")
     dirty = ", with uncommitted changes" if c["git_dirty"] else ""
     return (
         f"Command: `{payload['command']}` — {payload['machine']['date']}, commit "

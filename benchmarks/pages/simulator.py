@@ -8,13 +8,16 @@ from typing import Any
 from benchmarks.pages.common import provenance, replace_block
 from benchmarks.sim_validation import STATIC_BLOCKS, validation_table
 
+SOURCE = "benchmarks/results/sim-validation.json"
+
 
 def validation(results: dict[str, Any]) -> str:
     """The validation table with the commit it was computed at; nothing in it
     is timed, and the file keeps no date."""
+    commit = provenance(results.get("conditions"), SOURCE)
     return (
-        f"{validation_table(results)}\n\nFrom benchmarks/results/sim-validation.json "
-        f"(`make validate-sim`), which keeps no date. {provenance(results['conditions'])}"
+        f"{validation_table(results)}\n\nFrom {SOURCE} (`make validate-sim`), which keeps "
+        f"no date. {commit}"
     )
 
 

@@ -5,7 +5,6 @@ from typing import Any
 
 from benchmarks.pages.common import (
     conditions_note,
-    load_conditions,
     replace_block,
     run_line,
     spread,
@@ -81,11 +80,7 @@ def render(page: str, payload: dict[str, Any]) -> str:
         [
             f"From benchmarks/results/usoperator.json. {run_line(payload)}",
             "",
-            conditions_note(
-                load_conditions(payload),
-                "benchmarks/results/usoperator.json",
-                payload["machine"]["date"],
-            ),
+            conditions_note(payload.get("conditions"), "benchmarks/results/usoperator.json"),
             "",
             f"On the stand-in (`trainium-dra up {' '.join(r['cluster'])}`): per fault kind and "
             "strategy, a workload of one pair with its two pods Running, then the fault put on "

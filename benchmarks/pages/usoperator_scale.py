@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from benchmarks.pages.common import conditions_note, load_conditions, replace_block, run_line, table
+from benchmarks.pages.common import conditions_note, replace_block, run_line, table
 
 BLOCK = "usoperator-scale"
 NOT_RUN = (
@@ -49,11 +49,7 @@ def render(page: str, payload: dict[str, Any] | None) -> str:
         [
             f"From benchmarks/results/usoperator-scale.json. {run_line(payload)}",
             "",
-            conditions_note(
-                load_conditions(payload),
-                "benchmarks/results/usoperator-scale.json",
-                payload["machine"]["date"],
-            ),
+            conditions_note(payload.get("conditions"), "benchmarks/results/usoperator-scale.json"),
             "",
             f"{r['racks']} Trn3 Gen1 UltraServers ({r['nodes']} nodes); {r['workloads']} "
             f"workloads created at once, their `topologySize`\u00d7`serverCount` in turn "

@@ -7,6 +7,8 @@ from typing import Any
 from benchmarks.pages.common import provenance, replace_block, run_line
 from whatif.report import COLUMNS, MAKESPAN, SPREAD_LOST, table, without_spread
 
+SOURCE = "benchmarks/results/whatif.json"
+
 
 def alike_makespans(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Each queueing's makespan where every replay under it has the same one
@@ -47,7 +49,7 @@ def render(page: str, payload: dict[str, Any]) -> str:
         [
             f"From benchmarks/results/whatif.json. {run_line(payload)} Nothing below is "
             "timed: the replays run on simulated time, so the machine's load does not enter "
-            f"them. {provenance(payload['conditions'])}",
+            f"them. {provenance(payload.get('conditions'), SOURCE)}",
             "",
             f"{example['jobs']:,} jobs generated with seed {example['seed']} at offered load "
             f"{example['offered_load']:g} on {example['racks']} {example['generation']} racks; "
@@ -80,7 +82,7 @@ def spread_body(payload: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"From benchmarks/results/whatif.json. {run_line(payload)} "
-            f"{provenance(payload['conditions'])}",
+            f"{provenance(payload.get('conditions'), SOURCE)}",
             "",
             f"`{case['trace']}`, {runs[0]['jobs']} jobs, on {case['racks']} "
             f"{case['generation']} racks, backfill queueing, gangs on:",

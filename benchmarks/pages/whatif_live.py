@@ -1,76 +1,71 @@
 """docs/bench-whatif.md's block of live replays, from
 benchmarks/results/whatif-live.json: each case's figures beside the offline
-anchor's for the same trace, and the measurements that say where a replay's
-wall time went; and docs/queues.md's block of what putting jobs through Kueue
-costs, from the same cases."""
+anchor's for the same trace, a table per clock, and the measurements that say
+where a replay's wall time went; and docs/queues.md's block of what putting
+jobs through Kueue costs, from the same cases. Every case carries its own date
+and conditions (release, commit, load); a case without them is refused."""
 
-import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from benchmarks.conditions import is_noisy
-from benchmarks.pages.common import replace_block, table
+from benchmarks.pages.common import NotRecordedError, recorded, replace_block, table
 from whatif.jobdiff import CAUSES
 
 TOP_PROCESSES = 5
+SOURCE: Final = "benchmarks/results/whatif-live.json"
 
 
 def _share(value: float | None) -> str:
     return "" if value is None else f"{value:.1%}"
 
 
-def _most(delays: Mapping[str, Any]) -> str:
-    return "max not recorded" if delays.get("max") is None else f"{delays['max']:,.0f}"
+def _delays(delays: Mapping[str, Any]) -> str:
+    return f"{delays['p50']:,.0f} / {delays['p90']:,.0f} / {delays['max']:,.0f}"
+
+
+def _conditions(name: str, case: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The case's own conditions, refused where it recorded none or no date."""
+    conditions = recorded(case.get("conditions"), f"{SOURCE}, case `{name}`")
+    if not case.get("date"):
+        raise NotRecordedError(f"{SOURCE}, case `{name}`: the case recorded no date")
+    return conditions
 
 
 def _queueing(case: Mapping[str, Any]) -> str:
     """The live replay's queueing: Kueue's, or backfill (the bare scheduler
     holds no job back behind another)."""
     live = next(run for run in case["runs"] if run["policy"] == "kube-scheduler")
-    return str(live.get("queueing", "backfill"))
+    return str(live["queueing"])
 
 
 def _by_policy(case: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     """Each replay by placement rule; of the anchors, the one queueing as the
     live replay did."""
     queueing = _queueing(case)
-    return {
-        run["policy"]: run for run in case["runs"] if run.get("queueing", "backfill") == queueing
-    }
+    return {run["policy"]: run for run in case["runs"] if run["queueing"] == queueing}
 
 
 def _clock(case: Mapping[str, Any]) -> str:
-    """The case's clock: the settle clock, or the wall clock's speed-up."""
-    if case.get("clock", "wall") == "settle":
-        return "settle clock"
-    return f"{case['speedup']:,.1f}x"
+    """The case's clock: the settle clock, or the wall clock at its speed-up."""
+    if case["clock"] == "settle":
+        return "the settle clock"
+    return f"the wall clock at {case['speedup']:,.1f} simulated seconds a wall second"
 
 
 def _diff(case: Mapping[str, Any]) -> str:
-    """Jobs that started alike live and under best fit with backfill, and
+    """Jobs that started alike live and under best fit queueing alike, and
     the largest cause of the rest."""
-    for d in case.get("diff", ()):
-        if d["anchor"] == f"best-fit {_queueing(case)}":
-            top = next(iter(d["causes"].items()), None)
-            cause = f"; most: {top[1]:,} {CAUSES[top[0]]}" if top else ""
-            return f"{d['alike']:,} of {d['jobs']:,} alike{cause}"
-    return "not recorded"
+    d = next(d for d in case["diff"] if d["anchor"] == f"best-fit {_queueing(case)}")
+    top = next(iter(d["causes"].items()), None)
+    cause = f"; most: {top[1]:,} {CAUSES[top[0]]}" if top else ""
+    return f"{d['alike']:,} of {d['jobs']:,} alike{cause}"
 
 
-def _load(case: Mapping[str, Any], run: Mapping[str, Any] | None) -> str:
-    """The case's load before, at most during (where sampled) and after, marked
-    noisy where any reading exceeded the CPUs. A case recorded before the
-    shared conditions keeps the replay's own before and after; if the last run
-    measured it, that run's readings during it (which cover all its cases)
-    stand for its own."""
-    load = case["load_1min"]
-    conditions = case.get("conditions") or {
-        "cpus": case["cpus"],
-        "load_1min_before": load["before"],
-        "load_1min_after": load["after"],
-        **({"load_during_1min": run["load_during_1min"]} if run else {}),
-    }
-    during = (conditions.get("load_during_1min") or {}).get("max")
+def _load(conditions: Mapping[str, Any]) -> str:
+    """The case's load before, at most during (where sampled) and after,
+    marked noisy where any reading exceeded the CPUs."""
+    during = (conditions["load_during_1min"] or {}).get("max")
     peak = f" \u2192 up to {during:g}" if during is not None else ""
     unsampled = " (not sampled during)" if during is None else ""
     text = (
@@ -80,38 +75,67 @@ def _load(case: Mapping[str, Any], run: Mapping[str, Any] | None) -> str:
     return f"**noisy**: {text}" if is_noisy(conditions) else text
 
 
-def _last_run(payload: Mapping[str, Any]) -> tuple[set[str], Mapping[str, Any] | None]:
-    """The cases the last run measured, and its conditions: those its `--cases`
-    names that are dated on its day (a run stopped midway names cases it never
-    reached, which keep an older date)."""
-    found = re.search(r"--cases[= ]'?([\w,-]+)", payload["command"])
-    named = set(found.group(1).split(",")) if found else set()
-    day = payload["machine"]["date"][:10]
-    cases = payload["results"]["cases"]
-    measured = {n for n in named if str(cases.get(n, {}).get("date", ""))[:10] == day}
-    return measured, payload.get("conditions")
-
-
-def _row(name: str, case: Mapping[str, Any], run: Mapping[str, Any] | None) -> list[object]:
+def _row(name: str, case: Mapping[str, Any]) -> list[object]:
     runs = _by_policy(case)
     live, first, best = runs["kube-scheduler"], runs["first-fit"], runs["best-fit"]
-    q_live, q_best = live["queueing_delay_s"], best["queueing_delay_s"]
     gap = 100 * (live["allocation_rate_while_arriving"] - best["allocation_rate_while_arriving"])
     return [
         f"`{name}`",
         f"{live['jobs_run']:,} / {live['jobs_never_run']:,}",
-        f"{case['wall_seconds']:,.0f} ({_clock(case)})",
+        f"{case['wall_seconds']:,.0f}",
         f"{_share(live['allocation_rate_while_arriving'])} / "
         f"{_share(first['allocation_rate_while_arriving'])} / "
         f"{_share(best['allocation_rate_while_arriving'])}",
         f"{gap:+.1f}",
-        f"{q_live['p50']:,.0f} / {q_live['p90']:,.0f} / {_most(q_live)}",
-        f"{q_best['p50']:,.0f} / {q_best['p90']:,.0f} / {_most(q_best)}",
+        _delays(live["queueing_delay_s"]),
+        _delays(best["queueing_delay_s"]),
         _diff(case),
         f"{case['bind_latency_wall_s']['p50']:,.1f}",
         f"{live['evictions']}",
-        _load(case, run),
+        _load(_conditions(name, case)),
     ]
+
+
+def _runs(cases: Mapping[str, Any]) -> str:
+    """Each case's date and the commit it ran from."""
+    return ", ".join(
+        f"`{name}` ({case['date']}, commit {_conditions(name, case)['git_commit'][:10]})"
+        for name, case in cases.items()
+    )
+
+
+HEADER: Final = [
+    "case",
+    "jobs run / never ran",
+    "wall s",
+    "allocation while jobs arrive: live / first fit / best fit",
+    "live \u2212 best fit (points)",
+    "queueing p50 / p90 / max, live (s)",
+    "queueing p50 / p90 / max, best fit (s)",
+    "jobs started alike, live and best fit",
+    "binding p50, wall s",
+    "evictions",
+    "load average",
+]
+
+
+def _by_clock(cases: Mapping[str, Any]) -> list[str]:
+    """A table per clock (and speed-up): figures of different clocks are not
+    one run's, so no table mixes them. Each says its cases' dates and commits;
+    a case that recorded neither is refused before any table is written."""
+    clocks: dict[str, dict[str, Any]] = {}
+    for name, case in cases.items():
+        _conditions(name, case)
+        clocks.setdefault(_clock(case), {})[name] = case
+    lines: list[str] = []
+    for clock, mine in clocks.items():
+        lines += [
+            "",
+            f"On {clock}: {_runs(mine)}.",
+            "",
+            table(HEADER, [_row(name, case) for name, case in mine.items()]),
+        ]
+    return lines
 
 
 def _wait(shape: Mapping[str, Any] | None) -> str:
@@ -140,14 +164,13 @@ def _parting(name: str, case: Mapping[str, Any]) -> list[object]:
     """One case of the policy trace: its live figures and how long its
     largest jobs waited."""
     live = _by_policy(case)["kube-scheduler"]
-    q = live["queueing_delay_s"]
     shapes = case["by_shape"]["kube-scheduler, gangs " + ("on" if live["gangs"] else "off")]
     return [
         f"`{name}`",
         case["what"],
         _share(live["allocation_rate_while_arriving"]),
         _share(live["allocation_rate_while_waiting"]),
-        f"{q['p50']:,.0f} / {q['p90']:,.0f} / {_most(q)}",
+        _delays(live["queueing_delay_s"]),
         f"{live['makespan_s']:,.0f}",
         _wait(shapes.get("rack")),
         _wait(shapes.get("server")),
@@ -175,20 +198,6 @@ def _policies(cases: Mapping[str, Any]) -> list[str]:
         "",
         table(PARTING, rows),
     ]
-
-
-def _commits(cases: Mapping[str, Any]) -> str:
-    """The commit each of `cases` ran from, where its own conditions recorded one."""
-    known = {
-        name: case["conditions"]["git_commit"][:10]
-        for name, case in cases.items()
-        if (case.get("conditions") or {}).get("git_commit")
-    }
-    if not known:
-        return " No case recorded the commit it ran from: these runs predate that record."
-    named = ", ".join(f"`{name}` at commit {commit}" for name, commit in sorted(known.items()))
-    rest = " The others predate that record." if len(known) < len(cases) else ""
-    return f" Commits: {named}.{rest}"
 
 
 def _lost(run: Mapping[str, Any]) -> str:
@@ -231,9 +240,8 @@ def _cost(name: str, case: Mapping[str, Any]) -> str:
     for result, a in sorted(attempts.items()):
         share = f", {a.get('seconds', 0.0) / spent:.0%} of its attempt time" if spent else ""
         parts.append(f"{result} {a.get('attempts', 0):,.0f}{share}")
-    when = case.get("date") or "date not recorded"
     return (
-        f"- `{name}` ({when}): {case['what']}. The cluster's processes used "
+        f"- `{name}` ({case['date']}): {case['what']}. The cluster's processes used "
         f"{total:,.0f} CPU seconds of the {wall_cpu:,.0f} the {case['cpus']} CPUs had in "
         f"its {case['wall_seconds']:,.0f} s (most: {top}). The scheduler's attempts: "
         f"{'; '.join(parts) or 'not read'}."
@@ -267,23 +275,12 @@ def _repeats(name: str, case: Mapping[str, Any]) -> str:
 
 def render(page: str, payload: Mapping[str, Any]) -> str:
     cases: Mapping[str, Any] = payload["results"]["cases"]
-    measured, conditions = _last_run(payload)
-    header = [
-        "case",
-        "jobs run / never ran",
-        "wall s (clock)",
-        "allocation while jobs arrive: live / first fit / best fit",
-        "live \u2212 best fit (points)",
-        "queueing p50 / p90 / max, live (s)",
-        "queueing p50 / p90 / max, best fit (s)",
-        "jobs started alike, live and best fit",
-        "binding p50, wall s",
-        "evictions",
-        "load average",
-    ]
+    if not cases:
+        body = "Not measured yet: `make bench-whatif-live` measures it."
+        return replace_block(page, "live", body)
     body = "\n".join(
         [
-            "From benchmarks/results/whatif-live.json, written by `make bench-whatif-live` "
+            f"From {SOURCE}, written by `make bench-whatif-live` "
             "case by case (`BENCH_ARGS=--cases NAME` runs some and keeps the others' "
             f"results; the last run was `{payload['command']}`) on a machine of "
             f"{payload['machine']['cpus']} CPUs, each case on a cluster of its own. "
@@ -291,17 +288,10 @@ def render(page: str, payload: Mapping[str, Any]) -> str:
             "a job's creation to its last pod bound. On the settle clock simulated time "
             "stands still while the cluster works, so its figures do not depend on this "
             "machine; on the wall clock (a speed-up) the scheduler's latency shows as "
-            "queueing. A case whose 1-minute load exceeded the CPU count at any reading is "
-            "marked noisy: its wall times, and on the wall clock its figures, include waiting "
-            f"for a CPU.{_commits(cases)}",
-            "",
-            table(
-                header,
-                [
-                    _row(name, case, conditions if name in measured else None)
-                    for name, case in cases.items()
-                ],
-            ),
+            "queueing, so each clock has a table of its own. A case whose 1-minute load "
+            "exceeded the CPU count at any reading is marked noisy: its wall times, and on "
+            "the wall clock its figures, include waiting for a CPU.",
+            *_by_clock(cases),
             "",
             "Where each replay's time went (CPU seconds by process, and the scheduler's "
             "attempts by result, from its /metrics):",
@@ -329,7 +319,11 @@ def queues(page: str, payload: Mapping[str, Any]) -> str:
     bare and through each of Kueue's queueing strategies, live, with the
     anchor that queues alike beside each."""
     cases: Mapping[str, Any] = payload["results"]["cases"]
-    found = [n for n in KUEUE_CASES if n in cases and "by_shape" in cases[n]]
+    found = {
+        n: cases[n]
+        for n in KUEUE_CASES
+        if n in cases and "by_shape" in cases[n] and cases[n]["clock"] == "settle"
+    }
     if not found:
         body = (
             "Not measured yet: `make bench-whatif-live BENCH_ARGS='--cases "
@@ -337,19 +331,14 @@ def queues(page: str, payload: Mapping[str, Any]) -> str:
         )
         return replace_block(page, "kueue", body)
     header = [*PARTING, "jobs started alike with the anchor queueing alike"]
-    rows = [[*_parting(n, cases[n]), _diff(cases[n])] for n in found]
-    dates = sorted({cases[n]["date"] for n in found})
-    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
-    names = ", ".join(f"`{n}`" for n in found)
+    rows = [[*_parting(n, case), _diff(case)] for n, case in found.items()]
     body = "\n".join(
         [
-            "From benchmarks/results/whatif-live.json (`make bench-whatif-live`, cases "
-            f"{names}, run {when}): one rack, the same trace of "
-            "partitions, chips, four-server gangs and whole racks, more work than the rack "
-            "holds; pods ask by extended resource name; the settle clock, so waits are "
-            "simulated seconds. The anchor is best fit under the same queueing: backfill for "
-            "the bare scheduler, Kueue's quota rule for the others."
-            f"{_commits({n: cases[n] for n in found})}",
+            f"From {SOURCE} (`make bench-whatif-live`, cases {_runs(found)}): one rack, the "
+            "same trace of partitions, chips, four-server gangs and whole racks, more work "
+            "than the rack holds; pods ask by extended resource name; the settle clock, so "
+            "waits are simulated seconds. The anchor is best fit under the same queueing: "
+            "backfill for the bare scheduler, Kueue's quota rule for the others.",
             "",
             table(header, rows),
         ]

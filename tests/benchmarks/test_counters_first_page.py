@@ -17,6 +17,7 @@ from benchmarks.scheduler import busy_arms, default_busy_layouts
 from benchmarks.scheduler_busy import BUSY_LAYOUTS, STOCK
 from testbed.countersfirst import ARM as COUNTERS_FIRST_ARM
 from testbed.countersfirst import NAME as COUNTERS_FIRST
+from tests.benchmarks.recorded import RUN
 
 
 def run(ms: float, bound: int = 100, build: str = "") -> dict[str, Any]:
@@ -24,7 +25,7 @@ def run(ms: float, bound: int = 100, build: str = "") -> dict[str, Any]:
 
 
 def payload(occupancy: dict[str, Any]) -> dict[str, Any]:
-    return {"results": {"occupancy": occupancy}}
+    return {"results": {"occupancy": occupancy, "loads": {"occupancy": RUN}}}
 
 
 def test_without_the_arm_the_section_says_it_was_not_measured() -> None:

@@ -8,8 +8,9 @@ import pytest
 
 from benchmarks.conditions import is_noisy, load_readings
 from benchmarks.pages.common import (
+    RECORDED,
+    NotRecordedError,
     conditions_note,
-    load_conditions,
     provenance,
     scaled,
     single_runs,
@@ -18,6 +19,7 @@ from benchmarks.pages.common import (
 )
 from benchmarks.report import admit, interleaved
 from benchmarks.sim import middle_run
+from tests.benchmarks.recorded import RUN
 
 
 def test_a_quiet_machine_is_admitted() -> None:
@@ -130,57 +132,40 @@ def test_a_tail_of_fewer_than_100_samples_is_the_max() -> None:
     assert tail_name(100) == "p99"
 
 
+SOURCE: Final = "benchmarks/results/example.json"
+
+
 def test_a_noisy_run_is_marked_loudly_with_every_reading() -> None:
-    note = conditions_note({**QUIET, "load_1min_after": 7.58})
+    note = conditions_note({**RUN, "load_1min_after": 7.58}, SOURCE)
     assert note.startswith("> **NOISY RUN.**")
     assert "exceeded the 2 CPUs: 0.4 before, up to 1.9 during (30 samples) and 7.6 after" in note
 
 
 def test_a_quiet_run_states_its_loads_release_and_commit_plainly() -> None:
-    recorded = {**QUIET, "kubernetes_version": "v1.37.2", "git_commit": "0123456789abcdef"}
-    assert conditions_note({**recorded, "git_dirty": False}) == (
+    assert conditions_note(RUN, SOURCE) == (
         "1-minute load average 0.4 before, up to 1.9 during (30 samples) and 0.9 after the "
         "run, 2 CPUs.\n\nKubernetes v1.37.2; commit 0123456789."
     )
-    dirty = conditions_note({**recorded, "git_dirty": True})
+    dirty = conditions_note({**RUN, "git_dirty": True}, SOURCE)
     assert dirty.endswith("commit 0123456789, with uncommitted changes.")
+    offline = {**RUN, "kubernetes_version": None}
+    assert provenance(offline, SOURCE) == "Commit 0123456789."
 
 
-def test_what_a_run_did_not_record_is_said_not_guessed() -> None:
-    older = {"cpus": 2, "load_1min_before": 0.4, "load_1min_after": 0.9, "noisy": False}
-    assert conditions_note(older) == (
-        "1-minute load average 0.4 before and 0.9 after the run, not sampled during it, "
-        "2 CPUs.\n\nThese figures predate the record of the Kubernetes release and the "
-        "commit: neither is known."
-    )
-    offline = {**QUIET, "kubernetes_version": None}
-    assert provenance(offline) == "Commit not recorded."
-    assert provenance({**QUIET, "git_commit": "0123456789abcdef"}) == (
-        "Kubernetes release not recorded; commit 0123456789."
-    )
-    assert conditions_note(None).startswith("> **Conditions not recorded.**")
-    dated = conditions_note(None, "benchmarks/results/chaos.json", "2026-12-03")
-    assert dated.endswith(
-        "benchmarks/results/chaos.json dates the run 2026-12-03 and names no commit."
-    )
-    undated = conditions_note(None, "benchmarks/results/scheduler.json")
-    assert undated.endswith("keeps neither this part's date nor its commit.")
+@pytest.mark.parametrize("missing", RECORDED)
+def test_a_run_that_did_not_record_a_condition_is_refused_naming_it(missing: str) -> None:
+    older = {k: v for k, v in RUN.items() if k != missing}
+    with pytest.raises(NotRecordedError, match=rf"^{SOURCE}: the run recorded no {missing},"):
+        conditions_note(older, SOURCE)
+    with pytest.raises(NotRecordedError, match=missing):
+        provenance(older, SOURCE)
+
+
+def test_a_run_that_recorded_no_conditions_is_refused_naming_its_file_and_date() -> None:
+    with pytest.raises(NotRecordedError, match=r"example\.json \(run 2026-12-03\): the run"):
+        conditions_note(None, SOURCE, "2026-12-03")
 
 
 def test_the_recorded_flag_does_not_overrule_the_readings() -> None:
-    started_quiet = {"cpus": 2, "load_1min_before": 1.21, "load_1min_after": 7.58, "noisy": False}
-    assert conditions_note(started_quiet).startswith("> **NOISY RUN.**")
-
-
-def test_older_simulator_results_keep_their_own_load_reading() -> None:
-    payload = {
-        "machine": {"cpus": 2},
-        "results": {"load_average_1min": {"before": 54.3, "after": 49.6}},
-    }
-    assert load_conditions(payload) == {
-        "cpus": 2,
-        "kubernetes_version": None,
-        "load_1min_before": 54.3,
-        "load_1min_after": 49.6,
-    }
-    assert load_conditions({"machine": {"cpus": 2}, "results": {}}) is None
+    started_quiet = {**RUN, "load_1min_before": 1.21, "load_1min_after": 7.58, "noisy": False}
+    assert conditions_note(started_quiet, SOURCE).startswith("> **NOISY RUN.**")

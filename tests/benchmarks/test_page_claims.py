@@ -9,7 +9,8 @@ from typing import Any
 
 from benchmarks.kubelet_histograms import Histogram, bucket_of, summary_ms
 from benchmarks.pages import controller, realnodes, realrack, scale, scheduler, whatif
-from benchmarks.scalefit import fit
+from benchmarks.scalefit import SCHEDULER_RACKS, fit
+from tests.benchmarks.recorded import RUN
 from whatif.report import MAKESPAN, table
 
 MIB = 2**20
@@ -45,7 +46,12 @@ def publish_point(racks: int, seconds: float, rss: int, **extra: Any) -> dict[st
 
 def controller_payload(points: list[dict[str, Any]]) -> dict[str, Any]:
     machine = {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"}
-    return {"command": "make bench-controller", "machine": machine, "results": {"publish": points}}
+    return {
+        "command": "make bench-controller",
+        "machine": machine,
+        "conditions": RUN,
+        "results": {"publish": points},
+    }
 
 
 def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
@@ -53,6 +59,7 @@ def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
     scale_run = {
         "command": "make bench-scale",
         "machine": {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"},
+        "conditions": RUN,
         "results": {
             "scheduler": [
                 {"racks": 1, "claims": 64, "ms_per_claim": 409.4},
@@ -66,12 +73,39 @@ def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
         "1 rack: 409.40, 10 racks: 2,454.50; not projected" in page
     )
     assert "It holds 1 and 10 racks, 64 single-core claims at each, one run each;" in page
-    assert "measures 1, 10 and 100 racks unless" in page
+    assert f"measures {scale.spoken([str(n) for n in SCHEDULER_RACKS])} racks, smallest" in page
     assert "Too few rack counts to project" in page
     assert page.count("409") == 1, "the scheduler's figure is stated once"
     assert "pods a second" not in page
     assert "| Scheduler wall time per single-core claim" not in page
     assert "| Cold publish, controller start to every rack Ready (seconds) |" in page
+
+
+def test_scheduler_from_three_rack_counts_is_projected_in_the_table() -> None:
+    points = [publish_point(n, 5.0 + n, 200 * MIB) for n in (1, 10, 100)]
+    scale_run = {
+        "command": "make bench-scale",
+        "machine": {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"},
+        "conditions": RUN,
+        "results": {
+            "scheduler": [
+                {"racks": n, "claims": 64, "ms_per_claim": ms}
+                for n, ms in ((1, 400.0), (4, 1000.0), (16, 3400.0))
+            ]
+        },
+    }
+    page = scale.document(controller_payload(points), scale_run, None)
+    assert "| Scheduler wall time per single-core claim, first created to last bound (ms) |" in page
+    assert "**Scheduler per-pod cost.** The table above projects it from 1, 4 and 16 racks" in page
+    assert "Too few rack counts" not in page and "Not measured at several" not in page
+
+
+def test_without_its_results_the_storage_section_names_what_measures_it() -> None:
+    points = [publish_point(n, 5.0 + n, 200 * MIB) for n in (1, 10, 100)]
+    page = scale.document(controller_payload(points), None, None, None)
+    section = page.split("## What one rack stores in etcd, by layout\n")[1]
+    assert section.startswith("\nNot measured: `make bench-storage`")
+    assert "| layout |" not in section.split("## ")[0]
 
 
 def test_the_etcd_fill_point_is_stated_once_from_the_compacted_measurement() -> None:
@@ -84,6 +118,7 @@ def test_the_etcd_fill_point_is_stated_once_from_the_compacted_measurement() -> 
     stored = {
         "command": "make bench-storage",
         "machine": {"cpus": 2, "date": "2026-12-04", "python": "3.11.7"},
+        "conditions": RUN,
         "results": {
             "racks": 10,
             "runs": {
@@ -206,6 +241,17 @@ def test_three_packing_runs_give_no_worst_share() -> None:
 def test_ten_packing_runs_give_a_worst_share() -> None:
     text = "\n".join(scheduler.packing_part(packing(10), 0.995))
     assert "worst share **0.9896**" in text
+
+
+def test_the_scheduler_section_names_the_steps_it_holds_no_figures_of() -> None:
+    r = {"occupancy": {"1": {}}, "layouts": {"calibration": {"runs": []}}, "packing": []}
+    assert scheduler.measured_steps(r) == ["occupancy", "calibration"]
+    (line,) = scheduler.unmeasured_part(r)
+    missing = "`layouts`, `orders`, `packing`, `binpack`, `racks`;"
+    assert line.startswith(f"Steps not measured: {missing}")
+    every: dict[str, Any] = {step: [1] for step in scheduler.STEPS}
+    every["layouts"] = {"flat": {}, "calibration": {}}
+    assert scheduler.unmeasured_part(every) == []
 
 
 def test_the_real_rack_fill_says_how_far_it_got_and_what_each_pod_cost() -> None:

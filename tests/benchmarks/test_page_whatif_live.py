@@ -1,31 +1,39 @@
 """The live replays' block states each case beside the anchor and where its
-CPU went, from the results alone."""
+CPU went, a table per clock headed with its cases' dates and commits, from
+the results alone; a case that recorded no conditions or no date is refused."""
 
 from typing import Any
 
+import pytest
+
 from benchmarks.pages import whatif_live
+from benchmarks.pages.common import NotRecordedError
+from tests.benchmarks.recorded import RUN
 
 
-def run(policy: str, allocation: float, p50: float) -> dict[str, Any]:
+def run(policy: str, allocation: float, p50: float, queueing: str = "backfill") -> dict[str, Any]:
     return {
         "policy": policy,
+        "queueing": queueing,
         "jobs_run": 30,
         "jobs_never_run": 1,
         "evictions": 2 if policy == "kube-scheduler" else 0,
         "allocation_rate_while_arriving": allocation,
-        "queueing_delay_s": {"p50": p50, "p90": 2 * p50},
+        "queueing_delay_s": {"p50": p50, "p90": 2 * p50, "max": 3 * p50},
     }
 
 
 CASE = {
     "what": "1 rack, a test",
     "date": "2026-12-05 00:20",
+    "clock": "settle",
+    "conditions": RUN,
     "wall_seconds": 200.0,
-    "speedup": 50.0,
     "cpus": 2,
     "load_1min": {"before": 0.5, "after": 3.25},
     "bind_latency_wall_s": {"p50": 1.5},
     "runs": [run("kube-scheduler", 0.6, 40), run("first-fit", 0.61, 0), run("best-fit", 0.65, 0)],
+    "diff": [{"anchor": "best-fit backfill", "jobs": 31, "alike": 29, "causes": {}}],
     "cpu_seconds_by_process": {"etcd": 5.0, "kube-scheduler": 150.0, "kube-apiserver": 90.0},
     "scheduler_attempts": {
         "scheduled": {"attempts": 31.0, "seconds": 3.0},
@@ -35,46 +43,51 @@ CASE = {
 PAGE = "before\n<!-- live:start -->\nold\n<!-- live:end -->\nafter\n"
 
 
+def payload_of(cases: dict[str, Any]) -> dict[str, Any]:
+    return {"command": "make x", "machine": {"cpus": 2, "date": "d"}, "results": {"cases": cases}}
+
+
 def test_each_case_is_a_row_beside_the_anchor_with_where_its_cpu_went() -> None:
-    payload = {
-        "command": "make x",
-        "machine": {"cpus": 2, "date": "d"},
-        "results": {"cases": {"c": CASE}},
-    }
-    page = whatif_live.render(PAGE, payload)
+    page = whatif_live.render(PAGE, payload_of({"c": CASE}))
     assert page.startswith("before\n") and page.endswith("after\n") and "old" not in page
     assert (
-        "| `c` | 30 / 1 | 200 (50.0x) | 60.0% / 61.0% / 65.0% | -5.0 "
-        "| 40 / 80 / max not recorded | 0 / 0 / max not recorded | not recorded | 1.5 | 2 |" in page
+        "| `c` | 30 / 1 | 200 | 60.0% / 61.0% / 65.0% | -5.0 "
+        "| 40 / 80 / 120 | 0 / 0 / 0 | 29 of 31 alike | 1.5 | 2 |" in page
     )
+    assert "- `c` (2026-12-05 00:20): 1 rack, a test. " in page
     assert "used 245 CPU seconds of the 400" in page
     assert "most: kube-scheduler 150, kube-apiserver 90, etcd 5" in page
     assert "scheduled 31, 75% of its attempt time; unschedulable 9, 25% of its attempt time" in page
 
 
-def test_a_case_keeps_its_own_date_and_says_what_was_not_recorded() -> None:
-    undated = {k: v for k, v in CASE.items() if k != "date"}
-    machine = {"cpus": 2, "date": "2026-12-06"}
-    cases = {"dated": CASE, "undated": undated}
-    payload = {"command": "make x", "machine": machine, "results": {"cases": cases}}
-    page = whatif_live.render(PAGE, payload)
-    assert "- `dated` (2026-12-05 00:20): " in page
-    assert "- `undated` (date not recorded): " in page and "2026-12-06" not in page
-    assert "No case recorded the commit it ran from" in page
-    with_commit = {
+def test_each_clock_has_its_table_headed_with_its_cases_dates_and_commits() -> None:
+    wall = {
         **CASE,
-        "conditions": {
-            "cpus": 2,
-            "load_1min_before": 0.5,
-            "load_1min_after": 0.5,
-            "git_commit": "0123456789abcdef",
-        },
+        "clock": "wall",
+        "speedup": 50.0,
+        "date": "2026-12-06 10:00",
+        "conditions": {**RUN, "git_commit": "fedcba9876543210"},
     }
-    committed = {**payload, "results": {"cases": {"dated": with_commit, "undated": undated}}}
-    assert (
-        "Commits: `dated` at commit 0123456789. The others predate that record."
-        in whatif_live.render(PAGE, committed)
+    page = whatif_live.render(PAGE, payload_of({"s": CASE, "w": wall}))
+    settle_at = page.index("On the settle clock: `s` (2026-12-05 00:20, commit 0123456789).")
+    wall_at = page.index(
+        "On the wall clock at 50.0 simulated seconds a wall second: "
+        "`w` (2026-12-06 10:00, commit fedcba9876)."
     )
+    tables = page[settle_at:].split("\n\n")
+    settle_table = next(t for t in tables if t.startswith("| case |"))
+    assert "| `s` |" in settle_table and "| `w` |" not in settle_table
+    assert "| `w` |" in page[wall_at:]
+
+
+@pytest.mark.parametrize("missing", ["conditions", "date"])
+def test_a_case_without_its_conditions_or_its_date_is_refused(missing: str) -> None:
+    unrecorded = {k: v for k, v in CASE.items() if k != missing}
+    with pytest.raises(NotRecordedError, match=r"whatif-live\.json, case `old`"):
+        whatif_live.render(PAGE, payload_of({"c": CASE, "old": unrecorded}))
+    older = {**CASE, "conditions": {k: v for k, v in RUN.items() if k != "git_commit"}}
+    with pytest.raises(NotRecordedError, match="recorded no git_commit"):
+        whatif_live.render(PAGE, payload_of({"old": older}))
 
 
 def case_rows(payload: dict[str, Any]) -> dict[str, str]:
@@ -87,58 +100,28 @@ def case_rows(payload: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_case_is_marked_noisy_when_any_reading_exceeded_the_cpus() -> None:
-    quiet = {**CASE, "load_1min": {"before": 0.5, "after": 1.5}}
-    started_busy = {**CASE, "load_1min": {"before": 2.84, "after": 2.39}}
+    started_busy = {**CASE, "conditions": {**RUN, "load_1min_before": 2.84}}
     sampled = {
-        **quiet,
-        "conditions": {
-            "cpus": 2,
-            "load_1min_before": 0.5,
-            "load_during_1min": {"samples": 40, "max": 4.0, "mean": 1.7},
-            "load_1min_after": 1.5,
-        },
+        **CASE,
+        "conditions": {**RUN, "load_during_1min": {"samples": 40, "max": 4.0, "mean": 1.7}},
     }
-    cases = {"quiet": quiet, "busy": started_busy, "sampled": sampled}
-    machine = {"cpus": 2, "date": "d"}
-    payload = {"command": "make x", "machine": machine, "results": {"cases": cases}}
-    rows = case_rows(payload)
-    assert rows["| `quiet`"].endswith("| 0.5 \u2192 1.5 (not sampled during) |")
-    assert rows["| `busy`"].endswith("| **noisy**: 2.84 \u2192 2.39 (not sampled during) |")
-    assert rows["| `sampled`"].endswith("| **noisy**: 0.5 \u2192 up to 4 \u2192 1.5 |")
+    unsampled = {**CASE, "conditions": {**RUN, "load_during_1min": None}}
+    cases = {"quiet": CASE, "busy": started_busy, "sampled": sampled, "unsampled": unsampled}
+    rows = case_rows(payload_of(cases))
+    assert rows["| `quiet`"].endswith("| 0.4 \u2192 up to 1.9 \u2192 0.9 |")
+    assert rows["| `busy`"].endswith("| **noisy**: 2.84 \u2192 up to 1.9 \u2192 0.9 |")
+    assert rows["| `sampled`"].endswith("| **noisy**: 0.4 \u2192 up to 4 \u2192 0.9 |")
+    assert rows["| `unsampled`"].endswith("| 0.4 \u2192 0.9 (not sampled during) |")
 
 
-def test_a_case_of_the_last_run_without_its_own_readings_takes_the_runs() -> None:
-    """`unreached` is named by the run's --cases but dated a day before it: the
-    run was stopped before it, so the run's readings are not its own."""
-    quiet = {**CASE, "load_1min": {"before": 0.5, "after": 1.5}}
-    unreached = {**quiet, "date": "2026-12-04 23:10"}
-    payload = {
-        "command": "make bench-whatif-live BENCH_ARGS='--cases measured,unreached'",
-        "machine": {"cpus": 2, "date": "2026-12-05"},
-        "conditions": {
-            "cpus": 2,
-            "load_1min_before": 0.5,
-            "load_during_1min": {"samples": 9, "max": 5.0, "mean": 1.0},
-            "load_1min_after": 1.0,
-        },
-        "results": {"cases": {"measured": quiet, "older": quiet, "unreached": unreached}},
-    }
-    rows = case_rows(payload)
-    assert rows["| `measured`"].endswith("| **noisy**: 0.5 \u2192 up to 5 \u2192 1.5 |")
-    assert rows["| `older`"].endswith("| 0.5 \u2192 1.5 (not sampled during) |")
-    assert rows["| `unreached`"].endswith("| 0.5 \u2192 1.5 (not sampled during) |")
-
-
-def test_a_settle_clock_case_names_its_clock_its_maxima_and_the_jobs_that_part() -> None:
-    anchor = {**run("best-fit", 0.65, 0), "queueing": "backfill"}
+def test_the_anchor_queueing_alike_is_compared_with_its_maxima_and_the_jobs_that_part() -> None:
+    anchor = run("best-fit", 0.65, 0)
     anchor["queueing_delay_s"] = {"p50": 0, "p90": 0, "max": 990}
     fifo = {**anchor, "queueing": "fifo", "allocation_rate_while_arriving": 0.1}
     live = run("kube-scheduler", 0.6, 40)
     live["queueing_delay_s"]["max"] = 1200
-    settle = {key: value for key, value in CASE.items() if key != "speedup"}
     case = {
-        **settle,
-        "clock": "settle",
+        **CASE,
         "runs": [live, run("first-fit", 0.61, 0), anchor, fifo],
         "diff": [
             {"anchor": "best-fit fifo", "jobs": 31, "alike": 1, "causes": {"spread": 30}},
@@ -150,17 +133,9 @@ def test_a_settle_clock_case_names_its_clock_its_maxima_and_the_jobs_that_part()
             },
         ],
     }
-    payload = {
-        "command": "make x",
-        "machine": {"cpus": 2, "date": "d"},
-        "results": {"cases": {"c": case}},
-    }
-    page = whatif_live.render(PAGE, payload)
+    page = whatif_live.render(PAGE, payload_of({"c": case}))
     # The backfill anchor is the one compared: the FIFO row's 10% is not shown.
-    assert (
-        "| 200 (settle clock) | 60.0% / 61.0% / 65.0% | -5.0 | 40 / 80 / 1,200 | 0 / 0 / 990 "
-        in page
-    )
+    assert "| 200 | 60.0% / 61.0% / 65.0% | -5.0 | 40 / 80 / 1,200 | 0 / 0 / 990 " in page
     assert "| 28 of 31 alike; most: 2 started later: enough cores were free" in page
 
 
@@ -210,9 +185,9 @@ def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_pol
     case = {
         **CASE,
         "what": "1 rack through Kueue",
-        "clock": "settle",
         "runs": [live, first, backfill, strict],
         "by_shape": {"kube-scheduler, gangs on": waits},
+        "diff": [{"anchor": "best-fit kueue-strict", "jobs": 31, "alike": 30, "causes": {}}],
     }
     chips = {"chips-1": {"jobs": 3, "never_ran": 0, "wait_mean_s": 0.0, "wait_max_s": 0.0}}
     small = {**case, "what": "only chips", "by_shape": {"kube-scheduler, gangs on": chips}}
@@ -222,7 +197,7 @@ def test_a_case_through_kueue_is_compared_with_the_anchor_queueing_alike_and_pol
         "results": {"cases": {"k": case, "c": CASE, "small": small}},
     }
     page = whatif_live.render(PAGE, payload)
-    assert "| `k` | 30 / 1 | 200 (settle clock) | 50.0% / 54.0% / 55.0% | -5.0 |" in page
+    assert "| `k` | 30 / 1 | 200 | 50.0% / 54.0% / 55.0% | -5.0 |" in page
     assert (
         "| `k` | 1 rack through Kueue | 50.0% | 70.0% | 100 / 200 / 4,000 | 9,000 "
         "| 1,500 / 2,500 (1 never ran) | 10 / 30 |" in page
@@ -244,7 +219,8 @@ def test_the_queues_page_shows_the_kueue_cases_beside_the_bare_scheduler() -> No
     payload = {"command": "make x", "machine": {"cpus": 2, "date": "d"}}
     page = "a\n<!-- kueue:start -->\nold\n<!-- kueue:end -->\nb\n"
     shown = whatif_live.queues(page, {**payload, "results": {"cases": {"kueue-strict": case}}})
-    assert "\nold\n" not in shown and "cases `kueue-strict`, run 2026-12-05 00:20" in shown
+    assert "\nold\n" not in shown
+    assert "cases `kueue-strict` (2026-12-05 00:20, commit 0123456789)" in shown
     assert (
         "| `kueue-strict` | through Kueue | 50.0% | 70.0% | 100 / 200 / 4,000 | 9,000 "
         "| 1,500 / 2,500 |  | 30 of 31 alike |" in shown

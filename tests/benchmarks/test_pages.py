@@ -2,13 +2,17 @@
 figure on them is typed by hand or left over from an older run."""
 
 import copy
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
 from benchmarks import render
+from benchmarks.pages import benchmarks
+from benchmarks.pages.common import NotRecordedError
 from benchmarks.paths import DOCS
+from tests.benchmarks.recorded import RUN
 
 FOUND = render.results()
 RENDERED = render.pages(FOUND)
@@ -59,11 +63,49 @@ def test_a_changed_result_changes_its_page() -> None:
     assert render.pages(changed)[DOCS / "scale.md"] != RENDERED[DOCS / "scale.md"]
 
 
+STORAGE: Final[dict[str, Any]] = {
+    "command": "make bench-storage",
+    "machine": {"cpus": 2, "date": "2026-12-08", "machine": "x86_64", "python": "3.11.7"},
+    "conditions": RUN,
+    "results": {
+        "racks": 10,
+        "runs": {
+            "rack pools": [
+                {
+                    "slices_per_rack": 42,
+                    "slice_json_bytes_per_rack": 1.8 * 2**20,
+                    "etcd_bytes_per_rack": 1.3 * 2**20,
+                }
+            ]
+        },
+    },
+}
+"""A storage run as `make bench-storage` writes it."""
+
+
 def test_a_changed_etcd_measurement_changes_the_scale_page() -> None:
-    changed = copy.deepcopy(FOUND)
-    for run in next(iter(changed["storage"]["results"]["runs"].values())):
-        run["etcd_bytes_per_rack"] *= 2
-    assert render.pages(changed)[DOCS / "scale.md"] != RENDERED[DOCS / "scale.md"]
+    measured = render.pages({**FOUND, "storage": STORAGE})[DOCS / "scale.md"]
+    changed = copy.deepcopy(STORAGE)
+    changed["results"]["runs"]["rack pools"][0]["etcd_bytes_per_rack"] *= 2
+    assert render.pages({**FOUND, "storage": changed})[DOCS / "scale.md"] != measured
+
+
+def test_results_without_their_conditions_are_refused_naming_the_file() -> None:
+    unrecorded = {k: v for k, v in STORAGE.items() if k != "conditions"}
+    with pytest.raises(NotRecordedError, match=r"benchmarks/results/storage\.json: .*git_commit"):
+        render.pages({**FOUND, "storage": unrecorded})
+    older = {**STORAGE, "conditions": {k: v for k, v in RUN.items() if k != "git_commit"}}
+    with pytest.raises(NotRecordedError, match="recorded no git_commit"):
+        render.pages({**FOUND, "storage": older})
+
+
+def test_a_topic_without_its_results_names_the_target_that_measures_them() -> None:
+    makefile = (DOCS.parent / "Makefile").read_text()
+    for topic in benchmarks.TOPICS.values():
+        for name in topic.sections:
+            assert re.search(rf"^bench-{name}:", makefile, re.MULTILINE), f"make bench-{name}"
+    page = render.pages({k: v for k, v in FOUND.items() if k != "sim"})[DOCS / "bench-simulator.md"]
+    assert "## sim\n\nNot measured: `make bench-sim` measures it.\n" in page
 
 
 def test_every_results_file_reaches_a_page() -> None:
@@ -220,20 +262,23 @@ def test_the_readme_box_marks_a_noisy_run_beside_its_figures() -> None:
 
 
 def test_readme_renders_the_first_demos_memory_and_disk_once_recorded() -> None:
-    assert "recorded neither memory nor disk" in first_runs_section(FOUND, "demo")
-    changed = copy.deepcopy(FOUND)
+    older = copy.deepcopy(FOUND)
+    for key in (*MEMORY, "disk_after_mib"):
+        del older["first-demo"]["results"][key]
+    assert "recorded neither memory nor disk" in first_runs_section(older, "demo")
+    changed = copy.deepcopy(older)
     changed["first-demo"]["results"].update(MEMORY, disk_after_mib=DISK)
     block = first_runs_section(changed, "demo")
     assert "memory in use on the machine peaked at 9.0 GiB" in block
     assert "the new user's 13.2 GiB of disk" in block
-    before, after = box_rows(FOUND)[0], box_rows(changed)[0]
+    before, after = box_rows(older)[0], box_rows(changed)[0]
     assert "| not recorded | not recorded |" in before
     assert "| 9.0 GiB | 13.2 GiB |" in after
 
 
-def test_a_changed_fleet_run_changes_the_device_model_page() -> None:
+def test_a_changed_empty_fleet_run_changes_the_device_model_page() -> None:
     page = DOCS / "device-model.md"
     changed = copy.deepcopy(FOUND)
-    for run in changed["scheduler"]["results"]["racks"]["10"]["node pools"]:
+    for run in changed["scheduler"]["results"]["occupancy"]["10"]["0"]["node pools"]:
         run["profile"]["parts_cum_percent"]["node selectors"] += 10.0
     assert render.pages(changed)[page] != RENDERED[page]

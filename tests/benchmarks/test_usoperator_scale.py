@@ -116,6 +116,7 @@ PAYLOAD = {
         "kubernetes_version": "v1.37.2",
         "git_commit": "0123456789abcdef",
         "load_1min_before": 0.5,
+        "load_during_1min": {"samples": 3, "max": 0.7, "mean": 0.6},
         "load_1min_after": 0.6,
     },
     "results": {
