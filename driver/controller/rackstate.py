@@ -132,7 +132,6 @@ def desired_rack(
             flat_device=spec.flat_device,
             nodes=mapping.nodes,
             rack_nodes=mapping.rack_nodes,
-            driver=driver,
             taints=device_taints,
             binding_conditions=spec.fabric.binding_conditions and binding_conditions,
             layout=spec.layout,
@@ -147,7 +146,8 @@ def desired_rack(
             workloads=dict(workloads or {}) if profile.per_node_devices else {},
             publishing=publishing,
             allocated=frozenset(allocated),
-        )
+        ),
+        driver,
     )
     aliases = aws_aliases(spec.rack, mapping.nodes) if profile.per_node_devices else {}
     return DesiredRack(mapping, devices, health, slices, aliases)

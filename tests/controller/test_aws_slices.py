@@ -29,11 +29,11 @@ def slices(generation: str, itype: str, nodes: dict[int, str], **taints: Any) ->
             flat_device="chip",
             nodes=nodes,
             rack_nodes=None,
-            driver=DRIVER,
             taints=taints,
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES[itype], VERSIONS),
-        )
+        ),
+        DRIVER,
     )
 
 

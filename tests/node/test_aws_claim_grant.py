@@ -30,11 +30,11 @@ def attributes(itype: str, nodes: dict[int, str]) -> Any:
             flat_device="chip",
             nodes=nodes,
             rack_nodes=None,
-            driver=DRIVER,
             taints={},
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES[itype], AwsVersions(dra_driver="0.1.0")),
-        )
+        ),
+        DRIVER,
     )
     return device_attributes(found, DRIVER)
 

@@ -47,12 +47,12 @@ def attributes(workloads: dict[str, str]) -> dict[tuple[str, str], Attributes]:
             flat_device="chip",
             nodes=NODES,
             rack_nodes=None,
-            driver=DRIVER,
             taints={},
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES["trn2u.48xlarge"], AwsVersions(dra_driver="0.1.0")),
             workloads=workloads,
-        )
+        ),
+        DRIVER,
     )
     return device_attributes(found, DRIVER)
 
