@@ -17,7 +17,7 @@ from driver.controller.ultraserverstatus import Observed
 from driver.devicemodel import awsprofile
 from driver.devicemodel.awsprofile import AwsVersions, instance_type
 from driver.devicemodel.layout import PlannedDevice, planned_devices
-from driver.devicemodel.naming import chip_name, rack_of_pool
+from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import NodeMapping, map_nodes
 from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import TRAINIUM, Profile
@@ -25,7 +25,6 @@ from driver.devicemodel.rackguard import Allocation, Occupancy, occupancy_taints
 from driver.devicemodel.ultraserver import UltraServerSpec
 from driver.jsontypes import JSON
 from driver.names import API_GROUP, API_VERSION, driver_version
-from simdevice.topology import RackSpec
 
 NO_OCCUPANCY = Occupancy(rack_claimed=False, servers_in_use=False)
 
@@ -149,21 +148,10 @@ def desired_rack(
         ),
         driver,
     )
-    aliases = aws_aliases(spec.rack, mapping.nodes) if profile.per_node_devices else {}
+    aliases = (
+        awsprofile.rack_chip_aliases(spec.rack, mapping.nodes) if profile.per_node_devices else {}
+    )
     return DesiredRack(mapping, devices, health, slices, aliases)
-
-
-def aws_aliases(rack: RackSpec, nodes: Mapping[int, str]) -> dict[tuple[str, str], tuple[str, ...]]:
-    """The AWS profile's devices of each node as the rack's chips they hold, by
-    which status counts cores published and allocated."""
-    out: dict[tuple[str, str], tuple[str, ...]] = {}
-    for server, node in nodes.items():
-        chips = tuple(chip_name(server, c) for c in range(rack.chips_per_server))
-        for local, planned in enumerate(chips):
-            out[(node, awsprofile.chip_name(local))] = (planned,)
-            out[(node, awsprofile.efa_name(local))] = ()
-        out[(node, awsprofile.NODE_DEVICE_NAME)] = chips
-    return out
 
 
 def owner_reference(spec: UltraServerSpec) -> JSON:

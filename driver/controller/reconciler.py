@@ -19,7 +19,6 @@ from driver.controller.rackstate import (
     NO_OCCUPANCY,
     Published,
     allocated_devices,
-    aws_aliases,
     desired_rack,
     inputs_key,
     invalid_spec,
@@ -31,6 +30,7 @@ from driver.controller.stores import Stores
 from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.workloadtags import node_workloads, rack_tags
 from driver.controller.writeplan import WritePlan, plan_writes
+from driver.devicemodel import awsprofile
 from driver.devicemodel.awsprofile import AwsVersions
 from driver.devicemodel.blocking import blocked_devices
 from driver.devicemodel.layout import build_layout
@@ -157,7 +157,11 @@ class Reconciler:
             return Outcome(name, 0, 0)
         nodes, reports = self.stores.nodes.items(), self.stores.health.items()
         mapping = map_nodes(spec, nodes)
-        aliases = aws_aliases(spec.rack, mapping.nodes) if self.profile.per_node_devices else None
+        aliases = (
+            awsprofile.rack_chip_aliases(spec.rack, mapping.nodes)
+            if self.profile.per_node_devices
+            else None
+        )
         allocated = allocated_devices(self.stores.claims.items(), self.driver, name, aliases)
         occupied, advertised = (
             self._occupancy(name, mapping.rack_nodes is not None and not mapping.missing)
