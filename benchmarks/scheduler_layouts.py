@@ -79,7 +79,6 @@ def _rack_input(
         flat_device="core",
         nodes=mapping.nodes,
         rack_nodes=mapping.rack_nodes,
-        driver=DEFAULT_DRIVER_NAME,
         taints={},
         binding_conditions=spec.fabric.binding_conditions,
         layout=LayoutOptions(pools, sizes),
@@ -115,7 +114,7 @@ DRIVER_ORDER: Final = "chip-major-small-first"
 
 def partitioned_slices(nodes: Sequence[str], order: str | None = None) -> list[JSON]:
     """The controller's partitioned slices; `order` re-sorts each server slice's devices."""
-    slices = build_slices(_rack_input(nodes, "partitioned"))
+    slices = build_slices(_rack_input(nodes, "partitioned"), DEFAULT_DRIVER_NAME)
     if order is not None:
         for s in slices:
             devices = s["spec"].get("devices")
@@ -129,12 +128,14 @@ def node_pool_slices(
 ) -> list[JSON]:
     """The controller's partitioned slices in the `node` pool layout; without
     the rack device unless `advertised`."""
-    return build_slices(_rack_input(nodes, "partitioned", "node", name, advertised=advertised))
+    return build_slices(
+        _rack_input(nodes, "partitioned", "node", name, advertised=advertised), DEFAULT_DRIVER_NAME
+    )
 
 
 def server_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     """The controller's partitioned slices in the `server` pool layout (no rack device)."""
-    return build_slices(_rack_input(nodes, "partitioned", "server", name))
+    return build_slices(_rack_input(nodes, "partitioned", "server", name), DEFAULT_DRIVER_NAME)
 
 
 def ordered_slices(
@@ -157,7 +158,8 @@ def ordered_slices(
             advertised=advertised,
             publishing="order",
             allocated=allocated,
-        )
+        ),
+        DEFAULT_DRIVER_NAME,
     )
 
 
@@ -174,13 +176,14 @@ def available_slices(
     availability-aware publishing would show the scheduler once settled."""
     inp = _rack_input(nodes, "partitioned", pools, name, advertised=advertised)
     return build_slices(
-        replace(inp, withheld=blocked_devices(build_layout(inp.rack, inp.layout), allocated))
+        replace(inp, withheld=blocked_devices(build_layout(inp.rack, inp.layout), allocated)),
+        DEFAULT_DRIVER_NAME,
     )
 
 
 def flat_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON]:
     """The controller's flat slices of single-core devices: one rack-wide pool."""
-    return build_slices(_rack_input(nodes, "flat", name=name))
+    return build_slices(_rack_input(nodes, "flat", name=name), DEFAULT_DRIVER_NAME)
 
 
 def per_node_slice(node: str, devices: list[JSON]) -> JSON:
@@ -234,11 +237,13 @@ def same_device_pool_slices(nodes: Sequence[str], name: str = RACK) -> list[JSON
 
 
 FLEET_LAYOUTS: Final[dict[str, Callable[[Sequence[str], str], list[JSON]]]] = {
-    "rack pools": lambda nodes, name: build_slices(_rack_input(nodes, "partitioned", "rack", name)),
+    "rack pools": lambda nodes, name: build_slices(
+        _rack_input(nodes, "partitioned", "rack", name), DEFAULT_DRIVER_NAME
+    ),
     "node pools": node_pool_slices,
     "node pools (one rack advertised)": advertised_rack_slices,
     "node pools (1-core)": lambda nodes, name: build_slices(
-        _rack_input(nodes, "partitioned", "node", name, (1,))
+        _rack_input(nodes, "partitioned", "node", name, (1,)), DEFAULT_DRIVER_NAME
     ),
     "server pools": server_pool_slices,
     "per-node pools": per_node_pool_slices,

@@ -112,11 +112,11 @@ def fleet_slices(spec: ClusterSpec) -> list[JSON]:
                 flat_device="chip",
                 nodes={s: rack.node_name(s) for s in range(rack.nodes)},
                 rack_nodes=None,
-                driver=spec.driver,
                 taints={},
                 binding_conditions=False,
                 aws=AwsRack(instance_type(rack.generation, rack.instance_type), versions),
-            )
+            ),
+            spec.driver,
         )
     return out
 

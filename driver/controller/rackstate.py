@@ -14,18 +14,16 @@ from driver.controller.healthtaints import DeviceHealth, Report, device_health, 
 from driver.controller.healthtaints import unhealthy_cores as count_unhealthy_cores
 from driver.controller.slices import build_slices
 from driver.controller.ultraserverstatus import Observed
-from driver.devicemodel import awsprofile
-from driver.devicemodel.awsprofile import AwsVersions, instance_type
-from driver.devicemodel.layout import PlannedDevice, planned_devices
-from driver.devicemodel.naming import chip_name, rack_of_pool
+from driver.devicemodel.awsprofile import AwsVersions
+from driver.devicemodel.layout import PlannedDevice
+from driver.devicemodel.naming import rack_of_pool
 from driver.devicemodel.nodemap import NodeMapping, map_nodes
-from driver.devicemodel.poolplan import AwsRack, RackInput
+from driver.devicemodel.profilerack import device_aliases, rack_devices, rack_input
 from driver.devicemodel.profiles import TRAINIUM, Profile
 from driver.devicemodel.rackguard import Allocation, Occupancy, occupancy_taints
 from driver.devicemodel.ultraserver import UltraServerSpec
 from driver.jsontypes import JSON
-from driver.names import API_GROUP, API_VERSION, driver_version
-from simdevice.topology import RackSpec
+from driver.names import API_GROUP, API_VERSION
 
 NO_OCCUPANCY = Occupancy(rack_claimed=False, servers_in_use=False)
 
@@ -110,60 +108,33 @@ def desired_rack(
     `mapping`: the node mapping when the caller already resolved it. `occupied`:
     what the claims hold of the rack, for the guard's taints, and `advertised`:
     whether its rack device is published (`node` pools only). `profile`: the
-    vocabulary to publish in; one of per-node devices taints chips by their
-    health as whole chips and says `versions` (the package's when None).
-    `workloads`: node -> workloadId its devices carry (per-node devices only).
-    `publishing`, `allocated`: the order of each slice's devices (blocking.py)."""
+    vocabulary to publish in, which decides the rack's devices and plan input
+    (driver/devicemodel/profilerack.py); `versions` (the package's when None)
+    and `workloads` (node -> workloadId its devices carry) matter to a profile
+    of per-node devices only. `publishing`, `allocated`: the order of each
+    slice's devices (blocking.py)."""
     mapping = map_nodes(spec, nodes) if mapping is None else mapping
-    if profile.per_node_devices:
-        devices = planned_devices(spec.rack, "flat", "chip")
-    else:
-        devices = planned_devices(spec.rack, spec.mode, spec.flat_device, spec.layout)
+    devices = rack_devices(spec, profile)
     health = device_health(devices, mapping.nodes, reports)
     device_taints = taints(health, driver)
     if spec.layout.pools == "node":
         for name, guard in occupancy_taints(devices, occupied, driver).items():
             device_taints[name] = [*device_taints.get(name, []), *guard]
-    slices = build_slices(
-        RackInput(
-            name=spec.name,
-            rack=spec.rack,
-            mode=spec.mode,
-            flat_device=spec.flat_device,
-            nodes=mapping.nodes,
-            rack_nodes=mapping.rack_nodes,
-            driver=driver,
-            taints=device_taints,
-            binding_conditions=spec.fabric.binding_conditions and binding_conditions,
-            layout=spec.layout,
-            binding_served=binding_conditions,
-            rack_advertised=advertised,
-            aws=AwsRack(
-                instance_type(spec.rack.generation, spec.instance_type),
-                versions or AwsVersions(dra_driver=driver_version()),
-            )
-            if profile.per_node_devices
-            else None,
-            workloads=dict(workloads or {}) if profile.per_node_devices else {},
-            publishing=publishing,
-            allocated=frozenset(allocated),
-        )
+    inp = rack_input(
+        spec,
+        profile,
+        mapping,
+        device_taints,
+        binding_served=binding_conditions,
+        rack_advertised=advertised,
+        versions=versions,
+        workloads=workloads,
+        publishing=publishing,
+        allocated=allocated,
     )
-    aliases = aws_aliases(spec.rack, mapping.nodes) if profile.per_node_devices else {}
+    slices = build_slices(inp, driver)
+    aliases = device_aliases(spec.rack, profile, mapping.nodes)
     return DesiredRack(mapping, devices, health, slices, aliases)
-
-
-def aws_aliases(rack: RackSpec, nodes: Mapping[int, str]) -> dict[tuple[str, str], tuple[str, ...]]:
-    """The AWS profile's devices of each node as the rack's chips they hold, by
-    which status counts cores published and allocated."""
-    out: dict[tuple[str, str], tuple[str, ...]] = {}
-    for server, node in nodes.items():
-        chips = tuple(chip_name(server, c) for c in range(rack.chips_per_server))
-        for local, planned in enumerate(chips):
-            out[(node, awsprofile.chip_name(local))] = (planned,)
-            out[(node, awsprofile.efa_name(local))] = ()
-        out[(node, awsprofile.NODE_DEVICE_NAME)] = chips
-    return out
 
 
 def owner_reference(spec: UltraServerSpec) -> JSON:

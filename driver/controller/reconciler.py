@@ -19,7 +19,6 @@ from driver.controller.rackstate import (
     NO_OCCUPANCY,
     Published,
     allocated_devices,
-    aws_aliases,
     desired_rack,
     inputs_key,
     invalid_spec,
@@ -32,9 +31,8 @@ from driver.controller.ultraserverstatus import Observed, compute_status
 from driver.controller.workloadtags import node_workloads, rack_tags
 from driver.controller.writeplan import WritePlan, plan_writes
 from driver.devicemodel.awsprofile import AwsVersions
-from driver.devicemodel.blocking import blocked_devices
-from driver.devicemodel.layout import build_layout
 from driver.devicemodel.nodemap import map_nodes
+from driver.devicemodel.profilerack import device_aliases, order_blocked
 from driver.devicemodel.profiles import TRAINIUM, Profile
 from driver.devicemodel.rackguard import (
     Occupancy,
@@ -157,7 +155,7 @@ class Reconciler:
             return Outcome(name, 0, 0)
         nodes, reports = self.stores.nodes.items(), self.stores.health.items()
         mapping = map_nodes(spec, nodes)
-        aliases = aws_aliases(spec.rack, mapping.nodes) if self.profile.per_node_devices else None
+        aliases = device_aliases(spec.rack, self.profile, mapping.nodes)
         allocated = allocated_devices(self.stores.claims.items(), self.driver, name, aliases)
         occupied, advertised = (
             self._occupancy(name, mapping.rack_nodes is not None and not mapping.missing)
@@ -169,14 +167,7 @@ class Reconciler:
             if self.profile.workload_tags
             else {}
         )
-        ordered = (
-            self.publishing == "order"
-            and spec.mode == "partitioned"
-            and not self.profile.per_node_devices
-        )
-        blocked = (
-            blocked_devices(build_layout(spec.rack, spec.layout), allocated) if ordered else ()
-        )
+        blocked = order_blocked(spec, self.profile, self.publishing, allocated)
         key = inputs_key(
             obj,
             mapping,

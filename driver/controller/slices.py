@@ -18,9 +18,14 @@ MANAGED: Final = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 """The label selector of every slice a controller of this driver writes."""
 
 
-def build_slices(inp: RackInput) -> list[JSON]:
-    """The rack's ResourceSlices, sorted by name (the allocator's order)."""
-    slices = [_slice(inp, pool, planned) for pool in plan_pools(inp) for planned in pool.slices]
+def build_slices(inp: RackInput, driver: str) -> list[JSON]:
+    """The rack's ResourceSlices for `driver`, sorted by name (the allocator's
+    order). The plan does not depend on the driver: only the wrapping names it."""
+    slices = [
+        _slice(inp.name, driver, pool, planned)
+        for pool in plan_pools(inp)
+        for planned in pool.slices
+    ]
     return sorted(slices, key=lambda s: str(s["metadata"]["name"]))
 
 
@@ -30,16 +35,16 @@ def slice_name(driver: str, rack_name: str, part: str) -> str:
     return f"{rack_name}.{part}.{driver}"
 
 
-def _slice(inp: RackInput, pool: PoolPlan, planned: SlicePlan) -> JSON:
+def _slice(rack_name: str, driver: str, pool: PoolPlan, planned: SlicePlan) -> JSON:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": {
-            "name": slice_name(inp.driver, inp.name, planned.part),
-            "labels": {rack_label(inp.driver): inp.name, MANAGED_BY_LABEL: MANAGED_BY},
+            "name": slice_name(driver, rack_name, planned.part),
+            "labels": {rack_label(driver): rack_name, MANAGED_BY_LABEL: MANAGED_BY},
         },
         "spec": {
-            "driver": inp.driver,
+            "driver": driver,
             "pool": {"name": pool.name, "generation": 0, "resourceSliceCount": len(pool.slices)},
             **planned.spec,
         },

@@ -1,7 +1,7 @@
 """Device attributes both sides rely on: the controller publishes them on every
 device, the node daemon reads them back to find which cores a device gives
-its node (device names are opaque to it). Renaming one breaks every claim
-allocated from slices published before the change.
+its node (devicecores.py; device names are opaque to it). Renaming one breaks
+every claim allocated from slices published before the change.
 """
 
 from typing import Final

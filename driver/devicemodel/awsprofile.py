@@ -1,7 +1,8 @@
 """The AWS profile: the same simulated hardware described in the vocabulary AWS
 publishes for its Neuron DRA driver, so manifests written for EKS run here
 unchanged. Pure: a rack, a server and its node in, devices with AWS's names
-and attributes out (docs/aws-neuron.md has the table of both vocabularies).
+and attributes out, and the rack's chips each of them holds
+(docs/aws-neuron.md has the table of both vocabularies).
 
 What the profile publishes, per node (one pool per node, named after it):
 - `neurondevice0..N-1`, one whole chip each (`resourceType: neuron_device`):
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from driver.devicemodel import naming
 from simdevice.topology import GROUP_SIZES, ChipPlace, RackSpec, chip_places
 
 AWS_DRIVER: Final = "neuron.aws.com"
@@ -225,4 +227,22 @@ def grid_attributes(local_index: int, chips: int) -> dict[str, str | int]:
     out: dict[str, str | int] = {"topology_x": row, "topology_y": column, "topology4_id": row}
     if chips >= 8:
         out["topology8_id"] = local_index // 8
+    return out
+
+
+def rack_chip_aliases(
+    rack: RackSpec, nodes: Mapping[int, str]
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(node, device name) -> the rack's chips (`naming.chip_name`) the device
+    holds, for every node `nodes` (server -> node) names: a chip its one
+    chip, the node device all of the node's, an EFA interface none. By these
+    the controller counts the cores published and allocated in an
+    UltraServer's status."""
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for server, node in nodes.items():
+        chips = tuple(naming.chip_name(server, c) for c in range(rack.chips_per_server))
+        for local, planned in enumerate(chips):
+            out[(node, chip_name(local))] = (planned,)
+            out[(node, efa_name(local))] = ()
+        out[(node, NODE_DEVICE_NAME)] = chips
     return out

@@ -1,4 +1,5 @@
-"""Where a node sits when its flags do not say: found from the UltraServer objects.
+"""Where a node sits, and how to find it when its flags do not say: from the
+UltraServer objects.
 
 Uses the same spec parsing and node mapping as the controller, so the daemon
 and the controller can never disagree about which server a node runs. Pure;
@@ -6,11 +7,22 @@ the caller fetches the objects.
 """
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from driver.devicemodel.nodemap import map_nodes
 from driver.devicemodel.ultraserver import SpecError, parse_spec
 from simdevice.topology import RackSpec
+
+
+@dataclass(frozen=True)
+class NodePlace:
+    """Where a node sits: its rack (UltraServer) and server index in it."""
+
+    node_name: str
+    ultraserver: str
+    server_index: int
+    rack: RackSpec
 
 
 class PlacementError(LookupError):

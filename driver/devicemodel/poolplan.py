@@ -63,7 +63,9 @@ Taint = Mapping[str, str]
 
 @dataclass(frozen=True)
 class RackInput:
-    """Everything the plan and the slices written from it depend on, for one rack."""
+    """Everything one rack's plan depends on. The driver the slices are written
+    for is not here: the plan does not depend on it (driver/controller/slices.py
+    names it)."""
 
     name: str  # UltraServer name: the pool name and ultraserverId
     rack: RackSpec
@@ -71,7 +73,6 @@ class RackInput:
     flat_device: str  # chip | core (flat mode only)
     nodes: Mapping[int, str]  # server index -> node name, only servers with a node
     rack_nodes: JSON | None  # node selector matching exactly the rack's nodes, if known
-    driver: str  # the driver the slices are written for; the plan does not depend on it
     taints: Mapping[str, Sequence[Taint]]  # device name -> taints
     binding_conditions: bool  # server and ultraserver devices wait for their fabric
     layout: LayoutOptions = DEFAULT_OPTIONS  # partitioned mode only

@@ -9,11 +9,12 @@ needs a few fields and the models cost more than the request.
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from driver.devicemodel.devicecores import Attributes
 from driver.kubeapi.apiserver import ApiServer
 from driver.kubeapi.informer import WatchedObjects
 from driver.kubeapi.resources import CLAIMS, SLICES, ULTRASERVERS, path_of
 from driver.names import rack_label
-from driver.node.devices import Attributes, device_attributes
+from driver.node.devices import device_attributes
 
 DeviceIndex = dict[tuple[str, str], Attributes]
 """(pool, device) -> attributes."""

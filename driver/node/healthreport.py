@@ -11,10 +11,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from driver.devicemodel.placement import NodePlace
 from driver.kubeapi.objects import Objects
 from driver.kubeapi.resources import HEALTH
 from driver.names import API_GROUP, API_VERSION
-from driver.node.devices import NodePlace
 from driver.node.health import Place, PlaceState
 from simdevice.faulthealth import place_order
 

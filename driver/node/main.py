@@ -10,7 +10,7 @@ from types import FrameType
 
 from prometheus_client import CollectorRegistry
 
-from driver.devicemodel.placement import PlacementError, find_place
+from driver.devicemodel.placement import NodePlace, PlacementError, find_place
 from driver.httpendpoint import split_address
 from driver.kubeapi.apiserver import ApiError, ApiServer, ApiUnreachableError
 from driver.kubeapi.credentials import configuration
@@ -20,7 +20,6 @@ from driver.kubeletplugin.sockets import SocketPathError
 from driver.mainwait import wait_for_stop
 from driver.node import flags as flagmod
 from driver.node.apireader import ApiReader
-from driver.node.devices import NodePlace
 from driver.node.durable.checkpoint import CheckpointError
 from driver.node.healthreport import HealthReporter
 from driver.node.heartbeat import Heartbeat

@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
+from driver.devicemodel.placement import NodePlace
 from driver.devicemodel.profiles import TRAINIUM, ConfigDialect
 from driver.devicemodel.ultraserver import DEFAULT_LNC
 from driver.kubeletplugin.interface import ClaimRef, PreparedDevice, PrepareResult
 from driver.node import cdi
 from driver.node.apireader import ClusterReader
-from driver.node.devices import ClaimGrant, NodePlace, claim_grant
+from driver.node.devices import ClaimGrant, claim_grant
 from driver.node.durable import failpoints
 from driver.node.durable.checkpoint import (
     PREPARE_COMPLETED,

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import uvicorn
 
+from driver.devicemodel.placement import NodePlace
 from driver.devicemodel.profiles import TRAINIUM, ConfigDialect
 from driver.kubeletplugin import sockets
 from driver.kubeletplugin.healthstream import HealthMonitor
 from driver.kubeletplugin.plugin import KubeletPlugin
 from driver.node.apireader import ClusterReader
-from driver.node.devices import NodePlace
 from driver.node.durable.checkpoint import Checkpoint
 from driver.node.durable.groupcommit import NodeState
 from driver.node.health import Place, PlaceState, device_health

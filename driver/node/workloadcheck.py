@@ -27,7 +27,7 @@ from driver.devicemodel.awsprofile import (
     WORKLOAD_ID_ATTRIBUTE,
     WORKLOAD_ID_LABEL,
 )
-from driver.node.devices import AllocationError, Attributes
+from driver.devicemodel.devicecores import AllocationError, Attributes
 
 FIELD = f'metadata.labels["{WORKLOAD_ID_LABEL}"]'
 SHOWN_DEVICES = 3

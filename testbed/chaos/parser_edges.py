@@ -339,11 +339,10 @@ SLICE_RACK = RackInput(
     flat_device="chip",
     nodes={0: "n0"},
     rack_nodes=None,
-    driver=DEFAULT_DRIVER_NAME,
     taints={},
     binding_conditions=True,
 )
-DESIRED = build_slices(SLICE_RACK)
+DESIRED = build_slices(SLICE_RACK, DEFAULT_DRIVER_NAME)
 SLICE_EDITS = (
     "device-attribute",
     "drop-device",

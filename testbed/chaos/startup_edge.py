@@ -17,8 +17,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from driver.devicemodel.placement import NodePlace
 from driver.node import cdi
-from driver.node.devices import NodePlace
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, Checkpoint, CheckpointError
 from driver.node.durable.groupcommit import NodeState
 from driver.node.metrics import DriverMetrics

@@ -6,6 +6,7 @@ from driver.devicemodel.poolplan import RackInput
 from driver.jsontypes import JSON
 from simdevice.topology import RackSpec
 
+DRIVER = "d.dev"
 SELECTOR = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
 
 
@@ -26,7 +27,6 @@ def rack_input(
         "chip",
         {s: f"n{s}" for s in range(rack.servers)},
         SELECTOR,
-        "d.dev",
         {},
         False,
         layout=LayoutOptions(pools),

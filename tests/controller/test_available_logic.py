@@ -11,7 +11,7 @@ from driver.controller.slices import build_slices
 from driver.devicemodel.blocking import blocked_devices
 from driver.devicemodel.layout import POOL_LAYOUTS, Layout, LayoutOptions, build_layout
 from simdevice.topology import rack_spec
-from tests.controller.rackinput import beside_devices, device_names, rack_input
+from tests.controller.rackinput import DRIVER, beside_devices, device_names, rack_input
 
 RACK = rack_spec("trn3-gen1")
 LAYOUTS = {pools: build_layout(RACK, LayoutOptions(pools)) for pools in POOL_LAYOUTS}
@@ -44,8 +44,8 @@ def test_a_held_chip_withdraws_what_it_blocks() -> None:
 def test_withheld_devices_leave_their_slices_and_nothing_else_changes(pools: str) -> None:
     held = frozenset({"server00-chip02", "server03-chip09-core1"})
     withheld = blocked_devices(layout(pools), held)
-    full = build_slices(rack_input(RACK, pools))
-    hidden = build_slices(rack_input(RACK, pools, withheld=withheld))
+    full = build_slices(rack_input(RACK, pools), DRIVER)
+    hidden = build_slices(rack_input(RACK, pools, withheld=withheld), DRIVER)
     assert beside_devices(hidden) == beside_devices(full)  # counter sets, pool, node selection
     for f, h in zip(full, hidden, strict=True):
         assert device_names(h) == [n for n in device_names(f) if n not in withheld]

@@ -4,13 +4,14 @@ from typing import Any
 
 import pytest
 
-from driver.controller.rackstate import allocated_devices, aws_aliases
+from driver.controller.rackstate import allocated_devices
 from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import (
     INSTANCE_TYPES,
     AwsVersions,
     ProfileError,
     instance_type,
+    rack_chip_aliases,
 )
 from driver.devicemodel.poolplan import AwsRack, RackInput
 from simdevice.topology import rack_spec
@@ -29,11 +30,11 @@ def slices(generation: str, itype: str, nodes: dict[int, str], **taints: Any) ->
             flat_device="chip",
             nodes=nodes,
             rack_nodes=None,
-            driver=DRIVER,
             taints=taints,
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES[itype], VERSIONS),
-        )
+        ),
+        DRIVER,
     )
 
 
@@ -141,7 +142,7 @@ def test_instance_types_are_checked_against_the_generation(
 
 def test_status_counts_aws_devices_as_the_chips_they_hold() -> None:
     rack = rack_spec("trn2")
-    aliases = aws_aliases(rack, {1: "node-b"})
+    aliases = rack_chip_aliases(rack, {1: "node-b"})
     claims = {
         "ns/a": frozenset({(DRIVER, "node-b", "neurondevice3"), (DRIVER, "node-b", "efa3")}),
         "ns/b": frozenset({(DRIVER, "node-b", "neuronnode")}),

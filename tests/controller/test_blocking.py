@@ -13,7 +13,7 @@ from driver.devicemodel.blocking import blocked_devices, device_order
 from driver.devicemodel.layout import POOL_LAYOUTS, Layout, LayoutOptions, build_layout
 from driver.jsontypes import JSON
 from simdevice.topology import rack_spec
-from tests.controller.rackinput import beside_devices, device_names, rack_input
+from tests.controller.rackinput import DRIVER, beside_devices, device_names, rack_input
 
 RACK = rack_spec("trn3-gen2")
 OWNER = {"apiVersion": "v", "kind": "UltraServer", "name": "r", "uid": "u", "controller": True}
@@ -77,8 +77,8 @@ def test_the_order_lists_free_devices_first_keeping_each_parts_order() -> None:
 @pytest.mark.parametrize("pools", POOL_LAYOUTS)
 def test_ordered_slices_hold_the_same_devices_blocked_ones_last(pools: str) -> None:
     held = frozenset({"server03-chip02-core0", "server07-chip00"})
-    plain = build_slices(rack_input(RACK, pools, allocated=held))
-    ordered = build_slices(rack_input(RACK, pools, publishing="order", allocated=held))
+    plain = build_slices(rack_input(RACK, pools, allocated=held), DRIVER)
+    ordered = build_slices(rack_input(RACK, pools, publishing="order", allocated=held), DRIVER)
     blocked = blocked_devices(layout(pools), held)
     assert beside_devices(ordered) == beside_devices(plain)
     moved = 0
@@ -88,8 +88,8 @@ def test_ordered_slices_hold_the_same_devices_blocked_ones_last(pools: str) -> N
         assert flags == sorted(flags)  # no free device after a blocked one
         moved += device_names(p) != device_names(o)
     assert moved == 2  # the two held servers' device slices
-    assert build_slices(rack_input(RACK, pools, publishing="order")) == build_slices(
-        rack_input(RACK, pools)
+    assert build_slices(rack_input(RACK, pools, publishing="order"), DRIVER) == build_slices(
+        rack_input(RACK, pools), DRIVER
     )
 
 
@@ -107,11 +107,13 @@ def test_reordering_several_slices_is_updates_at_the_same_generation() -> None:
     """Each device stays in its slice: a consumer reading between the updates
     sees every device once, so the pool keeps its generation."""
     existing = stored(
-        plan_writes(build_slices(rack_input(RACK, "rack", publishing="order")), [], OWNER).writes
+        plan_writes(
+            build_slices(rack_input(RACK, "rack", publishing="order"), DRIVER), [], OWNER
+        ).writes
     )
     held = frozenset({"server01-chip00-core0", "server04-chip03", "server09-chip01-cores4-5"})
     ordered = rack_input(RACK, "rack", publishing="order", allocated=held)
-    write_plan = plan_writes(build_slices(ordered), existing, OWNER)
+    write_plan = plan_writes(build_slices(ordered, DRIVER), existing, OWNER)
     assert write_plan.generation == 1
     assert sorted((w.verb, w.name) for w in write_plan.writes) == [
         ("update", "r.server01.d.dev"),

@@ -9,9 +9,10 @@ import pytest
 from driver.controller.claimstatus import as_stored, desired_devices
 from driver.devicemodel.fabric import FABRIC_FAILED, FABRIC_READY, DeviceStatus, device_status
 from driver.devicemodel.layout import PlannedDevice, planned_devices
+from driver.devicemodel.placement import NodePlace
 from driver.devicemodel.ultraserver import FabricSpec, SpecError, parse_spec
 from driver.jsontypes import JSON
-from driver.node.devices import AllocatedDevice, ClaimGrant, NodePlace, fabric_of
+from driver.node.devices import AllocatedDevice, ClaimGrant, fabric_of
 from simdevice.topology import CoreRange, rack_spec
 
 GEN2 = rack_spec("trn3-gen2")

@@ -35,14 +35,13 @@ def published(
         "chip",
         nodes,
         {"nodeSelectorTerms": []},
-        "d.dev",
         {},
         False,
         LayoutOptions(pools),
     )
     capacity: dict[Counter, int] = {}
     devices: list[dict[str, Any]] = []
-    for s in build_slices(inp):
+    for s in build_slices(inp, "d.dev"):
         pool = s["spec"]["pool"]["name"]
         for counter_set in s["spec"].get("sharedCounters", []):
             for name, c in counter_set["counters"].items():

@@ -25,7 +25,7 @@ def desired(
     nodes = {s: f"n{s}" for s in range(rack.servers)} if nodes is None else nodes
     sel = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}
     return build_slices(
-        RackInput("r", rack, "partitioned", "chip", nodes, sel, "d.dev", taints or {}, False)
+        RackInput("r", rack, "partitioned", "chip", nodes, sel, taints or {}, False), "d.dev"
     )
 
 
@@ -171,12 +171,12 @@ def node_pool_rack(advertised: bool) -> list[dict[str, Any]]:
             "chip",
             nodes,
             sel,
-            "d.dev",
             {},
             True,
             layout=LayoutOptions("node"),
             rack_advertised=advertised,
-        )
+        ),
+        "d.dev",
     )
 
 

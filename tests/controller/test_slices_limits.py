@@ -14,6 +14,7 @@ from driver.devicemodel.poolplan import RackInput
 from driver.devicemodel.ultraserver import SpecError, parse_spec
 from simdevice.topology import GENERATIONS, rack_spec
 
+DRIVER = "trainium.sim.dev"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
@@ -47,7 +48,6 @@ def rack_input(
         flat_device,
         nodes,
         selector,
-        "trainium.sim.dev",
         {},
         True,
         LayoutOptions(pools),
@@ -58,7 +58,7 @@ def rack_input(
     ("generation", "mode", "flat_device", "pools"), [(g, *m) for g in GENERATIONS for m in MODES]
 )
 def test_every_limit_holds(generation: str, mode: str, flat_device: str, pools: str) -> None:
-    slices = build_slices(rack_input(generation, mode, flat_device, pools=pools))
+    slices = build_slices(rack_input(generation, mode, flat_device, pools=pools), DRIVER)
     set_names: list[tuple[str, str]] = []
     device_names: list[str] = []
     per_pool = Counter(s["spec"]["pool"]["name"] for s in slices)
@@ -113,7 +113,7 @@ def test_every_limit_holds(generation: str, mode: str, flat_device: str, pools: 
 @pytest.mark.parametrize("generation", GENERATIONS)
 def test_partitioned_publishes_every_kind(generation: str) -> None:
     rack = rack_spec(generation)
-    slices = build_slices(rack_input(generation, "partitioned", "chip"))
+    slices = build_slices(rack_input(generation, "partitioned", "chip"), DRIVER)
     kinds: dict[str, int] = {}
     for s in slices:
         for d in s["spec"].get("devices", []):
@@ -132,7 +132,7 @@ def test_missing_node_withdraws_its_devices_and_the_rack_device() -> None:
     partial = RackInput(
         **{**full.__dict__, "nodes": {s: n for s, n in full.nodes.items() if s != 7}}
     )
-    names = {s["metadata"]["name"].split(".")[1] for s in build_slices(partial)}
+    names = {s["metadata"]["name"].split(".")[1] for s in build_slices(partial, DRIVER)}
     assert "server07" not in names and "server06" in names
     assert "ultraserver" not in names
     assert {n for n in names if n.startswith("counters-")} == {f"counters-{i}" for i in range(5)}
@@ -140,7 +140,7 @@ def test_missing_node_withdraws_its_devices_and_the_rack_device() -> None:
 
 def test_node_pools_give_each_server_its_own_pool_on_its_node() -> None:
     slices = build_slices(
-        rack_input("trn3-gen1", "partitioned", "chip", name="rack-b", pools="node")
+        rack_input("trn3-gen1", "partitioned", "chip", name="rack-b", pools="node"), DRIVER
     )
     by_pool: dict[str, set[str]] = {}
     for s in slices:
@@ -158,7 +158,7 @@ def test_node_pools_give_each_server_its_own_pool_on_its_node() -> None:
 def test_slices_sort_counters_then_servers_then_rack() -> None:
     names = [
         s["metadata"]["name"].split(".")[1]
-        for s in build_slices(rack_input("trn3-gen2", "partitioned", "chip"))
+        for s in build_slices(rack_input("trn3-gen2", "partitioned", "chip"), DRIVER)
     ]
     assert names == sorted(names)
     assert names[:5] == [f"counters-{i}" for i in range(5)]

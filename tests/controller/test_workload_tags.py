@@ -134,12 +134,12 @@ def aws_slices(
             flat_device="chip",
             nodes=nodes,
             rack_nodes=None,
-            driver=DRIVER,
             taints={},
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES[itype], VERSIONS),
             workloads=workloads or {},
-        )
+        ),
+        DRIVER,
     )
 
 

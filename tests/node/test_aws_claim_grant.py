@@ -9,11 +9,13 @@ import pytest
 
 from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
+from driver.devicemodel.devicecores import AllocationError
+from driver.devicemodel.placement import NodePlace
 from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import AWS
 from driver.node import cdi
 from driver.node.claimconfig import ConfigError, parse_config
-from driver.node.devices import AllocationError, NodePlace, claim_grant, device_attributes
+from driver.node.devices import claim_grant, device_attributes
 from driver.node.durable.checkpoint import ClaimRecord, records
 from simdevice.topology import CoreRange, rack_spec
 
@@ -30,11 +32,11 @@ def attributes(itype: str, nodes: dict[int, str]) -> Any:
             flat_device="chip",
             nodes=nodes,
             rack_nodes=None,
-            driver=DRIVER,
             taints={},
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES[itype], AwsVersions(dra_driver="0.1.0")),
-        )
+        ),
+        DRIVER,
     )
     return device_attributes(found, DRIVER)
 

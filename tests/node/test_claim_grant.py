@@ -2,10 +2,10 @@
 
 import pytest
 
+from driver.devicemodel.devicecores import AllocationError
+from driver.devicemodel.placement import NodePlace
 from driver.node.claimconfig import ConfigError
 from driver.node.devices import (
-    AllocationError,
-    NodePlace,
     claim_grant,
     device_attributes,
     logical_to_physical,

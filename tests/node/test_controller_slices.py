@@ -33,11 +33,11 @@ SLICES = build_slices(
         flat_device="chip",
         nodes=dict(enumerate(SITE.nodes)),
         rack_nodes=None,
-        driver=SITE.driver,
         taints={},
         # Published without the controller, so nothing would bring a fabric up.
         binding_conditions=False,
-    )
+    ),
+    SITE.driver,
 )
 ATTRS = device_attributes(SLICES, SITE.driver)
 

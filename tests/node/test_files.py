@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from driver.devicemodel.placement import NodePlace
 from driver.kubeletplugin import sockets
 from driver.node import cdi
-from driver.node.devices import AllocatedDevice, ClaimGrant, NodePlace, fabric_of
+from driver.node.devices import AllocatedDevice, ClaimGrant, fabric_of
 from driver.node.durable.atomicfile import write_atomic, write_if_changed
 from driver.node.durable.checkpoint import (
     PREPARE_COMPLETED,

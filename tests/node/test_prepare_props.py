@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from driver.devicemodel.devicecores import Attributes
+from driver.devicemodel.placement import NodePlace
 from driver.kubeletplugin.interface import ClaimRef
-from driver.node.devices import Attributes, NodePlace, device_attributes
+from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
 from driver.node.durable.groupcommit import NodeState
 from driver.node.metrics import DriverMetrics

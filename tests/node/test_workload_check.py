@@ -14,10 +14,12 @@ from prometheus_client import CollectorRegistry
 
 from driver.controller.slices import build_slices
 from driver.devicemodel.awsprofile import INSTANCE_TYPES, AwsVersions
+from driver.devicemodel.devicecores import Attributes
+from driver.devicemodel.placement import NodePlace
 from driver.devicemodel.poolplan import AwsRack, RackInput
 from driver.devicemodel.profiles import AWS
 from driver.kubeletplugin.interface import ClaimRef
-from driver.node.devices import Attributes, NodePlace, device_attributes
+from driver.node.devices import device_attributes
 from driver.node.durable.checkpoint import Checkpoint
 from driver.node.durable.groupcommit import NodeState
 from driver.node.metrics import DriverMetrics
@@ -47,12 +49,12 @@ def attributes(workloads: dict[str, str]) -> dict[tuple[str, str], Attributes]:
             flat_device="chip",
             nodes=NODES,
             rack_nodes=None,
-            driver=DRIVER,
             taints={},
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES["trn2u.48xlarge"], AwsVersions(dra_driver="0.1.0")),
             workloads=workloads,
-        )
+        ),
+        DRIVER,
     )
     return device_attributes(found, DRIVER)
 

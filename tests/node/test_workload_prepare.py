@@ -44,12 +44,12 @@ def aws_slices() -> list[dict[str, Any]]:
             flat_device="chip",
             nodes=dict(enumerate(SITE.nodes)),
             rack_nodes=None,
-            driver=SITE.driver,
             taints={},
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES["trn2u.48xlarge"], AwsVersions(dra_driver="0.1.0")),
             workloads={TAGGED: WORKLOAD_ID},
-        )
+        ),
+        SITE.driver,
     )
     for s in found:
         s["spec"]["pool"]["generation"] = 1

@@ -40,11 +40,11 @@ def rack_slices(rack: str, generation: str, itype: str, nodes: int, **taints: An
             flat_device="chip",
             nodes={i: f"{rack}-node-{i}" for i in range(nodes)},
             rack_nodes=None,
-            driver=DRIVER,
             taints=taints,
             binding_conditions=False,
             aws=AwsRack(INSTANCE_TYPES[itype], AwsVersions(dra_driver="0.1.0")),
-        )
+        ),
+        DRIVER,
     )
 
 

@@ -26,8 +26,9 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from driver.devicemodel.placement import NodePlace
 from driver.node import cdi
-from driver.node.devices import AllocatedDevice, ClaimGrant, NodePlace, fabric_of
+from driver.node.devices import AllocatedDevice, ClaimGrant, fabric_of
 from driver.node.durable.atomicfile import fsync_dir, remove, write_atomic, write_if_changed
 from driver.node.durable.checkpoint import ClaimRecord
 from driver.node.paths import NodePaths

@@ -17,7 +17,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from driver.node.devices import NodePlace, logical_to_physical
+from driver.devicemodel.placement import NodePlace
+from driver.node.devices import logical_to_physical
 from driver.node.durable.checkpoint import PREPARE_COMPLETED, ClaimRecord
 from driver.node.durable.claimfiles import claim_fabric, grant_of, hash_token
 from driver.node.durable.groupcommit import NodeState
