@@ -74,6 +74,19 @@ build_etcd() {
   mv "$bin.tmp" "$bin"
 }
 
+# Builds the commands $5... of the module in $1 in one `go build` with the
+# extra ldflags $4, each into $2 as its name followed by $3.
+build_commands() {
+  local module=$1 dir=$2 suffix=$3 ldflags=$4 staging cmd
+  shift 4
+  staging=$(mktemp -d "$dir/.build.XXXXXX")
+  go_build "$module" "$staging/" "$ldflags" "$@"
+  for cmd in "$@"; do
+    mv "$staging/$(basename "$cmd")" "$dir/$(basename "$cmd")$suffix"
+  done
+  rm -r "$staging"
+}
+
 # The `tool` commands of the module in hack/$1.
 tools_of() {
   go mod edit -json "$here/$1/go.mod" | python3 -c 'import json, sys; print(" ".join(t["Path"] for t in json.load(sys.stdin)["Tool"]))'
@@ -82,7 +95,7 @@ tools_of() {
 # Builds each `tool` of the module in hack/$1 as <name>-<version of $2>, or
 # only the one named by $4, in one `go build` (hack/lib/go-build.sh).
 build_tools() {
-  local module=$here/$1 version cmd staging missing=()
+  local module=$here/$1 version cmd missing=()
   version=$(pinned "$2" "$module/go.mod")
   for cmd in $(tools_of "$1"); do
     [ -z "${4:-}" ] || [ "$(basename "$cmd")" = "$4" ] || continue
@@ -92,19 +105,14 @@ build_tools() {
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   log "building ${missing[*]##*/} $version (first time only)"
-  staging=$(mktemp -d "$out/.build.XXXXXX")
-  go_build "$module" "$staging/" "$3" "${missing[@]}"
-  for cmd in "${missing[@]}"; do
-    mv "$staging/$(basename "$cmd")" "$out/$(basename "$cmd")-$version"
-  done
-  rm -r "$staging"
+  build_commands "$module" "$out" "-$version" "$3" "${missing[@]}"
 }
 
 # Builds every `tool` of the module in hack/$1 under its plain name into
 # node/$1-<version of $2>/ (containerd finds its shim by name on PATH), in one
 # `go build`.
 build_tool_dir() {
-  local module=$here/$1 version dir cmd staging missing=()
+  local module=$here/$1 version dir cmd missing=()
   version=$(pinned "$2" "$module/go.mod")
   dir="$cache/node/$1-$version"
   mkdir -p "$dir"
@@ -113,12 +121,7 @@ build_tool_dir() {
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   log "building ${missing[*]##*/} $version (first time only)"
-  staging=$(mktemp -d "$dir/.build.XXXXXX")
-  go_build "$module" "$staging/" "$3" "${missing[@]}"
-  for cmd in "${missing[@]}"; do
-    mv "$staging/$(basename "$cmd")" "$dir/$(basename "$cmd")"
-  done
-  rm -r "$staging"
+  build_commands "$module" "$dir" "" "$3" "${missing[@]}"
 }
 
 # Prometheus and promtool (or only the tool $1 names); Prometheus 3.x.y is
