@@ -17,6 +17,7 @@ import httpx
 from driver.node.paths import NodePaths
 from localsim.standin.kubelet import KubeletStandIn
 from testbed.rack import SITE, Site
+from testbed.waiting import Deadline
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,9 +120,9 @@ class Daemon:
                     ready.set()
 
         threading.Thread(target=read, daemon=True).start()
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while not ready.wait(0.1):
-            if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is not None or deadline.passed():
                 code = self.stop()
                 raise AssertionError(
                     f"daemon did not start (exit {code}):\n" + "".join(self.stderr[-40:])

@@ -228,9 +228,9 @@ def running_cluster(*up_args: str, start_timeout: float = START_TIMEOUT) -> Iter
             preexec_fn=die_with_parent,  # noqa: PLW1509
         )
     try:
-        deadline = time.monotonic() + start_timeout
+        deadline = waiting.Deadline(start_timeout)
         while not paths.ready_file.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
+            if process.poll() is not None or deadline.passed():
                 raise AssertionError(
                     f"local cluster did not start:\n{log_path.read_text()[-3000:]}"
                 )

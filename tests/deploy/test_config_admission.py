@@ -30,6 +30,7 @@ from driver.devicemodel.profiles import NEURON_CONFIG, PROFILES, TRAINIUM
 from driver.node.claimconfig import ConfigError, parse_config
 from localsim.controlplane.plane import ControlPlane
 from simdevice.topology import VALID_LNC
+from testbed.waiting import Deadline
 from tests.deploy.chart import Case, kubectl, render
 
 pytestmark = pytest.mark.integration
@@ -143,9 +144,9 @@ def door(control_plane: ControlPlane) -> Iterator[Door]:
     kubectl(cp, "apply", "--server-side", "-f", "-", input=manifest)
     door = Door(cp)
     try:
-        deadline = time.monotonic() + 60
+        deadline = Deadline(60)
         while door.create("ResourceClaim", claim(neuron(logicalNeuronCore=3))) is None:
-            assert time.monotonic() < deadline, "the policy never took effect"
+            assert not deadline.passed(), "the policy never took effect"
             time.sleep(0.5)
         yield door
     finally:

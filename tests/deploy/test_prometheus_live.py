@@ -30,7 +30,7 @@ from localsim.prometheus import (
 from localsim.standin.kubelet import KubeletError
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import NODES, RACK_ID, Rack, published_rack
-from testbed.waiting import wait_for
+from testbed.waiting import Deadline, wait_for
 from tests.deploy.dashboards import PanelQuery, dashboard_queries, variable_queries
 
 pytestmark = pytest.mark.integration
@@ -223,8 +223,8 @@ def test_every_dashboard_query_returns_data(
             prometheus, multi, all_nodes
         )
 
-    deadline = time.monotonic() + 60
-    while (missing := empties()) and time.monotonic() < deadline:
+    deadline = Deadline(60)
+    while (missing := empties()) and not deadline.passed():
         time.sleep(2)
     assert missing == [], "dashboard queries without data:\n" + "\n".join(missing)
     # And the data says what happened: the chip's 8 cores and the pair are busy.
@@ -248,8 +248,8 @@ def test_every_recording_rule_produces_series(
     ]
     assert len(records) == 12
 
-    deadline = time.monotonic() + 60
-    while (gone := [r for r in records if not prometheus.query(r)]) and time.monotonic() < deadline:
+    deadline = Deadline(60)
+    while (gone := [r for r in records if not prometheus.query(r)]) and not deadline.passed():
         time.sleep(2)
     assert gone == []
     ratio = prometheus.query(f'ultraserver:neuroncores_busy:ratio{{ultraserver="{RACK_ID}"}}')

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from localsim.controlplane.plane import ControlPlane
+from testbed.waiting import Deadline
 from tests.deploy.access import ACCESS_KINDS, NODE_NAME_EXTRA, access_installed, attempt
 from tests.deploy.chart import Case, kubectl
 
@@ -143,8 +144,8 @@ def as_node(node: str | None) -> list[str]:
 
 def wait_for_policy(cp: ControlPlane) -> None:
     """The apiserver loads a new policy asynchronously: dry-run a refused write until it is."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    deadline = Deadline(60)
+    while not deadline.passed():
         dry = attempt(
             cp, *as_node(NODE_A), "create", "--dry-run=server", "-f", "-", input=health(NODE_B)
         )

@@ -13,6 +13,7 @@ from driver.devicemodel.placement import PlacementError, find_place
 from localsim.controlplane.plane import ControlPlane
 from testbed.daemon import Daemon, short_tmpdir
 from testbed.rack import Site, published_rack
+from testbed.waiting import Deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 ULTRASERVER_CRD = ROOT / "charts/trainium-dra/crds/ultraservers.trainium.sim.dev.yaml"
@@ -62,8 +63,8 @@ def test_daemon_waits_for_its_ultraserver_then_serves(control_plane: ControlPlan
 
     def create_once_waiting(daemon: Daemon) -> None:
         """The UltraServer appears only after the daemon said it is waiting for one."""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        deadline = Deadline(60)
+        while not deadline.passed():
             if any("is not mapped by any UltraServer" in line for line in daemon.stderr):
                 objects.create_cluster_custom_object(
                     "trainium.sim.dev", "v1alpha1", "ultraservers", body
