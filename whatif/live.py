@@ -554,7 +554,8 @@ def _settle_loop(
             run.end_due(now)
             if faults is not None and fault_due:
                 with run.costs.part("faults"):
-                    _apply_faults(run, pods, faults, fault_due)
+                    if not _apply_faults(run, pods, faults, fault_due, clock.timeout):
+                        timeouts += 1
             if not _settle(run, pods, metrics, clock, kueue, now=now, before=before):
                 timeouts += 1
             spent.append(time.monotonic() - began)
@@ -643,34 +644,38 @@ def _drain(run: _LiveRun, pods: PodWatch, now: float) -> None:
 
 
 def _apply_faults(
-    run: _LiveRun, pods: PodWatch, faults: _Faults, actions: list[FaultAction]
-) -> None:
+    run: _LiveRun, pods: PodWatch, faults: _Faults, actions: list[FaultAction], timeout: float
+) -> bool:
     """Send `actions` and wait until the driver's slices show them and every
-    pod on a newly failed device has gone (evicted) from the replay's view."""
+    pod on a newly failed device has gone (evicted) from the replay's view,
+    so the clock moves on only once the failure took effect (an eviction seen
+    later would be timed at a later simulated second). False if that took
+    longer than `timeout` wall seconds, the settle clock's own bound."""
     before = failed_devices(run.objects.list_all(SLICES), run.driver)
     for action in actions:
         faults.send(action)
-    deadline = time.monotonic() + 60.0
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         failed = failed_devices(run.objects.list_all(SLICES), run.driver)
         if failed != before:
             break
         time.sleep(POLL * 5)
     else:
-        log.warning("faults %s: the driver's slices did not change within 60 s", actions)
-        return
+        log.warning("faults %s: the driver's slices did not change within %.0f s", actions, timeout)
+        return False
     # The taints spread (a chip's devices, then the server and rack devices
     # over it): go on until they have stood still a while with no pod left on them.
     stable_since = time.monotonic()
     while time.monotonic() < deadline:
         victims = claims_on(run.objects.list_all(CLAIMS), failed)
         if not pods.any_present(victims) and time.monotonic() - stable_since > TAINTS_SETTLE:
-            return
+            return True
         time.sleep(POLL * 5)
         now_failed = failed_devices(run.objects.list_all(SLICES), run.driver)
         if now_failed != failed:
             failed, stable_since = now_failed, time.monotonic()
-    log.warning("faults %s: pods on failed devices not evicted within 60 s", actions)
+    log.warning("faults %s: pods on failed devices not evicted within %.0f s", actions, timeout)
+    return False
 
 
 def delete_namespace(objects: Objects, namespace: str, timeout: float = 300.0) -> None:

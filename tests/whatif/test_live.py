@@ -265,6 +265,7 @@ def test_a_failed_chip_evicts_the_rack_job_which_runs_again_once_repaired(cluste
             fault_targets=targets,
         )
     assert got.failures == [failure] and got.replay.failures == 1
+    assert got.settle is not None and got.settle.timeouts == 0, got.settle
     [record] = got.replay.records
     assert record.evictions == 1
     assert record.start is not None and record.end is not None
