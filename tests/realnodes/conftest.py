@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from localsim.realnodes.realnodecluster import cleanup
 from testbed.localcluster import running_cluster
 from testbed.realnodes import RealCluster, host_state, real_cluster
 
@@ -18,8 +19,13 @@ HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="package")
-def host_before() -> dict[str, str]:
-    """What the host looked like before the cluster started."""
+def host_before(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What the host looked like before the cluster started, less what a
+    killed earlier cluster left: `up` removes those leftovers (its network
+    namespaces, bridge and cgroup) before it starts, so `down` must not bring
+    them back. A `make test` interrupted in this lane leaves them for the next
+    run; here the same cleanup runs first, on a state directory of no nodes."""
+    cleanup(tmp_path_factory.mktemp("no-nodes"))
     return host_state()
 
 
