@@ -105,9 +105,13 @@ unit: venv promtool
 #               end on podman, then the examples on K8S_PREVIOUS
 SET_UP_STEPS := lint binaries previous-binaries node-packages image
 TEST_LANES := stand-in real-nodes kind
+# Each step's and lane's output is also kept in build/lanes/; on a failure,
+# what failed is printed again last (hack/lane-digest.sh).
 test: venv
-	+$(MAKE) --no-print-directory -j$(words $(SET_UP_STEPS)) $(addprefix set-up-,$(SET_UP_STEPS))
-	+$(MAKE) --no-print-directory -j3 $(addprefix lane-,$(TEST_LANES))
+	@rm -rf build/lanes
+	+$(MAKE) --no-print-directory -j$(words $(SET_UP_STEPS)) $(addprefix set-up-,$(SET_UP_STEPS)) \
+	  || { hack/lane-digest.sh; exit 2; }
+	+$(MAKE) --no-print-directory -j3 $(addprefix lane-,$(TEST_LANES)) || { hack/lane-digest.sh; exit 2; }
 
 set-up-%:
 	+hack/lane.sh set-up $* $(MAKE) --no-print-directory $*

@@ -1,0 +1,61 @@
+"""`make test`'s lanes (hack/lane.sh) keep what they print, and a failure is
+told again last (hack/lane-digest.sh): a failed lane's pytest summary, its
+scripts' "FAILED:" lines and its assertion lines, none of a passing lane's."""
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FAILING = """
+echo 'starting a cluster'
+for i in $(seq 200); do echo "component log line $i"; done
+echo 'E       AssertionError: waited 90s for 4 pods Running'
+echo 'FAILED tests/kind/test_lws_examples.py::test_quad - AssertionError: waited 90s'
+echo 'kind-e2e: FAILED: the demo pod ran on the control plane'
+exit 3
+"""
+
+
+def run_lane(logs: Path, name: str, script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ROOT / "hack/lane.sh"), "lane", name, "bash", "-c", script],
+        env={"PATH": "/usr/bin:/bin", "LANE_LOG_DIR": str(logs)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_failed_lane_is_told_again_last_and_a_passing_one_is_not(tmp_path: Path) -> None:
+    failed = run_lane(tmp_path, "kind", FAILING)
+    passed = run_lane(tmp_path, "stand-in", "echo 'FAILED in a message that passed'")
+
+    assert failed.returncode == 3 and passed.returncode == 0
+    last = failed.stdout.splitlines()[-1]
+    assert last.startswith("kind              | lane kind: FAILED (exit 3)"), last
+    assert (tmp_path / "kind.log").read_text().splitlines()[0] == "starting a cluster"
+    digest = subprocess.run(
+        [str(ROOT / "hack/lane-digest.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert digest == [
+        f"==== what failed in kind (its whole output: {tmp_path}/kind.log) ====",
+        "FAILED tests/kind/test_lws_examples.py::test_quad - AssertionError: waited 90s",
+        "kind-e2e: FAILED: the demo pod ran on the control plane",
+        "E       AssertionError: waited 90s for 4 pods Running",
+    ]
+
+
+def test_a_lane_that_passes_on_a_second_run_is_no_longer_told(tmp_path: Path) -> None:
+    run_lane(tmp_path, "kind", FAILING)
+    run_lane(tmp_path, "kind", "echo fixed")
+    digest = subprocess.run(
+        [str(ROOT / "hack/lane-digest.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert digest.stdout == ""
