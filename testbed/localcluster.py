@@ -73,14 +73,21 @@ class Cluster:
     def delete(self, *files: str) -> None:
         """Delete what the example made and wait until it is gone (namespaces included)."""
         for name in reversed(files):
-            self.kubectl(
-                "delete",
-                "-f",
-                str(example_file(name, self.release)),
-                "--ignore-not-found",
-                "--wait",
-                "--timeout=180s",
+            self.delete_manifest(name, example_file(name, self.release).read_text())
+
+    def delete_manifest(self, name: str, manifest: str) -> None:
+        """`kubectl delete` of a manifest's objects, then wait until none is
+        left: through `wait_for`, whose timeout stretches on a loaded machine
+        as kubectl's own `--timeout` would not."""
+        self.kubectl("delete", "-f", "-", "--ignore-not-found", "--wait=false", stdin=manifest)
+
+        def gone() -> bool:
+            left = self.kubectl(
+                "get", "-f", "-", "--ignore-not-found", "-o", "name", stdin=manifest, check=False
             )
+            return left.returncode == 0 and not left.stdout.strip()
+
+        wait_for(f"the objects of {name} gone", gone, timeout=180.0)
 
     def pod(self, namespace: str, name: str) -> JSON | None:
         try:

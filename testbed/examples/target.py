@@ -76,15 +76,7 @@ class Target:
     def delete(self, *files: str) -> None:
         """Delete what the example made and wait until it is gone (namespaces included)."""
         for name in reversed(files):
-            self.kubectl_stdin(
-                self.manifest(name),
-                "delete",
-                "-f",
-                "-",
-                "--ignore-not-found",
-                "--wait",
-                "--timeout=180s",
-            )
+            self.cluster.delete_manifest(name, self.manifest(name))
 
     def seen(self, pod: JSON) -> dict[str, str]:
         """The environment the node daemon's CDI spec gives the pod's claim; where

@@ -233,7 +233,7 @@ def test_a_workload_no_cluster_can_hold_fails_and_holds_nothing(target: Target) 
         )
         assert not templates.items
     finally:
-        target.kubectl_stdin(text, "delete", "-f", "-", "--wait", "--timeout=120s")
+        target.cluster.delete_manifest("the refused workload", text)
 
 
 def test_a_claim_not_of_the_workload_is_refused_at_prepare(target: Target) -> None:
@@ -295,7 +295,7 @@ spec:
             pod = cluster.pod(ns, "intruder")
             assert pod is not None and pod["status"]["phase"] == "Pending"
         finally:
-            target.kubectl_stdin(intruder, "delete", "-f", "-", "--wait", "--timeout=120s")
+            target.cluster.delete_manifest("the intruder", intruder)
 
 
 Clear = Callable[[], None]
