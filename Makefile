@@ -365,7 +365,7 @@ kind-aws: kind-tools
 
 kind-demo: kind-tools
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) apply -f $(KIND_DEMO)
-	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) wait pod --all --for=condition=PodScheduled --timeout=120s
+	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) wait pod --all --for=condition=PodScheduled --timeout=300s
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get resourceclaims -o jsonpath='{range .items[*]}{.metadata.name}{":"}{range .status.allocation.devices.results[*]} {.pool}/{.device}{end}{"\n"}{end}'
 	$(KIND_ENV) $(KUBECTL) --context $(KIND_CONTEXT) -n $(KIND_DEMO_NAMESPACE) get pods -o wide
 

@@ -40,7 +40,7 @@ running() {
     sleep 1
   done
   [ -n "$name" ] || fail "Kueue made no Workload for Job $1"
-  "${kubectl[@]}" "${ns[@]}" wait "workloads.kueue.x-k8s.io/$name" --for=condition=Admitted --timeout=120s >/dev/null ||
+  "${kubectl[@]}" "${ns[@]}" wait "workloads.kueue.x-k8s.io/$name" --for=condition=Admitted --timeout=300s >/dev/null ||
     fail "Job $1 not admitted: $("${kubectl[@]}" "${ns[@]}" get "workloads.kueue.x-k8s.io/$name" -o jsonpath='{.status.conditions}')"
   pod_running "$1"
 }
@@ -66,7 +66,7 @@ for _ in {1..60}; do
   sleep 1
 done
 [ -n "$queued" ] || fail "Kueue made no Workload for Job second"
-"${kubectl[@]}" "${ns[@]}" wait "workloads.kueue.x-k8s.io/$queued" --for=condition=QuotaReserved=false --timeout=60s >/dev/null ||
+"${kubectl[@]}" "${ns[@]}" wait "workloads.kueue.x-k8s.io/$queued" --for=condition=QuotaReserved=false --timeout=240s >/dev/null ||
   fail "Job second is not held back by the one-chip quota"
 message=$("${kubectl[@]}" "${ns[@]}" get "workloads.kueue.x-k8s.io/$queued" -o \
   jsonpath='{.status.conditions[?(@.type=="QuotaReserved")].message}')

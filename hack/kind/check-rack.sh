@@ -17,7 +17,7 @@ daemons=$("${kubectl[@]}" -n trainium-dra get pods -l app.kubernetes.io/componen
   jsonpath='{range .items[?(@.status.containerStatuses[0].ready==true)]}{.spec.nodeName}{"\n"}{end}' | sort)
 [ "$daemons" = "$nodes" ] || fail "ready node daemons on [$(echo $daemons)], want one on each of [$(echo $nodes)]"
 
-"${kubectl[@]}" wait ultraserver/kind-rack --for=jsonpath='{.status.servers.mapped}'="$count" --timeout=60s >/dev/null ||
+"${kubectl[@]}" wait ultraserver/kind-rack --for=jsonpath='{.status.servers.mapped}'="$count" --timeout=240s >/dev/null ||
   fail "kind-rack maps $("${kubectl[@]}" get ultraserver kind-rack -o jsonpath='{.status.servers.summary}') servers, want $count"
 # A server's slices select its node by name (metadata.name), not spec.nodeName.
 published=$("${kubectl[@]}" get resourceslices -l trainium.sim.dev/ultraserver=kind-rack -o \

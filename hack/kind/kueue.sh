@@ -45,7 +45,7 @@ log "helm install kueue $version from $chart"
 # answer.
 for _ in {1..60}; do
   if out=$("${kubectl[@]}" apply -f "$work/queues.yaml" 2>&1); then
-    "${kubectl[@]}" wait --for=condition=Active --timeout=60s clusterqueue/trainium >/dev/null
+    "${kubectl[@]}" wait --for=condition=Active --timeout=240s clusterqueue/trainium >/dev/null
     log "default queues: ${out//$'\n'/, }"
     exit 0
   fi
