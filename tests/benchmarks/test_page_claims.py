@@ -54,19 +54,23 @@ def controller_payload(points: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
-    points = [publish_point(n, 5.0 + n, 200 * MIB) for n in (1, 10, 100)]
-    scale_run = {
+def scheduler_run(ms_per_claim: dict[int, float]) -> dict[str, Any]:
+    """`make bench-scale`'s results: 64 single-core claims at each rack count."""
+    return {
         "command": "make bench-scale",
         "machine": {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"},
         "conditions": RUN,
         "results": {
             "scheduler": [
-                {"racks": 1, "claims": 64, "ms_per_claim": 409.4},
-                {"racks": 10, "claims": 64, "ms_per_claim": 2454.5},
+                {"racks": n, "claims": 64, "ms_per_claim": ms} for n, ms in ms_per_claim.items()
             ]
         },
     }
+
+
+def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
+    points = [publish_point(n, 5.0 + n, 200 * MIB) for n in (1, 10, 100)]
+    scale_run = scheduler_run({1: 409.4, 10: 2454.5})
     page = scale.document(controller_payload(points), scale_run, None)
     assert (
         "Scheduler wall time per single-core claim, first created to last bound (ms): "
@@ -83,17 +87,7 @@ def test_scheduler_from_two_rack_counts_is_shown_and_not_projected() -> None:
 
 def test_scheduler_from_three_rack_counts_is_projected_in_the_table() -> None:
     points = [publish_point(n, 5.0 + n, 200 * MIB) for n in (1, 10, 100)]
-    scale_run = {
-        "command": "make bench-scale",
-        "machine": {"cpus": 2, "date": "2026-12-03", "python": "3.11.7"},
-        "conditions": RUN,
-        "results": {
-            "scheduler": [
-                {"racks": n, "claims": 64, "ms_per_claim": ms}
-                for n, ms in ((1, 400.0), (4, 1000.0), (16, 3400.0))
-            ]
-        },
-    }
+    scale_run = scheduler_run({1: 400.0, 4: 1000.0, 16: 3400.0})
     page = scale.document(controller_payload(points), scale_run, None)
     assert "| Scheduler wall time per single-core claim, first created to last bound (ms) |" in page
     assert "**Scheduler per-pod cost.** The table above projects it from 1, 4 and 16 racks" in page
