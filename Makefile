@@ -250,6 +250,7 @@ bench-storage: venv binaries
 # BENCH_ARGS="--steps occupancy --busy-racks 100 --busy-layouts ..."; the node
 # pools on the counters-first scheduler too: --scheduler counters-first; a trial
 # on a busy machine: --noisy --out FILE, which leaves results and pages alone).
+# The occupancy step prints a line before each run (run n of m, fleet, layout).
 bench-scheduler: venv binaries
 	$(WITH_BINARIES) $(PY) -m benchmarks.scheduler $(BENCH_ARGS)
 

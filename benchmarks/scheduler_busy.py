@@ -285,15 +285,44 @@ class Occupancy:
     each run then restarts the scheduler on its arm's binary."""
 
 
+def run_line(run: int, total: int, at: Occupancy, layout: str, elapsed: float) -> str:
+    """A run's progress line: which of how many, its fleet and occupancy, its
+    layout, the time since the step began (pure)."""
+    fleet = f"{at.racks} rack{'' if at.racks == 1 else 's'}"
+    return (
+        f"bench-scheduler occupancy: run {run} of {total} ({fleet}, {at.percent}% held): "
+        f"{layout}; {elapsed:,.0f} s elapsed"
+    )
+
+
+@dataclass
+class Runs:
+    """The step's runs so far: each layout's rounds at the current occupancy
+    (its profiles are named after them), and the count for progress lines."""
+
+    total: int
+    started: float = field(default_factory=time.monotonic)
+    done: int = 0
+    rounds: dict[str, int] = field(default_factory=dict)
+
+    def next(self, at: Occupancy, layout: str) -> int:
+        """Count and announce a run of `layout` at `at`; its round number."""
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        print(run_line(self.done, self.total, at, layout, elapsed), flush=True)
+        self.rounds[layout] = self.rounds.get(layout, 0) + 1
+        return self.rounds[layout]
+
+
 def _round(
-    cp: ControlPlane, api: client.ApiClient, at: Occupancy, rounds: dict[str, int], layout: str
+    cp: ControlPlane, api: client.ApiClient, at: Occupancy, runs: Runs, layout: str
 ) -> dict[str, Any]:
     """The next round of `layout` at `at`, its profile named after the round."""
-    rounds[layout] = rounds.get(layout, 0) + 1
+    round_ = runs.next(at, layout)
     profile = None
     if at.profiles is not None:
         slug = "".join(c if c.isalnum() else "-" for c in layout.lower()).strip("-")
-        name = f"busy-racks{at.racks}-{at.percent}pct-{slug}-{rounds[layout]}.pb.gz"
+        name = f"busy-racks{at.racks}-{at.percent}pct-{slug}-{round_}.pb.gz"
         profile = ProfileRequest(at.profiles[0] / name, at.profiles[1])
     build = {}
     if at.schedulers:
@@ -323,10 +352,11 @@ def occupancy_runs(
     holding the same devices (one seed per occupancy); `schedulers`: the
     binary of each build when the layouts run on more than one."""
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    progress = Runs(len(occupancies) * len(layouts) * repeats)
     for percent in occupancies:
         held = fleet_fill(racks, percent / 100, SEED + percent)
         at = Occupancy(racks, percent, held, pods, profiles, schedulers or {})
-        rounds: dict[str, int] = {}
-        runs = {name: partial(_round, cp, api, at, rounds, name) for name in layouts}
+        progress.rounds.clear()
+        runs = {name: partial(_round, cp, api, at, progress, name) for name in layouts}
         out[str(percent)] = interleaved(runs, repeats)
     return out
