@@ -103,9 +103,11 @@ def desired_rack(
     workloads: Mapping[str, str] | None = None,
     publishing: str = "plain",
     allocated: Collection[str] = (),
+    aliases: Mapping[tuple[str, str], tuple[str, ...]] | None = None,
 ) -> DesiredRack:
     """`binding_conditions` False: the apiserver does not keep them, whatever the spec says.
-    `mapping`: the node mapping when the caller already resolved it. `occupied`:
+    `mapping` and `aliases`: the node mapping and the profile's device aliases
+    (`device_aliases`) when the caller already resolved them. `occupied`:
     what the claims hold of the rack, for the guard's taints, and `advertised`:
     whether its rack device is published (`node` pools only). `profile`: the
     vocabulary to publish in, which decides the rack's devices and plan input
@@ -133,7 +135,8 @@ def desired_rack(
         allocated=allocated,
     )
     slices = build_slices(inp, driver)
-    aliases = device_aliases(spec.rack, profile, mapping.nodes)
+    if aliases is None:
+        aliases = device_aliases(spec.rack, profile, mapping.nodes)
     return DesiredRack(mapping, devices, health, slices, aliases)
 
 

@@ -209,6 +209,7 @@ class Reconciler:
             workloads=workloads,
             publishing=self.publishing,
             allocated=allocated,
+            aliases=aliases,
         )
         write_plan = plan_writes(want.slices, existing, owner_reference(spec))
         published, versions = self._apply(spec, write_plan, want.slices, existing)
