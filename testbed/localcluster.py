@@ -29,6 +29,10 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 T = TypeVar("T")
 
 
+WEBHOOK_DOWN = "failed calling webhook"
+"""What kubectl says when an admission webhook's server does not answer."""
+
+
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
     """The shared poll, with the slower pace a whole local cluster needs."""
     return waiting.wait_for(what, probe, timeout, interval=0.5)
@@ -68,7 +72,21 @@ class Cluster:
 
     def apply(self, *files: str) -> None:
         for name in files:
-            self.kubectl("apply", "-f", str(example_file(name, self.release)))
+            self.apply_manifest(name, example_file(name, self.release).read_text())
+
+    def apply_manifest(self, name: str, manifest: str) -> None:
+        """`kubectl apply` of a manifest, again while an admission webhook does
+        not answer (a Kueue or LeaderWorkerSet manager restarting on a loaded
+        machine); any other refusal fails at once."""
+
+        def applied() -> bool:
+            done = self.kubectl("apply", "-f", "-", stdin=manifest, check=False)
+            assert done.returncode == 0 or WEBHOOK_DOWN in done.stderr, (
+                f"kubectl apply {name}: {done.stderr}"
+            )
+            return done.returncode == 0
+
+        wait_for(f"{name} applied (an admission webhook did not answer)", applied)
 
     def delete(self, *files: str) -> None:
         """Delete what the example made and wait until it is gone (namespaces included)."""

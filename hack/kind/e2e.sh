@@ -54,6 +54,8 @@ on_exit() {
       "${kubectl[@]}" -n kueue-system logs deploy/kueue-controller-manager --tail 50 >&2 || true
       "${kubectl[@]}" get workloads.kueue.x-k8s.io -A >&2 || true
       "${kubectl[@]}" -n lws-system logs deploy/lws-controller-manager --tail 50 >&2 || true
+      # Why a manager restarted: probe failures, kills, back-offs.
+      "${kubectl[@]}" get events -A --field-selector type=Warning --sort-by=.lastTimestamp >&2 || true
     fi
     make -C "$root" --no-print-directory kind-down KIND_CLUSTER="$cluster" || true
   fi

@@ -31,10 +31,15 @@ repository=localhost/trainium-dra/kueue
   "$root/.venv/bin/python" -m localsim.kueue.chartvalues "$work/values.yaml" "$work/queues.yaml"
 log "helm install kueue $version from $chart"
 # Small requests: the kind nodes share one machine (the chart asks for 500m).
+# Probes with time to answer: the chart's 1 s timeout fails on a machine at
+# many times its CPUs' load, and each restart leaves the webhooks refusing.
 "${HELM:-helm}" upgrade --install kueue "$chart" --kube-context "kind-$cluster" \
   --namespace kueue-system --create-namespace --values "$work/values.yaml" \
   --set controllerManager.manager.resources.requests.cpu=50m \
   --set controllerManager.manager.resources.requests.memory=128Mi \
+  --set controllerManager.livenessProbe.timeoutSeconds=10 \
+  --set controllerManager.livenessProbe.failureThreshold=6 \
+  --set controllerManager.readinessProbe.timeoutSeconds=10 \
   --set controllerManager.manager.image.repository="$repository" \
   --set controllerManager.manager.image.tag="$version" \
   --set controllerManager.manager.image.pullPolicy=Never \

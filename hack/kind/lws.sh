@@ -32,6 +32,19 @@ log "helm install lws $version from $chart"
   --set image.manager.tag="$version" --set image.manager.pullPolicy=Never \
   --wait=legacy --timeout 5m
 
+# The chart fixes its manager's probes at a 1 s timeout, which fails on a
+# machine at many times its CPUs' load, and runs its one replica with leader
+# election, which a renewal missed there ends: each restart leaves the
+# webhooks refusing. Both are relaxed here, and the manager rolled out anew.
+"${kubectl[@]}" -n lws-system get configmap lws-manager-config -o json |
+  sed 's/leaderElect: true/leaderElect: false/' | "${kubectl[@]}" replace -f - >/dev/null
+"${kubectl[@]}" -n lws-system patch deployment lws-controller-manager --type=json -p '[
+  {"op": "add", "path": "/spec/template/spec/containers/0/livenessProbe/timeoutSeconds", "value": 10},
+  {"op": "add", "path": "/spec/template/spec/containers/0/livenessProbe/failureThreshold", "value": 6},
+  {"op": "add", "path": "/spec/template/spec/containers/0/readinessProbe/timeoutSeconds", "value": 10}
+]' >/dev/null
+"${kubectl[@]}" -n lws-system rollout status deployment/lws-controller-manager --timeout=5m >/dev/null
+
 # The smallest LeaderWorkerSet, created with a server-side dry run: it passes
 # the manager's mutating and validating webhooks once they answer.
 probe='{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",

@@ -103,15 +103,13 @@ def configuration(
     }
 
 
-CHART_LEASE = "c1f6bfd2.kueue.x-k8s.io"
-"""The leader-election Lease Kueue's Helm chart names (its default config)."""
-
-
 def chart_configuration(mappings: list[dict[str, Any]]) -> dict[str, Any]:
     """The Configuration for Kueue's own Helm chart (`make kind-kueue`): the
-    chart's ports on every address, leader election, Kueue's own webhook
-    certificates and its visibility API, as the chart expects; what it admits
-    and counts as the local cluster's manager does."""
+    chart's ports on every address, Kueue's own webhook certificates and its
+    visibility API, as the chart expects; what it admits and counts as the
+    local cluster's manager does. No leader election: the chart runs one
+    replica, which a lease renewal missed on a loaded machine would only
+    restart (its webhooks refusing every Job meanwhile)."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -120,7 +118,7 @@ def chart_configuration(mappings: list[dict[str, Any]]) -> dict[str, Any]:
         "health": {"healthProbeBindAddress": ":8081"},
         "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
         "webhook": {"port": 9443},
-        "leaderElection": {"leaderElect": True, "resourceName": CHART_LEASE},
+        "leaderElection": {"leaderElect": False},
         **admission(mappings, []),
         # The chart always installs the visibility APIServices and their
         # Service: the manager must serve them, or every namespace deletion

@@ -70,8 +70,7 @@ class Target:
 
     def apply(self, *files: str) -> None:
         for name in files:
-            done = self.kubectl_stdin(self.manifest(name), "apply", "-f", "-")
-            assert done.returncode == 0, f"kubectl apply {name}: {done.stderr}"
+            self.cluster.apply_manifest(name, self.manifest(name))
 
     def delete(self, *files: str) -> None:
         """Delete what the example made and wait until it is gone (namespaces included)."""

@@ -221,6 +221,7 @@ def test_kueue_from_its_chart_admits_and_counts_as_the_local_clusters() -> None:
     assert chart["featureGates"]["DynamicResourceAllocation"] is True
     # The chart's own ports and certificates, not the local cluster's loopback ones.
     assert chart["webhook"] == {"port": 9443}
+    assert chart["leaderElection"] == local["leaderElection"] == {"leaderElect": False}
     assert "internalCertManagement" not in chart
     values = chart_values(mappings)
     assert yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"]) == chart
