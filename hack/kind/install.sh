@@ -20,12 +20,14 @@ for file in "$@"; do
   values+=(--values "$root/$file")
 done
 
-# --wait=legacy: until the controller and node daemon pods are ready. (Helm's
+# --wait=legacy: until the controller and node daemon pods are ready, for up
+# to 15 min on a machine loaded many times over (it returns once they are;
+# a rolling update waits out the old leader's Lease). (Helm's
 # default watcher also waits for the UltraServer to be Ready, which it is not
 # while servers lack nodes, as on the one-node cluster: 1/4 servers.)
 "${HELM:-helm}" upgrade --install trainium-dra "$root/charts/trainium-dra" --kube-context "kind-$cluster" \
   --namespace trainium-dra --create-namespace "${values[@]}" \
-  --set image.repository="${IMAGE_REPO:?}" --set image.tag="${IMAGE_TAG:?}" --wait=legacy --timeout 5m
+  --set image.repository="${IMAGE_REPO:?}" --set image.tag="${IMAGE_TAG:?}" --wait=legacy --timeout 15m
 
 args=$("${kubectl[@]}" -n trainium-dra get daemonset trainium-dra-node -o jsonpath='{.spec.template.spec.containers[0].args}')
 driver=$(grep -oE -- '--driver-name=[^"]+' <<<"$args")
@@ -34,7 +36,7 @@ driver=${driver#--driver-name=}
 # UltraServer's): by spec.nodeName (the AWS profile's pool per node) or by
 # name in a node selector (the trainium profile's server slices).
 nodes=$("${kubectl[@]}" get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort)
-for _ in {1..60}; do
+for _ in {1..300}; do
   stale=$("${kubectl[@]}" get resourceslices -l app.kubernetes.io/managed-by=trainium-dra-controller \
     --field-selector "spec.driver!=$driver" -o name)
   published=$("${kubectl[@]}" get resourceslices --field-selector "spec.driver=$driver" -o \
@@ -46,6 +48,6 @@ for _ in {1..60}; do
   fi
   sleep 2
 done
-log "$driver publishes devices of [$(echo $published)] after 120 s, want [$(echo $nodes)];" \
+log "$driver publishes devices of [$(echo $published)] after 600 s, want [$(echo $nodes)];" \
   "slices of another driver: [$(echo $stale)]"
 exit 1
