@@ -42,19 +42,7 @@ class RealCluster:
     def apply(self, *objects: JSON) -> None:
         """`kubectl apply` of API objects, in order."""
         for obj in objects:
-            result = subprocess.run(
-                [
-                    str(self.cluster.kubectl_path),
-                    f"--kubeconfig={self.cluster.paths.kubeconfig}",
-                    "apply",
-                    "-f",
-                    "-",
-                ],
-                input=json.dumps(obj),
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            result = self.cluster.kubectl("apply", "-f", "-", check=False, stdin=json.dumps(obj))
             if result.returncode != 0:
                 raise AssertionError(f"kubectl apply {obj['kind']}: {result.stderr}")
 

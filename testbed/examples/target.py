@@ -58,16 +58,6 @@ class Target:
         """The example file for the cluster's release, fitted to its rack."""
         return for_rack(example_file(name, self.cluster.release).read_text(), self.rack)
 
-    def kubectl_stdin(self, text: str, *args: str) -> subprocess.CompletedProcess[str]:
-        kubeconfig = f"--kubeconfig={self.cluster.paths.kubeconfig}"
-        return subprocess.run(
-            [str(self.cluster.kubectl_path), kubeconfig, *args],
-            input=text,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-
     def apply(self, *files: str) -> None:
         for name in files:
             self.cluster.apply_manifest(name, self.manifest(name))

@@ -181,8 +181,14 @@ def test_deleting_a_workload_releases_its_nodes_template_and_pods(target: Target
     with applied(target, "workload"):
         nodes = set(allocated(cluster, ns, "training")["nodes"])
         pods = {p["metadata"]["name"] for p in running_pods(cluster, ns, 2, nodes)}
-        done = target.kubectl_stdin(
-            "", "delete", "neuronultraserverworkload", "training", "-n", ns, "--timeout=120s"
+        done = target.cluster.kubectl(
+            "delete",
+            "neuronultraserverworkload",
+            "training",
+            "-n",
+            ns,
+            "--timeout=120s",
+            check=False,
         )
         assert done.returncode == 0, done.stderr
         wait_for("the workload's tags gone", lambda: not tagged(cluster), WAIT)
@@ -206,9 +212,11 @@ def test_bad_workloads_are_refused_at_create_with_the_field(target: Target) -> N
         ),
     }
     for spec, field in cases.items():
-        result = target.kubectl_stdin(base + spec, "apply", "-f", "-")
+        result = target.cluster.kubectl("apply", "-f", "-", check=False, stdin=base + spec)
         assert result.returncode != 0 and field in result.stderr, result.stderr
-    gone = target.kubectl_stdin("", "get", "neuronultraserverworkloads", "-A", "-o", "name")
+    gone = target.cluster.kubectl(
+        "get", "neuronultraserverworkloads", "-A", "-o", "name", check=False
+    )
     assert "bad" not in gone.stdout
 
 
@@ -219,7 +227,7 @@ def test_a_workload_no_cluster_can_hold_fails_and_holds_nothing(target: Target) 
         "  name: too-big\n  namespace: default\nspec:\n  instanceType: trn3.48xlarge\n"
         "  topologySize: 4\n  serverCount: 3\n"
     )
-    assert target.kubectl_stdin(text, "apply", "-f", "-").returncode == 0
+    assert target.cluster.kubectl("apply", "-f", "-", check=False, stdin=text).returncode == 0
     try:
         status = wait_for(
             "too-big Failed",
@@ -280,7 +288,7 @@ spec:
     - name: neurons
       resourceClaimName: intruder
 """
-        applied_intruder = target.kubectl_stdin(intruder, "apply", "-f", "-")
+        applied_intruder = target.cluster.kubectl("apply", "-f", "-", check=False, stdin=intruder)
         assert applied_intruder.returncode == 0, applied_intruder.stderr
 
         def warned() -> list[JSON] | None:
