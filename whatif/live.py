@@ -32,6 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 
 from kubernetes import client
 
@@ -554,7 +555,11 @@ def _settle_loop(
             run.end_due(now)
             if faults is not None and fault_due:
                 with run.costs.part("faults"):
-                    if not _apply_faults(run, pods, faults, fault_due, clock.timeout):
+                    idle = partial(_controller_idle, metrics, bool(clock.controller_metrics_url))
+                    applied = _apply_faults(
+                        run, pods, faults, fault_due, timeout=clock.timeout, controller_idle=idle
+                    )
+                    if not applied:
                         timeouts += 1
             if not _settle(run, pods, metrics, clock, kueue, now=now, before=before):
                 timeouts += 1
@@ -643,8 +648,20 @@ def _drain(run: _LiveRun, pods: PodWatch, now: float) -> None:
         run.see(event, now)
 
 
+def _controller_idle(metrics: WorkMetrics, known: bool) -> bool:
+    """The controller has no rack or claim to write (True when its /metrics
+    are not known: the taints' quiet window is then all there is)."""
+    return not known or metrics.state(controller=True).controller == 0
+
+
 def _apply_faults(
-    run: _LiveRun, pods: PodWatch, faults: _Faults, actions: list[FaultAction], timeout: float
+    run: _LiveRun,
+    pods: PodWatch,
+    faults: _Faults,
+    actions: list[FaultAction],
+    *,
+    timeout: float,
+    controller_idle: Callable[[], bool],
 ) -> bool:
     """Send `actions` and wait until the driver's slices show them and every
     pod on a newly failed device has gone (evicted) from the replay's view,
@@ -663,12 +680,19 @@ def _apply_faults(
     else:
         log.warning("faults %s: the driver's slices did not change within %.0f s", actions, timeout)
         return False
-    # The taints spread (a chip's devices, then the server and rack devices
-    # over it): go on until they have stood still a while with no pod left on them.
+    # The taints spread: the rack's reconcile writes the chip's slice, then
+    # the slices of the server and rack devices over it, seconds apart on a
+    # loaded machine. Go on once the controller has nothing left to write and
+    # the taints have stood still a while with no pod left on them.
     stable_since = time.monotonic()
     while time.monotonic() < deadline:
         victims = claims_on(run.objects.list_all(CLAIMS), failed)
-        if not pods.any_present(victims) and time.monotonic() - stable_since > TAINTS_SETTLE:
+        if (
+            not pods.any_present(victims)
+            and time.monotonic() - stable_since > TAINTS_SETTLE
+            and controller_idle()
+            and failed_devices(run.objects.list_all(SLICES), run.driver) == failed
+        ):
             return True
         time.sleep(POLL * 5)
         now_failed = failed_devices(run.objects.list_all(SLICES), run.driver)
