@@ -7,7 +7,10 @@
 set -euo pipefail
 shopt -s inherit_errexit
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+# shellcheck source=../lib/webhooks.sh
+. "$here/../lib/webhooks.sh"
 cluster=${1:?usage: check-kueue.sh CLUSTER}
 kubectl=("${KUBECTL:-kubectl}" --context "kind-$cluster")
 example="$root/deploy/examples/kind-kueue"
@@ -45,19 +48,8 @@ running() {
   pod_running "$1"
 }
 
-# Helm's wait ends when Kueue's pod is ready, which can be before its webhook
-# Service routes to it (connection refused): the first apply retries while
-# the webhook does not answer.
-applied=""
-for _ in {1..60}; do
-  if out=$("${kubectl[@]}" apply -f "$example/queue.yaml" -f "$example/first.yaml" 2>&1); then
-    applied=yes
-    break
-  fi
-  grep -q "failed calling webhook" <<<"$out" || fail "kubectl apply: $out"
-  sleep 2
-done
-[ -n "$applied" ] || fail "Kueue's webhooks did not answer in 120 s: $out"
+while_webhooks_refuse 300 "" "${kubectl[@]}" apply -f "$example/queue.yaml" -f "$example/first.yaml" >/dev/null ||
+  fail "Kueue refused the example's queue or Job"
 running first
 "${kubectl[@]}" apply -f "$example/second.yaml" >/dev/null
 for _ in {1..60}; do

@@ -16,6 +16,8 @@ shopt -s inherit_errexit
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=../lib/webhooks.sh
+. "$here/../lib/webhooks.sh"
 cluster=${1:?usage: kueue.sh CLUSTER}
 kubectl=("${KUBECTL:-kubectl}" --context "kind-$cluster")
 log() { echo "kind-kueue: $*" >&2; }
@@ -46,16 +48,7 @@ log "helm install kueue $version from $chart"
   --wait=legacy --timeout 5m
 
 # Helm's wait ends when the manager's pod is ready, which can be before its
-# webhook Service routes to it (connection refused): retry while it does not
-# answer.
-for _ in {1..60}; do
-  if out=$("${kubectl[@]}" apply -f "$work/queues.yaml" 2>&1); then
-    "${kubectl[@]}" wait --for=condition=Active --timeout=240s clusterqueue/trainium >/dev/null
-    log "default queues: ${out//$'\n'/, }"
-    exit 0
-  fi
-  grep -q "failed calling webhook" <<<"$out" || { log "kubectl apply: $out"; exit 1; }
-  sleep 2
-done
-log "Kueue's webhooks did not answer in 120 s: $out"
-exit 1
+# webhook Service routes to it.
+out=$(while_webhooks_refuse 300 "" "${kubectl[@]}" apply -f "$work/queues.yaml")
+"${kubectl[@]}" wait --for=condition=Active --timeout=240s clusterqueue/trainium >/dev/null
+log "default queues: ${out//$'\n'/, }"

@@ -15,6 +15,8 @@ shopt -s inherit_errexit
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=../lib/webhooks.sh
+. "$here/../lib/webhooks.sh"
 cluster=${1:?usage: lws.sh CLUSTER}
 kubectl=("${KUBECTL:-kubectl}" --context "kind-$cluster")
 log() { echo "kind-lws: $*" >&2; }
@@ -51,14 +53,9 @@ probe='{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
   "metadata": {"name": "webhook-probe", "namespace": "default"},
   "spec": {"leaderWorkerTemplate": {"size": 1, "workerTemplate": {"spec":
     {"containers": [{"name": "probe", "image": "localhost/trainium-dra/driver:dev"}]}}}}}'
-for _ in {1..90}; do
-  if out=$("${kubectl[@]}" create --dry-run=server -f - <<<"$probe" 2>&1); then
-    log "webhooks answer: $out"
-    exit 0
-  fi
-  # Until the CRD is served and the webhooks answer with the certificate.
-  grep -qE "failed calling webhook|no matches for kind" <<<"$out" || { log "kubectl create: $out"; exit 1; }
-  sleep 2
-done
-log "LeaderWorkerSet's webhooks did not answer in 180 s: $out"
-exit 1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "$probe" >"$work/probe.json"
+# Until the CRD is served and the webhooks answer with the certificate.
+out=$(while_webhooks_refuse 300 "no matches for kind" "${kubectl[@]}" create --dry-run=server -f "$work/probe.json")
+log "webhooks answer: $out"
