@@ -35,7 +35,10 @@ from whatif.kueue import (
 
 GATE: Final = "kueue.x-k8s.io/admission"
 """The scheduling gate Kueue holds a pod back with until it admits it."""
-GONE_TIMEOUT: Final = 120.0
+GONE_TIMEOUT: Final = 300.0
+"""Wall seconds the replay's ClusterQueue and flavor may take to go, as its
+namespace may (live.delete_namespace): Kueue finishes the last Workloads
+first, which on a loaded machine takes minutes."""
 QUIET: Final = 1.5
 """Wall seconds Kueue's decisions must stand still: longer than the second
 Kueue 0.17 batches the requeue of inadmissible workloads by after quota
