@@ -39,6 +39,10 @@ GONE_TIMEOUT: Final = 300.0
 """Wall seconds the replay's ClusterQueue and flavor may take to go, as its
 namespace may (live.delete_namespace): Kueue finishes the last Workloads
 first, which on a loaded machine takes minutes."""
+LAST_QUIET: Final = 30.0
+"""Wall seconds Kueue must stand still before a replay ends with jobs still
+queued: ending too early loses those jobs (never run), not just a moment,
+and a loaded machine's Kueue can take far longer than QUIET to move."""
 QUIET: Final = 1.5
 """Wall seconds Kueue's decisions must stand still: longer than the second
 Kueue 0.17 batches the requeue of inadmissible workloads by after quota
@@ -201,6 +205,18 @@ class KueueWatch:
             if why is None and time.monotonic() - self.changed < QUIET:
                 why = "Kueue decided something a moment ago"
             return why
+
+    def moves_within(self, seconds: float) -> bool:
+        """Whether a Workload changes within `seconds` wall seconds from now."""
+        with self.lock:
+            mark = self.changed
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.changed != mark:
+                    return True
+            time.sleep(0.2)
+        return False
 
     def latest_created(self) -> float | None:
         with self.lock:

@@ -48,7 +48,7 @@ from whatif.jobobjects import CLAIMS as CLAIM_PODS
 from whatif.jobobjects import PodStyle, job_objects, pod_name
 from whatif.jobs import Job
 from whatif.kueue import KueueQueue
-from whatif.kueuewatch import KueueWatch, spacing, through_kueue
+from whatif.kueuewatch import LAST_QUIET, KueueWatch, spacing, through_kueue
 from whatif.livefaults import (
     FaultAction,
     FaultClock,
@@ -334,6 +334,10 @@ class _LiveRun:
     def arrived_all(self) -> bool:
         return self.next_arrival == len(self.arrivals)
 
+    def waiting(self) -> bool:
+        """Some job that arrived has not started (or was evicted and waits again)."""
+        return any(e.start is None for e in self.arrivals[: self.next_arrival])
+
     def next_event(self) -> float | None:
         """The next arrival or end, simulated seconds; None if none is left."""
         times = []
@@ -566,6 +570,8 @@ def _settle_loop(
             spent.append(time.monotonic() - began)
             started = _report(run, started, progress)
             times = [t for t in (run.next_event(), _next_fault(faults, run)) if t is not None]
+            if not times and kueue is not None and run.waiting() and kueue.moves_within(LAST_QUIET):
+                continue  # Kueue moved after all: settle again at the same second
             if not times:
                 costs = run.costs.summary(len(spent), sum(spent))
                 return SettleStats(len(spent), percentile(spent, 0.5), max(spent), timeouts, costs)

@@ -1,13 +1,18 @@
 """The what-if's Kueue objects and when it takes Kueue to have settled."""
 
+import threading
+
 import pytest
+from kubernetes import client
 
 from driver.jsontypes import JSON
+from driver.kubeapi.apiserver import ApiServer
 from whatif.jobobjects import PodStyle, job_objects
 from whatif.jobs import Job, PodShape
 from whatif.kueue import PRIORITY_LABEL, KueueQueue, queue_objects
 from whatif.kueuewatch import (
     SPACING_MARGIN,
+    KueueWatch,
     Quota,
     WorkloadState,
     admissible,
@@ -143,3 +148,28 @@ def test_arrivals_wait_only_while_the_latest_workload_s_second_lasts() -> None:
     assert spacing(latest + 0.999, latest) == pytest.approx(0.001 + SPACING_MARGIN, abs=1e-6)
     assert spacing(latest + 1 + SPACING_MARGIN, latest) == 0.0
     assert spacing(latest + 7.5, latest) == 0.0
+
+
+def test_a_replay_ends_with_jobs_queued_only_once_kueue_stood_still() -> None:
+    """What the replay asks before it ends with jobs still queued: a Workload
+    changing meanwhile (Kueue admitting one late) says Kueue moves, nothing
+    changing says it does not, and a change before the question does not count."""
+    server = ApiServer(client.Configuration(host="http://127.0.0.1:1"), "trainium-dra-test", 1.0)
+    watch = KueueWatch(server, "whatif", Quota(8, strict=True))
+    admitted: JSON = {
+        "metadata": {
+            "name": "pod-a",
+            "creationTimestamp": "2026-12-07T04:00:01Z",
+            "ownerReferences": [{"kind": "Pod", "name": "a-0"}],
+        },
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}]},
+    }
+    later = threading.Timer(0.5, watch._event, ("MODIFIED", admitted))
+    later.start()
+    try:
+        assert watch.moves_within(30.0)
+    finally:
+        later.cancel()
+    assert not watch.moves_within(0.5)
+    watch._event("MODIFIED", admitted)
+    assert not watch.moves_within(0.5), "the same state again is no change"
