@@ -19,7 +19,7 @@ while_webhooks_refuse() {
       printf '%s: %s\n' "$1" "$out" >&2
       return 1
     fi
-    if ((SECONDS - start >= seconds)); then
+    if [ $((SECONDS - start)) -ge "$seconds" ]; then
       printf 'webhooks did not answer in %d s: %s\n' "$seconds" "$out" >&2
       return 1
     fi
