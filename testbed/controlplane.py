@@ -7,7 +7,7 @@ import copy
 import re
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +30,27 @@ CHART = ROOT / "charts" / "trainium-dra"
 CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
 CONTROLLER = ROOT / ".venv" / "bin" / "trainium-dra"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+GATEWAY_TIMEOUT = 504
+
+
+def delete_collection(what: str, delete: Callable[[], object], timeout: float = 300.0) -> None:
+    """Call a `delete_collection_*` until the apiserver answers it. The
+    apiserver deletes a collection one object at a time, and on a loaded
+    machine a rack's thousand pods outlast its request timeout: it answers
+    504 with part of them deleted, and the next call goes on from there."""
+
+    def answered() -> bool:
+        try:
+            delete()
+        except ApiException as err:
+            if err.status != GATEWAY_TIMEOUT:
+                raise
+            return False
+        return True
+
+    wait_for(f"{what} deleted", answered, timeout, interval=1.0)
 
 
 def install(cp: ControlPlane, driver: str = DEFAULT_DRIVER_NAME) -> None:

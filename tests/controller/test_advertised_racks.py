@@ -5,6 +5,7 @@ window to the next free rack, a rack claim is served from the window and
 keeps its device, and freeing everything brings the window back."""
 
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 from kubernetes import client
@@ -12,6 +13,7 @@ from kubernetes import client
 from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     custom,
+    delete_collection,
     load_claim,
     node_pool_racks,
     pod,
@@ -87,7 +89,9 @@ def test_the_window_moves_past_taken_racks_and_comes_back(api: client.ApiClient)
     wait_for("the held rack and the next free one", lambda: window_is(api, {second, third}), 60)
 
     core = client.CoreV1Api(api)
-    core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+    delete_collection(
+        "pods", partial(core.delete_collection_namespaced_pod, NS, grace_period_seconds=0)
+    )
     custom(api).delete_collection_namespaced_custom_object(
         "resource.k8s.io", "v1", NS, "resourceclaims"
     )

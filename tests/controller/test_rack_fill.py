@@ -19,6 +19,7 @@ from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     allocation,
     custom,
+    delete_collection,
     delta,
     load_claim,
     node_pool_racks,
@@ -136,9 +137,18 @@ def test_every_core_of_a_rack_goes_to_exactly_one_claim(
         assert allocation(api, NS, name) is None
 
     core = client.CoreV1Api(api)
-    core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
-    custom(api).delete_collection_namespaced_custom_object(
-        "resource.k8s.io", "v1", NS, "resourceclaims"
+    delete_collection(
+        "pods", partial(core.delete_collection_namespaced_pod, NS, grace_period_seconds=0)
+    )
+    delete_collection(
+        "claims",
+        partial(
+            custom(api).delete_collection_namespaced_custom_object,
+            "resource.k8s.io",
+            "v1",
+            NS,
+            "resourceclaims",
+        ),
     )
     wait_for("pods gone", lambda: not core.list_namespaced_pod(NS).items, 300, 1)
     wait_for("rack device published again", lambda: rack_device_published(api), 120, 1)

@@ -15,6 +15,7 @@ import os
 import random
 import threading
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from driver.names import DEFAULT_DRIVER_NAME
 from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     custom,
+    delete_collection,
     load_claim,
     node_pool_racks,
     pod,
@@ -99,7 +101,9 @@ def create(api: client.ApiClient, shape: str, name: str, rack: str) -> None:
 
 def clear(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
-    core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+    delete_collection(
+        "pods", partial(core.delete_collection_namespaced_pod, NS, grace_period_seconds=0)
+    )
     custom(api).delete_collection_namespaced_custom_object(
         "resource.k8s.io", "v1", NS, "resourceclaims"
     )
