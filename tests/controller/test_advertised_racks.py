@@ -92,7 +92,14 @@ def test_the_window_moves_past_taken_racks_and_comes_back(api: client.ApiClient)
     delete_collection(
         "pods", partial(core.delete_collection_namespaced_pod, NS, grace_period_seconds=0)
     )
-    custom(api).delete_collection_namespaced_custom_object(
-        "resource.k8s.io", "v1", NS, "resourceclaims"
+    delete_collection(
+        "claims",
+        partial(
+            custom(api).delete_collection_namespaced_custom_object,
+            "resource.k8s.io",
+            "v1",
+            NS,
+            "resourceclaims",
+        ),
     )
     wait_for("the window back at the first rack", lambda: window_is(api, {first}), 120)

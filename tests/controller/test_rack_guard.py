@@ -104,8 +104,15 @@ def clear(api: client.ApiClient) -> None:
     delete_collection(
         "pods", partial(core.delete_collection_namespaced_pod, NS, grace_period_seconds=0)
     )
-    custom(api).delete_collection_namespaced_custom_object(
-        "resource.k8s.io", "v1", NS, "resourceclaims"
+    delete_collection(
+        "claims",
+        partial(
+            custom(api).delete_collection_namespaced_custom_object,
+            "resource.k8s.io",
+            "v1",
+            NS,
+            "resourceclaims",
+        ),
     )
     wait_for("pods gone", lambda: not core.list_namespaced_pod(NS).items, 120, 0.2)
     wait_for(
