@@ -66,6 +66,12 @@ trap on_exit EXIT
 total=$SECONDS
 step kind-node-image
 step kind-up
+# deploy/kind/cluster.yaml's patch reached kubeadm: neither component can
+# give up a Lease and restart under load.
+for component in kube-scheduler kube-controller-manager; do
+  args=$("${kubectl[@]}" -n kube-system get pod "$component-$cluster-control-plane" -o jsonpath='{.spec.containers[0].command}')
+  grep -qF -- '--leader-elect=false' <<<"$args" || fail "$component runs with leader election: $args"
+done
 step kind-load
 step kind-install
 step kind-demo

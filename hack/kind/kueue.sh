@@ -45,7 +45,7 @@ log "helm install kueue $version from $chart"
   --set controllerManager.manager.image.repository="$repository" \
   --set controllerManager.manager.image.tag="$version" \
   --set controllerManager.manager.image.pullPolicy=Never \
-  --wait=legacy --timeout 5m
+  --wait=legacy --timeout 15m
 
 # Helm's wait ends when the manager's pod is ready, which can be before its
 # webhook Service routes to it.

@@ -32,7 +32,7 @@ log "helm install lws $version from $chart"
   --set resources.requests.cpu=50m --set resources.requests.memory=64Mi \
   --set image.manager.repository=localhost/trainium-dra/lws \
   --set image.manager.tag="$version" --set image.manager.pullPolicy=Never \
-  --wait=legacy --timeout 5m
+  --wait=legacy --timeout 15m
 
 # The chart fixes its manager's probes at a 1 s timeout, which fails on a
 # machine at many times its CPUs' load, and runs its one replica with leader
@@ -45,7 +45,7 @@ log "helm install lws $version from $chart"
   {"op": "add", "path": "/spec/template/spec/containers/0/livenessProbe/failureThreshold", "value": 6},
   {"op": "add", "path": "/spec/template/spec/containers/0/readinessProbe/timeoutSeconds", "value": 10}
 ]' >/dev/null
-"${kubectl[@]}" -n lws-system rollout status deployment/lws-controller-manager --timeout=5m >/dev/null
+"${kubectl[@]}" -n lws-system rollout status deployment/lws-controller-manager --timeout=15m >/dev/null
 
 # The smallest LeaderWorkerSet, created with a server-side dry run: it passes
 # the manager's mutating and validating webhooks once they answer.

@@ -130,6 +130,25 @@ def test_cluster_config_fits_the_node_image() -> None:
     assert kubeadm_patch("InitConfiguration")["skipPhases"] == ["preflight", "addon/coredns"]
 
 
+def test_one_control_plane_runs_its_components_without_leader_election() -> None:
+    """Appended to kind's own extraArgs (a JSON 6902 add, not a merge patch
+    that would drop the feature gates), and only while there is one control
+    plane for them to run on."""
+    (patch,) = cluster()["kubeadmConfigPatchesJSON6902"]
+    assert (patch["group"], patch["version"], patch["kind"]) == (
+        "kubeadm.k8s.io",
+        "v1beta4",
+        "ClusterConfiguration",
+    )
+    ops = yaml.safe_load(patch["patch"])
+    assert {(op["op"], op["path"]) for op in ops} == {
+        ("add", "/scheduler/extraArgs/-"),
+        ("add", "/controllerManager/extraArgs/-"),
+    }
+    assert all(op["value"] == {"name": "leader-elect", "value": "false"} for op in ops)
+    assert [n["role"] for n in cluster()["nodes"]].count("control-plane") == 1
+
+
 def test_podman_limits_fit_this_host() -> None:
     """Podman's default nofile and nproc limits exceed these hosts' hard limits,
     and the node container cannot raise them (no CAP_SYS_RESOURCE)."""
