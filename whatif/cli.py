@@ -14,7 +14,11 @@ on a clock that jumps from event to event once the cluster has settled (or,
 with `--clock wall`, a compressed wall clock), and the offline anchor beside
 it. Both write the trace they used (trace.csv), every figure and every job's
 record (result.json), plots (PNG) and a report (report.md) into DIR. `stats`
-prints what the generator would take from an Alibaba GPU trace."""
+prints what the generator would take from an Alibaba GPU trace.
+
+Exit status: 0 done, 1 no local cluster running, 2 bad input (a flag, a
+trace, a file), 3 the cluster did not answer in time (it is still there;
+run the command again once it has caught up)."""
 
 import argparse
 import json
@@ -169,17 +173,27 @@ def stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def exit_status(err: NotRunningError | ValueError | OSError) -> int:
+    """A timeout is an OSError but not the user's mistake: a cluster too slow
+    to settle or to delete the replay's namespace is worth a retry, where bad
+    input (JobError, TraceError, TopologyError, a missing file) is not."""
+    if isinstance(err, NotRunningError):
+        return 1
+    if isinstance(err, TimeoutError):
+        return 3
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     commands = {"offline": offline, "live": live, "stats": stats}
     try:
         return commands[args.command](args)
-    except NotRunningError as err:
-        print(f"trainium-dra whatif: {err}", file=sys.stderr)
-        return 1
-    except (ValueError, OSError) as err:  # JobError, TraceError, TopologyError, bad rates
-        print(f"trainium-dra whatif: {err}", file=sys.stderr)
-        return 2
+    except (NotRunningError, ValueError, OSError) as err:
+        status = exit_status(err)
+        reason = "the cluster did not answer in time: " if status == 3 else ""
+        print(f"trainium-dra whatif: {reason}{err}", file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":

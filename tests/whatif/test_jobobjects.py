@@ -1,10 +1,12 @@
-"""What a job becomes in Kubernetes, and the live command's refusal without a cluster."""
+"""What a job becomes in Kubernetes, the live command's refusal without a
+cluster, and its exit statuses."""
 
 from pathlib import Path
 
 import pytest
 
 from driver.jsontypes import JSON
+from localsim.commands.running import NotRunningError
 from whatif import cli as whatif
 from whatif.jobobjects import JOB_LABEL, PodStyle, job_objects
 from whatif.jobs import Job, PodShape
@@ -54,6 +56,14 @@ def test_live_without_a_cluster_says_how_to_start_one(
 ) -> None:
     assert whatif.main(["live", f"--state-dir={tmp_path}", "--out", str(tmp_path / "o")]) == 1
     assert "trainium-dra up" in capsys.readouterr().err
+
+
+def test_a_cluster_too_slow_is_told_apart_from_bad_input() -> None:
+    """TimeoutError is an OSError; the exit status still says which it was."""
+    assert whatif.exit_status(NotRunningError("no cluster")) == 1
+    assert whatif.exit_status(ValueError("--jobs: must be positive")) == 2
+    assert whatif.exit_status(FileNotFoundError("trace.csv")) == 2
+    assert whatif.exit_status(TimeoutError("namespace whatif: still there")) == 3
 
 
 def test_the_clock_fits_the_trace_into_the_minutes_asked() -> None:
