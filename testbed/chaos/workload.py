@@ -7,6 +7,7 @@ from contextlib import suppress
 from kubernetes import client
 
 from driver.names import device_class_name
+from testbed.controlplane import delete_collection
 from testbed.waiting import wait_for
 
 WRITERS = 16
@@ -81,9 +82,15 @@ def wait_running(
 def delete_all(api: client.ApiClient, namespace: str, timeout: float = 300.0) -> None:
     """Delete every pod and then every claim of the namespace, and wait until all are gone."""
     core, resource = client.CoreV1Api(api), client.ResourceV1Api(api)
-    core.delete_collection_namespaced_pod(namespace)
+    delete_collection(
+        f"pods of {namespace}", lambda: core.delete_collection_namespaced_pod(namespace), timeout
+    )
     wait_for(f"pods of {namespace} gone", lambda: not pods(api, namespace), timeout, interval=0.5)
-    resource.delete_collection_namespaced_resource_claim(namespace)
+    delete_collection(
+        f"claims of {namespace}",
+        lambda: resource.delete_collection_namespaced_resource_claim(namespace),
+        timeout,
+    )
     wait_for(
         f"claims of {namespace} gone",
         lambda: not resource.list_namespaced_resource_claim(namespace).items,
