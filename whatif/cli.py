@@ -175,7 +175,7 @@ def stats(args: argparse.Namespace) -> int:
 
 def exit_status(err: NotRunningError | ValueError | OSError) -> int:
     """A timeout is an OSError but not the user's mistake: a cluster too slow
-    to settle or to delete the replay's namespace is worth a retry, where bad
+    to delete the replay's namespace or queues is worth a retry, where bad
     input (JobError, TraceError, TopologyError, a missing file) is not."""
     if isinstance(err, NotRunningError):
         return 1
