@@ -334,10 +334,7 @@ def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> l
         )
     else:
         pts = measured.points
-        (x0, y0), (x1, y1) = pts[0], pts[-1]
-        growth = (
-            f" It grew {y1 / y0:,.1f}x for {x1 / x0:g}x the racks." if len(pts) > 1 and y0 else ""
-        )
+        growth = growth_sentence(measured) if len(pts) > 1 and pts[0][1] else ""
         where, after = (
             ("The table above projects it from", "")
             if measured.projects()
@@ -351,6 +348,22 @@ def scheduler_part(measured: Line | None, scheduler: dict[str, Any] | None) -> l
             f"the machine's CPUs.{growth}{after}"
         )
     return [head, *DESIGN_SCHEDULER, *OTHER_SCHEDULER_MEASURES, *node_layout_part(scheduler)]
+
+
+def growth_sentence(measured: Line) -> str:
+    """How the cost grew from the fewest racks measured to the most, and, when
+    faster than the racks, that a straight line through the points falls below
+    them past the last: a projection from it is a floor, not an estimate."""
+    (x0, y0), (x1, y1) = measured.points[0], measured.points[-1]
+    said = f" It grew {y1 / y0:,.1f}x for {x1 / x0:g}x the racks."
+    if y1 / y0 <= x1 / x0 or not measured.projects():
+        return said
+    furthest = max(measured.offsets(), key=abs)
+    return (
+        f"{said} That is faster than the racks grew, so the straight line (its furthest "
+        f"point {offset(furthest)} off) falls below the cost past {x1:g} racks: its value "
+        "at 6,944 racks is a floor."
+    )
 
 
 def spoken(items: list[str]) -> str:
