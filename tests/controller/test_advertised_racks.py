@@ -5,15 +5,14 @@ window to the next free rack, a rack claim is served from the window and
 keeps its device, and freeing everything brings the window back."""
 
 from collections.abc import Iterator
-from functools import partial
 
 import pytest
 from kubernetes import client
 
 from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
+    clear_pods_and_claims,
     custom,
-    delete_collection,
     load_claim,
     node_pool_racks,
     pod,
@@ -88,18 +87,5 @@ def test_the_window_moves_past_taken_racks_and_comes_back(api: client.ApiClient)
     assert node in nodes_of(second)
     wait_for("the held rack and the next free one", lambda: window_is(api, {second, third}), 60)
 
-    core = client.CoreV1Api(api)
-    delete_collection(
-        "pods", partial(core.delete_collection_namespaced_pod, NS, grace_period_seconds=0)
-    )
-    delete_collection(
-        "claims",
-        partial(
-            custom(api).delete_collection_namespaced_custom_object,
-            "resource.k8s.io",
-            "v1",
-            NS,
-            "resourceclaims",
-        ),
-    )
+    clear_pods_and_claims(api, NS)
     wait_for("the window back at the first rack", lambda: window_is(api, {first}), 120)

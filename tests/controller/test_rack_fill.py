@@ -18,8 +18,8 @@ from driver.devicemodel.naming import ULTRASERVER_DEVICE, partition_name, server
 from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
     allocation,
+    clear_pods_and_claims,
     custom,
-    delete_collection,
     delta,
     load_claim,
     node_pool_racks,
@@ -136,19 +136,6 @@ def test_every_core_of_a_rack_goes_to_exactly_one_claim(
         wait_for(f"{name} unschedulable", partial(unschedulable, api, NS, name), 120)
         assert allocation(api, NS, name) is None
 
-    core = client.CoreV1Api(api)
-    delete_collection(
-        "pods", partial(core.delete_collection_namespaced_pod, NS, grace_period_seconds=0)
-    )
-    delete_collection(
-        "claims",
-        partial(
-            custom(api).delete_collection_namespaced_custom_object,
-            "resource.k8s.io",
-            "v1",
-            NS,
-            "resourceclaims",
-        ),
-    )
-    wait_for("pods gone", lambda: not core.list_namespaced_pod(NS).items, 300, 1)
+    clear_pods_and_claims(api, NS)
+    wait_for("pods gone", lambda: not client.CoreV1Api(api).list_namespaced_pod(NS).items, 300, 1)
     wait_for("rack device published again", lambda: rack_device_published(api), 120, 1)

@@ -15,7 +15,6 @@ import os
 import random
 import threading
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 import pytest
@@ -30,8 +29,8 @@ from driver.devicemodel.rackguard import (
 from driver.names import DEFAULT_DRIVER_NAME
 from localsim.controlplane.plane import ControlPlane
 from testbed.controlplane import (
+    clear_pods_and_claims,
     custom,
-    delete_collection,
     load_claim,
     node_pool_racks,
     pod,
@@ -100,21 +99,8 @@ def create(api: client.ApiClient, shape: str, name: str, rack: str) -> None:
 
 
 def clear(api: client.ApiClient) -> None:
-    core = client.CoreV1Api(api)
-    delete_collection(
-        "pods", partial(core.delete_collection_namespaced_pod, NS, grace_period_seconds=0)
-    )
-    delete_collection(
-        "claims",
-        partial(
-            custom(api).delete_collection_namespaced_custom_object,
-            "resource.k8s.io",
-            "v1",
-            NS,
-            "resourceclaims",
-        ),
-    )
-    wait_for("pods gone", lambda: not core.list_namespaced_pod(NS).items, 120, 0.2)
+    clear_pods_and_claims(api, NS)
+    wait_for("pods gone", lambda: not client.CoreV1Api(api).list_namespaced_pod(NS).items, 120, 0.2)
     wait_for(
         "claims gone",
         lambda: (
