@@ -3,6 +3,7 @@ the test run (it dies with it), and the few reads the example tests share."""
 
 import contextlib
 import json
+import re
 import subprocess
 import tempfile
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import yaml
 from kubernetes import client
 
 from driver.jsontypes import JSON
@@ -31,6 +33,27 @@ T = TypeVar("T")
 
 WEBHOOK_DOWN = "failed calling webhook"
 """What kubectl says when an admission webhook's server does not answer."""
+UNSEEN_NAMESPACE = re.compile(
+    r'admission webhook "[^"]+" denied the request: Namespace "([^"]+)" not found'
+)
+"""What kubectl says when a webhook looked a namespace up in its own cache,
+which has not yet seen it."""
+
+
+def webhook_not_ready(stderr: str, manifest: str) -> bool:
+    """Whether a refused apply is worth another: a webhook that did not
+    answer, or one that has not yet seen a namespace the same manifest
+    creates (Kueue's pod webhook reads namespaces from its informer, which
+    lags their creation on a loaded machine). A namespace the manifest does
+    not create is the manifest's mistake, and fails at once."""
+    if WEBHOOK_DOWN in stderr:
+        return True
+    created = {
+        doc["metadata"]["name"]
+        for doc in yaml.safe_load_all(manifest)
+        if isinstance(doc, dict) and doc.get("kind") == "Namespace"
+    }
+    return any(name in created for name in UNSEEN_NAMESPACE.findall(stderr))
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
@@ -75,18 +98,19 @@ class Cluster:
             self.apply_manifest(name, example_file(name, self.release).read_text())
 
     def apply_manifest(self, name: str, manifest: str) -> None:
-        """`kubectl apply` of a manifest, again while an admission webhook does
-        not answer (a Kueue or LeaderWorkerSet manager restarting on a loaded
-        machine); any other refusal fails at once."""
+        """`kubectl apply` of a manifest, again while an admission webhook is
+        not ready for it (`webhook_not_ready`: a Kueue or LeaderWorkerSet
+        manager restarting, or behind on the namespaces, on a loaded machine);
+        any other refusal fails at once."""
 
         def applied() -> bool:
             done = self.kubectl("apply", "-f", "-", stdin=manifest, check=False)
-            assert done.returncode == 0 or WEBHOOK_DOWN in done.stderr, (
+            assert done.returncode == 0 or webhook_not_ready(done.stderr, manifest), (
                 f"kubectl apply {name}: {done.stderr}"
             )
             return done.returncode == 0
 
-        wait_for(f"{name} applied (an admission webhook did not answer)", applied)
+        wait_for(f"{name} applied (an admission webhook was not ready)", applied)
 
     def delete(self, *files: str) -> None:
         """Delete what the example made and wait until it is gone (namespaces included)."""

@@ -1,9 +1,12 @@
 """The kind scripts' one retry of a kubectl command an admission webhook must
 answer (hack/lib/webhooks.sh): again while the webhook does not answer, never
-past another refusal or the time given."""
+past another refusal or the time given; and which refusals the Python one
+(testbed.localcluster) waits out."""
 
 import subprocess
 from pathlib import Path
+
+from testbed.localcluster import WEBHOOK_DOWN, webhook_not_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,3 +69,34 @@ def test_a_webhook_that_never_answers_fails_after_the_time_given(tmp_path: Path)
     result, calls = retry(tmp_path, refusals=100, message="failed calling webhook", seconds=0)
     assert result.returncode == 1 and calls == 1
     assert "webhooks did not answer in 0 s" in result.stderr
+
+
+MANIFEST = """apiVersion: v1
+kind: Namespace
+metadata:
+  name: example-kueue-refused
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: refused
+  namespace: example-kueue-refused
+"""
+
+
+def unseen(namespace: str) -> str:
+    return (
+        'Error from server (NotFound): error when creating "STDIN": admission webhook '
+        f'"mpod.kb.io" denied the request: Namespace "{namespace}" not found\n'
+    )
+
+
+def test_the_python_retry_waits_for_a_webhook_to_see_the_manifests_own_namespace() -> None:
+    """testbed's `apply_manifest` (the stand-in's and kind tests' examples):
+    a webhook not answering, or not yet seeing a namespace the same manifest
+    creates, is worth another apply; a namespace the manifest does not
+    create, or any other refusal, is not."""
+    assert webhook_not_ready(f"Error: {WEBHOOK_DOWN} x", MANIFEST)
+    assert webhook_not_ready(unseen("example-kueue-refused"), MANIFEST)
+    assert not webhook_not_ready(unseen("somewhere-else"), MANIFEST)
+    assert not webhook_not_ready('admission webhook "vpod.kb.io" denied the request: no', MANIFEST)

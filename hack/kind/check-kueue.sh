@@ -48,7 +48,10 @@ running() {
   pod_running "$1"
 }
 
-while_webhooks_refuse 300 "" "${kubectl[@]}" apply -f "$example/queue.yaml" -f "$example/first.yaml" >/dev/null ||
+# queue.yaml creates the namespace first.yaml's Job goes to; Kueue's webhooks
+# look namespaces up in a cache that can lag that creation.
+while_webhooks_refuse 300 'denied the request: Namespace "[^"]+" not found' \
+  "${kubectl[@]}" apply -f "$example/queue.yaml" -f "$example/first.yaml" >/dev/null ||
   fail "Kueue refused the example's queue or Job"
 running first
 "${kubectl[@]}" apply -f "$example/second.yaml" >/dev/null
