@@ -12,7 +12,12 @@ from typing import Any
 from driver.devicemodel.fabric import device_status
 from driver.devicemodel.layout import devices_by_name
 from driver.devicemodel.naming import rack_of_pool
-from driver.devicemodel.rackguard import DEFAULT_SETTLE_SECONDS, RackHold, guard_conditions
+from driver.devicemodel.rackguard import (
+    DEFAULT_SETTLE_SECONDS,
+    RackHold,
+    granted,
+    guard_conditions,
+)
 from driver.devicemodel.ultraserver import SpecError, UltraServerSpec, parse_spec
 from driver.jsontypes import JSON
 from driver.kubeapi.apiserver import MERGE_PATCH, ApiError
@@ -89,6 +94,26 @@ def desired_devices(
     return out, recheck
 
 
+def confirmed_devices(
+    claim: Mapping[str, Any],
+    racks: Mapping[str, UltraServerSpec],
+    driver: str,
+    now: datetime.datetime,
+    *,
+    hold_of: Callable[[str], RackHold | None],
+    confirmed_hold_of: Callable[[str], RackHold | None],
+    settle: float = DEFAULT_SETTLE_SECONDS,
+) -> tuple[list[JSON], float | None]:
+    """`desired_devices` with `hold_of`, decided again with `confirmed_hold_of`
+    when that would grant a rack device the claim's status does not yet show
+    granted: a grant cannot be taken back, so it rests on the fresher view."""
+    devices, recheck = desired_devices(claim, racks, driver, now, hold_of=hold_of, settle=settle)
+    current = (claim.get("status") or {}).get("devices") or []
+    if granted(devices) - granted(current):
+        return desired_devices(claim, racks, driver, now, hold_of=confirmed_hold_of, settle=settle)
+    return devices, recheck
+
+
 def as_stored(entries: list[JSON]) -> list[JSON]:
     """Entries as the apiserver hands them back: it returns an empty list
     field as null, so comparing what we want with what is there must not
@@ -121,17 +146,29 @@ class ClaimStatusWriter:
         key: str,
         racks: Mapping[str, JSON],
         hold_of: Callable[[str], RackHold | None] = lambda _: None,
+        confirmed_hold_of: Callable[[str], RackHold | None] | None = None,
     ) -> float | None:
-        """Bring one claim's device status up to date; seconds until it needs another look."""
+        """Bring one claim's device status up to date; seconds until it needs
+        another look. `hold_of` answers from the watched claims; a grant it
+        would make is decided again with `confirmed_hold_of`, which reads the
+        claims from the apiserver: a server claim written a moment ago may not
+        have reached the watch, and a grant cannot be taken back."""
         namespace, name = key.split("/", 1)
         claim = self.objects.get(CLAIMS, name, namespace)
         if claim is None or not (claim.get("status") or {}).get("allocation"):
             return None
         now = datetime.datetime.now(datetime.UTC)
-        devices, recheck = desired_devices(
-            claim, parse_racks(racks), self.driver, now, hold_of=hold_of, settle=self.settle
+        devices, recheck = confirmed_devices(
+            claim,
+            parse_racks(racks),
+            self.driver,
+            now,
+            hold_of=hold_of,
+            confirmed_hold_of=confirmed_hold_of or hold_of,
+            settle=self.settle,
         )
-        if as_stored(devices) != as_stored(claim["status"].get("devices") or []):
+        current = claim["status"].get("devices") or []
+        if as_stored(devices) != as_stored(current):
             self._write(claim, devices)
         return recheck
 

@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from functools import partial
 
@@ -25,9 +25,9 @@ from driver.controller.reconciler import ConflictError, Reconciler
 from driver.controller.sliceindex import SliceIndex
 from driver.controller.slices import MANAGED, left_by_another_driver
 from driver.controller.slicewatch import SliceWatch
-from driver.controller.stores import Stores
+from driver.controller.stores import Stores, claim_devices
 from driver.controller.workloadwatch import WorkloadWatch
-from driver.devicemodel.rackguard import RackHold, occupancy
+from driver.devicemodel.rackguard import Allocation, RackHold, occupancy
 from driver.httpendpoint import HTTPEndpoint, Reply, json_reply, metrics_reply, split_address
 from driver.kopfrun import kopf_login, run_kopf
 from driver.kubeapi.apiserver import ApiServer
@@ -283,7 +283,9 @@ class Controller:
             if key is None:
                 continue
             try:
-                recheck = self.claim_status.sync(key, self.stores.racks.items(), self._hold_of)
+                recheck = self.claim_status.sync(
+                    key, self.stores.racks.items(), self._hold_of, self._confirmed_hold_of
+                )
                 self._failures.pop(key, None)
                 if recheck is not None:
                     self.claim_queue.add(key, recheck)
@@ -299,11 +301,21 @@ class Controller:
         """The rack's guard as published, with what the claims hold of the rack
         now: a server claim seen since the rack's last reconcile refuses its
         rack claim at once. Asked only for claims holding a rack device."""
+        return self._hold_given(rack, lambda: self.stores.claims.items().values())
+
+    def _confirmed_hold_of(self, rack: str) -> RackHold | None:
+        """`_hold_of` with the claims read from the apiserver, not the watch."""
+        return self._hold_given(
+            rack, lambda: [claim_devices(c) for c in self.objects.list_all(CLAIMS)]
+        )
+
+    def _hold_given(
+        self, rack: str, claims: Callable[[], Iterable[frozenset[Allocation]]]
+    ) -> RackHold | None:
         hold = self.reconciler.holds.get(rack)
         if hold is None:
             return None
-        claims = self.stores.claims.items().values()
-        in_use = occupancy(claims, self.flags.driver_name, rack).servers_in_use
+        in_use = occupancy(claims(), self.flags.driver_name, rack).servers_in_use
         return replace(hold, servers_in_use=in_use)
 
     def _rack_claimed(self, rack: str) -> bool:

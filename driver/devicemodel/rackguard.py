@@ -114,6 +114,16 @@ class RackHold:
     servers_in_use: bool
 
 
+def granted(entries: Iterable[JSON]) -> set[tuple[str, str]]:
+    """(pool, device) of the `status.devices` entries whose RackExclusive is True."""
+    return {
+        (str(e.get("pool")), str(e.get("device")))
+        for e in entries
+        for c in e.get("conditions") or []
+        if c.get("type") == RACK_EXCLUSIVE and c.get("status") == "True"
+    }
+
+
 def granted_since(old: Sequence[JSON], allocated_at: datetime.datetime | None) -> bool:
     """`old` holds a RackExclusive grant made since the allocation."""
     for c in old:

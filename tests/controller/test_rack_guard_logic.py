@@ -2,8 +2,9 @@
 claims hold, the taints that follow, and when a rack claim may bind."""
 
 import datetime
+from typing import Any
 
-from driver.controller.claimstatus import desired_devices
+from driver.controller.claimstatus import confirmed_devices, desired_devices
 from driver.controller.rackstate import desired_rack
 from driver.devicemodel.fabric import fabric_ips, hardware_address
 from driver.devicemodel.layout import LayoutOptions, build_layout
@@ -13,6 +14,7 @@ from driver.devicemodel.rackguard import (
     Occupancy,
     RackHold,
     advertised_racks,
+    granted,
     guard_conditions,
     occupancies,
     occupancy,
@@ -20,7 +22,7 @@ from driver.devicemodel.rackguard import (
     rack_claimed_key,
     rack_in_use_key,
 )
-from driver.devicemodel.ultraserver import parse_spec
+from driver.devicemodel.ultraserver import UltraServerSpec, parse_spec
 from simdevice.topology import rack_spec
 
 DRIVER = "d.dev"
@@ -176,3 +178,53 @@ def test_fabric_addresses_belong_to_the_rack_in_either_pool_layout() -> None:
     assert fabric_ips("rack-a/server00", places) == fabric_ips("rack-a", places)
     assert hardware_address("rack-a/server00", 3) == hardware_address("rack-a", 3)
     assert fabric_ips("rack-b/server00", places) != fabric_ips("rack-a", places)
+
+
+def node_rack_claim() -> tuple[dict[str, UltraServerSpec], dict[str, Any]]:
+    """A `node` pool rack's spec and a claim holding its rack device."""
+    spec = parse_spec(
+        {
+            "metadata": {"name": "rack-a"},
+            "spec": {
+                "generation": "trn3-gen1",
+                "pools": "node",
+                "nodes": {"names": [f"n{i}" for i in range(4)]},
+                "fabric": {"setupSeconds": 0},
+            },
+        }
+    )
+    result = {"driver": DRIVER, "pool": "rack-a", "device": "ultraserver", "request": "r"}
+    return {"rack-a": spec}, {"status": {"allocation": {"devices": {"results": [result]}}}}
+
+
+def test_a_grant_rests_on_the_apiserver_not_on_the_watch() -> None:
+    racks, claim = node_rack_claim()
+    settled = NOW - datetime.timedelta(seconds=5)
+    watched = {"rack-a": RackHold(settled, False)}
+    listed = {"rack-a": RackHold(settled, True)}
+    devices, _ = confirmed_devices(
+        claim, racks, DRIVER, NOW, hold_of=watched.get, confirmed_hold_of=listed.get
+    )
+    # The watch has not yet seen the server claim the apiserver holds: refused.
+    assert status_of(devices[0]["conditions"])[RACK_IN_USE] == "True"
+    assert granted(devices) == set()
+    both, _ = confirmed_devices(
+        claim, racks, DRIVER, NOW, hold_of=watched.get, confirmed_hold_of=watched.get
+    )
+    assert granted(both) == {("rack-a", "ultraserver")}
+
+
+def test_a_grant_already_written_is_not_read_again() -> None:
+    racks, claim = node_rack_claim()
+    settled = NOW - datetime.timedelta(seconds=5)
+    watched = {"rack-a": RackHold(settled, False)}
+    first, _ = desired_devices(claim, racks, DRIVER, NOW, hold_of=watched.get)
+    claim["status"]["devices"] = first
+
+    def unread(rack: str) -> RackHold:
+        raise AssertionError(f"{rack}: the apiserver read again for a grant already written")
+
+    again, _ = confirmed_devices(
+        claim, racks, DRIVER, NOW, hold_of=watched.get, confirmed_hold_of=unread
+    )
+    assert granted(again) == {("rack-a", "ultraserver")}
