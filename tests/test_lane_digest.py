@@ -59,3 +59,32 @@ def test_a_lane_that_passes_on_a_second_run_is_no_longer_told(tmp_path: Path) ->
         check=True,
     )
     assert digest.stdout == ""
+
+
+def test_a_step_that_said_why_only_in_passing_is_told_with_its_last_lines(
+    tmp_path: Path,
+) -> None:
+    script = """
+for i in $(seq 100); do echo "building image line $i"; done
+echo 'kind-load: loading driver.tar failed (attempt 3)'
+echo 'ctr: content digest sha256:00: not found'
+echo 'make[4]: *** [Makefile:355: kind-load] Error 1'
+for i in $(seq 200); do echo "cluster state line $i"; done
+exit 2
+"""
+    run_lane(tmp_path, "kind", script)
+    digest = subprocess.run(
+        [str(ROOT / "hack/lane-digest.sh"), str(tmp_path)],
+        env={"PATH": "/usr/bin:/bin", "LANE_DIGEST_CONTEXT": "3"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert digest == [
+        f"==== what failed in kind (its whole output: {tmp_path}/kind.log) ====",
+        "make[4]: *** [Makefile:355: kind-load] Error 1",
+        "---- the lines before make's first error ----",
+        "building image line 100",
+        "kind-load: loading driver.tar failed (attempt 3)",
+        "ctr: content digest sha256:00: not found",
+    ]

@@ -19,11 +19,12 @@ provider=${KIND_PROVIDER:-$("$here/provider.sh")}
 key=$(cd "$root" && python3 -m localsim.images driver-key)
 archive="$cache/images/driver-$key.tar"
 [ -f "$archive" ] || { echo "kind-load: no $archive for these sources: run make image" >&2; exit 1; }
-# Up to three attempts: once under make test's load a node's containerd refused
-# the import ("failed to ingest index.json ... unexpected commit size"); it is
-# taken for an error of the moment and the import made again.
+# Up to three attempts each: once under make test's load a node's containerd
+# refused the import ("failed to ingest index.json ... unexpected commit
+# size"); it is taken for an error of the moment and the step made again.
 retry "kind-load: loading $archive" "${KIND:-kind}" load image-archive "$archive" --name "$cluster"
 for node in $("${KIND:-kind}" get nodes --name "$cluster"); do
-  "$provider" exec "$node" ctr -n k8s.io images tag --force "localhost/trainium-dra/driver:$key" "$image" >/dev/null
+  retry "kind-load: $node: naming the image $image" \
+    "$provider" exec "$node" ctr -n k8s.io images tag --force "localhost/trainium-dra/driver:$key" "$image" >/dev/null
   echo "kind-load: $node: $image = localhost/trainium-dra/driver:$key" >&2
 done
