@@ -3,7 +3,7 @@
 # the `kind` network that `kind create cluster` made (kind keeps it). On a
 # loaded machine podman may give up on a node container whose processes do
 # not die in its time ("given PIDs did not die within timeout"), and a second
-# delete finds them gone: up to three attempts. Such a failed attempt may have
+# delete finds them gone: up to four attempts. Such a failed attempt may have
 # removed some node containers but not their anonymous volumes (their /var),
 # which the next attempt no longer sees: those are named before the delete and
 # removed after it.

@@ -19,9 +19,10 @@ provider=${KIND_PROVIDER:-$("$here/provider.sh")}
 key=$(cd "$root" && python3 -m localsim.images driver-key)
 archive="$cache/images/driver-$key.tar"
 [ -f "$archive" ] || { echo "kind-load: no $archive for these sources: run make image" >&2; exit 1; }
-# Up to three attempts each: once under make test's load a node's containerd
-# refused the import ("failed to ingest index.json ... unexpected commit
-# size"); it is taken for an error of the moment and the step made again.
+# Up to four attempts each (hack/lib/retry.sh): once under make test's load a
+# node's containerd refused the import ("failed to ingest index.json ...
+# unexpected commit size"); it is taken for an error of the moment and the
+# step made again.
 retry "kind-load: loading $archive" "${KIND:-kind}" load image-archive "$archive" --name "$cluster"
 for node in $("${KIND:-kind}" get nodes --name "$cluster"); do
   retry "kind-load: $node: naming the image $image" \
