@@ -27,6 +27,16 @@ def run_lane(logs: Path, name: str, script: str) -> subprocess.CompletedProcess[
     )
 
 
+def digest(logs: Path, env: dict[str, str] | None = None) -> list[str]:
+    return subprocess.run(
+        [str(ROOT / "hack/lane-digest.sh"), str(logs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+
+
 def test_a_failed_lane_is_told_again_last_and_a_passing_one_is_not(tmp_path: Path) -> None:
     failed = run_lane(tmp_path, "kind", FAILING)
     passed = run_lane(tmp_path, "stand-in", "echo 'FAILED in a message that passed'")
@@ -35,13 +45,7 @@ def test_a_failed_lane_is_told_again_last_and_a_passing_one_is_not(tmp_path: Pat
     last = failed.stdout.splitlines()[-1]
     assert last.startswith("kind              | lane kind: FAILED (exit 3)"), last
     assert (tmp_path / "kind.log").read_text().splitlines()[0] == "starting a cluster"
-    digest = subprocess.run(
-        [str(ROOT / "hack/lane-digest.sh"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    assert digest == [
+    assert digest(tmp_path) == [
         f"==== what failed in kind (its whole output: {tmp_path}/kind.log) ====",
         "FAILED tests/kind/test_lws_examples.py::test_quad - AssertionError: waited 90s",
         "kind-e2e: FAILED: the demo pod ran on the control plane",
@@ -52,13 +56,7 @@ def test_a_failed_lane_is_told_again_last_and_a_passing_one_is_not(tmp_path: Pat
 def test_a_lane_that_passes_on_a_second_run_is_no_longer_told(tmp_path: Path) -> None:
     run_lane(tmp_path, "kind", FAILING)
     run_lane(tmp_path, "kind", "echo fixed")
-    digest = subprocess.run(
-        [str(ROOT / "hack/lane-digest.sh"), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert digest.stdout == ""
+    assert digest(tmp_path) == []
 
 
 def test_a_step_that_said_why_only_in_passing_is_told_with_its_last_lines(
@@ -73,14 +71,7 @@ for i in $(seq 200); do echo "cluster state line $i"; done
 exit 2
 """
     run_lane(tmp_path, "kind", script)
-    digest = subprocess.run(
-        [str(ROOT / "hack/lane-digest.sh"), str(tmp_path)],
-        env={"PATH": "/usr/bin:/bin", "LANE_DIGEST_CONTEXT": "3"},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    assert digest == [
+    assert digest(tmp_path, {"PATH": "/usr/bin:/bin", "LANE_DIGEST_CONTEXT": "3"}) == [
         f"==== what failed in kind (its whole output: {tmp_path}/kind.log) ====",
         "make[4]: *** [Makefile:355: kind-load] Error 1",
         "---- the lines before make's first error ----",
